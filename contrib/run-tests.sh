@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Test command: builds (installing what is missing) and runs the whole suite:
+# the gtest suite through `make check`, the module activation checks against
+# the installed ucx_info, and the rkey parser fuzz replay.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$top}
+
+"$top/contrib/build.sh"
+
+cd "$build"
+if ! make -j"$(nproc)" check >check.out 2>&1; then
+    cat test/gtest/gtest.log 2>/dev/null || tail -100 check.out
+    exit 1
+fi
+grep -E '^\[  (PASSED|SKIPPED|FAILED) ' test/gtest/gtest.log || true
+
+"$top/test/activation/check_activation.sh" "$build"
+if [ -x "$top/test/fuzz/run_fuzz.sh" ]; then
+    "$top/test/fuzz/run_fuzz.sh" "${FUZZ_SECONDS:-30}"
+fi

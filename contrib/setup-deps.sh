@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Prepare everything cuda_ipc_ns builds against, with no hand steps:
+#  - the Debian packages (UCX 1.13.1 runtime/dev/utils, gtest, autotools, ...)
+#  - the bookworm deb-src source, if absent
+#  - the UCX source package of exactly the installed version, configured with
+#    the flags the installed build reports (ucx_info -v), so that internal
+#    headers and config.h match the installed libraries' struct layouts.
+# Idempotent; the configured source is cached outside the source tree
+# (CUDA_IPC_NS_CACHE, default ~/.cache/cuda_ipc_ns) and a re-run takes seconds.
+# Prints the configured UCX source directory on its last line.
+set -euo pipefail
+
+cache=${CUDA_IPC_NS_CACHE:-${HOME:-/root}/.cache/cuda_ipc_ns}
+log() { echo "setup-deps: $*" >&2; }
+
+sudo_cmd=""
+[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+
+pkgs="libucx-dev libucx0 ucx-utils libgtest-dev autoconf automake libtool
+      pkg-config make gcc g++ dpkg-dev libibverbs-dev librdmacm-dev
+      libnuma-dev util-linux iproute2 clang libclang-rt-14-dev"
+
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+        missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    log "installing:$missing"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq $missing >&2
+fi
+
+ucx_ver=$(dpkg-query -W -f='${Version}' libucx0)   # e.g. 1.13.1-1
+ucx_upstream=${ucx_ver%-*}
+srcdir="$cache/ucx-$ucx_upstream"
+stamp="$srcdir/.cuda_ipc_ns-configured-$ucx_ver"
+
+if [ ! -f "$stamp" ]; then
+    # deb-src line for the suite the system uses, if no source index exists
+    if ! grep -rqs '^\(Types:.*deb-src\|deb-src\)' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+        log "enabling bookworm deb-src"
+        $sudo_cmd tee /etc/apt/sources.list.d/cuda-ipc-ns-deb-src.sources >/dev/null <<SRC
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+        $sudo_cmd apt-get update -qq
+    fi
+    mkdir -p "$cache"
+    rm -rf "$srcdir" "$cache"/ucx_*
+    log "fetching UCX source package ucx=$ucx_ver"
+    # dpkg-source applies Debian's patches: we match what the binary was built from
+    (cd "$cache" && apt-get source -qq --download-only "ucx=$ucx_ver" >&2 &&
+        dpkg-source -x ucx_"$ucx_ver".dsc "ucx-$ucx_upstream" >&2)
+    flags=$(ucx_info -v | sed -n 's/^# Configured with: //p')
+    [ -n "$flags" ] || { log "cannot read configure flags from ucx_info -v"; exit 1; }
+    log "configuring UCX source with: $flags"
+    # the flags hold literal ${prefix}: keep it literal, configure expands it
+    flags=$(printf '%s' "$flags" | sed 's/\$/\\$/g')
+    (cd "$srcdir" &&
+        { [ -x configure ] || ./autogen.sh >&2; } &&
+        eval "./configure $flags" >"$srcdir/cuda-ipc-ns-configure.log" 2>&1) ||
+        { log "UCX configure failed, see $srcdir/cuda-ipc-ns-configure.log"; exit 1; }
+    touch "$stamp"
+fi
+# The build defines of the installed libraries must be those of config.h, or
+# internal struct layouts could differ (JNI headers only concern bindings)
+defines() { grep '^#define' | sed 's/[[:space:]]\+/ /g; s/ $//' | grep -v HAVE_JNI | sort; }
+if ! diff <(ucx_info -b | defines) <(defines < "$srcdir/config.h") >&2; then
+    log "config.h of $srcdir differs from the installed build (ucx_info -b)"
+    exit 1
+fi
+log "UCX $ucx_ver source ready"
+echo "$srcdir"

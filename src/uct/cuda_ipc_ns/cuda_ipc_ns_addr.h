@@ -1,0 +1,69 @@
+/*
+ * cuda_ipc_ns: device and interface address formats (DESIGN.md 4.2).
+ * Pure pack/parse of bytes, little-endian, fixed sizes.
+ *
+ *   device address: u64 system_id, u8 flags (UCT_CUDA_IPC_NS_ADDR_FLAG_*)
+ *   iface address:  u32 pid, u64 pid_ns, u8 flags (UCT_CUDA_IPC_NS_ADDR_FLAG_*)
+ */
+#ifndef UCT_CUDA_IPC_NS_ADDR_H
+#define UCT_CUDA_IPC_NS_ADDR_H
+
+#include <ucs/type/status.h>
+#include <stddef.h>
+#include <stdint.h>
+
+
+#define UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE  (8 + 1)
+#define UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE   (4 + 8 + 1)
+
+
+/* What a process can do; carried by both addresses */
+enum {
+    UCT_CUDA_IPC_NS_ADDR_FLAG_LEGACY   = 1u << 0, /* exports legacy handles */
+    UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD = 1u << 1, /* exports/imports VMM fds */
+    UCT_CUDA_IPC_NS_ADDR_FLAG_BROKER   = 1u << 2  /* runs an fd broker */
+};
+
+
+typedef struct uct_cuda_ipc_ns_device_addr {
+    uint64_t system_id;
+    uint8_t  flags;
+} uct_cuda_ipc_ns_device_addr_t;
+
+
+typedef struct uct_cuda_ipc_ns_iface_addr {
+    uint32_t pid;
+    uint64_t pid_ns;
+    uint8_t  flags;
+} uct_cuda_ipc_ns_iface_addr_t;
+
+
+void uct_cuda_ipc_ns_device_addr_pack(const uct_cuda_ipc_ns_device_addr_t *addr,
+                                      void *buffer);
+
+/** @return UCS_OK or UCS_ERR_INVALID_PARAM when @a length is short */
+ucs_status_t uct_cuda_ipc_ns_device_addr_parse(const void *buffer, size_t length,
+                                               uct_cuda_ipc_ns_device_addr_t *addr);
+
+void uct_cuda_ipc_ns_iface_addr_pack(const uct_cuda_ipc_ns_iface_addr_t *addr,
+                                     void *buffer);
+
+ucs_status_t uct_cuda_ipc_ns_iface_addr_parse(const void *buffer, size_t length,
+                                              uct_cuda_ipc_ns_iface_addr_t *addr);
+
+
+/**
+ * Reachability rule, given both sides' addresses (DESIGN.md 4.2): same process
+ * (pid and pid_ns) or another system: unreachable; another PID namespace:
+ * reachable only when both sides can exchange POSIX fds through a broker.
+ *
+ * @return nonzero when the remote side is reachable; *reason_p (may be NULL)
+ *         names why not.
+ */
+int uct_cuda_ipc_ns_addr_is_reachable(const uct_cuda_ipc_ns_device_addr_t *local_dev,
+                                      const uct_cuda_ipc_ns_iface_addr_t *local_iface,
+                                      const uct_cuda_ipc_ns_device_addr_t *remote_dev,
+                                      const uct_cuda_ipc_ns_iface_addr_t *remote_iface,
+                                      const char **reason_p);
+
+#endif

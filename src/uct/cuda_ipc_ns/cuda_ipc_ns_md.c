@@ -1,0 +1,529 @@
+/*
+ * cuda_ipc_ns: memory domain — registration and export of CUDA memory,
+ * memory-type detection, remote key unpack.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cuda_ipc_ns_md.h"
+#include "cuda_ipc_ns_driver.h"
+#include "cuda_ipc_ns_nsid.h"
+#include "cuda_ipc_ns_addr.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/string.h>
+#include <string.h>
+#include <unistd.h>
+#include <limits.h>
+#include <inttypes.h>
+
+
+ucs_config_field_t uct_cuda_ipc_ns_md_config_table[] = {
+    {"", "", NULL,
+     ucs_offsetof(uct_cuda_ipc_ns_md_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
+
+    {"DRIVER", "libcuda.so.1",
+     "CUDA driver library to load at run time (a file name searched like\n"
+     "dlopen() does, or a path). Without a loadable driver or a device the\n"
+     "transport reports no resources.",
+     ucs_offsetof(uct_cuda_ipc_ns_md_config_t, driver_path),
+     UCS_CONFIG_TYPE_STRING},
+
+    {"LEGACY", "y",
+     "Export memory allocated with cuMemAlloc as legacy CUDA IPC handles.\n"
+     "Legacy handles cannot be opened from another PID namespace.",
+     ucs_offsetof(uct_cuda_ipc_ns_md_config_t, legacy),
+     UCS_CONFIG_TYPE_BOOL},
+
+    {"POSIX_FD", "y",
+     "Export CUDA VMM allocations (cuMemCreate) as POSIX file descriptors.",
+     ucs_offsetof(uct_cuda_ipc_ns_md_config_t, posix_fd),
+     UCS_CONFIG_TYPE_BOOL},
+
+    {NULL}
+};
+
+
+/* Nonzero when some device can export and import VMM memory as POSIX fds */
+static int uct_cuda_ipc_ns_md_posix_fd_supported(void)
+{
+    int count = 0, vmm, posix_fd, i;
+    CUdevice device;
+
+    if (UCT_CUDA_IPC_NS_CU(DeviceGetCount, &count) != UCS_OK) {
+        return 0;
+    }
+
+    for (i = 0; i < count; ++i) {
+        if ((UCT_CUDA_IPC_NS_CU(DeviceGet, &device, i) == UCS_OK) &&
+            (UCT_CUDA_IPC_NS_CU(DeviceGetAttribute, &vmm,
+                 CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                 device) == UCS_OK) &&
+            (UCT_CUDA_IPC_NS_CU(DeviceGetAttribute, &posix_fd,
+                 CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                 device) == UCS_OK) &&
+            vmm && posix_fd) {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+/* Load the configured driver; UCS_OK when it has at least one device */
+static ucs_status_t uct_cuda_ipc_ns_md_driver_ready(const char *driver_path)
+{
+    ucs_status_t status;
+    int count = 0;
+
+    status = uct_cuda_ipc_ns_driver_load(driver_path);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, DeviceGetCount,
+                                     &count);
+    if ((status != UCS_OK) || (count == 0)) {
+        ucs_debug("cuda_ipc_ns: driver '%s' reports no CUDA device",
+                  driver_path);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_query_md_resources(uct_component_t *component,
+                                                uct_md_resource_desc_t **resources_p,
+                                                unsigned *num_resources_p)
+{
+    uct_cuda_ipc_ns_md_config_t *config;
+    uct_md_config_t *md_config;
+    ucs_status_t status;
+
+    status = uct_md_config_read(component, NULL, NULL, &md_config);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    config = ucs_derived_of(md_config, uct_cuda_ipc_ns_md_config_t);
+    status = uct_cuda_ipc_ns_md_driver_ready(config->driver_path);
+    uct_config_release(md_config);
+    if (status != UCS_OK) {
+        return uct_md_query_empty_md_resource(resources_p, num_resources_p);
+    }
+
+    return uct_md_query_single_md_resource(component, resources_p,
+                                           num_resources_p);
+}
+
+
+static void uct_cuda_ipc_ns_md_close(uct_md_h uct_md)
+{
+    ucs_free(uct_md);
+}
+
+
+static ucs_status_t uct_cuda_ipc_ns_md_query(uct_md_h md, uct_md_attr_t *md_attr)
+{
+    md_attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
+    md_attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    md_attr->cap.alloc_mem_types  = 0;
+    md_attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    /* UCP classifies CUDA buffers through us when cuda_copy is absent */
+    md_attr->cap.detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    md_attr->cap.max_alloc        = 0;
+    md_attr->cap.max_reg          = ULONG_MAX;
+    md_attr->rkey_packed_size     = UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE;
+    md_attr->reg_cost             = ucs_linear_func_make(0, 0);
+    memset(&md_attr->local_cpus, 0xff, sizeof(md_attr->local_cpus));
+    return UCS_OK;
+}
+
+
+/* Attributes of the allocation holding [address, address + length) */
+typedef struct {
+    CUmemorytype memory_type;
+    int          device;
+    CUcontext    context;
+    CUdeviceptr  base;
+    size_t       size;
+    int          legacy_capable;
+    uint64_t     handle_types;
+    uint64_t     buffer_id;
+} uct_cuda_ipc_ns_ptr_attr_t;
+
+
+static ucs_status_t
+uct_cuda_ipc_ns_ptr_attr_get(const void *address, uct_cuda_ipc_ns_ptr_attr_t *attr)
+{
+    CUpointer_attribute names[] = {
+        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        CU_POINTER_ATTRIBUTE_CONTEXT,
+        CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+        CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+        CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES,
+        CU_POINTER_ATTRIBUTE_BUFFER_ID
+    };
+    void *values[] = {
+        &attr->memory_type, &attr->device, &attr->context, &attr->base,
+        &attr->size, &attr->legacy_capable, &attr->handle_types,
+        &attr->buffer_id
+    };
+    ucs_status_t status;
+
+    memset(attr, 0, sizeof(*attr));
+    /* unknown host memory is not an error: it answers memory type 0 */
+    status = UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, PointerGetAttributes,
+                                     ucs_static_array_size(names), names,
+                                     values, (CUdeviceptr)address);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    return (attr->memory_type == CU_MEMORYTYPE_DEVICE) ? UCS_OK :
+           UCS_ERR_INVALID_ADDR;
+}
+
+
+static ucs_status_t
+uct_cuda_ipc_ns_md_detect_memory_type(uct_md_h md, const void *address,
+                                      size_t length,
+                                      ucs_memory_type_t *mem_type_p)
+{
+    uct_cuda_ipc_ns_ptr_attr_t attr;
+
+    *mem_type_p = (uct_cuda_ipc_ns_ptr_attr_get(address, &attr) == UCS_OK) ?
+                  UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
+    return UCS_OK;
+}
+
+
+static ucs_status_t
+uct_cuda_ipc_ns_md_mem_query(uct_md_h md, const void *address, size_t length,
+                             uct_md_mem_attr_t *mem_attr)
+{
+    uct_cuda_ipc_ns_ptr_attr_t attr;
+    ucs_status_t status;
+
+    status = uct_cuda_ipc_ns_ptr_attr_get(address, &attr);
+    if (status != UCS_OK) {
+        return UCS_ERR_INVALID_ADDR;
+    }
+
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_MEM_TYPE) {
+        mem_attr->mem_type = UCS_MEMORY_TYPE_CUDA;
+    }
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_SYS_DEV) {
+        mem_attr->sys_dev = UCS_SYS_DEVICE_ID_UNKNOWN;
+    }
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS) {
+        mem_attr->base_address = (void*)attr.base;
+    }
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH) {
+        mem_attr->alloc_length = attr.size;
+    }
+    return UCS_OK;
+}
+
+
+static ucs_status_t
+uct_cuda_ipc_ns_memh_export_legacy(uct_cuda_ipc_ns_memh_t *memh,
+                                   const uct_cuda_ipc_ns_ptr_attr_t *attr,
+                                   ucs_log_level_t log_level)
+{
+    CUipcMemHandle handle;
+    ucs_status_t status;
+
+    UCS_STATIC_ASSERT(sizeof(handle) == UCT_CUDA_IPC_NS_HANDLE_SIZE);
+    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, IpcGetMemHandle, &handle,
+                                     attr->base);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    memh->info.handle_type = UCT_CUDA_IPC_NS_HANDLE_LEGACY;
+    memcpy(memh->info.handle.legacy, &handle, sizeof(handle));
+    return UCS_OK;
+}
+
+
+static ucs_status_t
+uct_cuda_ipc_ns_memh_export_posix_fd(uct_cuda_ipc_ns_memh_t *memh,
+                                     const uct_cuda_ipc_ns_ptr_attr_t *attr,
+                                     ucs_log_level_t log_level)
+{
+    CUmemGenericAllocationHandle handle;
+    ucs_status_t status;
+    int fd = -1;
+
+    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, MemRetainAllocationHandle,
+                                     &handle, (void*)attr->base);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, MemExportToShareableHandle,
+                                     &fd, handle,
+                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                     0);
+    /* the exported fd keeps the allocation alive; drop our retain */
+    (void)UCT_CUDA_IPC_NS_CU(MemRelease, handle);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    memh->fd                         = fd;
+    memh->info.handle_type           = UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
+    memh->info.handle.posix.fd       = fd;
+    memh->info.handle.posix.alloc_id = attr->buffer_id;
+    return UCS_OK;
+}
+
+
+static ucs_status_t uct_cuda_ipc_ns_memh_set_uuid(uct_cuda_ipc_ns_memh_t *memh,
+                                                  int device,
+                                                  ucs_log_level_t log_level)
+{
+    CUdevice cu_device;
+    CUuuid uuid;
+    ucs_status_t status;
+
+    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, DeviceGet, &cu_device, device);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, DeviceGetUuid, &uuid,
+                                     cu_device);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    UCS_STATIC_ASSERT(sizeof(uuid) == UCT_CUDA_IPC_NS_UUID_SIZE);
+    memcpy(memh->info.dev_uuid, &uuid, sizeof(uuid));
+    return UCS_OK;
+}
+
+
+static ucs_status_t
+uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
+                        unsigned flags, uct_mem_h *memh_p)
+{
+    uct_cuda_ipc_ns_md_t *md = ucs_derived_of(uct_md, uct_cuda_ipc_ns_md_t);
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    ucs_log_level_t log_level;
+    uct_cuda_ipc_ns_ptr_attr_t attr;
+    uct_cuda_ipc_ns_memh_t *memh;
+    ucs_status_t status;
+
+    log_level = (flags & UCT_MD_MEM_FLAG_HIDE_ERRORS) ? UCS_LOG_LEVEL_DEBUG :
+                UCS_LOG_LEVEL_ERROR;
+
+    status = uct_cuda_ipc_ns_ptr_attr_get(address, &attr);
+    if (status != UCS_OK) {
+        ucs_log(log_level, "cuda_ipc_ns: cannot register %p..%p: not CUDA "
+                "device memory", address, UCS_PTR_BYTE_OFFSET(address, length));
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    if (((uintptr_t)address < attr.base) ||
+        ((uintptr_t)address + length > attr.base + attr.size)) {
+        ucs_log(log_level, "cuda_ipc_ns: cannot register %p..%p: it crosses "
+                "the end of allocation 0x%llx..0x%llx", address,
+                UCS_PTR_BYTE_OFFSET(address, length), (unsigned long long)attr.base,
+                (unsigned long long)(attr.base + attr.size));
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    memh = ucs_calloc(1, sizeof(*memh), "cuda_ipc_ns_memh");
+    if (memh == NULL) {
+        ucs_log(log_level, "cuda_ipc_ns: failed to allocate memory handle");
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    memh->fd               = -1;
+    memh->info.pid         = self->pid;
+    memh->info.base        = attr.base;
+    memh->info.length      = attr.size;
+    memh->info.pid_ns      = self->pid_ns;
+    memh->info.start_time  = self->start_time;
+    memh->info.ext_version = UCT_CUDA_IPC_NS_RKEY_EXT_VERSION;
+
+    status = uct_cuda_ipc_ns_memh_set_uuid(memh, attr.device, log_level);
+    if (status != UCS_OK) {
+        goto err_free;
+    }
+
+    if (attr.legacy_capable && md->legacy) {
+        status = uct_cuda_ipc_ns_memh_export_legacy(memh, &attr, log_level);
+        /* the base key alone describes a legacy handle of the default ns */
+        memh->info.has_ext = (self->pid_ns != UCT_CUDA_IPC_NS_INIT_PID_NS);
+    } else if ((attr.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) &&
+               md->posix_fd) {
+        status = uct_cuda_ipc_ns_memh_export_posix_fd(memh, &attr, log_level);
+        memh->info.has_ext = 1;
+    } else {
+        ucs_log(log_level, "cuda_ipc_ns: cannot register %p (allocation "
+                "0x%llx, %zu bytes): %s", address,
+                (unsigned long long)attr.base, attr.size,
+                attr.legacy_capable ? "legacy IPC export is disabled" :
+                (attr.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ?
+                "POSIX fd export is disabled" :
+                "VMM allocation not created with POSIX fd handle type");
+        status = UCS_ERR_UNSUPPORTED;
+    }
+    if (status != UCS_OK) {
+        goto err_free;
+    }
+
+    ucs_trace("cuda_ipc_ns: registered %p..%p allocation 0x%llx/%zu type %d",
+              address, UCS_PTR_BYTE_OFFSET(address, length),
+              (unsigned long long)attr.base, attr.size, memh->info.handle_type);
+    *memh_p = memh;
+    return UCS_OK;
+
+err_free:
+    ucs_free(memh);
+    return status;
+}
+
+
+static ucs_status_t
+uct_cuda_ipc_ns_mem_dereg(uct_md_h uct_md,
+                          const uct_md_mem_dereg_params_t *params)
+{
+    uct_cuda_ipc_ns_memh_t *memh;
+
+    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
+
+    memh = params->memh;
+
+    if (memh->fd >= 0) {
+        close(memh->fd);
+    }
+    ucs_free(memh);
+    return UCS_OK;
+}
+
+
+static ucs_status_t
+uct_cuda_ipc_ns_mkey_pack(uct_md_h md, uct_mem_h memh_,
+                          const uct_md_mkey_pack_params_t *params,
+                          void *rkey_buffer)
+{
+    uct_cuda_ipc_ns_memh_t *memh = memh_;
+
+    return uct_cuda_ipc_ns_rkey_pack(&memh->info, rkey_buffer);
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component,
+                                         const void *rkey_buffer,
+                                         uct_rkey_t *rkey_p, void **handle_p)
+{
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    uct_cuda_ipc_ns_rkey_t *rkey;
+    ucs_status_t status;
+
+    rkey = ucs_malloc(sizeof(*rkey), "cuda_ipc_ns_rkey");
+    if (rkey == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = uct_cuda_ipc_ns_rkey_parse(rkey_buffer,
+                                        UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE,
+                                        &rkey->info);
+    if (status != UCS_OK) {
+        goto err_free;
+    }
+
+    if (!rkey->info.has_ext) {
+        /* an older writer, or the default namespace packing a base key */
+        rkey->info.pid_ns = UCT_CUDA_IPC_NS_INIT_PID_NS;
+    }
+
+    if ((rkey->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
+        (rkey->info.pid_ns != self->pid_ns)) {
+        ucs_diag("cuda_ipc_ns: legacy IPC handle of pid %u in PID namespace "
+                 "%" PRIu64 " cannot be opened from PID namespace %" PRIu64
+                 " (export the memory with cuMemCreate and POSIX fd handles)",
+                 rkey->info.pid, rkey->info.pid_ns, self->pid_ns);
+        status = UCS_ERR_UNREACHABLE;
+        goto err_free;
+    }
+
+    *handle_p = NULL;
+    *rkey_p   = (uintptr_t)rkey;
+    return UCS_OK;
+
+err_free:
+    ucs_free(rkey);
+    return status;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_rkey_release(uct_component_t *component,
+                                          uct_rkey_t rkey, void *handle)
+{
+    ucs_free((void*)rkey);
+    return UCS_OK;
+}
+
+
+static uct_md_ops_t uct_cuda_ipc_ns_md_ops = {
+    .close                  = uct_cuda_ipc_ns_md_close,
+    .query                  = uct_cuda_ipc_ns_md_query,
+    .mem_alloc              = (uct_md_mem_alloc_func_t)ucs_empty_function_return_unsupported,
+    .mem_free               = (uct_md_mem_free_func_t)ucs_empty_function_return_unsupported,
+    .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
+    .mem_reg                = uct_cuda_ipc_ns_mem_reg,
+    .mem_dereg              = uct_cuda_ipc_ns_mem_dereg,
+    .mem_query              = uct_cuda_ipc_ns_md_mem_query,
+    .mkey_pack              = uct_cuda_ipc_ns_mkey_pack,
+    .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero_int,
+    .detect_memory_type     = uct_cuda_ipc_ns_md_detect_memory_type
+};
+
+
+ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
+                                     const char *md_name,
+                                     const uct_md_config_t *uct_config,
+                                     uct_md_h *md_p)
+{
+    const uct_cuda_ipc_ns_md_config_t *config =
+            ucs_derived_of(uct_config, uct_cuda_ipc_ns_md_config_t);
+    uct_cuda_ipc_ns_md_t *md;
+    ucs_status_t status;
+
+    status = uct_cuda_ipc_ns_md_driver_ready(config->driver_path);
+    if (status != UCS_OK) {
+        ucs_error("cuda_ipc_ns: cannot open memory domain '%s': no CUDA "
+                  "driver or device (UCX_CUDA_IPC_NS_DRIVER=%s)", md_name,
+                  config->driver_path);
+        return status;
+    }
+
+    md = ucs_calloc(1, sizeof(*md), "cuda_ipc_ns_md");
+    if (md == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate memory domain");
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    md->super.ops       = &uct_cuda_ipc_ns_md_ops;
+    md->super.component = &uct_cuda_ipc_ns_component;
+    md->legacy          = config->legacy;
+    md->posix_fd        = config->posix_fd &&
+                          uct_cuda_ipc_ns_md_posix_fd_supported();
+    md->addr_flags      = (md->legacy ? UCT_CUDA_IPC_NS_ADDR_FLAG_LEGACY : 0) |
+                          (md->posix_fd ? UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD : 0);
+
+    *md_p = &md->super;
+    return UCS_OK;
+}

@@ -1,0 +1,66 @@
+/*
+ * cuda_ipc_ns: memory domain — registration and export of CUDA memory.
+ */
+#ifndef UCT_CUDA_IPC_NS_MD_H
+#define UCT_CUDA_IPC_NS_MD_H
+
+#include "cuda_ipc_ns_rkey.h"
+
+#include <uct/base/uct_md.h>
+
+
+#define UCT_CUDA_IPC_NS_NAME      "cuda_ipc_ns" /* component and MD */
+#define UCT_CUDA_IPC_NS_TL_NAME   "cu_ipc_ns"   /* transport, see component */
+#define UCT_CUDA_IPC_NS_DEV_NAME  "cuda"   /* as UCX names CUDA devices */
+#define UCT_CUDA_IPC_NS_CFG_PREFIX "CUDA_IPC_NS_"
+
+
+typedef struct uct_cuda_ipc_ns_md_config {
+    uct_md_config_t          super;
+    char                     *driver_path;  /* CUDA driver library */
+    int                      legacy;        /* export legacy IPC handles */
+    int                      posix_fd;      /* export VMM POSIX fds */
+} uct_cuda_ipc_ns_md_config_t;
+
+
+typedef struct uct_cuda_ipc_ns_md {
+    uct_md_t   super;
+    int        legacy;    /* export legacy handles */
+    int        posix_fd;  /* export VMM POSIX fds */
+    uint8_t    addr_flags; /* UCT_CUDA_IPC_NS_ADDR_FLAG_*: what we can do */
+} uct_cuda_ipc_ns_md_t;
+
+
+/* Registration of a CUDA allocation: what mkey_pack needs */
+typedef struct uct_cuda_ipc_ns_memh {
+    uct_cuda_ipc_ns_rkey_info_t info;
+    int                         fd;       /* exported POSIX fd, or -1 */
+} uct_cuda_ipc_ns_memh_t;
+
+
+/* Unpacked remote key */
+typedef struct uct_cuda_ipc_ns_rkey {
+    uct_cuda_ipc_ns_rkey_info_t info;
+} uct_cuda_ipc_ns_rkey_t;
+
+
+extern uct_component_t uct_cuda_ipc_ns_component;
+extern ucs_config_field_t uct_cuda_ipc_ns_md_config_table[];
+
+ucs_status_t uct_cuda_ipc_ns_query_md_resources(uct_component_t *component,
+                                                uct_md_resource_desc_t **resources_p,
+                                                unsigned *num_resources_p);
+
+ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
+                                     const char *md_name,
+                                     const uct_md_config_t *config,
+                                     uct_md_h *md_p);
+
+ucs_status_t uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component,
+                                         const void *rkey_buffer,
+                                         uct_rkey_t *rkey_p, void **handle_p);
+
+ucs_status_t uct_cuda_ipc_ns_rkey_release(uct_component_t *component,
+                                          uct_rkey_t rkey, void *handle);
+
+#endif

@@ -1,0 +1,116 @@
+/*
+ * cuda_ipc_ns: identity of a process across PID namespaces.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cuda_ipc_ns_nsid.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/sys/uid.h>
+#include <sys/stat.h>
+#include <pthread.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+
+static pthread_mutex_t uct_cuda_ipc_ns_self_lock = PTHREAD_MUTEX_INITIALIZER;
+static uct_cuda_ipc_ns_identity_t uct_cuda_ipc_ns_self_id;
+
+
+ucs_status_t uct_cuda_ipc_ns_proc_start_time(pid_t pid, uint64_t *start_time_p)
+{
+    char path[64], buf[1024], *p;
+    unsigned long long start_time;
+    ssize_t len;
+    int fd, field;
+
+    if (pid == 0) {
+        snprintf(path, sizeof(path), "/proc/self/stat");
+    } else {
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        ucs_debug("cuda_ipc_ns: open(%s) failed: %m", path);
+        return UCS_ERR_NO_ELEM;
+    }
+    len = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (len <= 0) {
+        return UCS_ERR_NO_ELEM;
+    }
+    buf[len] = '\0';
+
+    /* comm (field 2) may hold spaces and ')': fields resume after the last ')' */
+    p = strrchr(buf, ')');
+    if (p == NULL) {
+        return UCS_ERR_IO_ERROR;
+    }
+    /* p+2 is field 3 (state); start time is field 22 */
+    p += 2;
+    for (field = 3; (field < 22) && (p != NULL); ++field) {
+        p = strchr(p, ' ');
+        if (p != NULL) {
+            ++p;
+        }
+    }
+    if ((p == NULL) || (sscanf(p, "%llu", &start_time) != 1)) {
+        ucs_debug("cuda_ipc_ns: cannot parse start time in %s", path);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    *start_time_p = start_time;
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_proc_pid_ns(pid_t pid, uint64_t *pid_ns_p)
+{
+    char path[64];
+    struct stat st;
+
+    if (pid == 0) {
+        snprintf(path, sizeof(path), "/proc/self/ns/pid");
+    } else {
+        snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+    }
+    if (stat(path, &st) < 0) {
+        ucs_debug("cuda_ipc_ns: stat(%s) failed: %m", path);
+        return UCS_ERR_NO_ELEM;
+    }
+
+    *pid_ns_p = st.st_ino;
+    return UCS_OK;
+}
+
+
+const uct_cuda_ipc_ns_identity_t *uct_cuda_ipc_ns_self(void)
+{
+    pid_t pid = getpid();
+    uct_cuda_ipc_ns_identity_t id;
+
+    pthread_mutex_lock(&uct_cuda_ipc_ns_self_lock);
+    if (uct_cuda_ipc_ns_self_id.pid != (uint32_t)pid) {
+        id.system_id  = ucs_get_system_id();
+        id.pid        = pid;
+        id.pid_ns     = 0;
+        id.start_time = 0;
+        if (uct_cuda_ipc_ns_proc_pid_ns(0, &id.pid_ns) != UCS_OK) {
+            ucs_warn("cuda_ipc_ns: cannot read own PID namespace");
+        }
+        /* /proc/self names us even when /proc belongs to another pid ns,
+         * where /proc/<getpid()> would name someone else */
+        if (uct_cuda_ipc_ns_proc_start_time(0, &id.start_time) != UCS_OK) {
+            ucs_warn("cuda_ipc_ns: cannot read own start time");
+        }
+        uct_cuda_ipc_ns_self_id = id;
+    }
+    pthread_mutex_unlock(&uct_cuda_ipc_ns_self_lock);
+
+    return &uct_cuda_ipc_ns_self_id;
+}

@@ -1,0 +1,280 @@
+/*
+ * cuda_ipc_ns: remote key wire format (DESIGN.md 4.1). See the layout in
+ * cuda_ipc_ns_rkey.h; every field is (de)serialized byte by byte so the
+ * format never depends on host struct layout or endianness.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cuda_ipc_ns_rkey.h"
+
+#include <ucs/debug/log.h>
+#include <string.h>
+
+
+/* Offsets inside the base key */
+#define UCT_CUDA_IPC_NS_RKEY_OFF_TYPE      0
+#define UCT_CUDA_IPC_NS_RKEY_OFF_HANDLE    1
+#define UCT_CUDA_IPC_NS_RKEY_OFF_PID \
+    (UCT_CUDA_IPC_NS_RKEY_OFF_HANDLE + UCT_CUDA_IPC_NS_HANDLE_SIZE)
+#define UCT_CUDA_IPC_NS_RKEY_OFF_BASE      (UCT_CUDA_IPC_NS_RKEY_OFF_PID + 4)
+#define UCT_CUDA_IPC_NS_RKEY_OFF_LENGTH    (UCT_CUDA_IPC_NS_RKEY_OFF_BASE + 8)
+#define UCT_CUDA_IPC_NS_RKEY_OFF_UUID      (UCT_CUDA_IPC_NS_RKEY_OFF_LENGTH + 8)
+
+/* Offsets inside the posix fd handle */
+#define UCT_CUDA_IPC_NS_RKEY_HOFF_FD       0
+#define UCT_CUDA_IPC_NS_RKEY_HOFF_ALLOC_ID 4
+
+/* Offsets inside the extension */
+#define UCT_CUDA_IPC_NS_RKEY_EOFF_LENGTH   0
+#define UCT_CUDA_IPC_NS_RKEY_EOFF_VERSION  1
+#define UCT_CUDA_IPC_NS_RKEY_EOFF_PID_NS   2
+#define UCT_CUDA_IPC_NS_RKEY_EOFF_START    10
+#define UCT_CUDA_IPC_NS_RKEY_EOFF_TOKEN    UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE
+#define UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR_LEN \
+    (UCT_CUDA_IPC_NS_RKEY_EOFF_TOKEN + UCT_CUDA_IPC_NS_TOKEN_SIZE)
+#define UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR     (UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR_LEN + 1)
+
+/* Extension bytes a posix fd key needs before its broker address */
+#define UCT_CUDA_IPC_NS_RKEY_EXT_POSIX_FIXED_SIZE UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR
+
+
+/* The whole key must fit UCP's 1-byte per-transport size prefix */
+#if UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE >= 256
+#  error "cuda_ipc_ns packed rkey does not fit a 1-byte size prefix"
+#endif
+/* ext_length is a u8 */
+#if UCT_CUDA_IPC_NS_RKEY_EXT_MAX_SIZE > 255
+#  error "cuda_ipc_ns rkey extension does not fit its 1-byte length"
+#endif
+
+
+static inline void uct_cuda_ipc_ns_put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static inline void uct_cuda_ipc_ns_put_u64(uint8_t *p, uint64_t v)
+{
+    uct_cuda_ipc_ns_put_u32(p, (uint32_t)v);
+    uct_cuda_ipc_ns_put_u32(p + 4, (uint32_t)(v >> 32));
+}
+
+static inline uint32_t uct_cuda_ipc_ns_get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+
+static inline uint64_t uct_cuda_ipc_ns_get_u64(const uint8_t *p)
+{
+    return (uint64_t)uct_cuda_ipc_ns_get_u32(p) |
+           ((uint64_t)uct_cuda_ipc_ns_get_u32(p + 4) << 32);
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
+                                       void *buffer)
+{
+    uint8_t *p = buffer;
+    uint8_t *handle, *ext;
+    size_t ext_length;
+
+    /* Validate everything first so a failed pack leaves no half key */
+    if ((info->handle_type != UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
+        (info->handle_type != UCT_CUDA_IPC_NS_HANDLE_POSIX_FD)) {
+        ucs_debug("cuda_ipc_ns: rkey pack: unknown handle type %u",
+                  info->handle_type);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (info->pid & UCT_CUDA_IPC_NS_RKEY_PID_EXT_FLAG) {
+        /* bit 31 is the extension flag on the wire */
+        ucs_debug("cuda_ipc_ns: rkey pack: pid 0x%x collides with the "
+                  "extension flag", info->pid);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) {
+        if (!info->has_ext) {
+            /* without token and broker address the fd cannot be fetched */
+            ucs_debug("cuda_ipc_ns: rkey pack: posix fd key without "
+                      "extension");
+            return UCS_ERR_INVALID_PARAM;
+        }
+        if (info->broker_addr_len > UCT_CUDA_IPC_NS_BROKER_ADDR_MAX) {
+            ucs_debug("cuda_ipc_ns: rkey pack: broker address length %u "
+                      "exceeds %d", info->broker_addr_len,
+                      UCT_CUDA_IPC_NS_BROKER_ADDR_MAX);
+            return UCS_ERR_INVALID_PARAM;
+        }
+    }
+
+    memset(p, 0, UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE);
+
+    /* base key */
+    p[UCT_CUDA_IPC_NS_RKEY_OFF_TYPE] = info->handle_type;
+    handle = p + UCT_CUDA_IPC_NS_RKEY_OFF_HANDLE;
+    if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) {
+        memcpy(handle, info->handle.legacy, UCT_CUDA_IPC_NS_HANDLE_SIZE);
+    } else {
+        /* the remaining handle bytes stay zero (reserved) */
+        uct_cuda_ipc_ns_put_u32(handle + UCT_CUDA_IPC_NS_RKEY_HOFF_FD,
+                                (uint32_t)info->handle.posix.fd);
+        uct_cuda_ipc_ns_put_u64(handle + UCT_CUDA_IPC_NS_RKEY_HOFF_ALLOC_ID,
+                                info->handle.posix.alloc_id);
+    }
+    uct_cuda_ipc_ns_put_u32(p + UCT_CUDA_IPC_NS_RKEY_OFF_PID,
+                            info->pid |
+                            (info->has_ext ? UCT_CUDA_IPC_NS_RKEY_PID_EXT_FLAG :
+                                             0));
+    uct_cuda_ipc_ns_put_u64(p + UCT_CUDA_IPC_NS_RKEY_OFF_BASE, info->base);
+    uct_cuda_ipc_ns_put_u64(p + UCT_CUDA_IPC_NS_RKEY_OFF_LENGTH, info->length);
+    memcpy(p + UCT_CUDA_IPC_NS_RKEY_OFF_UUID, info->dev_uuid,
+           UCT_CUDA_IPC_NS_UUID_SIZE);
+
+    if (!info->has_ext) {
+        return UCS_OK;
+    }
+
+    /* extension: this writer always emits version 1 */
+    ext = p + UCT_CUDA_IPC_NS_RKEY_BASE_SIZE;
+    uct_cuda_ipc_ns_put_u64(ext + UCT_CUDA_IPC_NS_RKEY_EOFF_PID_NS,
+                            info->pid_ns);
+    uct_cuda_ipc_ns_put_u64(ext + UCT_CUDA_IPC_NS_RKEY_EOFF_START,
+                            info->start_time);
+    if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) {
+        memcpy(ext + UCT_CUDA_IPC_NS_RKEY_EOFF_TOKEN, info->token,
+               UCT_CUDA_IPC_NS_TOKEN_SIZE);
+        ext[UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR_LEN] = info->broker_addr_len;
+        memcpy(ext + UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR, info->broker_addr,
+               info->broker_addr_len);
+        ext_length = UCT_CUDA_IPC_NS_RKEY_EXT_POSIX_FIXED_SIZE +
+                     info->broker_addr_len;
+    } else {
+        ext_length = UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE;
+    }
+    ext[UCT_CUDA_IPC_NS_RKEY_EOFF_LENGTH]  = (uint8_t)ext_length;
+    ext[UCT_CUDA_IPC_NS_RKEY_EOFF_VERSION] = UCT_CUDA_IPC_NS_RKEY_EXT_VERSION;
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
+                                        uct_cuda_ipc_ns_rkey_info_t *info)
+{
+    const uint8_t *p = buffer;
+    const uint8_t *handle, *ext;
+    size_t remaining, required, ext_length;
+    uint32_t packed_pid;
+    uint8_t addr_len;
+
+    /* fields absent from the wire read as zero */
+    memset(info, 0, sizeof(*info));
+
+    if (length < UCT_CUDA_IPC_NS_RKEY_BASE_SIZE) {
+        ucs_debug("cuda_ipc_ns: rkey parse: short buffer: %zu bytes, base key "
+                  "needs %d", length, UCT_CUDA_IPC_NS_RKEY_BASE_SIZE);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    info->handle_type = p[UCT_CUDA_IPC_NS_RKEY_OFF_TYPE];
+    handle            = p + UCT_CUDA_IPC_NS_RKEY_OFF_HANDLE;
+    switch (info->handle_type) {
+    case UCT_CUDA_IPC_NS_HANDLE_LEGACY:
+        memcpy(info->handle.legacy, handle, UCT_CUDA_IPC_NS_HANDLE_SIZE);
+        break;
+    case UCT_CUDA_IPC_NS_HANDLE_POSIX_FD:
+        /* reserved handle bytes are ignored so a later writer may use them */
+        info->handle.posix.fd       = (int32_t)uct_cuda_ipc_ns_get_u32(
+                handle + UCT_CUDA_IPC_NS_RKEY_HOFF_FD);
+        info->handle.posix.alloc_id = uct_cuda_ipc_ns_get_u64(
+                handle + UCT_CUDA_IPC_NS_RKEY_HOFF_ALLOC_ID);
+        break;
+    default:
+        ucs_debug("cuda_ipc_ns: rkey parse: unknown handle type %u",
+                  info->handle_type);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    packed_pid    = uct_cuda_ipc_ns_get_u32(p + UCT_CUDA_IPC_NS_RKEY_OFF_PID);
+    info->pid     = packed_pid & ~UCT_CUDA_IPC_NS_RKEY_PID_EXT_FLAG;
+    info->has_ext = !!(packed_pid & UCT_CUDA_IPC_NS_RKEY_PID_EXT_FLAG);
+    info->base    = uct_cuda_ipc_ns_get_u64(p + UCT_CUDA_IPC_NS_RKEY_OFF_BASE);
+    info->length  = uct_cuda_ipc_ns_get_u64(p + UCT_CUDA_IPC_NS_RKEY_OFF_LENGTH);
+    memcpy(info->dev_uuid, p + UCT_CUDA_IPC_NS_RKEY_OFF_UUID,
+           UCT_CUDA_IPC_NS_UUID_SIZE);
+
+    if (!info->has_ext) {
+        if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) {
+            ucs_debug("cuda_ipc_ns: rkey parse: posix fd key without "
+                      "extension (no broker address or token)");
+            return UCS_ERR_INVALID_PARAM;
+        }
+        /* older writer; trailing bytes (zero padding) are not ours */
+        return UCS_OK;
+    }
+
+    ext       = p + UCT_CUDA_IPC_NS_RKEY_BASE_SIZE;
+    remaining = length - UCT_CUDA_IPC_NS_RKEY_BASE_SIZE;
+    if (remaining < 2) {
+        ucs_debug("cuda_ipc_ns: rkey parse: extension flag set but only %zu "
+                  "bytes follow the base key", remaining);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    ext_length        = ext[UCT_CUDA_IPC_NS_RKEY_EOFF_LENGTH];
+    info->ext_version = ext[UCT_CUDA_IPC_NS_RKEY_EOFF_VERSION];
+    if (info->ext_version == 0) {
+        ucs_debug("cuda_ipc_ns: rkey parse: invalid extension version 0");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    /* every version >= 1 starts with the v1 fields */
+    required = (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) ?
+               UCT_CUDA_IPC_NS_RKEY_EXT_POSIX_FIXED_SIZE :
+               UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE;
+    if (ext_length < required) {
+        ucs_debug("cuda_ipc_ns: rkey parse: extension length %zu is below "
+                  "the %zu bytes version 1 needs for handle type %u",
+                  ext_length, required, info->handle_type);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (ext_length > remaining) {
+        ucs_debug("cuda_ipc_ns: rkey parse: extension length %zu exceeds the "
+                  "%zu bytes left in the buffer", ext_length, remaining);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    info->pid_ns     = uct_cuda_ipc_ns_get_u64(ext +
+                                               UCT_CUDA_IPC_NS_RKEY_EOFF_PID_NS);
+    info->start_time = uct_cuda_ipc_ns_get_u64(ext +
+                                               UCT_CUDA_IPC_NS_RKEY_EOFF_START);
+    if (info->handle_type != UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) {
+        /* legacy keys carry no token/address; newer fields are skipped */
+        return UCS_OK;
+    }
+
+    addr_len = ext[UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR_LEN];
+    if (addr_len > UCT_CUDA_IPC_NS_BROKER_ADDR_MAX) {
+        ucs_debug("cuda_ipc_ns: rkey parse: broker address length %u exceeds "
+                  "%d", addr_len, UCT_CUDA_IPC_NS_BROKER_ADDR_MAX);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((required + addr_len) > ext_length) {
+        ucs_debug("cuda_ipc_ns: rkey parse: broker address length %u exceeds "
+                  "extension length %zu", addr_len, ext_length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    memcpy(info->token, ext + UCT_CUDA_IPC_NS_RKEY_EOFF_TOKEN,
+           UCT_CUDA_IPC_NS_TOKEN_SIZE);
+    info->broker_addr_len = addr_len;
+    memcpy(info->broker_addr, ext + UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR, addr_len);
+    /* bytes up to ext_length beyond this are a newer writer's: skipped */
+    return UCS_OK;
+}

@@ -1,0 +1,114 @@
+/*
+ * cuda_ipc_ns: remote key wire format (DESIGN.md 4.1).
+ *
+ * Pure pack/parse of bytes: no driver calls, no UCT objects, so the format
+ * can be tested with golden vectors and fuzzed.
+ *
+ * Little-endian, packed, sizes fixed by the format:
+ *
+ *   base key (UCT_CUDA_IPC_NS_RKEY_BASE_SIZE bytes)
+ *     u8   handle_type        UCT_CUDA_IPC_NS_HANDLE_*
+ *     u8   handle[64]         legacy: CUipcMemHandle bytes;
+ *                             posix fd: i32 fd number, u64 allocation id,
+ *                             52 zero bytes
+ *     u32  pid                bit 31 set: an extension follows
+ *     u64  base               allocation base address in the owner
+ *     u64  length             allocation length
+ *     u8   dev_uuid[16]       CUuuid of the owner's device
+ *   extension (when bit 31 of pid is set)
+ *     u8   ext_length         bytes of the extension, this field included
+ *     u8   version            UCT_CUDA_IPC_NS_RKEY_EXT_VERSION
+ *     u64  pid_ns             inode of the owner's PID namespace
+ *     u64  start_time         owner's start time (pid reuse guard)
+ *     -- posix fd keys only --
+ *     u8   token[16]          per-registration secret for the broker
+ *     u8   broker_addr_len
+ *     u8   broker_addr[broker_addr_len]  sockaddr_un path, abstract if
+ *                                        it starts with '\0'
+ *     -- fields of newer versions follow; readers skip them --
+ *
+ * A packed key is padded with zeros to UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE (the
+ * fixed rkey_packed_size of the MD), which stays below 256 bytes as UCP's
+ * 1-byte size prefix requires.
+ */
+#ifndef UCT_CUDA_IPC_NS_RKEY_H
+#define UCT_CUDA_IPC_NS_RKEY_H
+
+#include <ucs/type/status.h>
+#include <stddef.h>
+#include <stdint.h>
+
+
+#define UCT_CUDA_IPC_NS_HANDLE_SIZE        64
+#define UCT_CUDA_IPC_NS_UUID_SIZE          16
+#define UCT_CUDA_IPC_NS_TOKEN_SIZE         16
+#define UCT_CUDA_IPC_NS_BROKER_ADDR_MAX    108  /* sizeof(sun_path) */
+#define UCT_CUDA_IPC_NS_RKEY_EXT_VERSION   1
+#define UCT_CUDA_IPC_NS_RKEY_PID_EXT_FLAG  0x80000000u
+
+#define UCT_CUDA_IPC_NS_RKEY_BASE_SIZE \
+    (1 + UCT_CUDA_IPC_NS_HANDLE_SIZE + 4 + 8 + 8 + UCT_CUDA_IPC_NS_UUID_SIZE)
+/* ext_length, version, pid_ns, start_time */
+#define UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE  (1 + 1 + 8 + 8)
+#define UCT_CUDA_IPC_NS_RKEY_EXT_MAX_SIZE \
+    (UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE + UCT_CUDA_IPC_NS_TOKEN_SIZE + 1 + \
+     UCT_CUDA_IPC_NS_BROKER_ADDR_MAX)
+#define UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE \
+    (UCT_CUDA_IPC_NS_RKEY_BASE_SIZE + UCT_CUDA_IPC_NS_RKEY_EXT_MAX_SIZE)
+
+
+typedef enum {
+    UCT_CUDA_IPC_NS_HANDLE_LEGACY   = 1, /* cuIpcGetMemHandle */
+    UCT_CUDA_IPC_NS_HANDLE_POSIX_FD = 2  /* cuMemExportToShareableHandle */
+} uct_cuda_ipc_ns_handle_type_t;
+
+
+/* Unpacked (host-order) contents of a key */
+typedef struct uct_cuda_ipc_ns_rkey_info {
+    uint8_t  handle_type;          /* uct_cuda_ipc_ns_handle_type_t */
+    union {
+        uint8_t  legacy[UCT_CUDA_IPC_NS_HANDLE_SIZE];
+        struct {
+            int32_t  fd;           /* fd number in the owner */
+            uint64_t alloc_id;     /* owner's allocation (buffer) id */
+        } posix;
+    } handle;
+    uint32_t pid;                  /* owner pid, without the extension flag */
+    uint64_t base;
+    uint64_t length;
+    uint8_t  dev_uuid[UCT_CUDA_IPC_NS_UUID_SIZE];
+
+    int      has_ext;              /* extension present */
+    uint8_t  ext_version;          /* version found on the wire */
+    uint64_t pid_ns;
+    uint64_t start_time;
+    uint8_t  token[UCT_CUDA_IPC_NS_TOKEN_SIZE];      /* posix fd keys */
+    uint8_t  broker_addr_len;
+    char     broker_addr[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX];
+} uct_cuda_ipc_ns_rkey_info_t;
+
+
+/**
+ * Pack @a info into @a buffer of UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE bytes.
+ * Writes the extension when info->has_ext; zero-fills the rest.
+ *
+ * @return UCS_OK, or UCS_ERR_INVALID_PARAM for an unknown handle type, a pid
+ *         with bit 31 set or a broker address too long.
+ */
+ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
+                                       void *buffer);
+
+
+/**
+ * Parse @a length bytes at @a buffer into @a info. Never reads past
+ * @a length. Accepts keys without extension (older writer) and skips
+ * extension bytes it does not know (newer writer, higher version).
+ *
+ * @return UCS_OK, or UCS_ERR_INVALID_PARAM for a short buffer, unknown handle
+ *         type, bad extension length, or a version this reader cannot read
+ *         (0); a debug log line names the cause.
+ */
+ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
+                                        uct_cuda_ipc_ns_rkey_info_t *info);
+
+#endif

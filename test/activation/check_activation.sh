@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Activation checks against the installed UCX tools (issue "Build and load"):
+#  - preloaded module + emulator driver: ucx_info -d shows the cuda_ipc_ns
+#    memory domain with its transport;
+#  - a missing driver: ucx_info -d exits 0 and lists no cuda_ipc_ns;
+#  - ucx_info -c -f documents UCX_CUDA_IPC_NS_DRIVER;
+#  - the module file name.
+set -uo pipefail
+build=${1:?build dir}
+module=$build/src/uct/cuda_ipc_ns/.libs/libuct_cuda_ipc_ns.so
+cudasim=$build/test/cudasim/.libs/libcudasim.so
+pass=0 fail=0
+
+check() {
+    local name=$1; shift
+    if "$@"; then
+        echo "PASS: $name"; pass=$((pass + 1))
+    else
+        echo "FAIL: $name"; fail=$((fail + 1))
+    fi
+}
+
+md_block() {
+    awk '/^# Memory domain:/ {p = ($4 == "cuda_ipc_ns")} p'
+}
+
+with_emulator() {
+    local out
+    out=$(LD_PRELOAD=$module UCX_CUDA_IPC_NS_DRIVER=$cudasim ucx_info -d) || return 1
+    printf '%s\n' "$out" | md_block | grep -q '^#      Transport: cu_ipc_ns$' &&
+    printf '%s\n' "$out" | md_block | grep -q '^#         Device: cuda$'
+}
+
+without_driver() {
+    local out
+    out=$(LD_PRELOAD=$module UCX_CUDA_IPC_NS_DRIVER=/nonexistent/libcuda.so.1 \
+          ucx_info -d) || return 1
+    ! printf '%s\n' "$out" | grep -q -e cuda_ipc_ns -e cu_ipc_ns
+}
+
+config_documented() {
+    local out
+    out=$(LD_PRELOAD=$module ucx_info -c -f) || return 1
+    printf '%s\n' "$out" | grep -q '^UCX_CUDA_IPC_NS_DRIVER=libcuda.so.1$' &&
+    printf '%s\n' "$out" | grep -B12 '^UCX_CUDA_IPC_NS_DRIVER=' |
+        grep -q 'CUDA driver library to load at run time'
+}
+
+check "module file is libuct_cuda_ipc_ns.so" test -f "$module"
+check "ucx_info -d lists cuda_ipc_ns with the emulator" with_emulator
+check "ucx_info -d without a driver exits 0, no cuda_ipc_ns" without_driver
+check "ucx_info -c -f documents UCX_CUDA_IPC_NS_DRIVER" config_documented
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,315 @@
+/*
+ * cudasim: initialization, configuration, driver version, fault injection.
+ */
+#include "cudasim_internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+
+cudasim_config_t cudasim_cfg;
+
+static pthread_mutex_t cudasim_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static volatile int    cudasim_init_done; /* 1 after a successful cuInit */
+static int             cudasim_debug;
+static uint64_t        cudasim_buffer_salt;
+static uint64_t        cudasim_buffer_seq;
+
+
+/* ------------------------------------------------------------------ */
+/* Fault injection                                                    */
+/* ------------------------------------------------------------------ */
+
+#define CUDASIM_MAX_FAULTS 64
+
+typedef struct {
+    char          func[64];  /* base name, e.g. "cuMemAlloc" */
+    unsigned long nth;       /* 1-based call number; 0 = every call */
+    CUresult      result;
+    unsigned long count;     /* calls seen so far */
+} cudasim_fault_t;
+
+static pthread_mutex_t cudasim_fault_lock = PTHREAD_MUTEX_INITIALIZER;
+static cudasim_fault_t cudasim_faults[CUDASIM_MAX_FAULTS];
+static int             cudasim_num_faults;   /* guarded by the lock */
+static volatile int    cudasim_faults_armed; /* fast path check */
+
+
+/* Parse CUDASIM_FAULTS; returns the number of rules or -1 on error */
+static int cudasim_fault_parse(void)
+{
+    const char *env = getenv("CUDASIM_FAULTS");
+    const char *p, *end, *c1, *c2;
+    cudasim_fault_t *f;
+    char num[32];
+    int n = 0, res;
+    size_t len;
+
+    memset(cudasim_faults, 0, sizeof(cudasim_faults));
+    cudasim_num_faults = 0;
+    if (env == NULL) {
+        return 0;
+    }
+
+    for (p = env; *p != '\0'; p = (*end == ',') ? end + 1 : end) {
+        while (isspace((unsigned char)*p)) {
+            ++p;
+        }
+        end = strchr(p, ',');
+        if (end == NULL) {
+            end = p + strlen(p);
+        }
+        if (end == p) {
+            continue;
+        }
+        if (n >= CUDASIM_MAX_FAULTS) {
+            goto err;
+        }
+        c1 = memchr(p, ':', end - p);
+        c2 = (c1 == NULL) ? NULL : memchr(c1 + 1, ':', end - c1 - 1);
+        if ((c2 == NULL) || (c1 == p) || ((size_t)(c1 - p) >= sizeof(f->func))) {
+            goto err;
+        }
+        f = &cudasim_faults[n];
+        memcpy(f->func, p, c1 - p);
+        f->func[c1 - p] = '\0';
+
+        len = c2 - c1 - 1;
+        if ((len == 1) && (c1[1] == '*')) {
+            f->nth = 0;
+        } else {
+            if ((len == 0) || (len >= sizeof(num))) {
+                goto err;
+            }
+            memcpy(num, c1 + 1, len);
+            num[len] = '\0';
+            f->nth = strtoul(num, NULL, 0);
+            if (f->nth == 0) {
+                goto err;
+            }
+        }
+
+        len = end - c2 - 1;
+        while ((len > 0) && isspace((unsigned char)c2[len])) {
+            --len;
+        }
+        res = cudasim_error_parse(c2 + 1, len);
+        if (res < 0) {
+            goto err;
+        }
+        f->result = (CUresult)res;
+        ++n;
+    }
+
+    cudasim_num_faults = n;
+    return n;
+
+err:
+    fprintf(stderr, "cudasim: cannot parse CUDASIM_FAULTS='%s'\n", env);
+    memset(cudasim_faults, 0, sizeof(cudasim_faults));
+    cudasim_num_faults = 0;
+    return -1;
+}
+
+
+/* Exported for tests: re-read CUDASIM_FAULTS and reset the counters */
+CUDASIM_API int cudasim_fault_reload(void)
+{
+    int ret;
+
+    pthread_mutex_lock(&cudasim_fault_lock);
+    ret = cudasim_fault_parse();
+    cudasim_faults_armed = (cudasim_num_faults > 0);
+    pthread_mutex_unlock(&cudasim_fault_lock);
+    return ret;
+}
+
+
+/* Exported for tests: tells the emulator from a real driver */
+CUDASIM_API int cudasim_is_emulator(void)
+{
+    return 1;
+}
+
+
+CUresult cudasim_fault_check(const char *func)
+{
+    CUresult res = CUDA_SUCCESS;
+    cudasim_fault_t *f;
+    int i;
+
+    if (!cudasim_faults_armed) {
+        return CUDA_SUCCESS;
+    }
+
+    pthread_mutex_lock(&cudasim_fault_lock);
+    for (i = 0; i < cudasim_num_faults; ++i) {
+        f = &cudasim_faults[i];
+        if (strcmp(f->func, func)) {
+            continue;
+        }
+        ++f->count;
+        if ((res == CUDA_SUCCESS) && ((f->nth == 0) || (f->nth == f->count))) {
+            res = f->result;
+        }
+    }
+    pthread_mutex_unlock(&cudasim_fault_lock);
+
+    if (res != CUDA_SUCCESS) {
+        cudasim_log("fault injected: %s() -> %s", func,
+                    cudasim_error_name(res));
+    }
+    return res;
+}
+
+
+/* ------------------------------------------------------------------ */
+/* Configuration and helpers                                          */
+/* ------------------------------------------------------------------ */
+
+uint64_t cudasim_env_u64(const char *name, uint64_t dflt)
+{
+    const char *val = getenv(name);
+    unsigned long long v;
+    char *end;
+
+    if ((val == NULL) || (*val == '\0')) {
+        return dflt;
+    }
+    errno = 0;
+    v     = strtoull(val, &end, 0);
+    if (errno != 0) {
+        return dflt;
+    }
+    /* optional binary suffix */
+    switch (toupper((unsigned char)*end)) {
+    case 'K': v <<= 10; break;
+    case 'M': v <<= 20; break;
+    case 'G': v <<= 30; break;
+    case 'T': v <<= 40; break;
+    default: break;
+    }
+    return v;
+}
+
+
+void cudasim_log(const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!cudasim_debug) {
+        return;
+    }
+    va_start(ap, fmt);
+    fprintf(stderr, "[cudasim %d] ", (int)getpid());
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+
+int cudasim_initialized(void)
+{
+    return __atomic_load_n(&cudasim_init_done, __ATOMIC_ACQUIRE);
+}
+
+
+uint64_t cudasim_new_buffer_id(void)
+{
+    uint64_t seq = __atomic_add_fetch(&cudasim_buffer_seq, 1,
+                                      __ATOMIC_RELAXED);
+
+    return (cudasim_buffer_salt << 32) | (seq & 0xffffffffull);
+}
+
+
+static void cudasim_config_read(void)
+{
+    uint64_t gran;
+    uint32_t salt = 0;
+
+    cudasim_debug                = (int)cudasim_env_u64("CUDASIM_DEBUG", 0);
+    cudasim_cfg.device_count     = (int)cudasim_env_u64("CUDASIM_DEVICE_COUNT",
+                                                        1);
+    if (cudasim_cfg.device_count > CUDASIM_MAX_DEVICES) {
+        cudasim_cfg.device_count = CUDASIM_MAX_DEVICES;
+    }
+    cudasim_cfg.device_mem       = cudasim_env_u64("CUDASIM_DEVICE_MEM",
+                                                   4ull << 30);
+    cudasim_cfg.uuid_seed        = cudasim_env_u64("CUDASIM_UUID_SEED",
+                                                   0x6375646173696dull);
+    cudasim_cfg.copy_latency_us  = (unsigned)cudasim_env_u64(
+                                           "CUDASIM_COPY_LATENCY_US", 0);
+    cudasim_cfg.driver_version   = (int)cudasim_env_u64(
+                                           "CUDASIM_DRIVER_VERSION",
+                                           CUDA_VERSION);
+    cudasim_cfg.peer_access      = (int)cudasim_env_u64("CUDASIM_PEER_ACCESS",
+                                                        1);
+    gran = cudasim_env_u64("CUDASIM_VMM_GRANULARITY", 2ull << 20);
+    if ((gran < 4096) || (gran & (gran - 1))) {
+        fprintf(stderr, "cudasim: CUDASIM_VMM_GRANULARITY=%llu is not a "
+                "power of 2 >= 4096, using 2 MiB\n", (unsigned long long)gran);
+        gran = 2ull << 20;
+    }
+    cudasim_cfg.vmm_granularity = gran;
+
+    if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt)) {
+        salt = (uint32_t)getpid() ^ (uint32_t)time(NULL);
+    }
+    cudasim_buffer_salt = salt | 1; /* never 0 */
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuInit(unsigned int Flags)
+{
+    static int config_done;
+    CUresult res;
+
+    pthread_mutex_lock(&cudasim_init_lock);
+    if (!config_done) {
+        cudasim_config_read();
+        cudasim_fault_reload();
+        config_done = 1;
+    }
+    pthread_mutex_unlock(&cudasim_init_lock);
+
+    res = cudasim_fault_check("cuInit");
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    if (Flags != 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (cudasim_cfg.device_count <= 0) {
+        return CUDA_ERROR_NO_DEVICE;
+    }
+
+    pthread_mutex_lock(&cudasim_init_lock);
+    if (!cudasim_init_done) {
+        cudasim_devices_init();
+        __atomic_store_n(&cudasim_init_done, 1, __ATOMIC_RELEASE);
+        cudasim_log("initialized: %d device(s), %zu bytes each",
+                    cudasim_cfg.device_count, cudasim_cfg.device_mem);
+    }
+    pthread_mutex_unlock(&cudasim_init_lock);
+    return CUDA_SUCCESS;
+}
+
+
+/* Works before cuInit, like the real driver */
+CUDASIM_API CUresult CUDAAPI cuDriverGetVersion(int *driverVersion)
+{
+    if (driverVersion == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *driverVersion = (int)cudasim_env_u64("CUDASIM_DRIVER_VERSION",
+                                          CUDA_VERSION);
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,478 @@
+/*
+ * cudasim: devices, primary contexts and the per-thread context stack.
+ */
+#include "cudasim_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define CUDASIM_DEVICE_NAME    "CUDA Sim Device"
+#define CUDASIM_CTX_STACK_MAX  32
+
+typedef struct {
+    CUuuid           uuid;
+    size_t           mem_used;
+    struct CUctx_st  ctx;
+} cudasim_device_t;
+
+static cudasim_device_t cudasim_devices[CUDASIM_MAX_DEVICES];
+static pthread_mutex_t  cudasim_device_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static __thread CUcontext cudasim_ctx_stack[CUDASIM_CTX_STACK_MAX];
+static __thread int       cudasim_ctx_depth;
+
+
+static uint64_t cudasim_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+
+void cudasim_devices_init(void)
+{
+    uint64_t state, w[2];
+    int i;
+
+    for (i = 0; i < CUDASIM_MAX_DEVICES; ++i) {
+        /* same UUID in every process: derived only from seed and ordinal */
+        state = cudasim_cfg.uuid_seed ^ ((uint64_t)(i + 1) << 48);
+        w[0]  = cudasim_splitmix64(&state);
+        w[1]  = cudasim_splitmix64(&state);
+        memcpy(cudasim_devices[i].uuid.bytes, w, sizeof(w));
+        /* RFC 4122 version 4 / variant bits, like real GPU UUIDs look */
+        cudasim_devices[i].uuid.bytes[6] = (cudasim_devices[i].uuid.bytes[6] &
+                                            0x0f) | 0x40;
+        cudasim_devices[i].uuid.bytes[8] = (cudasim_devices[i].uuid.bytes[8] &
+                                            0x3f) | 0x80;
+        cudasim_devices[i].mem_used      = 0;
+        cudasim_devices[i].ctx.magic     = CUDASIM_CTX_MAGIC;
+        cudasim_devices[i].ctx.device    = i;
+        cudasim_devices[i].ctx.refcount  = 0;
+    }
+}
+
+
+int cudasim_device_valid(int ordinal)
+{
+    return (ordinal >= 0) && (ordinal < cudasim_cfg.device_count);
+}
+
+
+CUcontext cudasim_primary_ctx(int ordinal)
+{
+    return &cudasim_devices[ordinal].ctx;
+}
+
+
+int cudasim_ctx_valid(CUcontext ctx)
+{
+    int i;
+
+    for (i = 0; i < cudasim_cfg.device_count; ++i) {
+        if (ctx == &cudasim_devices[i].ctx) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
+static int cudasim_ctx_active(CUcontext ctx)
+{
+    return __atomic_load_n(&ctx->refcount, __ATOMIC_ACQUIRE) > 0;
+}
+
+
+CUresult cudasim_current_ctx(CUcontext *ctx_p)
+{
+    CUcontext ctx;
+
+    if (cudasim_ctx_depth == 0) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    ctx = cudasim_ctx_stack[cudasim_ctx_depth - 1];
+    if ((ctx == NULL) || !cudasim_ctx_active(ctx)) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (ctx_p != NULL) {
+        *ctx_p = ctx;
+    }
+    return CUDA_SUCCESS;
+}
+
+
+CUresult cudasim_mem_reserve(int device, size_t size)
+{
+    CUresult res = CUDA_SUCCESS;
+
+    pthread_mutex_lock(&cudasim_device_lock);
+    if ((size > cudasim_cfg.device_mem) ||
+        (cudasim_devices[device].mem_used > cudasim_cfg.device_mem - size)) {
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        cudasim_devices[device].mem_used += size;
+    }
+    pthread_mutex_unlock(&cudasim_device_lock);
+    return res;
+}
+
+
+void cudasim_mem_unreserve(int device, size_t size)
+{
+    pthread_mutex_lock(&cudasim_device_lock);
+    cudasim_devices[device].mem_used -= size;
+    pthread_mutex_unlock(&cudasim_device_lock);
+}
+
+
+/* ------------------------------------------------------------------ */
+/* Devices                                                            */
+/* ------------------------------------------------------------------ */
+
+CUDASIM_API CUresult CUDAAPI cuDeviceGetCount(int *count)
+{
+    CUDASIM_ENTER("cuDeviceGetCount");
+    if (count == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *count = cudasim_cfg.device_count;
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
+{
+    CUDASIM_ENTER("cuDeviceGet");
+    if (device == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!cudasim_device_valid(ordinal)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    CUDASIM_ENTER("cuDeviceGetName");
+    if ((name == NULL) || (len <= 0)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!cudasim_device_valid(dev)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    snprintf(name, len, "%s", CUDASIM_DEVICE_NAME);
+    return CUDA_SUCCESS;
+}
+
+
+static CUresult cudasim_device_get_uuid(CUuuid *uuid, CUdevice dev)
+{
+    if (uuid == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!cudasim_device_valid(dev)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    *uuid = cudasim_devices[dev].uuid;
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+    CUDASIM_ENTER("cuDeviceGetUuid");
+    return cudasim_device_get_uuid(uuid, dev);
+}
+
+
+/* cuDeviceGetUuid before CUDA 11.4 (same ABI); reached by cuGetProcAddress */
+CUresult CUDAAPI cudasim_cuDeviceGetUuid_v1(CUuuid *uuid, CUdevice dev)
+{
+    CUDASIM_ENTER("cuDeviceGetUuid");
+    return cudasim_device_get_uuid(uuid, dev);
+}
+
+
+static int cudasim_pci_bus(CUdevice dev)
+{
+    return 0x1a + dev;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuDeviceGetAttribute(int *pi,
+                                                  CUdevice_attribute attrib,
+                                                  CUdevice dev)
+{
+    CUDASIM_ENTER("cuDeviceGetAttribute");
+    if (pi == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!cudasim_device_valid(dev)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    if ((attrib < 1) || (attrib >= CU_DEVICE_ATTRIBUTE_MAX)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:            *pi = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:                  *pi = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:                  *pi = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:                  *pi = 64; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:                   *pi = 0x7fffffff; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:                   *pi = 65535; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:                   *pi = 65535; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:      *pi = 49152; break;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:            *pi = 65536; break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:                        *pi = 32; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_PITCH:                        *pi = 0x7fffffff; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:          *pi = 65536; break;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:                       *pi = 1410000; break;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:                *pi = 512; break;
+    case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP:                      *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:             *pi = 108; break;
+    case CU_DEVICE_ATTRIBUTE_INTEGRATED:                       *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:              *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:                     *pi = CU_COMPUTEMODE_DEFAULT; break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:               *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_ECC_ENABLED:                      *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:                       *pi = cudasim_pci_bus(dev); break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:                    *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:                    *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_TCC_DRIVER:                       *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:                *pi = 1215000; break;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:          *pi = 5120; break;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:                    *pi = 41943040; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:   *pi = 2048; break;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:               *pi = 3; break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:               *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:         *pi = 8; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:         *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED:      *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED:        *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED:         *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *pi = 167936; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: *pi = 65536; break;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:                   *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD:                  *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:        *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED:          *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED: *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED: *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED:     *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED:        *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:           *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED:              *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:    *pi = 32; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE:     *pi = 31457280; break;
+    case CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED:                *pi = 0; break;
+    default:                                                   *pi = 0; break;
+    }
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len,
+                                                 CUdevice dev)
+{
+    CUDASIM_ENTER("cuDeviceGetPCIBusId");
+    if ((pciBusId == NULL) || (len <= 0)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!cudasim_device_valid(dev)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    snprintf(pciBusId, len, "%04X:%02X:%02X.0", 0, cudasim_pci_bus(dev), 0);
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer,
+                                                   CUdevice dev,
+                                                   CUdevice peerDev)
+{
+    CUDASIM_ENTER("cuDeviceCanAccessPeer");
+    if (canAccessPeer == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!cudasim_device_valid(dev) || !cudasim_device_valid(peerDev)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    *canAccessPeer = (dev != peerDev) && cudasim_cfg.peer_access;
+    return CUDA_SUCCESS;
+}
+
+
+/* ------------------------------------------------------------------ */
+/* Primary contexts                                                   */
+/* ------------------------------------------------------------------ */
+
+CUDASIM_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx,
+                                                      CUdevice dev)
+{
+    CUDASIM_ENTER("cuDevicePrimaryCtxRetain");
+    if (pctx == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!cudasim_device_valid(dev)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    __atomic_add_fetch(&cudasim_devices[dev].ctx.refcount, 1,
+                       __ATOMIC_ACQ_REL);
+    *pctx = &cudasim_devices[dev].ctx;
+    return CUDA_SUCCESS;
+}
+
+
+static CUresult cudasim_primary_ctx_release(CUdevice dev)
+{
+    CUresult res = CUDA_SUCCESS;
+    CUcontext ctx;
+
+    if (!cudasim_device_valid(dev)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    ctx = &cudasim_devices[dev].ctx;
+    pthread_mutex_lock(&cudasim_device_lock);
+    if (ctx->refcount <= 0) {
+        res = CUDA_ERROR_INVALID_CONTEXT;
+    } else {
+        __atomic_sub_fetch(&ctx->refcount, 1, __ATOMIC_ACQ_REL);
+    }
+    pthread_mutex_unlock(&cudasim_device_lock);
+    return res;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    CUDASIM_ENTER("cuDevicePrimaryCtxRelease");
+    return cudasim_primary_ctx_release(dev);
+}
+
+
+CUresult CUDAAPI cudasim_cuDevicePrimaryCtxRelease_v1(CUdevice dev)
+{
+    CUDASIM_ENTER("cuDevicePrimaryCtxRelease");
+    return cudasim_primary_ctx_release(dev);
+}
+
+
+/* ------------------------------------------------------------------ */
+/* Per-thread context stack                                           */
+/* ------------------------------------------------------------------ */
+
+CUDASIM_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
+{
+    CUDASIM_ENTER("cuCtxGetCurrent");
+    if (pctx == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *pctx = (cudasim_ctx_depth > 0) ?
+            cudasim_ctx_stack[cudasim_ctx_depth - 1] : NULL;
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
+{
+    CUDASIM_ENTER("cuCtxSetCurrent");
+    if (ctx == NULL) {
+        /* like popping the top of the stack (no-op when empty) */
+        if (cudasim_ctx_depth > 0) {
+            --cudasim_ctx_depth;
+        }
+        return CUDA_SUCCESS;
+    }
+    if (!cudasim_ctx_valid(ctx)) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (cudasim_ctx_depth == 0) {
+        cudasim_ctx_depth = 1;
+    }
+    cudasim_ctx_stack[cudasim_ctx_depth - 1] = ctx;
+    return CUDA_SUCCESS;
+}
+
+
+static CUresult cudasim_ctx_push(CUcontext ctx)
+{
+    if ((ctx == NULL) || !cudasim_ctx_valid(ctx)) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (cudasim_ctx_depth >= CUDASIM_CTX_STACK_MAX) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    cudasim_ctx_stack[cudasim_ctx_depth++] = ctx;
+    return CUDA_SUCCESS;
+}
+
+
+static CUresult cudasim_ctx_pop(CUcontext *pctx)
+{
+    if (cudasim_ctx_depth == 0) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    --cudasim_ctx_depth;
+    if (pctx != NULL) {
+        *pctx = cudasim_ctx_stack[cudasim_ctx_depth];
+    }
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx)
+{
+    CUDASIM_ENTER("cuCtxPushCurrent");
+    return cudasim_ctx_push(ctx);
+}
+
+
+CUresult CUDAAPI cudasim_cuCtxPushCurrent_v1(CUcontext ctx)
+{
+    CUDASIM_ENTER("cuCtxPushCurrent");
+    return cudasim_ctx_push(ctx);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuCtxPopCurrent(CUcontext *pctx)
+{
+    CUDASIM_ENTER("cuCtxPopCurrent");
+    return cudasim_ctx_pop(pctx);
+}
+
+
+CUresult CUDAAPI cudasim_cuCtxPopCurrent_v1(CUcontext *pctx)
+{
+    CUDASIM_ENTER("cuCtxPopCurrent");
+    return cudasim_ctx_pop(pctx);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
+{
+    CUcontext ctx;
+    CUresult res;
+
+    CUDASIM_ENTER("cuCtxGetDevice");
+    if (device == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_current_ctx(&ctx);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    *device = ctx->device;
+    return CUDA_SUCCESS;
+}

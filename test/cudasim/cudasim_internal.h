@@ -1,0 +1,129 @@
+/*
+ * cudasim: a CPU emulator of the CUDA driver API (test instrument).
+ * Internal declarations shared by the emulator's translation units.
+ */
+#ifndef CUDASIM_INTERNAL_H
+#define CUDASIM_INTERNAL_H
+
+#ifndef _GNU_SOURCE
+#  define _GNU_SOURCE
+#endif
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Every exported driver entry point carries this */
+#define CUDASIM_API         __attribute__((visibility("default")))
+
+#define CUDASIM_MAX_DEVICES 64
+#define CUDASIM_CTX_MAGIC   0x43747853u /* "Ctxs" */
+
+/* Process-wide configuration, read from the environment at cuInit */
+typedef struct cudasim_config {
+    int      device_count;
+    size_t   device_mem;
+    uint64_t uuid_seed;
+    unsigned copy_latency_us;
+    size_t   vmm_granularity;
+    int      driver_version;
+    int      peer_access;
+} cudasim_config_t;
+
+extern cudasim_config_t cudasim_cfg;
+
+/* A context; only primary contexts exist (one per device) */
+struct CUctx_st {
+    uint32_t magic;
+    int      device;
+    int      refcount; /* primary context retain count; 0: inactive */
+};
+
+/* --- core --- */
+int      cudasim_initialized(void);
+CUresult cudasim_fault_check(const char *func);
+uint64_t cudasim_new_buffer_id(void);
+uint64_t cudasim_env_u64(const char *name, uint64_t dflt);
+void     cudasim_log(const char *fmt, ...)
+         __attribute__((format(printf, 1, 2)));
+
+/*
+ * Prologue of every entry point except cuInit, cuDriverGetVersion,
+ * cuGetErrorName/String and cuGetProcAddress: initialization check, then
+ * fault injection.
+ */
+#define CUDASIM_ENTER(_name) \
+    do { \
+        CUresult _enter_res; \
+        if (!cudasim_initialized()) { \
+            return CUDA_ERROR_NOT_INITIALIZED; \
+        } \
+        _enter_res = cudasim_fault_check(_name); \
+        if (_enter_res != CUDA_SUCCESS) { \
+            return _enter_res; \
+        } \
+    } while (0)
+
+/* --- errors --- */
+const char *cudasim_error_name(CUresult res);
+int         cudasim_error_parse(const char *str, size_t len);
+
+/* --- devices and contexts --- */
+void     cudasim_devices_init(void);
+int      cudasim_device_valid(int ordinal);
+CUcontext cudasim_primary_ctx(int ordinal);
+/* current context of the calling thread, must be active */
+CUresult cudasim_current_ctx(CUcontext *ctx_p);
+int      cudasim_ctx_valid(CUcontext ctx);
+/* device memory accounting */
+CUresult cudasim_mem_reserve(int device, size_t size);
+void     cudasim_mem_unreserve(int device, size_t size);
+
+/* --- memory registry --- */
+typedef enum {
+    CUDASIM_REGION_LEGACY,      /* cuMemAlloc */
+    CUDASIM_REGION_IPC_IMPORT,  /* cuIpcOpenMemHandle */
+    CUDASIM_REGION_VMM_MAP,     /* cuMemMap */
+    CUDASIM_REGION_VMM_RESERVE  /* cuMemAddressReserve */
+} cudasim_region_kind_t;
+
+typedef struct cudasim_region {
+    uintptr_t              base;
+    size_t                 size;     /* size visible to the user */
+    size_t                 map_size; /* size of the mmap() */
+    cudasim_region_kind_t  kind;
+    int                    device;
+    CUcontext              ctx;
+    uint64_t               buffer_id;
+    unsigned               handle_types;
+    int                    access;   /* CUmemAccess_flags for VMM maps */
+    void                   *owner;   /* kind-specific object */
+    struct cudasim_region  *next;
+} cudasim_region_t;
+
+void cudasim_registry_rdlock(void);
+void cudasim_registry_wrlock(void);
+void cudasim_registry_unlock(void);
+/* lookups with the lock held; find() skips reservations, returns the
+ * mapping/allocation containing addr */
+cudasim_region_t *cudasim_region_find(uintptr_t addr);
+cudasim_region_t *cudasim_region_find_kind(uintptr_t addr,
+                                           cudasim_region_kind_t kind);
+void cudasim_region_insert(cudasim_region_t *region);
+void cudasim_region_remove(cudasim_region_t *region);
+/* iterate all regions (lock held) */
+cudasim_region_t *cudasim_region_first(void);
+
+/*
+ * Check that [addr, addr+len) lies in one known device region with the
+ * needed access (lock held). Returns 1 if it does, 0 if addr is inside a
+ * region but the range is not valid, -1 if addr is unknown (host memory).
+ */
+int cudasim_range_check(uintptr_t addr, size_t len, int need_write);
+
+/* --- streams --- */
+/* wait for all streams of all contexts to drain (like cuCtxSynchronize) */
+void cudasim_streams_sync_all(void);
+
+#endif

@@ -1,0 +1,578 @@
+/*
+ * cudasim: legacy device memory (cuMemAlloc) backed by POSIX shared memory,
+ * legacy IPC handles, address ranges and pointer attributes.
+ */
+#include "cudasim_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CUDASIM_IPC_MAGIC 0x43534950u /* "CSIP" */
+
+/* Layout of the 64 bytes of a CUipcMemHandle made by the emulator */
+typedef struct {
+    uint32_t magic;
+    uint32_t pid;       /* exporter pid, in the exporter's PID namespace */
+    uint32_t pidns;     /* inode of the exporter's /proc/self/ns/pid */
+    int32_t  device;
+    uint64_t size;
+    uint64_t buffer_id;
+    char     name[32];  /* POSIX shm object name */
+} cudasim_ipc_handle_t;
+
+_Static_assert(sizeof(cudasim_ipc_handle_t) == CU_IPC_HANDLE_SIZE,
+               "IPC handle layout");
+
+/* owner of a legacy allocation or an imported mapping */
+typedef struct {
+    char     name[32];
+    uint32_t pid;        /* imports: exporter identity */
+    uint32_t pidns;
+    int      refcount;   /* imports */
+} cudasim_legacy_t;
+
+static uint64_t cudasim_shm_seq;
+
+
+static uint32_t cudasim_pidns_inode(void)
+{
+    struct stat st;
+
+    if (stat("/proc/self/ns/pid", &st) != 0) {
+        return 0;
+    }
+    return (uint32_t)st.st_ino;
+}
+
+
+static size_t cudasim_page_align(size_t size)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+    return (size + page - 1) & ~(page - 1);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
+{
+    cudasim_legacy_t *owner;
+    cudasim_region_t *region;
+    uint32_t rnd = 0;
+    size_t map_size;
+    CUcontext ctx;
+    CUresult res;
+    void *addr;
+    int fd;
+
+    CUDASIM_ENTER("cuMemAlloc");
+    if (dptr == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_current_ctx(&ctx);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    if (bytesize == 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_mem_reserve(ctx->device, bytesize);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+
+    owner  = calloc(1, sizeof(*owner));
+    region = calloc(1, sizeof(*region));
+    if ((owner == NULL) || (region == NULL)) {
+        goto err_free;
+    }
+
+    if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd)) {
+        rnd = (uint32_t)random();
+    }
+    snprintf(owner->name, sizeof(owner->name), "/cudasim-%x-%x-%08x",
+             (unsigned)getpid(),
+             (unsigned)__atomic_add_fetch(&cudasim_shm_seq, 1,
+                                          __ATOMIC_RELAXED),
+             rnd);
+    fd = shm_open(owner->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        cudasim_log("shm_open(%s) failed: %m", owner->name);
+        goto err_free;
+    }
+    /* the real driver lets any process (any uid) open an IPC handle */
+    (void)fchmod(fd, 0666);
+    map_size = cudasim_page_align(bytesize);
+    if (ftruncate(fd, map_size) != 0) {
+        cudasim_log("ftruncate(%s, %zu) failed: %m", owner->name, map_size);
+        goto err_unlink;
+    }
+    addr = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (addr == MAP_FAILED) {
+        cudasim_log("mmap(%s, %zu) failed: %m", owner->name, map_size);
+        goto err_unlink;
+    }
+    close(fd);
+
+    region->base         = (uintptr_t)addr;
+    region->size         = bytesize;
+    region->map_size     = map_size;
+    region->kind         = CUDASIM_REGION_LEGACY;
+    region->device       = ctx->device;
+    region->ctx          = ctx;
+    region->buffer_id    = cudasim_new_buffer_id();
+    region->handle_types = CU_MEM_HANDLE_TYPE_NONE;
+    region->access       = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    region->owner        = owner;
+
+    cudasim_registry_wrlock();
+    cudasim_region_insert(region);
+    cudasim_registry_unlock();
+
+    cudasim_log("cuMemAlloc(%zu) = %p (%s)", bytesize, addr, owner->name);
+    *dptr = (CUdeviceptr)addr;
+    return CUDA_SUCCESS;
+
+err_unlink:
+    close(fd);
+    shm_unlink(owner->name);
+err_free:
+    free(owner);
+    free(region);
+    cudasim_mem_unreserve(ctx->device, bytesize);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
+{
+    cudasim_legacy_t *owner;
+    cudasim_region_t *region;
+    CUresult res;
+
+    CUDASIM_ENTER("cuMemFree");
+    res = cudasim_current_ctx(NULL);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+
+    /* like the real driver, freeing waits for work already submitted */
+    cudasim_streams_sync_all();
+
+    cudasim_registry_wrlock();
+    region = cudasim_region_find_kind((uintptr_t)dptr, CUDASIM_REGION_LEGACY);
+    if ((region == NULL) || (region->base != (uintptr_t)dptr)) {
+        cudasim_registry_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    cudasim_region_remove(region);
+    cudasim_registry_unlock();
+
+    owner = region->owner;
+    /* mappings opened by other processes stay valid */
+    shm_unlink(owner->name);
+    munmap((void*)region->base, region->map_size);
+    cudasim_mem_unreserve(region->device, region->size);
+    cudasim_log("cuMemFree(%p) (%s)", (void*)region->base, owner->name);
+    free(owner);
+    free(region);
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr *pbase,
+                                                  size_t *psize,
+                                                  CUdeviceptr dptr)
+{
+    cudasim_region_t *region;
+    CUresult res;
+
+    CUDASIM_ENTER("cuMemGetAddressRange");
+    res = cudasim_current_ctx(NULL);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+
+    cudasim_registry_rdlock();
+    region = cudasim_region_find((uintptr_t)dptr);
+    if (region == NULL) {
+        cudasim_registry_unlock();
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    if (pbase != NULL) {
+        *pbase = (CUdeviceptr)region->base;
+    }
+    if (psize != NULL) {
+        *psize = region->size;
+    }
+    cudasim_registry_unlock();
+    return CUDA_SUCCESS;
+}
+
+
+/* ------------------------------------------------------------------ */
+/* Legacy IPC                                                         */
+/* ------------------------------------------------------------------ */
+
+CUDASIM_API CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle,
+                                               CUdeviceptr dptr)
+{
+    cudasim_ipc_handle_t h;
+    cudasim_legacy_t *owner;
+    cudasim_region_t *region;
+    CUresult res;
+
+    CUDASIM_ENTER("cuIpcGetMemHandle");
+    if (pHandle == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_current_ctx(NULL);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+
+    memset(&h, 0, sizeof(h));
+    cudasim_registry_rdlock();
+    /* any address inside the allocation gives the handle of the whole
+     * allocation; VMM and imported memory are not legacy-IPC capable */
+    region = cudasim_region_find_kind((uintptr_t)dptr, CUDASIM_REGION_LEGACY);
+    if (region == NULL) {
+        cudasim_registry_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    owner       = region->owner;
+    h.magic     = CUDASIM_IPC_MAGIC;
+    h.pid       = (uint32_t)getpid();
+    h.pidns     = cudasim_pidns_inode();
+    h.device    = region->device;
+    h.size      = region->size;
+    h.buffer_id = region->buffer_id;
+    memcpy(h.name, owner->name, sizeof(h.name));
+    cudasim_registry_unlock();
+
+    memcpy(pHandle->reserved, &h, sizeof(h));
+    return CUDA_SUCCESS;
+}
+
+
+static CUresult cudasim_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                                 unsigned int Flags)
+{
+    cudasim_legacy_t *owner, *other;
+    cudasim_ipc_handle_t h;
+    cudasim_region_t *region, *r;
+    size_t map_size;
+    CUcontext ctx;
+    struct stat st;
+    CUresult res;
+    void *addr;
+    int fd;
+
+    if (pdptr == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (Flags & ~CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_current_ctx(&ctx);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+
+    memcpy(&h, handle.reserved, sizeof(h));
+    if ((h.magic != CUDASIM_IPC_MAGIC) || (h.name[0] != '/') ||
+        (memchr(h.name, '\0', sizeof(h.name)) == NULL)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* A PID namespace boundary makes the real driver fail to open the
+     * handle with "invalid device context"; so does the exporting process
+     * itself. */
+    if (h.pidns != cudasim_pidns_inode()) {
+        cudasim_log("cuIpcOpenMemHandle(%s): exporter in PID namespace %u, "
+                    "we are in %u", h.name, h.pidns, cudasim_pidns_inode());
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (h.pid == (uint32_t)getpid()) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+
+    owner  = calloc(1, sizeof(*owner));
+    region = calloc(1, sizeof(*region));
+    if ((owner == NULL) || (region == NULL)) {
+        free(owner);
+        free(region);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+
+    cudasim_registry_wrlock();
+    for (r = cudasim_region_first(); r != NULL; r = r->next) {
+        if (r->kind != CUDASIM_REGION_IPC_IMPORT) {
+            continue;
+        }
+        other = r->owner;
+        if ((other->pidns == h.pidns) && (other->pid == h.pid) &&
+            !strcmp(other->name, h.name)) {
+            /* like the real driver: one mapping per allocation */
+            res = CUDA_ERROR_ALREADY_MAPPED;
+            goto err_unlock;
+        }
+    }
+
+    fd = shm_open(h.name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) {
+        /* the allocation was freed (or its exporter exited) */
+        cudasim_log("cuIpcOpenMemHandle(%s): %m", h.name);
+        res = CUDA_ERROR_INVALID_VALUE;
+        goto err_unlock;
+    }
+    map_size = cudasim_page_align(h.size);
+    if ((fstat(fd, &st) != 0) || ((size_t)st.st_size < map_size)) {
+        close(fd);
+        res = CUDA_ERROR_INVALID_VALUE;
+        goto err_unlock;
+    }
+    addr = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (addr == MAP_FAILED) {
+        res = CUDA_ERROR_MAP_FAILED;
+        goto err_unlock;
+    }
+
+    memcpy(owner->name, h.name, sizeof(owner->name));
+    owner->pid      = h.pid;
+    owner->pidns    = h.pidns;
+    owner->refcount = 1;
+
+    region->base         = (uintptr_t)addr;
+    region->size         = h.size;
+    region->map_size     = map_size;
+    region->kind         = CUDASIM_REGION_IPC_IMPORT;
+    region->device       = cudasim_device_valid(h.device) ? h.device :
+                                                            ctx->device;
+    region->ctx          = ctx;
+    region->buffer_id    = h.buffer_id;
+    region->handle_types = CU_MEM_HANDLE_TYPE_NONE;
+    region->access       = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    region->owner        = owner;
+    cudasim_region_insert(region);
+    cudasim_registry_unlock();
+
+    cudasim_log("cuIpcOpenMemHandle(%s) = %p", h.name, addr);
+    *pdptr = (CUdeviceptr)addr;
+    return CUDA_SUCCESS;
+
+err_unlock:
+    cudasim_registry_unlock();
+    free(owner);
+    free(region);
+    return res;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr *pdptr,
+                                                CUipcMemHandle handle,
+                                                unsigned int Flags)
+{
+    CUDASIM_ENTER("cuIpcOpenMemHandle");
+    return cudasim_ipc_open(pdptr, handle, Flags);
+}
+
+
+CUresult CUDAAPI cudasim_cuIpcOpenMemHandle_v1(CUdeviceptr *pdptr,
+                                               CUipcMemHandle handle,
+                                               unsigned int Flags)
+{
+    CUDASIM_ENTER("cuIpcOpenMemHandle");
+    return cudasim_ipc_open(pdptr, handle, Flags);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    cudasim_region_t *region;
+    CUresult res;
+
+    CUDASIM_ENTER("cuIpcCloseMemHandle");
+    res = cudasim_current_ctx(NULL);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+
+    cudasim_registry_wrlock();
+    region = cudasim_region_find_kind((uintptr_t)dptr,
+                                      CUDASIM_REGION_IPC_IMPORT);
+    if ((region == NULL) || (region->base != (uintptr_t)dptr)) {
+        cudasim_registry_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    cudasim_region_remove(region);
+    cudasim_registry_unlock();
+
+    munmap((void*)region->base, region->map_size);
+    free(region->owner);
+    free(region);
+    return CUDA_SUCCESS;
+}
+
+
+/* ------------------------------------------------------------------ */
+/* Pointer attributes                                                 */
+/* ------------------------------------------------------------------ */
+
+#define CUDASIM_PUT(_type, _val) \
+    do { \
+        *(_type*)data = (_type)(_val); \
+    } while (0)
+
+/*
+ * Fill one attribute. region == NULL: pointer unknown to the driver, with
+ * the cuPointerGetAttributes "default NULL values" (device ordinal -2).
+ */
+static CUresult cudasim_ptr_attr(const cudasim_region_t *r,
+                                 CUpointer_attribute attr, void *data,
+                                 CUdeviceptr ptr)
+{
+    int legacy = (r != NULL) && (r->kind != CUDASIM_REGION_VMM_MAP);
+
+    switch (attr) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        /* VMM memory belongs to no context */
+        CUDASIM_PUT(CUcontext, legacy ? r->ctx : NULL);
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        CUDASIM_PUT(unsigned int, (r != NULL) ? CU_MEMORYTYPE_DEVICE : 0);
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        CUDASIM_PUT(CUdeviceptr, (r != NULL) ? ptr : 0);
+        break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        if (r != NULL) {
+            /* device memory is not mapped in the host address space */
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        CUDASIM_PUT(void*, NULL);
+        break;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+        CUDASIM_PUT(unsigned int, r != NULL);
+        break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        CUDASIM_PUT(unsigned long long, (r != NULL) ? r->buffer_id : 0);
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        CUDASIM_PUT(unsigned int, 0);
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        CUDASIM_PUT(int, (r != NULL) ? r->device : -2);
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        CUDASIM_PUT(unsigned int,
+                    (r != NULL) && (r->kind == CUDASIM_REGION_LEGACY));
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+        CUDASIM_PUT(CUdeviceptr, (r != NULL) ? r->base : 0);
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+        CUDASIM_PUT(size_t, (r != NULL) ? r->size : 0);
+        break;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        CUDASIM_PUT(unsigned int, r != NULL);
+        break;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+        CUDASIM_PUT(unsigned int, (r != NULL) ? r->handle_types : 0);
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+        CUDASIM_PUT(unsigned int, 0);
+        break;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+        CUDASIM_PUT(unsigned int,
+                    (r == NULL) ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE :
+                    (r->access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) ?
+                    CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE :
+                    (r->access == CU_MEM_ACCESS_FLAGS_PROT_READ) ?
+                    CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ :
+                    CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE);
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+        CUDASIM_PUT(CUmemoryPool, NULL);
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+        CUDASIM_PUT(unsigned long long, (r != NULL) ? r->buffer_id : 0);
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+        CUDASIM_PUT(unsigned int, 0);
+        break;
+    case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuPointerGetAttribute(void *data,
+                                                   CUpointer_attribute attribute,
+                                                   CUdeviceptr ptr)
+{
+    cudasim_region_t *region;
+    CUresult res;
+
+    CUDASIM_ENTER("cuPointerGetAttribute");
+    if (data == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+
+    cudasim_registry_rdlock();
+    region = cudasim_region_find((uintptr_t)ptr);
+    if (region == NULL) {
+        /* not a pointer the driver knows (unregistered host memory) */
+        res = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        res = cudasim_ptr_attr(region, attribute, data, ptr);
+    }
+    cudasim_registry_unlock();
+    return res;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes,
+                                                    CUpointer_attribute *attributes,
+                                                    void **data,
+                                                    CUdeviceptr ptr)
+{
+    cudasim_region_t *region;
+    CUresult res = CUDA_SUCCESS;
+    unsigned int i;
+
+    CUDASIM_ENTER("cuPointerGetAttributes");
+    if ((numAttributes == 0) || (attributes == NULL) || (data == NULL)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (i = 0; i < numAttributes; ++i) {
+        if (data[i] == NULL) {
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+
+    cudasim_registry_rdlock();
+    region = cudasim_region_find((uintptr_t)ptr);
+    for (i = 0; (i < numAttributes) && (res == CUDA_SUCCESS); ++i) {
+        if ((attributes[i] == CU_POINTER_ATTRIBUTE_HOST_POINTER) &&
+            (region != NULL)) {
+            /* no error here, unlike cuPointerGetAttribute */
+            *(void**)data[i] = NULL;
+            continue;
+        }
+        res = cudasim_ptr_attr(region, attributes[i], data[i], ptr);
+    }
+    cudasim_registry_unlock();
+    return res;
+}

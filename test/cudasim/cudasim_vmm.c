@@ -1,0 +1,732 @@
+/*
+ * cudasim: virtual memory management (cuMemCreate/Map/...): physical
+ * allocations are memfds, exported as POSIX file descriptors.
+ *
+ * A memfd starts with one header page describing the allocation (so that an
+ * importer recognizes our fds and learns size, device and buffer id); the
+ * allocation's bytes follow at offset CUDASIM_VMM_HDR_SIZE.
+ */
+#include "cudasim_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CUDASIM_VMM_HDR_SIZE   4096
+#define CUDASIM_VMM_MAGIC      "cudasim-vmm-v1"
+#define CUDASIM_VMM_NAME       "cudasim-vmm"
+#define CUDASIM_VMM_ALLOC_MAGIC 0x564d4d41u /* "VMMA" */
+
+typedef struct {
+    char     magic[16];
+    uint64_t size;
+    uint64_t buffer_id;
+    int32_t  device;
+    uint32_t handle_types;
+    uint32_t creator_pid;
+} cudasim_vmm_hdr_t;
+
+typedef struct cudasim_vmm_alloc {
+    uint32_t                 magic;
+    int                      fd;
+    size_t                   size;
+    int                      device;
+    unsigned                 handle_types;
+    uint64_t                 buffer_id;
+    int                      imported;
+    int                      handle_refs; /* cuMemCreate/Import/Retain */
+    int                      map_refs;    /* cuMemMap */
+    struct cudasim_vmm_alloc *next;
+} cudasim_vmm_alloc_t;
+
+/* guards the allocation list and refcounts; nests inside nothing, the
+ * registry lock may be taken while holding it */
+static pthread_mutex_t      cudasim_vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+static cudasim_vmm_alloc_t *cudasim_vmm_allocs;
+
+
+/* with cudasim_vmm_lock held; NULL if not a live handle */
+static cudasim_vmm_alloc_t *
+cudasim_vmm_lookup(CUmemGenericAllocationHandle handle)
+{
+    cudasim_vmm_alloc_t *a;
+
+    for (a = cudasim_vmm_allocs; a != NULL; a = a->next) {
+        if (((uintptr_t)a == (uintptr_t)handle) && (a->handle_refs > 0)) {
+            return a;
+        }
+    }
+    return NULL;
+}
+
+
+/* with cudasim_vmm_lock held: destroy when unreferenced */
+static void cudasim_vmm_put(cudasim_vmm_alloc_t *alloc)
+{
+    cudasim_vmm_alloc_t **p;
+
+    if ((alloc->handle_refs > 0) || (alloc->map_refs > 0)) {
+        return;
+    }
+    for (p = &cudasim_vmm_allocs; *p != NULL; p = &(*p)->next) {
+        if (*p == alloc) {
+            *p = alloc->next;
+            break;
+        }
+    }
+    cudasim_log("VMM allocation %#llx destroyed",
+                (unsigned long long)alloc->buffer_id);
+    close(alloc->fd);
+    if (!alloc->imported) {
+        cudasim_mem_unreserve(alloc->device, alloc->size);
+    }
+    alloc->magic = 0;
+    free(alloc);
+}
+
+
+static CUresult cudasim_vmm_check_location(const CUmemLocation *loc)
+{
+    if (loc->type != CU_MEM_LOCATION_TYPE_DEVICE) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!cudasim_device_valid(loc->id)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI
+cuMemGetAllocationGranularity(size_t *granularity,
+                              const CUmemAllocationProp *prop,
+                              CUmemAllocationGranularity_flags option)
+{
+    CUresult res;
+
+    CUDASIM_ENTER("cuMemGetAllocationGranularity");
+    if ((granularity == NULL) || (prop == NULL)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if ((option != CU_MEM_ALLOC_GRANULARITY_MINIMUM) &&
+        (option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_vmm_check_location(&prop->location);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    *granularity = cudasim_cfg.vmm_granularity;
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle,
+                                         size_t size,
+                                         const CUmemAllocationProp *prop,
+                                         unsigned long long flags)
+{
+    const unsigned supported = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    cudasim_vmm_alloc_t *alloc;
+    cudasim_vmm_hdr_t hdr;
+    char name[64];
+    CUresult res;
+    int fd;
+
+    CUDASIM_ENTER("cuMemCreate");
+    if ((handle == NULL) || (prop == NULL) || (flags != 0)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_vmm_check_location(&prop->location);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    if (prop->requestedHandleTypes & ~supported) {
+        /* fabric handles need IMEX/NVSwitch; Win32 handles need Windows */
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if ((size == 0) || (size % cudasim_cfg.vmm_granularity)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_mem_reserve(prop->location.id, size);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+
+    alloc = calloc(1, sizeof(*alloc));
+    if (alloc == NULL) {
+        goto err_unreserve;
+    }
+    alloc->magic        = CUDASIM_VMM_ALLOC_MAGIC;
+    alloc->size         = size;
+    alloc->device       = prop->location.id;
+    alloc->handle_types = prop->requestedHandleTypes;
+    alloc->buffer_id    = cudasim_new_buffer_id();
+    alloc->handle_refs  = 1;
+
+    snprintf(name, sizeof(name), CUDASIM_VMM_NAME "-%llx",
+             (unsigned long long)alloc->buffer_id);
+    fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0) {
+        cudasim_log("memfd_create failed: %m");
+        goto err_free;
+    }
+    if (ftruncate(fd, CUDASIM_VMM_HDR_SIZE + size) != 0) {
+        cudasim_log("ftruncate(memfd, %zu) failed: %m", size);
+        goto err_close;
+    }
+    memset(&hdr, 0, sizeof(hdr));
+    strncpy(hdr.magic, CUDASIM_VMM_MAGIC, sizeof(hdr.magic));
+    hdr.size         = size;
+    hdr.buffer_id    = alloc->buffer_id;
+    hdr.device       = alloc->device;
+    hdr.handle_types = alloc->handle_types;
+    hdr.creator_pid  = (uint32_t)getpid();
+    if (pwrite(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr)) {
+        goto err_close;
+    }
+    alloc->fd = fd;
+
+    pthread_mutex_lock(&cudasim_vmm_lock);
+    alloc->next        = cudasim_vmm_allocs;
+    cudasim_vmm_allocs = alloc;
+    pthread_mutex_unlock(&cudasim_vmm_lock);
+
+    cudasim_log("cuMemCreate(%zu) = %#llx", size,
+                (unsigned long long)alloc->buffer_id);
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)alloc;
+    return CUDA_SUCCESS;
+
+err_close:
+    close(fd);
+err_free:
+    free(alloc);
+err_unreserve:
+    cudasim_mem_unreserve(prop->location.id, size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    cudasim_vmm_alloc_t *alloc;
+
+    CUDASIM_ENTER("cuMemRelease");
+    pthread_mutex_lock(&cudasim_vmm_lock);
+    alloc = cudasim_vmm_lookup(handle);
+    if (alloc == NULL) {
+        pthread_mutex_unlock(&cudasim_vmm_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    --alloc->handle_refs;
+    cudasim_vmm_put(alloc); /* memory lives on while mapped */
+    pthread_mutex_unlock(&cudasim_vmm_lock);
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI
+cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                       CUmemGenericAllocationHandle handle)
+{
+    cudasim_vmm_alloc_t *alloc;
+
+    CUDASIM_ENTER("cuMemGetAllocationPropertiesFromHandle");
+    if (prop == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_lock(&cudasim_vmm_lock);
+    alloc = cudasim_vmm_lookup(handle);
+    if (alloc == NULL) {
+        pthread_mutex_unlock(&cudasim_vmm_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    memset(prop, 0, sizeof(*prop));
+    prop->type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id          = alloc->device;
+    prop->requestedHandleTypes = (CUmemAllocationHandleType)
+                                 alloc->handle_types;
+    pthread_mutex_unlock(&cudasim_vmm_lock);
+    return CUDA_SUCCESS;
+}
+
+
+/* ------------------------------------------------------------------ */
+/* Address reservations and mappings                                  */
+/* ------------------------------------------------------------------ */
+
+CUDASIM_API CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size,
+                                                 size_t alignment,
+                                                 CUdeviceptr addr,
+                                                 unsigned long long flags)
+{
+    const int mflags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    size_t gran      = cudasim_cfg.vmm_granularity;
+    cudasim_region_t *region;
+    uintptr_t base, aligned;
+    size_t total;
+    void *p;
+
+    CUDASIM_ENTER("cuMemAddressReserve");
+    if ((ptr == NULL) || (flags != 0) || (size == 0) || (size % gran)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if ((alignment != 0) && (alignment & (alignment - 1))) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (alignment < gran) {
+        alignment = gran;
+    }
+
+    region = calloc(1, sizeof(*region));
+    if (region == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+
+    base = 0;
+    if ((addr != 0) && !(addr % alignment)) {
+        /* honour the hint when that range is free */
+        p = mmap((void*)addr, size, PROT_NONE, mflags | MAP_FIXED_NOREPLACE,
+                 -1, 0);
+        if (p != MAP_FAILED) {
+            if ((uintptr_t)p == addr) {
+                base = addr;
+            } else {
+                munmap(p, size);
+            }
+        }
+    }
+    if (base == 0) {
+        total = size + alignment;
+        p     = mmap(NULL, total, PROT_NONE, mflags, -1, 0);
+        if (p == MAP_FAILED) {
+            free(region);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        aligned = ((uintptr_t)p + alignment - 1) & ~(uintptr_t)(alignment - 1);
+        if (aligned > (uintptr_t)p) {
+            munmap(p, aligned - (uintptr_t)p);
+        }
+        if ((uintptr_t)p + total > aligned + size) {
+            munmap((void*)(aligned + size), (uintptr_t)p + total -
+                                            (aligned + size));
+        }
+        base = aligned;
+    }
+
+    region->base     = base;
+    region->size     = size;
+    region->map_size = size;
+    region->kind     = CUDASIM_REGION_VMM_RESERVE;
+    region->device   = -1;
+
+    cudasim_registry_wrlock();
+    cudasim_region_insert(region);
+    cudasim_registry_unlock();
+
+    *ptr = (CUdeviceptr)base;
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    cudasim_region_t *region, *r;
+
+    CUDASIM_ENTER("cuMemAddressFree");
+    cudasim_registry_wrlock();
+    region = cudasim_region_find_kind((uintptr_t)ptr,
+                                      CUDASIM_REGION_VMM_RESERVE);
+    if ((region == NULL) || (region->base != (uintptr_t)ptr) ||
+        (region->size != size)) {
+        cudasim_registry_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (r = cudasim_region_first(); r != NULL; r = r->next) {
+        if ((r->kind == CUDASIM_REGION_VMM_MAP) && (r->base >= region->base) &&
+            (r->base - region->base < region->size)) {
+            /* still mapped */
+            cudasim_registry_unlock();
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    cudasim_region_remove(region);
+    cudasim_registry_unlock();
+
+    munmap((void*)region->base, region->size);
+    free(region);
+    return CUDA_SUCCESS;
+}
+
+
+/* with the registry lock held: does [base, base+size) overlap a mapping? */
+static int cudasim_vmm_overlaps(uintptr_t base, size_t size)
+{
+    cudasim_region_t *r;
+
+    for (r = cudasim_region_first(); r != NULL; r = r->next) {
+        if ((r->kind == CUDASIM_REGION_VMM_MAP) && (r->base < base + size) &&
+            (base < r->base + r->size)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size,
+                                      size_t offset,
+                                      CUmemGenericAllocationHandle handle,
+                                      unsigned long long flags)
+{
+    size_t gran = cudasim_cfg.vmm_granularity;
+    cudasim_region_t *region, *resv;
+    cudasim_vmm_alloc_t *alloc;
+    CUresult res = CUDA_SUCCESS;
+    void *p;
+
+    CUDASIM_ENTER("cuMemMap");
+    if ((flags != 0) || (offset != 0) || (size == 0) || (size % gran) ||
+        ((uintptr_t)ptr % gran)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    region = calloc(1, sizeof(*region));
+    if (region == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+
+    pthread_mutex_lock(&cudasim_vmm_lock);
+    alloc = cudasim_vmm_lookup(handle);
+    if ((alloc == NULL) || (size > alloc->size)) {
+        res = CUDA_ERROR_INVALID_VALUE;
+        goto out_unlock_vmm;
+    }
+
+    cudasim_registry_wrlock();
+    resv = cudasim_region_find_kind((uintptr_t)ptr, CUDASIM_REGION_VMM_RESERVE);
+    if ((resv == NULL) || (size > resv->size - ((uintptr_t)ptr - resv->base)) ||
+        cudasim_vmm_overlaps((uintptr_t)ptr, size)) {
+        res = CUDA_ERROR_INVALID_VALUE;
+        goto out_unlock;
+    }
+    /* no access until cuMemSetAccess */
+    p = mmap((void*)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, alloc->fd,
+             CUDASIM_VMM_HDR_SIZE + offset);
+    if (p == MAP_FAILED) {
+        cudasim_log("mmap(memfd) failed: %m");
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out_unlock;
+    }
+
+    region->base         = (uintptr_t)ptr;
+    region->size         = size;
+    region->map_size     = size;
+    region->kind         = CUDASIM_REGION_VMM_MAP;
+    region->device       = alloc->device;
+    region->ctx          = NULL;
+    region->buffer_id    = alloc->buffer_id;
+    region->handle_types = alloc->handle_types;
+    region->access       = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    region->owner        = alloc;
+    cudasim_region_insert(region);
+    ++alloc->map_refs;
+    region = NULL;
+
+out_unlock:
+    cudasim_registry_unlock();
+out_unlock_vmm:
+    pthread_mutex_unlock(&cudasim_vmm_lock);
+    free(region);
+    return res;
+}
+
+
+/*
+ * With the registry lock held: collect the mappings that exactly tile
+ * [ptr, ptr+size) into maps[]; returns their number, or -1 if the range is
+ * not a union of whole, contiguous mappings.
+ */
+static int cudasim_vmm_tile(uintptr_t ptr, size_t size,
+                            cudasim_region_t ***maps_p)
+{
+    cudasim_region_t **maps = NULL, **tmp, *r;
+    uintptr_t addr = ptr, end = ptr + size;
+    int n = 0;
+
+    if ((size == 0) || (end < ptr)) {
+        return -1;
+    }
+    while (addr < end) {
+        r = cudasim_region_find_kind(addr, CUDASIM_REGION_VMM_MAP);
+        if ((r == NULL) || (r->base != addr) || (r->base + r->size > end)) {
+            free(maps);
+            return -1;
+        }
+        tmp = realloc(maps, (n + 1) * sizeof(*maps));
+        if (tmp == NULL) {
+            free(maps);
+            return -1;
+        }
+        maps      = tmp;
+        maps[n++] = r;
+        addr     += r->size;
+    }
+    *maps_p = maps;
+    return n;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    cudasim_region_t **maps;
+    cudasim_vmm_alloc_t *alloc;
+    int i, n;
+
+    CUDASIM_ENTER("cuMemUnmap");
+    pthread_mutex_lock(&cudasim_vmm_lock);
+    cudasim_registry_wrlock();
+    n = cudasim_vmm_tile((uintptr_t)ptr, size, &maps);
+    if (n < 0) {
+        cudasim_registry_unlock();
+        pthread_mutex_unlock(&cudasim_vmm_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (i = 0; i < n; ++i) {
+        /* back to a bare reservation */
+        mmap((void*)maps[i]->base, maps[i]->size, PROT_NONE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+        cudasim_region_remove(maps[i]);
+    }
+    cudasim_registry_unlock();
+
+    for (i = 0; i < n; ++i) {
+        alloc = maps[i]->owner;
+        --alloc->map_refs;
+        cudasim_vmm_put(alloc);
+        free(maps[i]);
+    }
+    pthread_mutex_unlock(&cudasim_vmm_lock);
+    free(maps);
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
+                                            const CUmemAccessDesc *desc,
+                                            size_t count)
+{
+    cudasim_region_t **maps;
+    int access = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    int prot, i, n;
+    CUresult res;
+    size_t k;
+
+    CUDASIM_ENTER("cuMemSetAccess");
+    if ((desc == NULL) || (count == 0)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (k = 0; k < count; ++k) {
+        res = cudasim_vmm_check_location(&desc[k].location);
+        if (res != CUDA_SUCCESS) {
+            return res;
+        }
+        switch (desc[k].flags) {
+        case CU_MEM_ACCESS_FLAGS_PROT_NONE:
+        case CU_MEM_ACCESS_FLAGS_PROT_READ:
+        case CU_MEM_ACCESS_FLAGS_PROT_READWRITE:
+            /* every device shares one (host) address space here: the
+             * widest access granted to any device applies */
+            access |= desc[k].flags;
+            break;
+        default:
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    prot = (access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) ?
+           (PROT_READ | PROT_WRITE) :
+           (access == CU_MEM_ACCESS_FLAGS_PROT_READ) ? PROT_READ : PROT_NONE;
+
+    cudasim_registry_wrlock();
+    n = cudasim_vmm_tile((uintptr_t)ptr, size, &maps);
+    if (n < 0) {
+        cudasim_registry_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (i = 0; i < n; ++i) {
+        if (mprotect((void*)maps[i]->base, maps[i]->size, prot) != 0) {
+            cudasim_registry_unlock();
+            free(maps);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        maps[i]->access = access;
+    }
+    cudasim_registry_unlock();
+    free(maps);
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI
+cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    cudasim_vmm_alloc_t *alloc = NULL;
+    cudasim_region_t *region;
+
+    CUDASIM_ENTER("cuMemRetainAllocationHandle");
+    if (handle == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_lock(&cudasim_vmm_lock);
+    cudasim_registry_rdlock();
+    region = cudasim_region_find_kind((uintptr_t)addr, CUDASIM_REGION_VMM_MAP);
+    if (region != NULL) {
+        alloc = region->owner;
+        ++alloc->handle_refs;
+    }
+    cudasim_registry_unlock();
+    pthread_mutex_unlock(&cudasim_vmm_lock);
+
+    if (alloc == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)alloc;
+    return CUDA_SUCCESS;
+}
+
+
+/* ------------------------------------------------------------------ */
+/* Shareable handles                                                  */
+/* ------------------------------------------------------------------ */
+
+CUDASIM_API CUresult CUDAAPI
+cuMemExportToShareableHandle(void *shareableHandle,
+                             CUmemGenericAllocationHandle handle,
+                             CUmemAllocationHandleType handleType,
+                             unsigned long long flags)
+{
+    cudasim_vmm_alloc_t *alloc;
+    int fd;
+
+    CUDASIM_ENTER("cuMemExportToShareableHandle");
+    if ((shareableHandle == NULL) || (flags != 0)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if ((handleType == CU_MEM_HANDLE_TYPE_FABRIC) ||
+        (handleType == CU_MEM_HANDLE_TYPE_WIN32) ||
+        (handleType == CU_MEM_HANDLE_TYPE_WIN32_KMT)) {
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+
+    pthread_mutex_lock(&cudasim_vmm_lock);
+    alloc = cudasim_vmm_lookup(handle);
+    if ((alloc == NULL) || !(alloc->handle_types & handleType)) {
+        /* not created with this handle type requested */
+        pthread_mutex_unlock(&cudasim_vmm_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    fd = fcntl(alloc->fd, F_DUPFD_CLOEXEC, 0);
+    pthread_mutex_unlock(&cudasim_vmm_lock);
+    if (fd < 0) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    /* a new descriptor; the caller owns it */
+    *(int*)shareableHandle = fd;
+    return CUDA_SUCCESS;
+}
+
+
+/* Is fd one of our memfds? (/proc may be absent: the header decides) */
+static int cudasim_vmm_fd_name_ok(int fd)
+{
+    const char prefix[] = "/memfd:" CUDASIM_VMM_NAME;
+    char path[64], target[256];
+    ssize_t len;
+
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    len = readlink(path, target, sizeof(target) - 1);
+    if (len < 0) {
+        return 1;
+    }
+    target[len] = '\0';
+    return !strncmp(target, prefix, sizeof(prefix) - 1);
+}
+
+
+CUDASIM_API CUresult CUDAAPI
+cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
+                               void *osHandle,
+                               CUmemAllocationHandleType shHandleType)
+{
+    int fd = (int)(intptr_t)osHandle;
+    cudasim_vmm_alloc_t *alloc;
+    cudasim_vmm_hdr_t hdr;
+    struct stat st;
+    int newfd;
+
+    CUDASIM_ENTER("cuMemImportFromShareableHandle");
+    if (handle == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if ((shHandleType == CU_MEM_HANDLE_TYPE_FABRIC) ||
+        (shHandleType == CU_MEM_HANDLE_TYPE_WIN32) ||
+        (shHandleType == CU_MEM_HANDLE_TYPE_WIN32_KMT)) {
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if ((fd < 0) || (fstat(fd, &st) != 0) || !S_ISREG(st.st_mode) ||
+        !cudasim_vmm_fd_name_ok(fd) ||
+        (pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr)) ||
+        strncmp(hdr.magic, CUDASIM_VMM_MAGIC, sizeof(hdr.magic)) ||
+        ((uint64_t)st.st_size != CUDASIM_VMM_HDR_SIZE + hdr.size)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!cudasim_device_valid(hdr.device)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+
+    alloc = calloc(1, sizeof(*alloc));
+    if (alloc == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    /* the caller keeps ownership of fd */
+    newfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (newfd < 0) {
+        free(alloc);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    alloc->magic        = CUDASIM_VMM_ALLOC_MAGIC;
+    alloc->fd           = newfd;
+    alloc->size         = hdr.size;
+    alloc->device       = hdr.device;
+    alloc->handle_types = hdr.handle_types;
+    alloc->buffer_id    = hdr.buffer_id;
+    alloc->imported     = 1;
+    alloc->handle_refs  = 1;
+
+    pthread_mutex_lock(&cudasim_vmm_lock);
+    alloc->next        = cudasim_vmm_allocs;
+    cudasim_vmm_allocs = alloc;
+    pthread_mutex_unlock(&cudasim_vmm_lock);
+
+    cudasim_log("imported VMM allocation %#llx (%zu bytes) from fd %d",
+                (unsigned long long)alloc->buffer_id, alloc->size, fd);
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)alloc;
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,118 @@
+/*
+ * cuda_ipc_ns: libFuzzer target for the rkey and address parsers
+ * (DESIGN.md 4.1, 4.2).
+ *
+ * Any input may be rejected; an accepted one must survive pack/parse
+ * unchanged, otherwise abort() so the fuzzer records the input. Built with
+ * clang -fsanitize=fuzzer, or with fuzz_replay_main.c where libFuzzer is
+ * missing (see run_fuzz.sh).
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "../../src/uct/cuda_ipc_ns/cuda_ipc_ns_rkey.h"
+#include "../../src/uct/cuda_ipc_ns/cuda_ipc_ns_addr.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+
+#define FUZZ_CHECK(_cond) \
+    do { \
+        if (!(_cond)) { \
+            fprintf(stderr, "fuzz_rkey_parse: check failed: %s (line %d)\n", \
+                    #_cond, __LINE__); \
+            abort(); \
+        } \
+    } while (0)
+
+
+/* Field by field: union and padding bytes of the host struct do not count */
+static void fuzz_check_same_info(const uct_cuda_ipc_ns_rkey_info_t *a,
+                                 const uct_cuda_ipc_ns_rkey_info_t *b)
+{
+    FUZZ_CHECK(a->handle_type == b->handle_type);
+    if (a->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) {
+        FUZZ_CHECK(!memcmp(a->handle.legacy, b->handle.legacy,
+                           UCT_CUDA_IPC_NS_HANDLE_SIZE));
+    } else {
+        FUZZ_CHECK(a->handle.posix.fd == b->handle.posix.fd);
+        FUZZ_CHECK(a->handle.posix.alloc_id == b->handle.posix.alloc_id);
+    }
+    FUZZ_CHECK(a->pid == b->pid);
+    FUZZ_CHECK(a->base == b->base);
+    FUZZ_CHECK(a->length == b->length);
+    FUZZ_CHECK(!memcmp(a->dev_uuid, b->dev_uuid, UCT_CUDA_IPC_NS_UUID_SIZE));
+    FUZZ_CHECK(!!a->has_ext == !!b->has_ext);
+    FUZZ_CHECK(a->pid_ns == b->pid_ns);
+    FUZZ_CHECK(a->start_time == b->start_time);
+    FUZZ_CHECK(!memcmp(a->token, b->token, UCT_CUDA_IPC_NS_TOKEN_SIZE));
+    FUZZ_CHECK(a->broker_addr_len == b->broker_addr_len);
+    FUZZ_CHECK(!memcmp(a->broker_addr, b->broker_addr, a->broker_addr_len));
+}
+
+static void fuzz_rkey(const uint8_t *data, size_t size)
+{
+    uint8_t packed[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
+    uint8_t repacked[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
+    uct_cuda_ipc_ns_rkey_info_t info, info2;
+
+    if (uct_cuda_ipc_ns_rkey_parse(data, size, &info) != UCS_OK) {
+        return;
+    }
+
+    /* invariants of an accepted key */
+    FUZZ_CHECK(!(info.pid & UCT_CUDA_IPC_NS_RKEY_PID_EXT_FLAG));
+    FUZZ_CHECK(info.broker_addr_len <= UCT_CUDA_IPC_NS_BROKER_ADDR_MAX);
+    FUZZ_CHECK((info.handle_type != UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) ||
+               info.has_ext);
+    FUZZ_CHECK(!info.has_ext || (info.ext_version != 0));
+
+    /* whatever is accepted can be packed, and reads back the same */
+    FUZZ_CHECK(uct_cuda_ipc_ns_rkey_pack(&info, packed) == UCS_OK);
+    FUZZ_CHECK(uct_cuda_ipc_ns_rkey_parse(packed, sizeof(packed), &info2) ==
+               UCS_OK);
+    fuzz_check_same_info(&info, &info2);
+    FUZZ_CHECK(!info2.has_ext ||
+               (info2.ext_version == UCT_CUDA_IPC_NS_RKEY_EXT_VERSION));
+
+    /* the packed form is canonical */
+    FUZZ_CHECK(uct_cuda_ipc_ns_rkey_pack(&info2, repacked) == UCS_OK);
+    FUZZ_CHECK(!memcmp(packed, repacked, sizeof(packed)));
+}
+
+static void fuzz_addr(const uint8_t *data, size_t size)
+{
+    uint8_t buf[UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE];
+    uct_cuda_ipc_ns_device_addr_t dev;
+    uct_cuda_ipc_ns_iface_addr_t iface;
+
+    /* addresses have no spare bits: pack(parse(x)) is x's prefix */
+    if (uct_cuda_ipc_ns_device_addr_parse(data, size, &dev) == UCS_OK) {
+        FUZZ_CHECK(size >= UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE);
+        uct_cuda_ipc_ns_device_addr_pack(&dev, buf);
+        FUZZ_CHECK(!memcmp(buf, data, UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE));
+    } else {
+        FUZZ_CHECK(size < UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE);
+    }
+
+    if (uct_cuda_ipc_ns_iface_addr_parse(data, size, &iface) == UCS_OK) {
+        FUZZ_CHECK(size >= UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
+        uct_cuda_ipc_ns_iface_addr_pack(&iface, buf);
+        FUZZ_CHECK(!memcmp(buf, data, UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE));
+    } else {
+        FUZZ_CHECK(size < UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_rkey(data, size);
+    fuzz_addr(data, size);
+    return 0;
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""
+Seed corpus for fuzz_rkey_parse: valid cuda_ipc_ns rkeys and edge cases,
+encoded here from the layout in src/uct/cuda_ipc_ns/cuda_ipc_ns_rkey.h
+(independently of the C packer).
+
+usage: make_corpus.py [OUTDIR]   (default: corpus/ next to this script)
+"""
+import os
+import struct
+import sys
+
+BASE_SIZE = 101
+PACKED_SIZE = 244
+EXT_FLAG = 0x80000000
+LEGACY, POSIX_FD = 1, 2
+
+
+def base_key(htype, handle, pid, base, length, uuid, ext):
+    assert len(handle) == 64 and len(uuid) == 16
+    pid_word = pid | (EXT_FLAG if ext else 0)
+    key = struct.pack('<B64sIQQ16s', htype, handle, pid_word, base, length,
+                      uuid)
+    assert len(key) == BASE_SIZE
+    return key
+
+
+def legacy_handle():
+    return bytes(range(64))
+
+
+def posix_handle(fd, alloc_id):
+    return struct.pack('<iQ', fd, alloc_id) + bytes(52)
+
+
+def ext(pid_ns, start_time, version=1, posix=None, extra=b''):
+    body = struct.pack('<QQ', pid_ns, start_time)
+    if posix is not None:
+        token, addr = posix
+        assert len(token) == 16
+        body += token + struct.pack('<B', len(addr)) + addr
+    body += extra
+    return struct.pack('<BB', 2 + len(body), version) + body
+
+
+def pad(b):
+    return b + bytes(max(0, PACKED_SIZE - len(b)))
+
+
+UUID = bytes(range(0xa0, 0xb0))
+TOKEN = bytes(range(0xc0, 0xd0))
+ABSTRACT = b'\0cuda_ipc_ns-0123abcd'
+PATHNAME = b'/tmp/cuda_ipc_ns.d/broker-4242.sock'
+
+
+def corpus():
+    lb = base_key(LEGACY, legacy_handle(), 0x1234, 0x7f1234560000, 0x200000,
+                  UUID, False)
+    lx = base_key(LEGACY, legacy_handle(), 0x1234, 0x7f1234560000, 0x200000,
+                  UUID, True)
+    px = base_key(POSIX_FD, posix_handle(7, 0x0102030405060708), 0xabcdef,
+                  0x7f0000200000, 1 << 30, UUID, True)
+    pn = base_key(POSIX_FD, posix_handle(7, 0x0102030405060708), 0xabcdef,
+                  0x7f0000200000, 1 << 30, UUID, False)
+    e_legacy = ext(0xf0000123, 0x1122334455667788)
+    e_posix = ext(0xf0000456, 0xabcdef, posix=(TOKEN, ABSTRACT))
+
+    c = {}
+    # valid keys
+    c['legacy_base'] = lb
+    c['legacy_base_padded'] = pad(lb)
+    c['legacy_ext'] = pad(lx + e_legacy)
+    c['legacy_ext_exact'] = lx + e_legacy
+    c['posix_abstract'] = pad(px + e_posix)
+    c['posix_abstract_exact'] = px + e_posix
+    c['posix_pathname'] = pad(px + ext(1, 2, posix=(TOKEN, PATHNAME)))
+    c['posix_addr_max'] = pad(px + ext(1, 2, posix=(TOKEN, b'x' * 108)))
+    c['posix_no_addr'] = pad(px + ext(1, 2, posix=(TOKEN, b'')))
+    c['posix_v2'] = pad(px + ext(0xf0000456, 0xabcdef, version=2,
+                                 posix=(TOKEN, ABSTRACT),
+                                 extra=bytes.fromhex('deadbeeffeedface')))
+    c['legacy_v2'] = pad(lx + ext(0xf0000123, 0x1122334455667788, version=2,
+                                  extra=bytes(range(1, 9))))
+    # malformed / edge
+    c['empty'] = b''
+    c['short_100'] = lb[:100]
+    c['bad_type_0'] = pad(b'\0' + lb[1:])
+    c['bad_type_3'] = pad(b'\x03' + lx[1:] + e_legacy)
+    c['ext_flag_no_room'] = lx
+    c['ext_flag_one_byte'] = lx + b'\x12'
+    c['ext_version_0'] = pad(lx + e_legacy[:1] + b'\0' + e_legacy[2:])
+    c['ext_len_17'] = pad(lx + b'\x11' + e_legacy[1:])
+    c['ext_len_past_end'] = lx + e_legacy[:-1]
+    c['ext_len_255'] = pad(lx + b'\xff' + e_legacy[1:])
+    c['posix_no_ext'] = pad(pn)
+    big = ext(1, 2, posix=(TOKEN, b'y' * 108))
+    c['posix_addr_109'] = (px + b'\xff' + big[1:34] + b'\x6d' +
+                           big[35:] + bytes(255 - len(big)))
+    c['posix_addr_past_ext'] = pad(px + e_posix[:34] + b'\x16' +
+                                   e_posix[35:])
+    # addresses (the target parses them too)
+    c['device_addr'] = struct.pack('<QB', 0x0123456789abcdef, 7)
+    c['iface_addr'] = struct.pack('<IQB', 0x12345, 0xeffffffc, 3)
+    return c
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, 'corpus')
+    os.makedirs(out, exist_ok=True)
+    for name, data in sorted(corpus().items()):
+        assert len(data) < 256 or name == 'posix_addr_109', name
+        with open(os.path.join(out, name), 'wb') as f:
+            f.write(data)
+    print('wrote %d seeds to %s' % (len(corpus()), out))
+
+
+if __name__ == '__main__':
+    main()

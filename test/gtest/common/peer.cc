@@ -1,0 +1,307 @@
+/*
+ * Multi-process test peers (see peer.h).
+ */
+#include "peer.h"
+
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
+#include <unistd.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#ifndef __NR_pidfd_getfd
+#  define __NR_pidfd_getfd 438
+#endif
+
+
+namespace test {
+
+static const char *PEER_FD_ENV = "CUDA_IPC_NS_TEST_PEER_FD";
+
+static std::map<std::string, peer_func_t> &peer_roles()
+{
+    static std::map<std::string, peer_func_t> roles;
+    return roles;
+}
+
+
+peer_role_registrar::peer_role_registrar(const char *name, peer_func_t func)
+{
+    peer_roles()[name] = func;
+}
+
+
+bool channel::send(const void *buf, size_t len, int fd_to_pass) const
+{
+    char cbuf[CMSG_SPACE(sizeof(int))] = {};
+    struct iovec iov = {const_cast<void*>(buf), len};
+    struct msghdr msg = {};
+    ssize_t ret;
+
+    msg.msg_iov    = &iov;
+    msg.msg_iovlen = 1;
+    if (fd_to_pass >= 0) {
+        msg.msg_control    = cbuf;
+        msg.msg_controllen = sizeof(cbuf);
+        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type  = SCM_RIGHTS;
+        cmsg->cmsg_len   = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cmsg), &fd_to_pass, sizeof(int));
+    }
+
+    do {
+        ret = sendmsg(m_fd, &msg, MSG_NOSIGNAL);
+    } while ((ret < 0) && (errno == EINTR));
+    return ret == (ssize_t)len;
+}
+
+
+ssize_t channel::recv(void *buf, size_t len, int timeout_ms, int *fd_p) const
+{
+    char cbuf[CMSG_SPACE(sizeof(int))] = {};
+    struct iovec iov = {buf, len};
+    struct msghdr msg = {};
+    struct pollfd pfd = {m_fd, POLLIN, 0};
+    ssize_t ret;
+
+    if (fd_p != nullptr) {
+        *fd_p = -1;
+    }
+
+    do {
+        ret = poll(&pfd, 1, timeout_ms);
+    } while ((ret < 0) && (errno == EINTR));
+    if (ret <= 0) {
+        return -1;
+    }
+
+    msg.msg_iov        = &iov;
+    msg.msg_iovlen     = 1;
+    msg.msg_control    = cbuf;
+    msg.msg_controllen = sizeof(cbuf);
+    ret = recvmsg(m_fd, &msg, MSG_CMSG_CLOEXEC);
+    if (ret <= 0) {
+        return -1;
+    }
+
+    for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg); cmsg != nullptr;
+         cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+        if ((cmsg->cmsg_level == SOL_SOCKET) && (cmsg->cmsg_type == SCM_RIGHTS)) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(cmsg), sizeof(int));
+            if (fd_p != nullptr) {
+                *fd_p = fd;
+            } else {
+                close(fd);
+            }
+        }
+    }
+    return ret;
+}
+
+
+/* seccomp filter: pidfd_getfd fails with EPERM, as under Docker's default
+ * profile without CAP_SYS_PTRACE */
+static void block_pidfd_getfd()
+{
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_pidfd_getfd, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {(unsigned short)(sizeof(filter) / sizeof(filter[0])),
+                              filter};
+
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+        syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog)) {
+        perror("seccomp");
+        _exit(120);
+    }
+}
+
+
+/* Runs in the forked child: never returns */
+static void peer_exec(const std::string &exe, const std::string &role,
+                      const peer_options &opts, int fd)
+{
+    if (opts.new_net_ns && unshare(CLONE_NEWNET)) {
+        perror("unshare(CLONE_NEWNET)");
+        _exit(121);
+    }
+    if (opts.new_user_ns && unshare(CLONE_NEWUSER)) {
+        perror("unshare(CLONE_NEWUSER)");
+        _exit(122);
+    }
+    if (opts.new_pid_ns) {
+        /* the caller's children enter the new namespace: fork once more so
+         * the peer is its pid 1, and relay its exit status */
+        if (unshare(CLONE_NEWPID)) {
+            perror("unshare(CLONE_NEWPID)");
+            _exit(123);
+        }
+        pid_t child = fork();
+        if (child < 0) {
+            _exit(124);
+        } else if (child > 0) {
+            int status;
+            while ((waitpid(child, &status, 0) < 0) && (errno == EINTR)) {
+            }
+            _exit(WIFEXITED(status) ? WEXITSTATUS(status) :
+                  128 + WTERMSIG(status));
+        }
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+    }
+    if (opts.block_pidfd_getfd) {
+        block_pidfd_getfd();
+    }
+    if (opts.uid >= 0) {
+        if (setgroups(0, nullptr) || setresgid(opts.uid, opts.uid, opts.uid) ||
+            setresuid(opts.uid, opts.uid, opts.uid)) {
+            perror("setuid");
+            _exit(125);
+        }
+    }
+
+    char fd_str[16];
+    snprintf(fd_str, sizeof(fd_str), "%d", fd);
+    setenv(PEER_FD_ENV, fd_str, 1);
+    std::string arg = "--peer=" + role;
+    execl(exe.c_str(), exe.c_str(), arg.c_str(), (char*)nullptr);
+    perror("execl");
+    _exit(126);
+}
+
+
+peer::peer(const std::string &role, const peer_options &opts) :
+    m_pid(-1), m_waited(false)
+{
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    int sv[2];
+
+    if (peer_roles().find(role) == peer_roles().end()) {
+        throw std::runtime_error("unknown peer role " + role);
+    }
+    if (len <= 0) {
+        throw std::runtime_error("readlink(/proc/self/exe) failed");
+    }
+    exe[len] = '\0';
+
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
+        throw std::runtime_error("socketpair failed");
+    }
+
+    fflush(stdout);
+    fflush(stderr);
+    m_pid = fork();
+    if (m_pid < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        throw std::runtime_error("fork failed");
+    } else if (m_pid == 0) {
+        close(sv[0]);
+        /* the peer's end survives exec */
+        fcntl(sv[1], F_SETFD, 0);
+        peer_exec(exe, role, opts, sv[1]);
+    }
+
+    close(sv[1]);
+    m_chan = channel(sv[0]);
+}
+
+
+int peer::wait(int timeout_ms)
+{
+    int status = 0;
+
+    for (int waited_ms = 0; ; waited_ms += 10) {
+        pid_t ret = waitpid(m_pid, &status, WNOHANG);
+        if (ret == m_pid) {
+            break;
+        } else if ((ret < 0) && (errno != EINTR)) {
+            return -1;
+        } else if (waited_ms >= timeout_ms) {
+            kill(m_pid, SIGKILL);
+            waitpid(m_pid, &status, 0);
+            m_waited = true;
+            return -1;
+        }
+        usleep(10000);
+    }
+
+    m_waited = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+
+peer::~peer()
+{
+    if (m_chan.fd() >= 0) {
+        close(m_chan.fd());
+    }
+    if ((m_pid > 0) && !m_waited) {
+        wait(10000);
+    }
+}
+
+
+bool peer_main(int argc, char **argv, int *exit_code)
+{
+    const char *prefix = "--peer=";
+    const char *fd_str = getenv(PEER_FD_ENV);
+
+    if ((argc < 2) || strncmp(argv[1], prefix, strlen(prefix)) ||
+        (fd_str == nullptr)) {
+        return false;
+    }
+
+    auto it = peer_roles().find(argv[1] + strlen(prefix));
+    if (it == peer_roles().end()) {
+        fprintf(stderr, "unknown peer role %s\n", argv[1]);
+        *exit_code = 127;
+        return true;
+    }
+
+    int fd = atoi(fd_str);
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    unsetenv(PEER_FD_ENV);
+    *exit_code = it->second(channel(fd));
+    close(fd);
+    return true;
+}
+
+
+int count_open_fds()
+{
+    DIR *dir = opendir("/proc/self/fd");
+    int count = 0;
+
+    if (dir == nullptr) {
+        return -1;
+    }
+    while (readdir(dir) != nullptr) {
+        ++count;
+    }
+    closedir(dir);
+    return count - 3; /* ".", ".." and the directory's own fd */
+}
+
+} // namespace test

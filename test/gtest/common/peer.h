@@ -1,0 +1,99 @@
+/*
+ * Multi-process tests: a peer is this test binary, fork()ed and exec()ed
+ * again in a "peer role", optionally in new namespaces, under a seccomp
+ * filter or as another uid. Test and peer talk over a dedicated
+ * SOCK_SEQPACKET socketpair, never stdout (UCX and drivers print there).
+ * exec() gives the peer a clean process, as a CUDA driver requires.
+ */
+#ifndef TEST_COMMON_PEER_H
+#define TEST_COMMON_PEER_H
+
+#include <sys/types.h>
+#include <cstddef>
+#include <string>
+
+
+namespace test {
+
+struct peer_options {
+    bool new_pid_ns        = false; /* peer is pid 1 of a new PID namespace */
+    bool new_net_ns        = false; /* peer gets a new network namespace */
+    bool new_user_ns       = false; /* peer gets a new user namespace */
+    bool block_pidfd_getfd = false; /* seccomp: pidfd_getfd fails with EPERM */
+    int  uid               = -1;    /* run as this uid/gid (after the above) */
+};
+
+
+/* Channel between a test and its peer: messages keep their boundaries */
+class channel {
+public:
+    explicit channel(int fd = -1) : m_fd(fd) {}
+    int fd() const { return m_fd; }
+
+    /* send one message; false on error */
+    bool send(const void *buf, size_t len, int fd_to_pass = -1) const;
+    /* receive one message of at most len bytes within timeout_ms; returns
+     * its length, or -1 on error/timeout/EOF. *fd_p gets a passed fd. */
+    ssize_t recv(void *buf, size_t len, int timeout_ms = 30000,
+                 int *fd_p = nullptr) const;
+
+    template <typename T> bool send_obj(const T &obj, int fd_to_pass = -1) const {
+        return send(&obj, sizeof(obj), fd_to_pass);
+    }
+    template <typename T> bool recv_obj(T &obj, int timeout_ms = 30000,
+                                        int *fd_p = nullptr) const {
+        return recv(&obj, sizeof(obj), timeout_ms, fd_p) == (ssize_t)sizeof(obj);
+    }
+
+private:
+    int m_fd;
+};
+
+
+class peer {
+public:
+    peer(const std::string &role, const peer_options &opts = peer_options());
+    ~peer();
+    peer(const peer&) = delete;
+    peer &operator=(const peer&) = delete;
+
+    const channel &chan() const { return m_chan; }
+    pid_t pid() const { return m_pid; }
+
+    /* wait for the peer; returns its exit status (or 128+signal, or -1 on
+     * timeout, after which the peer is killed) */
+    int wait(int timeout_ms = 60000);
+
+private:
+    pid_t   m_pid;
+    channel m_chan;
+    bool    m_waited;
+};
+
+
+typedef int (*peer_func_t)(const channel &chan);
+
+/* registers a peer role; use TEST_PEER_ROLE */
+struct peer_role_registrar {
+    peer_role_registrar(const char *name, peer_func_t func);
+};
+
+/* called from main(): runs the role named by --peer=NAME and returns true,
+ * setting *exit_code; false when this process is not a peer */
+bool peer_main(int argc, char **argv, int *exit_code);
+
+/* number of open fds of this process */
+int count_open_fds();
+
+} // namespace test
+
+
+/* Define a peer role: the body runs in the peer process and returns its exit
+ * code; `chan` talks to the test */
+#define TEST_PEER_ROLE(_name) \
+    static int test_peer_role_##_name(const test::channel &chan); \
+    static test::peer_role_registrar test_peer_role_reg_##_name( \
+            #_name, test_peer_role_##_name); \
+    static int test_peer_role_##_name(const test::channel &chan)
+
+#endif
