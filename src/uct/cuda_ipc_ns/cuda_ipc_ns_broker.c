@@ -18,6 +18,7 @@
 #include <ucs/datastruct/khash.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
 #include <ucs/time/time.h>
 
 #include <sys/random.h>

@@ -43,6 +43,35 @@ ucs_config_field_t uct_cuda_ipc_ns_md_config_table[] = {
      ucs_offsetof(uct_cuda_ipc_ns_md_config_t, posix_fd),
      UCS_CONFIG_TYPE_BOOL},
 
+    {"FD_EXCHANGE", "auto",
+     "How a peer's POSIX fd is imported:\n"
+     " auto   - pidfd_getfd when the owner is in our PID namespace and the\n"
+     "          kernel allows it (probed once), the owner's broker otherwise\n"
+     " pidfd  - pidfd_getfd only; peers in other PID namespaces are unreachable\n"
+     " broker - the owner's fd broker only (SCM_RIGHTS over a Unix socket)",
+     ucs_offsetof(uct_cuda_ipc_ns_md_config_t, fdx_mode),
+     UCS_CONFIG_TYPE_ENUM(uct_cuda_ipc_ns_fdx_mode_names)},
+
+    {"SOCK_DIR", "",
+     "Directory of the fd broker's socket. Empty: an abstract socket with a\n"
+     "random name, reachable from the same network namespace only. Set it to\n"
+     "a volume shared by peers in different network namespaces; it is created\n"
+     "with mode 0700 and refused if others can access it.",
+     ucs_offsetof(uct_cuda_ipc_ns_md_config_t, sock_dir),
+     UCS_CONFIG_TYPE_STRING},
+
+    {"SOCK_TIMEOUT", "5s",
+     "Timeout of each connect, send and receive of the fd exchange: a dead or\n"
+     "silent broker fails the import after this time.",
+     ucs_offsetof(uct_cuda_ipc_ns_md_config_t, sock_timeout),
+     UCS_CONFIG_TYPE_TIME},
+
+    {"ALLOWED_UID", "-1",
+     "A uid, besides our own effective uid, whose processes the fd broker\n"
+     "serves; -1: none.",
+     ucs_offsetof(uct_cuda_ipc_ns_md_config_t, allowed_uid),
+     UCS_CONFIG_TYPE_INT},
+
     {NULL}
 };
 
@@ -124,7 +153,13 @@ ucs_status_t uct_cuda_ipc_ns_query_md_resources(uct_component_t *component,
 
 static void uct_cuda_ipc_ns_md_close(uct_md_h uct_md)
 {
-    ucs_free(uct_md);
+    uct_cuda_ipc_ns_md_t *md = ucs_derived_of(uct_md, uct_cuda_ipc_ns_md_t);
+
+    if (md->broker != NULL) {
+        uct_cuda_ipc_ns_broker_put(md->broker);
+    }
+    ucs_free(md->sock_dir);
+    ucs_free(md);
 }
 
 
@@ -254,8 +289,37 @@ uct_cuda_ipc_ns_memh_export_legacy(uct_cuda_ipc_ns_memh_t *memh,
 }
 
 
+/* Hand the exported fd to our broker, which peers in other PID namespaces
+ * (or denied pidfd_getfd) ask for it with the token */
 static ucs_status_t
-uct_cuda_ipc_ns_memh_export_posix_fd(uct_cuda_ipc_ns_memh_t *memh,
+uct_cuda_ipc_ns_memh_broker_register(uct_cuda_ipc_ns_md_t *md,
+                                     uct_cuda_ipc_ns_memh_t *memh)
+{
+    uint8_t len;
+    const char *addr;
+    ucs_status_t status;
+
+    if (md->broker == NULL) {
+        return UCS_OK; /* FD_EXCHANGE=pidfd: same PID namespace only */
+    }
+
+    status = uct_cuda_ipc_ns_broker_register(md->broker, memh->fd,
+                                             memh->info.handle.posix.alloc_id,
+                                             memh->info.token, &memh->reg);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    addr = uct_cuda_ipc_ns_broker_addr(md->broker, &len);
+    memcpy(memh->info.broker_addr, addr, len);
+    memh->info.broker_addr_len = len;
+    return UCS_OK;
+}
+
+
+static ucs_status_t
+uct_cuda_ipc_ns_memh_export_posix_fd(uct_cuda_ipc_ns_md_t *md,
+                                     uct_cuda_ipc_ns_memh_t *memh,
                                      const uct_cuda_ipc_ns_ptr_attr_t *attr,
                                      ucs_log_level_t log_level)
 {
@@ -283,7 +347,16 @@ uct_cuda_ipc_ns_memh_export_posix_fd(uct_cuda_ipc_ns_memh_t *memh,
     memh->info.handle_type           = UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
     memh->info.handle.posix.fd       = fd;
     memh->info.handle.posix.alloc_id = attr->buffer_id;
-    return UCS_OK;
+
+    status = uct_cuda_ipc_ns_memh_broker_register(md, memh);
+    if (status != UCS_OK) {
+        ucs_log(log_level, "cuda_ipc_ns: cannot register fd %d of allocation "
+                "0x%llx with the fd broker: %s", fd,
+                (unsigned long long)attr->base, ucs_status_string(status));
+        close(fd);
+        memh->fd = -1;
+    }
+    return status;
 }
 
 
@@ -367,7 +440,8 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
         memh->info.has_ext = (self->pid_ns != UCT_CUDA_IPC_NS_INIT_PID_NS);
     } else if ((attr.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) &&
                md->posix_fd) {
-        status = uct_cuda_ipc_ns_memh_export_posix_fd(memh, &attr, log_level);
+        status = uct_cuda_ipc_ns_memh_export_posix_fd(md, memh, &attr,
+                                                      log_level);
         memh->info.has_ext = 1;
     } else {
         ucs_log(log_level, "cuda_ipc_ns: cannot register %p (allocation "
@@ -405,6 +479,11 @@ uct_cuda_ipc_ns_mem_dereg(uct_md_h uct_md,
 
     memh = params->memh;
 
+    /* the broker must never hand out the fd once we close it */
+    if (memh->reg != NULL) {
+        uct_cuda_ipc_ns_broker_unregister(
+                ucs_derived_of(uct_md, uct_cuda_ipc_ns_md_t)->broker, memh->reg);
+    }
     if (memh->fd >= 0) {
         close(memh->fd);
     }
@@ -524,6 +603,32 @@ ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
     md->addr_flags      = (md->legacy ? UCT_CUDA_IPC_NS_ADDR_FLAG_LEGACY : 0) |
                           (md->posix_fd ? UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD : 0);
 
+    md->sock_dir = ucs_strdup(config->sock_dir, "cuda_ipc_ns_sock_dir");
+    if (md->sock_dir == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate socket directory name");
+        status = UCS_ERR_NO_MEMORY;
+        goto err_free;
+    }
+    md->fdx.mode        = (uct_cuda_ipc_ns_fdx_mode_t)config->fdx_mode;
+    md->fdx.sock_dir    = md->sock_dir;
+    md->fdx.timeout     = config->sock_timeout;
+    md->fdx.allowed_uid = config->allowed_uid;
+
+    if (md->posix_fd && (md->fdx.mode != UCT_CUDA_IPC_NS_FDX_PIDFD)) {
+        status = uct_cuda_ipc_ns_broker_get(&md->fdx, &md->broker);
+        if (status != UCS_OK) {
+            ucs_error("cuda_ipc_ns: failed to start the fd broker (socket dir "
+                      "'%s'): %s", md->sock_dir, ucs_status_string(status));
+            goto err_free;
+        }
+        md->addr_flags |= UCT_CUDA_IPC_NS_ADDR_FLAG_BROKER;
+    }
+
     *md_p = &md->super;
     return UCS_OK;
+
+err_free:
+    ucs_free(md->sock_dir);
+    ucs_free(md);
+    return status;
 }

@@ -5,6 +5,7 @@
 #define UCT_CUDA_IPC_NS_MD_H
 
 #include "cuda_ipc_ns_rkey.h"
+#include "cuda_ipc_ns_broker.h"
 
 #include <uct/base/uct_md.h>
 
@@ -20,6 +21,10 @@ typedef struct uct_cuda_ipc_ns_md_config {
     char                     *driver_path;  /* CUDA driver library */
     int                      legacy;        /* export legacy IPC handles */
     int                      posix_fd;      /* export VMM POSIX fds */
+    int                      fdx_mode;      /* uct_cuda_ipc_ns_fdx_mode_t */
+    char                     *sock_dir;     /* broker socket directory */
+    double                   sock_timeout;  /* fd exchange timeout, seconds */
+    int                      allowed_uid;   /* extra uid served by the broker */
 } uct_cuda_ipc_ns_md_config_t;
 
 
@@ -28,6 +33,9 @@ typedef struct uct_cuda_ipc_ns_md {
     int        legacy;    /* export legacy handles */
     int        posix_fd;  /* export VMM POSIX fds */
     uint8_t    addr_flags; /* UCT_CUDA_IPC_NS_ADDR_FLAG_*: what we can do */
+    uct_cuda_ipc_ns_fdx_config_t fdx;     /* importing peers' fds */
+    char                         *sock_dir; /* owns fdx.sock_dir */
+    uct_cuda_ipc_ns_broker_t     *broker; /* serves our fds, or NULL */
 } uct_cuda_ipc_ns_md_t;
 
 
@@ -35,6 +43,7 @@ typedef struct uct_cuda_ipc_ns_md {
 typedef struct uct_cuda_ipc_ns_memh {
     uct_cuda_ipc_ns_rkey_info_t info;
     int                         fd;       /* exported POSIX fd, or -1 */
+    uct_cuda_ipc_ns_broker_reg_t *reg;    /* fd registered with the broker */
 } uct_cuda_ipc_ns_memh_t;
 
 

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 extern "C" {
-#include "../../../src/uct/cuda_ipc_ns/cuda_ipc_ns_addr.h"
+#include "cuda_ipc_ns_addr.h"
 }
 
 #include <stdint.h>

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 extern "C" {
-#include "../../../src/uct/cuda_ipc_ns/cuda_ipc_ns_rkey.h"
+#include "cuda_ipc_ns_rkey.h"
 }
 
 #include <stdint.h>

@@ -1,0 +1,910 @@
+/*
+ * cudasim: streams (one worker thread each, executing its queue in order),
+ * events, host functions, memory copies and memset.
+ *
+ * The default streams (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) run
+ * their work synchronously in the calling thread. Work on NULL/legacy first
+ * waits for all blocking streams of the context, like the legacy default
+ * stream does.
+ */
+#include "cudasim_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CUDASIM_STREAM_MAGIC 0x5374726du /* "Strm" */
+#define CUDASIM_EVENT_MAGIC  0x45766e74u /* "Evnt" */
+
+typedef enum {
+    CUDASIM_OP_COPY,
+    CUDASIM_OP_MEMSET,
+    CUDASIM_OP_HOSTFN,
+    CUDASIM_OP_CALLBACK,
+    CUDASIM_OP_RECORD,
+    CUDASIM_OP_WAIT
+} cudasim_op_type_t;
+
+/* which side(s) of a copy are device memory, re-validated at execution */
+#define CUDASIM_DST_DEV 1
+#define CUDASIM_SRC_DEV 2
+
+typedef struct cudasim_op {
+    cudasim_op_type_t  type;
+    struct cudasim_op  *next;
+    void               *dst;
+    const void         *src;
+    size_t             len;
+    int                dev_sides;
+    unsigned char      value;
+    CUhostFn           fn;
+    CUstreamCallback   cb;
+    void               *arg;
+    CUevent            event;
+    uint64_t           seq;
+} cudasim_op_t;
+
+struct CUstream_st {
+    uint32_t           magic;
+    CUcontext          ctx;
+    unsigned           flags;
+    cudasim_op_t       *head, *tail;
+    int                destroyed;
+    CUresult           error;   /* sticky: an illegal access happened */
+    pthread_cond_t     work_cond;
+    pthread_t          thread;
+    struct CUstream_st *next;
+};
+
+struct CUevent_st {
+    uint32_t           magic;
+    CUcontext          ctx;
+    unsigned           flags;
+    uint64_t           record_seq; /* number of cuEventRecord calls */
+    uint64_t           done_seq;   /* highest completed record */
+    int                refs;       /* user handle + queued operations */
+    int                destroyed;
+    struct CUevent_st  *next;
+};
+
+/* One lock and one "progress" condition for all streams and events */
+static pthread_mutex_t cudasim_lock          = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t  cudasim_progress_cond = PTHREAD_COND_INITIALIZER;
+static CUstream        cudasim_streams;  /* including draining destroyed */
+static CUevent         cudasim_events;   /* live (not destroyed) */
+
+
+/* ------------------------------------------------------------------ */
+/* Helpers                                                            */
+/* ------------------------------------------------------------------ */
+
+static int cudasim_is_default_stream(CUstream s)
+{
+    return (s == NULL) || (s == CU_STREAM_LEGACY) ||
+           (s == CU_STREAM_PER_THREAD);
+}
+
+
+/* with cudasim_lock held */
+static int cudasim_stream_live(CUstream s)
+{
+    CUstream p;
+
+    for (p = cudasim_streams; p != NULL; p = p->next) {
+        if (p == s) {
+            return !s->destroyed;
+        }
+    }
+    return 0;
+}
+
+
+/* with cudasim_lock held */
+static int cudasim_event_live(CUevent e)
+{
+    CUevent p;
+
+    for (p = cudasim_events; p != NULL; p = p->next) {
+        if (p == e) {
+            return !e->destroyed;
+        }
+    }
+    return 0;
+}
+
+
+/* with cudasim_lock held */
+static void cudasim_event_put(CUevent e)
+{
+    CUevent *p;
+
+    if (--e->refs > 0) {
+        return;
+    }
+    for (p = &cudasim_events; *p != NULL; p = &(*p)->next) {
+        if (*p == e) {
+            *p = e->next;
+            break;
+        }
+    }
+    e->magic = 0;
+    free(e);
+}
+
+
+static void cudasim_copy_delay(void)
+{
+    if (cudasim_cfg.copy_latency_us > 0) {
+        usleep(cudasim_cfg.copy_latency_us);
+    }
+}
+
+
+/* Run a copy or memset; revalidates the device side(s) under the registry
+ * lock, so memory cannot be unmapped underneath. */
+static CUresult cudasim_exec_mem_op(const cudasim_op_t *op)
+{
+    CUresult res = CUDA_SUCCESS;
+
+    cudasim_copy_delay();
+    cudasim_registry_rdlock();
+    if (((op->dev_sides & CUDASIM_DST_DEV) &&
+         (cudasim_range_check((uintptr_t)op->dst, op->len, 1) != 1)) ||
+        ((op->dev_sides & CUDASIM_SRC_DEV) &&
+         (cudasim_range_check((uintptr_t)op->src, op->len, 0) != 1))) {
+        res = CUDA_ERROR_ILLEGAL_ADDRESS;
+    } else if (op->type == CUDASIM_OP_COPY) {
+        memmove(op->dst, op->src, op->len);
+    } else {
+        memset(op->dst, op->value, op->len);
+    }
+    cudasim_registry_unlock();
+    if (res != CUDA_SUCCESS) {
+        cudasim_log("illegal address in stream operation: dst %p src %p "
+                    "len %zu", op->dst, op->src, op->len);
+    }
+    return res;
+}
+
+
+static void *cudasim_stream_worker(void *arg)
+{
+    CUstream s = arg;
+    cudasim_op_t *op;
+    CUstream *p;
+    CUresult res;
+
+    pthread_mutex_lock(&cudasim_lock);
+    for (;;) {
+        while ((s->head == NULL) && !s->destroyed) {
+            pthread_cond_wait(&s->work_cond, &cudasim_lock);
+        }
+        if (s->head == NULL) {
+            break; /* destroyed and drained */
+        }
+        op = s->head; /* stays queued while running: cuStreamQuery sees it */
+
+        switch (op->type) {
+        case CUDASIM_OP_WAIT:
+            while (op->event->done_seq < op->seq) {
+                pthread_cond_wait(&cudasim_progress_cond, &cudasim_lock);
+            }
+            cudasim_event_put(op->event);
+            break;
+        case CUDASIM_OP_RECORD:
+            if (op->event->done_seq < op->seq) {
+                op->event->done_seq = op->seq;
+            }
+            cudasim_event_put(op->event);
+            break;
+        case CUDASIM_OP_COPY:
+        case CUDASIM_OP_MEMSET:
+            pthread_mutex_unlock(&cudasim_lock);
+            res = cudasim_exec_mem_op(op);
+            pthread_mutex_lock(&cudasim_lock);
+            if ((res != CUDA_SUCCESS) && (s->error == CUDA_SUCCESS)) {
+                s->error = res;
+            }
+            break;
+        case CUDASIM_OP_HOSTFN:
+            pthread_mutex_unlock(&cudasim_lock);
+            op->fn(op->arg);
+            pthread_mutex_lock(&cudasim_lock);
+            break;
+        case CUDASIM_OP_CALLBACK:
+            res = s->error;
+            pthread_mutex_unlock(&cudasim_lock);
+            op->cb(s, res, op->arg);
+            pthread_mutex_lock(&cudasim_lock);
+            break;
+        }
+
+        s->head = op->next;
+        if (s->head == NULL) {
+            s->tail = NULL;
+        }
+        free(op);
+        pthread_cond_broadcast(&cudasim_progress_cond);
+    }
+
+    for (p = &cudasim_streams; *p != NULL; p = &(*p)->next) {
+        if (*p == s) {
+            *p = s->next;
+            break;
+        }
+    }
+    pthread_cond_broadcast(&cudasim_progress_cond);
+    pthread_mutex_unlock(&cudasim_lock);
+
+    pthread_cond_destroy(&s->work_cond);
+    s->magic = 0;
+    free(s);
+    return NULL;
+}
+
+
+/* with cudasim_lock held: wait until every stream matching is drained */
+static void cudasim_wait_streams(CUcontext ctx, int blocking_only)
+{
+    CUstream s;
+
+again:
+    for (s = cudasim_streams; s != NULL; s = s->next) {
+        if ((ctx != NULL) && (s->ctx != ctx)) {
+            continue;
+        }
+        if (blocking_only && (s->flags & CU_STREAM_NON_BLOCKING)) {
+            continue;
+        }
+        if (s->head != NULL) {
+            pthread_cond_wait(&cudasim_progress_cond, &cudasim_lock);
+            goto again;
+        }
+    }
+}
+
+
+void cudasim_streams_sync_all(void)
+{
+    pthread_mutex_lock(&cudasim_lock);
+    cudasim_wait_streams(NULL, 0);
+    pthread_mutex_unlock(&cudasim_lock);
+}
+
+
+/*
+ * Resolve the stream of an operation. *sync_p = 1: a default stream, run
+ * the operation in the calling thread now (after the legacy stream's
+ * implicit synchronization).
+ */
+static CUresult cudasim_stream_get(CUstream s, int *sync_p)
+{
+    CUcontext ctx;
+    CUresult res;
+
+    res = cudasim_current_ctx(&ctx);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    if (cudasim_is_default_stream(s)) {
+        *sync_p = 1;
+        if (s != CU_STREAM_PER_THREAD) {
+            pthread_mutex_lock(&cudasim_lock);
+            cudasim_wait_streams(ctx, 1);
+            pthread_mutex_unlock(&cudasim_lock);
+        }
+        return CUDA_SUCCESS;
+    }
+    *sync_p = 0;
+    pthread_mutex_lock(&cudasim_lock);
+    res = cudasim_stream_live(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_unlock(&cudasim_lock);
+    return res;
+}
+
+
+/* Queue op on s (a live, non-default stream); takes ownership of op */
+static CUresult cudasim_enqueue(CUstream s, cudasim_op_t *op)
+{
+    pthread_mutex_lock(&cudasim_lock);
+    if (!cudasim_stream_live(s)) {
+        pthread_mutex_unlock(&cudasim_lock);
+        free(op);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if ((op->type == CUDASIM_OP_WAIT) || (op->type == CUDASIM_OP_RECORD)) {
+        ++op->event->refs;
+    }
+    op->next = NULL;
+    if (s->tail == NULL) {
+        s->head = op;
+    } else {
+        s->tail->next = op;
+    }
+    s->tail = op;
+    pthread_cond_signal(&s->work_cond);
+    pthread_mutex_unlock(&cudasim_lock);
+    return CUDA_SUCCESS;
+}
+
+
+/* ------------------------------------------------------------------ */
+/* Streams                                                            */
+/* ------------------------------------------------------------------ */
+
+CUDASIM_API CUresult CUDAAPI cuStreamCreate(CUstream *phStream,
+                                            unsigned int Flags)
+{
+    pthread_attr_t attr;
+    CUcontext ctx;
+    CUresult res;
+    CUstream s;
+
+    CUDASIM_ENTER("cuStreamCreate");
+    if ((phStream == NULL) || (Flags & ~CU_STREAM_NON_BLOCKING)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_current_ctx(&ctx);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    s->magic = CUDASIM_STREAM_MAGIC;
+    s->ctx   = ctx;
+    s->flags = Flags;
+    s->error = CUDA_SUCCESS;
+    pthread_cond_init(&s->work_cond, NULL);
+
+    pthread_mutex_lock(&cudasim_lock);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&s->thread, &attr, cudasim_stream_worker, s) != 0) {
+        pthread_attr_destroy(&attr);
+        pthread_mutex_unlock(&cudasim_lock);
+        pthread_cond_destroy(&s->work_cond);
+        free(s);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_attr_destroy(&attr);
+    s->next         = cudasim_streams;
+    cudasim_streams = s;
+    pthread_mutex_unlock(&cudasim_lock);
+
+    *phStream = s;
+    return CUDA_SUCCESS;
+}
+
+
+static CUresult cudasim_stream_destroy(CUstream hStream)
+{
+    CUresult res;
+
+    res = cudasim_current_ctx(NULL);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    if (cudasim_is_default_stream(hStream)) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    pthread_mutex_lock(&cudasim_lock);
+    if (!cudasim_stream_live(hStream)) {
+        pthread_mutex_unlock(&cudasim_lock);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    /* returns at once; queued work completes, then the worker frees it */
+    hStream->destroyed = 1;
+    pthread_cond_signal(&hStream->work_cond);
+    pthread_mutex_unlock(&cudasim_lock);
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
+{
+    CUDASIM_ENTER("cuStreamDestroy");
+    return cudasim_stream_destroy(hStream);
+}
+
+
+CUresult CUDAAPI cudasim_cuStreamDestroy_v1(CUstream hStream)
+{
+    CUDASIM_ENTER("cuStreamDestroy");
+    return cudasim_stream_destroy(hStream);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuStreamQuery(CUstream hStream)
+{
+    CUresult res;
+    int sync;
+
+    CUDASIM_ENTER("cuStreamQuery");
+    if (cudasim_is_default_stream(hStream)) {
+        res = cudasim_current_ctx(NULL);
+        if (res != CUDA_SUCCESS) {
+            return res;
+        }
+        return CUDA_SUCCESS; /* its work always completed synchronously */
+    }
+    res = cudasim_stream_get(hStream, &sync);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    pthread_mutex_lock(&cudasim_lock);
+    res = (hStream->head != NULL) ? CUDA_ERROR_NOT_READY : hStream->error;
+    pthread_mutex_unlock(&cudasim_lock);
+    return res;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
+{
+    CUresult res;
+    int sync;
+
+    CUDASIM_ENTER("cuStreamSynchronize");
+    res = cudasim_stream_get(hStream, &sync);
+    if ((res != CUDA_SUCCESS) || sync) {
+        return res;
+    }
+    pthread_mutex_lock(&cudasim_lock);
+    while (hStream->head != NULL) {
+        pthread_cond_wait(&cudasim_progress_cond, &cudasim_lock);
+    }
+    res = hStream->error;
+    pthread_mutex_unlock(&cudasim_lock);
+    return res;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream,
+                                               CUevent hEvent,
+                                               unsigned int Flags)
+{
+    cudasim_op_t *op;
+    CUresult res;
+    uint64_t seq;
+    int sync;
+
+    CUDASIM_ENTER("cuStreamWaitEvent");
+    if (Flags & ~CU_EVENT_WAIT_EXTERNAL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_stream_get(hStream, &sync);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+
+    pthread_mutex_lock(&cudasim_lock);
+    if (!cudasim_event_live(hEvent)) {
+        pthread_mutex_unlock(&cudasim_lock);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    /* waits for the most recent cuEventRecord at the time of this call */
+    seq = hEvent->record_seq;
+    if (hEvent->done_seq >= seq) {
+        pthread_mutex_unlock(&cudasim_lock);
+        return CUDA_SUCCESS;
+    }
+    if (sync) {
+        while (hEvent->done_seq < seq) {
+            pthread_cond_wait(&cudasim_progress_cond, &cudasim_lock);
+        }
+        pthread_mutex_unlock(&cudasim_lock);
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&cudasim_lock);
+
+    op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    op->type  = CUDASIM_OP_WAIT;
+    op->event = hEvent;
+    op->seq   = seq;
+    return cudasim_enqueue(hStream, op);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn,
+                                              void *userData)
+{
+    cudasim_op_t *op;
+    CUresult res;
+    int sync;
+
+    CUDASIM_ENTER("cuLaunchHostFunc");
+    if (fn == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_stream_get(hStream, &sync);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    if (sync) {
+        fn(userData);
+        return CUDA_SUCCESS;
+    }
+    op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    op->type = CUDASIM_OP_HOSTFN;
+    op->fn   = fn;
+    op->arg  = userData;
+    return cudasim_enqueue(hStream, op);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuStreamAddCallback(CUstream hStream,
+                                                 CUstreamCallback callback,
+                                                 void *userData,
+                                                 unsigned int flags)
+{
+    cudasim_op_t *op;
+    CUresult res;
+    int sync;
+
+    CUDASIM_ENTER("cuStreamAddCallback");
+    if ((callback == NULL) || (flags != 0)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_stream_get(hStream, &sync);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    if (sync) {
+        callback(hStream, CUDA_SUCCESS, userData);
+        return CUDA_SUCCESS;
+    }
+    op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    op->type = CUDASIM_OP_CALLBACK;
+    op->cb   = callback;
+    op->arg  = userData;
+    return cudasim_enqueue(hStream, op);
+}
+
+
+/* ------------------------------------------------------------------ */
+/* Copies and memset                                                  */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Validate and run/queue a copy or memset. need_dev: sides that must be
+ * device memory; other sides are classified (unknown = host memory).
+ */
+static CUresult cudasim_mem_op(cudasim_op_type_t type, void *dst,
+                               const void *src, size_t len,
+                               unsigned char value, int need_dev,
+                               CUstream hStream)
+{
+    cudasim_op_t op_local, *op;
+    int sync, chk, dev_sides = 0;
+    CUresult res;
+
+    res = cudasim_stream_get(hStream, &sync);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    if (len == 0) {
+        return CUDA_SUCCESS;
+    }
+
+    cudasim_registry_rdlock();
+    chk = cudasim_range_check((uintptr_t)dst, len, 1);
+    if ((chk == 0) || ((chk < 0) && (need_dev & CUDASIM_DST_DEV))) {
+        cudasim_registry_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    dev_sides |= (chk > 0) ? CUDASIM_DST_DEV : 0;
+    if (type == CUDASIM_OP_COPY) {
+        chk = cudasim_range_check((uintptr_t)src, len, 0);
+        if ((chk == 0) || ((chk < 0) && (need_dev & CUDASIM_SRC_DEV))) {
+            cudasim_registry_unlock();
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        dev_sides |= (chk > 0) ? CUDASIM_SRC_DEV : 0;
+    }
+    cudasim_registry_unlock();
+
+    memset(&op_local, 0, sizeof(op_local));
+    op_local.type      = type;
+    op_local.dst       = dst;
+    op_local.src       = src;
+    op_local.len       = len;
+    op_local.value     = value;
+    op_local.dev_sides = dev_sides;
+
+    if (sync) {
+        return cudasim_exec_mem_op(&op_local);
+    }
+    op = malloc(sizeof(*op));
+    if (op == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *op = op_local;
+    return cudasim_enqueue(hStream, op);
+}
+
+
+#define CUDASIM_DEV(_p) ((void*)(uintptr_t)(_p))
+
+CUDASIM_API CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src,
+                                      size_t ByteCount)
+{
+    CUDASIM_ENTER("cuMemcpy");
+    return cudasim_mem_op(CUDASIM_OP_COPY, CUDASIM_DEV(dst), CUDASIM_DEV(src),
+                          ByteCount, 0, 0, NULL);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src,
+                                           size_t ByteCount, CUstream hStream)
+{
+    CUDASIM_ENTER("cuMemcpyAsync");
+    return cudasim_mem_op(CUDASIM_OP_COPY, CUDASIM_DEV(dst), CUDASIM_DEV(src),
+                          ByteCount, 0, 0, hStream);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dstDevice,
+                                          CUdeviceptr srcDevice,
+                                          size_t ByteCount)
+{
+    CUDASIM_ENTER("cuMemcpyDtoD");
+    return cudasim_mem_op(CUDASIM_OP_COPY, CUDASIM_DEV(dstDevice),
+                          CUDASIM_DEV(srcDevice), ByteCount, 0,
+                          CUDASIM_DST_DEV | CUDASIM_SRC_DEV, NULL);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice,
+                                               CUdeviceptr srcDevice,
+                                               size_t ByteCount,
+                                               CUstream hStream)
+{
+    CUDASIM_ENTER("cuMemcpyDtoDAsync");
+    return cudasim_mem_op(CUDASIM_OP_COPY, CUDASIM_DEV(dstDevice),
+                          CUDASIM_DEV(srcDevice), ByteCount, 0,
+                          CUDASIM_DST_DEV | CUDASIM_SRC_DEV, hStream);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dstDevice,
+                                          const void *srcHost,
+                                          size_t ByteCount)
+{
+    CUDASIM_ENTER("cuMemcpyHtoD");
+    return cudasim_mem_op(CUDASIM_OP_COPY, CUDASIM_DEV(dstDevice), srcHost,
+                          ByteCount, 0, CUDASIM_DST_DEV, NULL);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice,
+                                               const void *srcHost,
+                                               size_t ByteCount,
+                                               CUstream hStream)
+{
+    CUDASIM_ENTER("cuMemcpyHtoDAsync");
+    return cudasim_mem_op(CUDASIM_OP_COPY, CUDASIM_DEV(dstDevice), srcHost,
+                          ByteCount, 0, CUDASIM_DST_DEV, hStream);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice,
+                                          size_t ByteCount)
+{
+    CUDASIM_ENTER("cuMemcpyDtoH");
+    return cudasim_mem_op(CUDASIM_OP_COPY, dstHost, CUDASIM_DEV(srcDevice),
+                          ByteCount, 0, CUDASIM_SRC_DEV, NULL);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost,
+                                               CUdeviceptr srcDevice,
+                                               size_t ByteCount,
+                                               CUstream hStream)
+{
+    CUDASIM_ENTER("cuMemcpyDtoHAsync");
+    return cudasim_mem_op(CUDASIM_OP_COPY, dstHost, CUDASIM_DEV(srcDevice),
+                          ByteCount, 0, CUDASIM_SRC_DEV, hStream);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemsetD8(CUdeviceptr dstDevice,
+                                        unsigned char uc, size_t N)
+{
+    CUDASIM_ENTER("cuMemsetD8");
+    return cudasim_mem_op(CUDASIM_OP_MEMSET, CUDASIM_DEV(dstDevice), NULL, N,
+                          uc, CUDASIM_DST_DEV, NULL);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice,
+                                             unsigned char uc, size_t N,
+                                             CUstream hStream)
+{
+    CUDASIM_ENTER("cuMemsetD8Async");
+    return cudasim_mem_op(CUDASIM_OP_MEMSET, CUDASIM_DEV(dstDevice), NULL, N,
+                          uc, CUDASIM_DST_DEV, hStream);
+}
+
+
+/* ------------------------------------------------------------------ */
+/* Events                                                             */
+/* ------------------------------------------------------------------ */
+
+CUDASIM_API CUresult CUDAAPI cuEventCreate(CUevent *phEvent,
+                                           unsigned int Flags)
+{
+    const unsigned all = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
+                         CU_EVENT_INTERPROCESS;
+    CUcontext ctx;
+    CUresult res;
+    CUevent e;
+
+    CUDASIM_ENTER("cuEventCreate");
+    if ((phEvent == NULL) || (Flags & ~all) ||
+        ((Flags & CU_EVENT_INTERPROCESS) &&
+         !(Flags & CU_EVENT_DISABLE_TIMING))) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_current_ctx(&ctx);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    e = calloc(1, sizeof(*e));
+    if (e == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    e->magic = CUDASIM_EVENT_MAGIC;
+    e->ctx   = ctx;
+    e->flags = Flags;
+    e->refs  = 1;
+
+    pthread_mutex_lock(&cudasim_lock);
+    e->next        = cudasim_events;
+    cudasim_events = e;
+    pthread_mutex_unlock(&cudasim_lock);
+
+    *phEvent = e;
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    cudasim_op_t *op;
+    CUresult res;
+    uint64_t seq;
+    int sync;
+
+    CUDASIM_ENTER("cuEventRecord");
+    res = cudasim_stream_get(hStream, &sync);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+
+    pthread_mutex_lock(&cudasim_lock);
+    if (!cudasim_event_live(hEvent)) {
+        pthread_mutex_unlock(&cudasim_lock);
+        free(op);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (sync) {
+        seq = ++hEvent->record_seq;
+        hEvent->done_seq = seq;
+        pthread_cond_broadcast(&cudasim_progress_cond);
+        pthread_mutex_unlock(&cudasim_lock);
+        free(op);
+        return CUDA_SUCCESS;
+    }
+    if (!cudasim_stream_live(hStream)) {
+        pthread_mutex_unlock(&cudasim_lock);
+        free(op);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    op->type  = CUDASIM_OP_RECORD;
+    op->event = hEvent;
+    op->seq   = ++hEvent->record_seq;
+    pthread_mutex_unlock(&cudasim_lock);
+    /* a record can only overtake another record of the same event across
+     * streams; done_seq keeps the maximum, as the real driver's semantics
+     * ("the most recent record") need */
+    return cudasim_enqueue(hStream, op);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuEventQuery(CUevent hEvent)
+{
+    CUresult res;
+
+    CUDASIM_ENTER("cuEventQuery");
+    res = cudasim_current_ctx(NULL);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    pthread_mutex_lock(&cudasim_lock);
+    if (!cudasim_event_live(hEvent)) {
+        res = CUDA_ERROR_INVALID_HANDLE;
+    } else if (hEvent->done_seq < hEvent->record_seq) {
+        res = CUDA_ERROR_NOT_READY;
+    } else {
+        res = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&cudasim_lock);
+    return res;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
+{
+    CUresult res;
+    uint64_t seq;
+
+    CUDASIM_ENTER("cuEventSynchronize");
+    res = cudasim_current_ctx(NULL);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    pthread_mutex_lock(&cudasim_lock);
+    if (!cudasim_event_live(hEvent)) {
+        pthread_mutex_unlock(&cudasim_lock);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    seq = hEvent->record_seq;
+    ++hEvent->refs;
+    while (hEvent->done_seq < seq) {
+        pthread_cond_wait(&cudasim_progress_cond, &cudasim_lock);
+    }
+    cudasim_event_put(hEvent);
+    pthread_mutex_unlock(&cudasim_lock);
+    return CUDA_SUCCESS;
+}
+
+
+static CUresult cudasim_event_destroy(CUevent hEvent)
+{
+    CUresult res;
+
+    res = cudasim_current_ctx(NULL);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    pthread_mutex_lock(&cudasim_lock);
+    if (!cudasim_event_live(hEvent)) {
+        pthread_mutex_unlock(&cudasim_lock);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    /* resources go once queued records/waits are done with it */
+    hEvent->destroyed = 1;
+    cudasim_event_put(hEvent);
+    pthread_mutex_unlock(&cudasim_lock);
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuEventDestroy(CUevent hEvent)
+{
+    CUDASIM_ENTER("cuEventDestroy");
+    return cudasim_event_destroy(hEvent);
+}
+
+
+CUresult CUDAAPI cudasim_cuEventDestroy_v1(CUevent hEvent)
+{
+    CUDASIM_ENTER("cuEventDestroy");
+    return cudasim_event_destroy(hEvent);
+}

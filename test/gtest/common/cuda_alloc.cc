@@ -1,0 +1,100 @@
+/*
+ * Test helpers: CUDA driver and allocations (see cuda_alloc.h).
+ */
+#include "cuda_alloc.h"
+
+#include <gtest/gtest.h>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#define TEST_CU(_func, ...) \
+    do { \
+        CUresult _res = uct_cuda_ipc_ns_drv._func(__VA_ARGS__); \
+        if (_res != CUDA_SUCCESS) { \
+            throw std::runtime_error(std::string("cu" #_func " failed: ") + \
+                                     uct_cuda_ipc_ns_cu_error_name(_res)); \
+        } \
+    } while (0)
+
+
+namespace test {
+
+bool cuda_init()
+{
+    const char *path = getenv("UCX_CUDA_IPC_NS_DRIVER");
+    CUdevice device;
+    CUcontext ctx;
+    int count = 0;
+
+    if ((path == nullptr) || (uct_cuda_ipc_ns_driver_load(path) != UCS_OK) ||
+        (uct_cuda_ipc_ns_drv.DeviceGetCount(&count) != CUDA_SUCCESS) ||
+        (count == 0)) {
+        return false;
+    }
+
+    TEST_CU(DeviceGet, &device, 0);
+    TEST_CU(DevicePrimaryCtxRetain, &ctx, device);
+    TEST_CU(CtxSetCurrent, ctx);
+    return true;
+}
+
+
+cuda_legacy_buffer::cuda_legacy_buffer(size_t size) : m_ptr(0), m_size(size)
+{
+    TEST_CU(MemAlloc, &m_ptr, size);
+}
+
+
+cuda_legacy_buffer::~cuda_legacy_buffer()
+{
+    uct_cuda_ipc_ns_drv.MemFree(m_ptr);
+}
+
+
+cuda_vmm_buffer::cuda_vmm_buffer(size_t size, bool posix_fd) :
+    m_ptr(0), m_size(0), m_handle(0)
+{
+    CUmemAllocationProp prop = {};
+    CUmemAccessDesc access   = {};
+    size_t granularity;
+
+    prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id          = 0;
+    prop.requestedHandleTypes = posix_fd ?
+                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR :
+                                CU_MEM_HANDLE_TYPE_NONE;
+    TEST_CU(MemGetAllocationGranularity, &granularity, &prop,
+            CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    m_size = ((size + granularity - 1) / granularity) * granularity;
+
+    TEST_CU(MemCreate, &m_handle, m_size, &prop, 0);
+    TEST_CU(MemAddressReserve, &m_ptr, m_size, 0, 0, 0);
+    TEST_CU(MemMap, m_ptr, m_size, 0, m_handle, 0);
+    access.location = prop.location;
+    access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    TEST_CU(MemSetAccess, m_ptr, m_size, &access, 1);
+}
+
+
+cuda_vmm_buffer::~cuda_vmm_buffer()
+{
+    uct_cuda_ipc_ns_drv.MemUnmap(m_ptr, m_size);
+    uct_cuda_ipc_ns_drv.MemAddressFree(m_ptr, m_size);
+    uct_cuda_ipc_ns_drv.MemRelease(m_handle);
+}
+
+
+void cuda_fill(void *dst, unsigned char value, size_t size)
+{
+    TEST_CU(MemsetD8, (CUdeviceptr)dst, value, size);
+}
+
+
+void cuda_read(void *host_dst, const void *dev_src, size_t size)
+{
+    TEST_CU(MemcpyDtoH, host_dst, (CUdeviceptr)dev_src, size);
+}
+
+} // namespace test

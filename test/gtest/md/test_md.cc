@@ -1,0 +1,554 @@
+/*
+ * Memory domain: registration, export, rkey pack/unpack, memory types,
+ * addresses and reachability, through the UCT API.
+ */
+#include "common/cuda_alloc.h"
+#include "common/peer.h"
+
+extern "C" {
+#include <uct/api/uct.h>
+#include <ucs/async/async.h>
+#include "cuda_ipc_ns_rkey.h"
+#include "cuda_ipc_ns_addr.h"
+#include "cuda_ipc_ns_nsid.h"
+}
+
+#include <gtest/gtest.h>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+#include <unistd.h>
+
+
+namespace {
+
+const size_t KEY_SIZE = UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE;
+typedef std::vector<uint8_t> bytes_t;
+
+
+uct_component_h find_component()
+{
+    uct_component_h *components, found = nullptr;
+    uct_component_attr_t attr;
+    unsigned count;
+
+    if (uct_query_components(&components, &count) != UCS_OK) {
+        return nullptr;
+    }
+    for (unsigned i = 0; i < count; ++i) {
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+        if ((uct_component_query(components[i], &attr) == UCS_OK) &&
+            !strcmp(attr.name, "cuda_ipc_ns")) {
+            found = components[i];
+        }
+    }
+    uct_release_component_list(components);
+    return found;
+}
+
+
+/* an open cuda_ipc_ns MD; the test is skipped without driver or device */
+class md_test : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        uct_md_config_t *config;
+
+        m_component = find_component();
+        ASSERT_NE(nullptr, m_component) << "component not registered";
+        if (!test::cuda_init()) {
+            GTEST_SKIP() << "no CUDA driver or device";
+        }
+        ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &config));
+        ASSERT_EQ(UCS_OK, uct_md_open(m_component, "cuda_ipc_ns", config, &m_md));
+        uct_config_release(config);
+    }
+
+    void TearDown() override
+    {
+        if (m_md != nullptr) {
+            uct_md_close(m_md);
+        }
+    }
+
+    ucs_status_t reg(void *address, size_t length, uct_mem_h *memh)
+    {
+        return uct_md_mem_reg(m_md, address, length,
+                              UCT_MD_MEM_ACCESS_ALL | UCT_MD_MEM_FLAG_HIDE_ERRORS,
+                              memh);
+    }
+
+    bytes_t pack(uct_mem_h memh)
+    {
+        uct_md_attr_t attr;
+        EXPECT_EQ(UCS_OK, uct_md_query(m_md, &attr));
+        EXPECT_EQ(KEY_SIZE, attr.rkey_packed_size);
+        bytes_t key(attr.rkey_packed_size, 0xee);
+        EXPECT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, key.data()));
+        return key;
+    }
+
+    uct_cuda_ipc_ns_rkey_info_t parse(const bytes_t &key)
+    {
+        uct_cuda_ipc_ns_rkey_info_t info;
+        EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_parse(key.data(), key.size(),
+                                                     &info));
+        return info;
+    }
+
+    ucs_status_t unpack(const bytes_t &key)
+    {
+        uct_rkey_bundle_t bundle;
+        ucs_status_t status = uct_rkey_unpack(m_component, key.data(), &bundle);
+        if (status == UCS_OK) {
+            uct_rkey_release(m_component, &bundle);
+        }
+        return status;
+    }
+
+    uct_component_h m_component = nullptr;
+    uct_md_h        m_md        = nullptr;
+};
+
+
+TEST_F(md_test, query) {
+    uct_md_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_md_query(m_md, &attr));
+    EXPECT_STREQ("cuda_ipc_ns", attr.component_name);
+    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_REG);
+    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_NEED_RKEY);
+    EXPECT_EQ(UCS_BIT(UCS_MEMORY_TYPE_CUDA), attr.cap.reg_mem_types);
+    EXPECT_EQ(UCS_BIT(UCS_MEMORY_TYPE_CUDA), attr.cap.detect_mem_types);
+    EXPECT_LT(attr.rkey_packed_size, 256u);
+}
+
+
+TEST_F(md_test, detect_memory_type) {
+    test::cuda_legacy_buffer legacy(1 << 20);
+    test::cuda_vmm_buffer vmm(1 << 20);
+    std::vector<char> host(4096);
+    ucs_memory_type_t type;
+
+    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, legacy.ptr(), 4096, &type));
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, type);
+    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, vmm.ptr(), 4096, &type));
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, type);
+    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, host.data(), 4096, &type));
+    EXPECT_EQ(UCS_MEMORY_TYPE_HOST, type);
+
+    uct_md_mem_attr_t mem_attr;
+    mem_attr.field_mask = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE |
+                          UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS |
+                          UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH;
+    ASSERT_EQ(UCS_OK, uct_md_mem_query(m_md, (char*)legacy.ptr() + 100, 10,
+                                       &mem_attr));
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, mem_attr.mem_type);
+    EXPECT_EQ(legacy.ptr(), mem_attr.base_address);
+    EXPECT_EQ(legacy.size(), mem_attr.alloc_length);
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              uct_md_mem_query(m_md, host.data(), 10, &mem_attr));
+}
+
+
+TEST_F(md_test, reg_legacy_whole_and_subrange) {
+    test::cuda_legacy_buffer buf(1 << 20);
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    size_t offsets[][2] = {{0, buf.size()}, {4096, 8192}, {buf.size() - 1, 1}};
+
+    for (auto &range : offsets) {
+        uct_mem_h memh;
+        ASSERT_EQ(UCS_OK, reg((char*)buf.ptr() + range[0], range[1], &memh));
+        bytes_t key = pack(memh);
+        uct_cuda_ipc_ns_rkey_info_t info = parse(key);
+        EXPECT_EQ(UCT_CUDA_IPC_NS_HANDLE_LEGACY, info.handle_type);
+        EXPECT_EQ((uint64_t)(uintptr_t)buf.ptr(), info.base);
+        EXPECT_EQ(buf.size(), info.length);
+        EXPECT_EQ((uint32_t)getpid(), info.pid);
+        /* the default PID namespace packs exactly the base key */
+        EXPECT_EQ(self->pid_ns != UCT_CUDA_IPC_NS_INIT_PID_NS, !!info.has_ext);
+        if (!info.has_ext) {
+            for (size_t i = UCT_CUDA_IPC_NS_RKEY_BASE_SIZE; i < key.size(); ++i) {
+                ASSERT_EQ(0, key[i]) << "byte " << i << " after the base key";
+            }
+        }
+        EXPECT_EQ(UCS_OK, unpack(key));
+        EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    }
+}
+
+
+TEST_F(md_test, reg_vmm_posix_fd) {
+    test::cuda_vmm_buffer buf(1 << 21);
+    int fds_before = test::count_open_fds();
+    uct_mem_h memh;
+
+    ASSERT_EQ(UCS_OK, reg((char*)buf.ptr() + 4096, 4096, &memh));
+    EXPECT_EQ(fds_before + 1, test::count_open_fds()) << "exported fd";
+    bytes_t key = pack(memh);
+    uct_cuda_ipc_ns_rkey_info_t info = parse(key);
+    EXPECT_EQ(UCT_CUDA_IPC_NS_HANDLE_POSIX_FD, info.handle_type);
+    EXPECT_TRUE(info.has_ext);
+    EXPECT_GE(info.handle.posix.fd, 0);
+    EXPECT_EQ((uint64_t)(uintptr_t)buf.ptr(), info.base);
+    EXPECT_EQ(buf.size(), info.length);
+    EXPECT_EQ(uct_cuda_ipc_ns_self()->pid_ns, info.pid_ns);
+    EXPECT_EQ(uct_cuda_ipc_ns_self()->start_time, info.start_time);
+    EXPECT_EQ(UCS_OK, unpack(key));
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    EXPECT_EQ(fds_before, test::count_open_fds()) << "fd closed at dereg";
+}
+
+
+TEST_F(md_test, reg_refused) {
+    std::vector<char> host(8192);
+    test::cuda_vmm_buffer no_fd(1 << 21, false);
+    test::cuda_legacy_buffer legacy(1 << 20);
+    uct_mem_h memh;
+
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, reg(host.data(), host.size(), &memh))
+            << "host memory";
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, reg(no_fd.ptr(), 4096, &memh))
+            << "VMM memory without POSIX fd handle type";
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              reg((char*)legacy.ptr() + 4096, legacy.size(), &memh))
+            << "range past the end of the allocation";
+}
+
+
+TEST_F(md_test, reg_legacy_disabled) {
+    uct_md_config_t *config;
+    uct_md_h md;
+    test::cuda_legacy_buffer legacy(1 << 20);
+    uct_mem_h memh;
+
+    ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &config));
+    ASSERT_EQ(UCS_OK, uct_config_modify(config, "LEGACY", "n"));
+    ASSERT_EQ(UCS_OK, uct_md_open(m_component, "cuda_ipc_ns", config, &md));
+    uct_config_release(config);
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED,
+              uct_md_mem_reg(md, legacy.ptr(), 4096,
+                             UCT_MD_MEM_ACCESS_ALL | UCT_MD_MEM_FLAG_HIDE_ERRORS,
+                             &memh));
+    uct_md_close(md);
+}
+
+
+/* uct_rkey_unpack on random and mutated buffers: an error status or a key,
+ * never a crash or a read past the buffer (the fuzz build adds ASan) */
+TEST_F(md_test, rkey_unpack_random_and_mutated) {
+    test::cuda_legacy_buffer legacy(1 << 20);
+    test::cuda_vmm_buffer vmm(1 << 21);
+    uct_mem_h memh[2];
+    std::vector<bytes_t> seeds;
+    std::mt19937 rng(12345);
+    size_t ok = 0, refused = 0;
+
+    ASSERT_EQ(UCS_OK, reg(legacy.ptr(), 4096, &memh[0]));
+    ASSERT_EQ(UCS_OK, reg(vmm.ptr(), 4096, &memh[1]));
+    seeds.push_back(pack(memh[0]));
+    seeds.push_back(pack(memh[1]));
+
+    for (int iter = 0; iter < 100000; ++iter) {
+        bytes_t key;
+        if (iter % 4 == 0) {
+            key.resize(KEY_SIZE);
+            for (auto &b : key) {
+                b = rng();
+            }
+        } else {
+            key = seeds[iter % seeds.size()];
+            int flips = 1 + rng() % 8;
+            for (int f = 0; f < flips; ++f) {
+                switch (rng() % 3) {
+                case 0: key[rng() % key.size()] ^= 1u << (rng() % 8); break;
+                case 1: key[rng() % key.size()] = rng(); break;
+                default: /* extension length, version, addr length fields */
+                    key[UCT_CUDA_IPC_NS_RKEY_BASE_SIZE + rng() % 3] = rng();
+                    break;
+                }
+            }
+        }
+        /* a heap copy of exactly the packed size: overreads hit the end */
+        std::unique_ptr<uint8_t[]> exact(new uint8_t[KEY_SIZE]);
+        memcpy(exact.get(), key.data(), KEY_SIZE);
+        uct_rkey_bundle_t bundle;
+        ucs_status_t status = uct_rkey_unpack(m_component, exact.get(), &bundle);
+        if (status == UCS_OK) {
+            uct_rkey_release(m_component, &bundle);
+            ++ok;
+        } else {
+            ASSERT_TRUE((status == UCS_ERR_INVALID_PARAM) ||
+                        (status == UCS_ERR_UNREACHABLE))
+                    << ucs_status_string(status);
+            ++refused;
+        }
+    }
+    EXPECT_GT(refused, 0u);
+    EXPECT_GT(ok, 0u);
+    uct_md_mem_dereg(m_md, memh[0]);
+    uct_md_mem_dereg(m_md, memh[1]);
+}
+
+
+/* Peer: unpacks the keys it receives and answers their statuses, along
+ * with its own PID namespace */
+TEST_PEER_ROLE(md_unpack_keys)
+{
+    uct_component_h component = find_component();
+    uint8_t key[KEY_SIZE];
+    uint64_t pid_ns = uct_cuda_ipc_ns_self()->pid_ns;
+
+    if ((component == nullptr) || !chan.send_obj(pid_ns)) {
+        return 1;
+    }
+    while (chan.recv(key, sizeof(key)) == (ssize_t)sizeof(key)) {
+        uct_rkey_bundle_t bundle;
+        int32_t status = uct_rkey_unpack(component, key, &bundle);
+        if (status == UCS_OK) {
+            uct_rkey_release(component, &bundle);
+        }
+        if (!chan.send_obj(status)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
+class md_peer_test : public md_test {
+protected:
+    std::vector<int32_t> unpack_in_peer(const test::peer_options &opts,
+                                        const std::vector<bytes_t> &keys,
+                                        uint64_t *peer_pid_ns)
+    {
+        test::peer peer("md_unpack_keys", opts);
+        std::vector<int32_t> statuses;
+
+        EXPECT_TRUE(peer.chan().recv_obj(*peer_pid_ns));
+        for (const auto &key : keys) {
+            int32_t status = UCS_ERR_IO_ERROR;
+            EXPECT_TRUE(peer.chan().send(key.data(), key.size()));
+            EXPECT_TRUE(peer.chan().recv_obj(status));
+            statuses.push_back(status);
+        }
+        shutdown(peer.chan().fd(), SHUT_RDWR);
+        EXPECT_EQ(0, peer.wait());
+        return statuses;
+    }
+};
+
+
+TEST_F(md_peer_test, other_pid_namespace) {
+    test::cuda_legacy_buffer legacy(1 << 20);
+    test::cuda_vmm_buffer vmm(1 << 21);
+    test::peer_options opts;
+    uct_mem_h memh[2];
+    uint64_t peer_pid_ns = 0;
+
+    ASSERT_EQ(UCS_OK, reg(legacy.ptr(), 4096, &memh[0]));
+    ASSERT_EQ(UCS_OK, reg(vmm.ptr(), 4096, &memh[1]));
+
+    opts.new_pid_ns = true;
+    auto statuses = unpack_in_peer(opts, {pack(memh[0]), pack(memh[1])},
+                                   &peer_pid_ns);
+    EXPECT_NE(uct_cuda_ipc_ns_self()->pid_ns, peer_pid_ns);
+    ASSERT_EQ(2u, statuses.size());
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, statuses[0]) << "legacy key";
+    EXPECT_EQ(UCS_OK, statuses[1]) << "VMM key";
+
+    /* the same keys in our own namespace */
+    statuses = unpack_in_peer(test::peer_options(),
+                              {pack(memh[0]), pack(memh[1])}, &peer_pid_ns);
+    EXPECT_EQ(uct_cuda_ipc_ns_self()->pid_ns, peer_pid_ns);
+    EXPECT_EQ(UCS_OK, statuses[0]);
+    EXPECT_EQ(UCS_OK, statuses[1]);
+
+    uct_md_mem_dereg(m_md, memh[0]);
+    uct_md_mem_dereg(m_md, memh[1]);
+}
+
+
+/* an interface of the transport, to check addresses and reachability */
+class iface_test : public md_test {
+protected:
+    void SetUp() override
+    {
+        md_test::SetUp();
+        if (IsSkipped() || HasFatalFailure()) {
+            return;
+        }
+        open_iface(m_md, &m_async, &m_worker, &m_iface);
+        ASSERT_NE(nullptr, m_iface);
+    }
+
+    void TearDown() override
+    {
+        if (m_iface != nullptr) {
+            uct_iface_close(m_iface);
+            uct_worker_destroy(m_worker);
+            ucs_async_context_destroy(m_async);
+        }
+        md_test::TearDown();
+    }
+
+public:
+    static void open_iface(uct_md_h md, ucs_async_context_t **async,
+                           uct_worker_h *worker, uct_iface_h *iface)
+    {
+        uct_iface_config_t *config;
+        uct_iface_params_t params = {};
+
+        *iface = nullptr;
+        ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                                   async));
+        ASSERT_EQ(UCS_OK, uct_worker_create(*async, UCS_THREAD_MODE_SINGLE,
+                                            worker));
+        ASSERT_EQ(UCS_OK, uct_md_iface_config_read(md, "cu_ipc_ns", NULL, NULL,
+                                                   &config));
+        params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                      UCT_IFACE_PARAM_FIELD_DEVICE;
+        params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+        params.mode.device.tl_name  = "cu_ipc_ns";
+        params.mode.device.dev_name = "cuda";
+        ASSERT_EQ(UCS_OK, uct_iface_open(md, *worker, &params, config, iface));
+        uct_config_release(config);
+    }
+
+    static void get_addresses(uct_iface_h iface, bytes_t *dev, bytes_t *ifa)
+    {
+        dev->resize(UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE);
+        ifa->resize(UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
+        ASSERT_EQ(UCS_OK, uct_iface_get_device_address(
+                          iface, (uct_device_addr_t*)dev->data()));
+        ASSERT_EQ(UCS_OK, uct_iface_get_address(iface,
+                                                (uct_iface_addr_t*)ifa->data()));
+    }
+
+protected:
+    int reachable(const uct_cuda_ipc_ns_device_addr_t &dev,
+                  const uct_cuda_ipc_ns_iface_addr_t &ifa)
+    {
+        bytes_t dev_buf(UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE);
+        bytes_t ifa_buf(UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
+        uct_cuda_ipc_ns_device_addr_pack(&dev, dev_buf.data());
+        uct_cuda_ipc_ns_iface_addr_pack(&ifa, ifa_buf.data());
+        return uct_iface_is_reachable(m_iface,
+                                      (uct_device_addr_t*)dev_buf.data(),
+                                      (uct_iface_addr_t*)ifa_buf.data());
+    }
+
+    ucs_async_context_t *m_async  = nullptr;
+    uct_worker_h         m_worker = nullptr;
+    uct_iface_h          m_iface  = nullptr;
+};
+
+
+TEST_F(iface_test, attributes) {
+    uct_iface_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_iface, &attr));
+    EXPECT_EQ((size_t)UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE, attr.device_addr_len);
+    EXPECT_EQ((size_t)UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE, attr.iface_addr_len);
+    EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE);
+}
+
+
+TEST_F(iface_test, reachability_matrix) {
+    bytes_t dev_buf, ifa_buf;
+    uct_cuda_ipc_ns_device_addr_t own_dev, dev;
+    uct_cuda_ipc_ns_iface_addr_t own_ifa, ifa;
+    const uint8_t all = UCT_CUDA_IPC_NS_ADDR_FLAG_LEGACY |
+                        UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD |
+                        UCT_CUDA_IPC_NS_ADDR_FLAG_BROKER;
+
+    get_addresses(m_iface, &dev_buf, &ifa_buf);
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_device_addr_parse(dev_buf.data(),
+                                                        dev_buf.size(), &own_dev));
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_iface_addr_parse(ifa_buf.data(),
+                                                       ifa_buf.size(), &own_ifa));
+    EXPECT_EQ(uct_cuda_ipc_ns_self()->system_id, own_dev.system_id);
+    EXPECT_EQ((uint32_t)getpid(), own_ifa.pid);
+    EXPECT_EQ(uct_cuda_ipc_ns_self()->pid_ns, own_ifa.pid_ns);
+    ASSERT_EQ(all, own_ifa.flags) << "emulated devices support everything";
+
+    EXPECT_FALSE(reachable(own_dev, own_ifa)) << "same process";
+
+    dev = own_dev; ifa = own_ifa; ifa.pid += 1;
+    EXPECT_TRUE(reachable(dev, ifa)) << "other process, same namespace";
+
+    dev.system_id ^= 1;
+    EXPECT_FALSE(reachable(dev, ifa)) << "other system";
+
+    dev = own_dev; ifa = own_ifa; ifa.pid_ns += 1;
+    EXPECT_TRUE(reachable(dev, ifa)) << "same pid, other PID namespace";
+
+    ifa.flags = dev.flags = UCT_CUDA_IPC_NS_ADDR_FLAG_LEGACY;
+    EXPECT_FALSE(reachable(dev, ifa)) << "other namespace, legacy only";
+
+    ifa.flags = dev.flags = UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD;
+    EXPECT_FALSE(reachable(dev, ifa)) << "other namespace, no broker";
+
+    dev = own_dev; ifa = own_ifa; ifa.pid += 1;
+    ifa.flags = dev.flags = UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD;
+    EXPECT_TRUE(reachable(dev, ifa)) << "same namespace, POSIX fd only";
+}
+
+
+/* Peer: sends its device and iface addresses */
+TEST_PEER_ROLE(iface_addresses)
+{
+    uct_component_h component = find_component();
+    ucs_async_context_t *async;
+    uct_worker_h worker;
+    uct_iface_h iface;
+    uct_md_config_t *config;
+    uct_md_h md;
+    bytes_t dev, ifa;
+
+    if ((component == nullptr) || !test::cuda_init() ||
+        (uct_md_config_read(component, NULL, NULL, &config) != UCS_OK) ||
+        (uct_md_open(component, "cuda_ipc_ns", config, &md) != UCS_OK)) {
+        return 1;
+    }
+    uct_config_release(config);
+    iface_test::open_iface(md, &async, &worker, &iface);
+    if (iface == nullptr) {
+        return 1;
+    }
+    iface_test::get_addresses(iface, &dev, &ifa);
+    bytes_t msg(dev);
+    msg.insert(msg.end(), ifa.begin(), ifa.end());
+    bool sent = chan.send(msg.data(), msg.size());
+    char done;
+    chan.recv(&done, 1);
+    uct_iface_close(iface);
+    uct_worker_destroy(worker);
+    ucs_async_context_destroy(async);
+    uct_md_close(md);
+    return sent ? 0 : 1;
+}
+
+
+TEST_F(iface_test, peer_in_other_pid_namespace) {
+    test::peer_options opts;
+    opts.new_pid_ns = true;
+    test::peer peer("iface_addresses", opts);
+    bytes_t msg(UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE + UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
+
+    ASSERT_EQ((ssize_t)msg.size(), peer.chan().recv(msg.data(), msg.size()));
+    uct_cuda_ipc_ns_iface_addr_t ifa;
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_iface_addr_parse(
+                      msg.data() + UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE,
+                      UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE, &ifa));
+    EXPECT_EQ(1u, ifa.pid) << "pid 1 of its namespace";
+    EXPECT_NE(uct_cuda_ipc_ns_self()->pid_ns, ifa.pid_ns);
+    EXPECT_TRUE(uct_iface_is_reachable(
+            m_iface, (uct_device_addr_t*)msg.data(),
+            (uct_iface_addr_t*)(msg.data() + UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE)))
+            << "both sides exchange POSIX fds through brokers";
+    char done = 1;
+    peer.chan().send(&done, 1);
+    EXPECT_EQ(0, peer.wait());
+}
+
+} // namespace
