@@ -33,7 +33,7 @@ _Static_assert(sizeof(cudasim_ipc_handle_t) == CU_IPC_HANDLE_SIZE,
 /* owner of a legacy allocation or an imported mapping */
 typedef struct {
     char     name[32];
-    uint32_t pid;        /* imports: exporter identity */
+    uint32_t pid;        /* creator (allocations) or exporter (imports) */
     uint32_t pidns;
     int      refcount;   /* imports */
 } cudasim_legacy_t;
@@ -106,6 +106,7 @@ CUDASIM_API CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
         cudasim_log("shm_open(%s) failed: %m", owner->name);
         goto err_free;
     }
+    owner->pid = (uint32_t)getpid();
     /* the real driver lets any process (any uid) open an IPC handle */
     (void)fchmod(fd, 0666);
     map_size = cudasim_page_align(bytesize);
@@ -213,6 +214,25 @@ CUDASIM_API CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr *pbase,
     }
     cudasim_registry_unlock();
     return CUDA_SUCCESS;
+}
+
+
+/* At exit, like the real driver freeing a process's memory: no shm object
+ * outlives its creator (a fork()ed child that exits leaves them alone) */
+__attribute__((destructor)) static void cudasim_mem_cleanup(void)
+{
+    cudasim_legacy_t *owner;
+    cudasim_region_t *r;
+
+    cudasim_registry_wrlock();
+    for (r = cudasim_region_first(); r != NULL; r = r->next) {
+        owner = r->owner;
+        if ((r->kind == CUDASIM_REGION_LEGACY) &&
+            (owner->pid == (uint32_t)getpid())) {
+            shm_unlink(owner->name);
+        }
+    }
+    cudasim_registry_unlock();
 }
 
 

@@ -253,11 +253,15 @@ static int uct_cuda_ipc_ns_broker_first_refusal(uct_cuda_ipc_ns_broker_t *broker
 }
 
 
+/* ucs_log() evaluates its level more than once: compute it first */
 #define uct_cuda_ipc_ns_broker_refusal_log(_broker, _pid, _fmt, ...) \
-    ucs_log(uct_cuda_ipc_ns_broker_first_refusal(_broker, _pid) ? \
-                    UCS_LOG_LEVEL_DIAG : UCS_LOG_LEVEL_TRACE, \
-            "cuda_ipc_ns: broker %s: refused peer pid %d: " _fmt, \
-            (_broker)->name, (int)(_pid), ## __VA_ARGS__)
+    do { \
+        ucs_log_level_t _level = \
+                uct_cuda_ipc_ns_broker_first_refusal(_broker, _pid) ? \
+                UCS_LOG_LEVEL_DIAG : UCS_LOG_LEVEL_TRACE; \
+        ucs_log(_level, "cuda_ipc_ns: broker %s: refused peer pid %d: " _fmt, \
+                (_broker)->name, (int)(_pid), ## __VA_ARGS__); \
+    } while (0)
 
 
 /*
@@ -761,10 +765,9 @@ static ucs_status_t uct_cuda_ipc_ns_broker_create(const uct_cuda_ipc_ns_fdx_conf
     }
 
     ucs_debug("cuda_ipc_ns: pid %d started broker %s (timeout %.3f s, "
-              "allowed uids %u%s%d)", (int)broker->owner_pid, broker->name,
-              broker->timeout, (unsigned)broker->uid,
-              (broker->allowed_uid >= 0) ? "," : "",
-              (broker->allowed_uid >= 0) ? broker->allowed_uid : 0);
+              "uid %u, extra allowed uid %d)", (int)broker->owner_pid,
+              broker->name, broker->timeout, (unsigned)broker->uid,
+              broker->allowed_uid);
     *broker_p = broker;
     return UCS_OK;
 

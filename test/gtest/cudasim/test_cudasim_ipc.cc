@@ -1,0 +1,297 @@
+/*
+ * cudasim tests: sharing memory between two processes - a legacy IPC handle
+ * and a VMM allocation exported as a POSIX fd (passed with SCM_RIGHTS) -
+ * also across a PID namespace boundary, where legacy IPC fails.
+ */
+#include "cudasim_test.h"
+
+#include <unistd.h>
+#include <cstring>
+#include <vector>
+
+using namespace cudasim_test;
+
+namespace {
+
+struct share_msg {
+    CUipcMemHandle legacy;
+    CUipcMemHandle freed;       /* handle of an allocation already freed */
+    size_t         legacy_size;
+    size_t         vmm_size;    /* 0: no fd */
+};
+
+struct share_reply {
+    int legacy_open;      /* CUresult of cuIpcOpenMemHandle */
+    int legacy_reopen;    /* ... of opening the same handle again */
+    int freed_open;       /* ... of opening the freed allocation's handle */
+    int legacy_data_ok;
+    int vmm_import;       /* CUresult of cuMemImportFromShareableHandle */
+    int vmm_data_ok;
+    int legacy_attr_ok;
+};
+
+const unsigned char SEED_LEGACY_EXPORTER = 1;
+const unsigned char SEED_LEGACY_PEER     = 2;
+const unsigned char SEED_VMM_EXPORTER    = 3;
+const unsigned char SEED_VMM_PEER        = 4;
+
+std::vector<unsigned char> pattern(size_t size, unsigned char seed)
+{
+    std::vector<unsigned char> buf(size);
+    for (size_t i = 0; i < size; ++i) {
+        buf[i] = (unsigned char)(i * 31 + seed + (i >> 12));
+    }
+    return buf;
+}
+
+bool check(CUdeviceptr ptr, size_t size, unsigned char seed, CUstream stream)
+{
+    std::vector<unsigned char> got(size, 0);
+
+    if ((uct_cuda_ipc_ns_drv.MemcpyDtoHAsync(got.data(), ptr, size, stream) !=
+         CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.StreamSynchronize(stream) != CUDA_SUCCESS)) {
+        return false;
+    }
+    return got == pattern(size, seed);
+}
+
+bool write(CUdeviceptr ptr, size_t size, unsigned char seed, CUstream stream)
+{
+    std::vector<unsigned char> buf = pattern(size, seed);
+
+    return (uct_cuda_ipc_ns_drv.MemcpyHtoDAsync(ptr, buf.data(), size,
+                                                stream) == CUDA_SUCCESS) &&
+           (uct_cuda_ipc_ns_drv.StreamSynchronize(stream) == CUDA_SUCCESS);
+}
+
+CUmemAccessDesc rw_access()
+{
+    CUmemAccessDesc access = {};
+    access.location.type   = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id     = 0;
+    access.flags           = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return access;
+}
+
+} // namespace
+
+
+/* The peer: maps what the test shares, checks it, writes its own pattern */
+TEST_PEER_ROLE(cudasim_share_peer)
+{
+    CUmemGenericAllocationHandle vmm_handle;
+    CUmemAccessDesc access = rw_access();
+    CUdeviceptr legacy = 0, legacy2, freed, vmm = 0;
+    share_reply reply;
+    share_msg msg;
+    CUstream stream;
+    int fd = -1;
+    char done;
+
+    memset(&reply, 0, sizeof(reply));
+    if (!test::cuda_init()) {
+        return 10;
+    }
+    if (!chan.recv_obj(msg, 30000, &fd)) {
+        return 11;
+    }
+    if (uct_cuda_ipc_ns_drv.StreamCreate(&stream, CU_STREAM_NON_BLOCKING) !=
+        CUDA_SUCCESS) {
+        return 12;
+    }
+
+    reply.legacy_open = uct_cuda_ipc_ns_drv.IpcOpenMemHandle(
+            &legacy, msg.legacy, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    if (reply.legacy_open == CUDA_SUCCESS) {
+        reply.legacy_reopen = uct_cuda_ipc_ns_drv.IpcOpenMemHandle(
+                &legacy2, msg.legacy, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        if (reply.legacy_reopen == CUDA_SUCCESS) {
+            uct_cuda_ipc_ns_drv.IpcCloseMemHandle(legacy2);
+        }
+        reply.legacy_data_ok =
+                check(legacy, msg.legacy_size, SEED_LEGACY_EXPORTER, stream) &&
+                write(legacy, msg.legacy_size, SEED_LEGACY_PEER, stream);
+
+        CUdeviceptr start = 0;
+        unsigned int mem_type = 0;
+        reply.legacy_attr_ok =
+                (uct_cuda_ipc_ns_drv.PointerGetAttribute(
+                        &mem_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                        legacy + 8) == CUDA_SUCCESS) &&
+                (mem_type == CU_MEMORYTYPE_DEVICE) &&
+                (uct_cuda_ipc_ns_drv.MemGetAddressRange(
+                        &start, nullptr, legacy + 8) == CUDA_SUCCESS) &&
+                (start == legacy);
+    }
+    reply.freed_open = uct_cuda_ipc_ns_drv.IpcOpenMemHandle(
+            &freed, msg.freed, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    if (reply.freed_open == CUDA_SUCCESS) {
+        uct_cuda_ipc_ns_drv.IpcCloseMemHandle(freed);
+    }
+
+    if ((msg.vmm_size > 0) && (fd >= 0)) {
+        reply.vmm_import = uct_cuda_ipc_ns_drv.MemImportFromShareableHandle(
+                &vmm_handle, (void*)(uintptr_t)fd,
+                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        close(fd);
+        if ((reply.vmm_import == CUDA_SUCCESS) &&
+            (uct_cuda_ipc_ns_drv.MemAddressReserve(&vmm, msg.vmm_size, 0, 0,
+                                                   0) == CUDA_SUCCESS) &&
+            (uct_cuda_ipc_ns_drv.MemMap(vmm, msg.vmm_size, 0, vmm_handle,
+                                        0) == CUDA_SUCCESS) &&
+            (uct_cuda_ipc_ns_drv.MemRelease(vmm_handle) == CUDA_SUCCESS) &&
+            (uct_cuda_ipc_ns_drv.MemSetAccess(vmm, msg.vmm_size, &access,
+                                              1) == CUDA_SUCCESS)) {
+            reply.vmm_data_ok =
+                    check(vmm, msg.vmm_size, SEED_VMM_EXPORTER, stream) &&
+                    write(vmm, msg.vmm_size, SEED_VMM_PEER, stream);
+        }
+    }
+
+    if (!chan.send_obj(reply)) {
+        return 13;
+    }
+    /* keep the mappings until the test has checked our writes */
+    if (!chan.recv_obj(done)) {
+        return 14;
+    }
+    if (vmm != 0) {
+        uct_cuda_ipc_ns_drv.MemUnmap(vmm, msg.vmm_size);
+        uct_cuda_ipc_ns_drv.MemAddressFree(vmm, msg.vmm_size);
+    }
+    if (reply.legacy_open == CUDA_SUCCESS) {
+        if (uct_cuda_ipc_ns_drv.IpcCloseMemHandle(legacy) != CUDA_SUCCESS) {
+            return 15;
+        }
+    }
+    uct_cuda_ipc_ns_drv.StreamDestroy(stream);
+    return 0;
+}
+
+
+class test_cudasim_ipc : public base {
+protected:
+    void run(const test::peer_options &opts, share_reply *reply_p,
+             bool *skipped_p);
+};
+
+
+void test_cudasim_ipc::run(const test::peer_options &opts,
+                           share_reply *reply_p, bool *skipped_p)
+{
+    const size_t legacy_size = 3 * 100000 + 17;
+    CUmemAllocationProp prop = {};
+    CUmemAccessDesc access   = rw_access();
+    CUmemGenericAllocationHandle vmm_handle;
+    CUdeviceptr legacy, freed, vmm;
+    CUstream stream;
+    share_msg msg;
+    size_t gran;
+    int fd = -1;
+    char done = 'D';
+
+    *skipped_p = false;
+    memset(&msg, 0, sizeof(msg));
+    prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id          = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CU_OK(MemGetAllocationGranularity, &gran, &prop,
+          CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+
+    CU_OK(StreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    CU_OK(MemAlloc, &legacy, legacy_size);
+    ASSERT_TRUE(write(legacy, legacy_size, SEED_LEGACY_EXPORTER, stream));
+    CU_OK(IpcGetMemHandle, &msg.legacy, legacy);
+    msg.legacy_size = legacy_size;
+
+    CU_OK(MemAlloc, &freed, 4096);
+    CU_OK(IpcGetMemHandle, &msg.freed, freed);
+    CU_OK(MemFree, freed);
+
+    msg.vmm_size = 2 * gran;
+    CU_OK(MemCreate, &vmm_handle, msg.vmm_size, &prop, 0);
+    CU_OK(MemAddressReserve, &vmm, msg.vmm_size, 0, 0, 0);
+    CU_OK(MemMap, vmm, msg.vmm_size, 0, vmm_handle, 0);
+    CU_OK(MemSetAccess, vmm, msg.vmm_size, &access, 1);
+    ASSERT_TRUE(write(vmm, msg.vmm_size, SEED_VMM_EXPORTER, stream));
+    CU_OK(MemExportToShareableHandle, &fd, vmm_handle,
+          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+
+    {
+        test::peer peer("cudasim_share_peer", opts);
+
+        ASSERT_TRUE(peer.chan().send_obj(msg, fd));
+        close(fd);
+        if (!peer.chan().recv_obj(*reply_p)) {
+            int status = peer.wait();
+            if ((status >= 120) && (status <= 126)) {
+                *skipped_p = true; /* could not set up the namespace */
+                return;
+            }
+            FAIL() << "peer failed with status " << status;
+        }
+
+        if (reply_p->legacy_open == CUDA_SUCCESS) {
+            EXPECT_TRUE(check(legacy, legacy_size, SEED_LEGACY_PEER, stream))
+                    << "peer's write to the legacy allocation";
+        }
+        if (reply_p->vmm_data_ok) {
+            EXPECT_TRUE(check(vmm, msg.vmm_size, SEED_VMM_PEER, stream))
+                    << "peer's write to the VMM allocation";
+        }
+        ASSERT_TRUE(peer.chan().send_obj(done));
+        EXPECT_EQ(0, peer.wait());
+    }
+
+    CU_OK(MemUnmap, vmm, msg.vmm_size);
+    CU_OK(MemAddressFree, vmm, msg.vmm_size);
+    CU_OK(MemRelease, vmm_handle);
+    CU_OK(MemFree, legacy);
+    CU_OK(StreamDestroy, stream);
+}
+
+
+TEST_F(test_cudasim_ipc, two_processes)
+{
+    share_reply reply;
+    bool skipped;
+
+    run(test::peer_options(), &reply, &skipped);
+    ASSERT_FALSE(skipped);
+    EXPECT_EQ(CUDA_SUCCESS, reply.legacy_open)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
+    EXPECT_TRUE(reply.legacy_data_ok);
+    EXPECT_TRUE(reply.legacy_attr_ok);
+    /* one mapping per allocation and process */
+    EXPECT_EQ(CUDA_ERROR_ALREADY_MAPPED, reply.legacy_reopen);
+    EXPECT_NE(CUDA_SUCCESS, reply.freed_open);
+    if (is_emulator()) {
+        EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, reply.freed_open);
+    }
+    EXPECT_EQ(CUDA_SUCCESS, reply.vmm_import)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.vmm_import);
+    EXPECT_TRUE(reply.vmm_data_ok);
+}
+
+
+TEST_F(test_cudasim_ipc, pid_namespace)
+{
+    test::peer_options opts;
+    share_reply reply;
+    bool skipped;
+
+    opts.new_pid_ns = true;
+    run(opts, &reply, &skipped);
+    if (skipped) {
+        GTEST_SKIP() << "cannot create a PID namespace here";
+    }
+    /* legacy IPC does not cross PID namespaces ... */
+    EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, reply.legacy_open)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
+    /* ... a VMM allocation passed as a file descriptor does */
+    EXPECT_EQ(CUDA_SUCCESS, reply.vmm_import)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.vmm_import);
+    EXPECT_TRUE(reply.vmm_data_ok);
+}

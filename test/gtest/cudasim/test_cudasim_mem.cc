@@ -1,0 +1,452 @@
+/*
+ * cudasim tests: legacy allocations, address ranges, pointer attributes,
+ * VMM create/map/export/import within one process.
+ */
+#include "cudasim_test.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cstring>
+#include <vector>
+
+using namespace cudasim_test;
+
+
+class test_cudasim_mem : public base {
+protected:
+    static CUmemAllocationProp vmm_prop(unsigned handle_types) {
+        CUmemAllocationProp prop  = {};
+        prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id          = 0;
+        prop.requestedHandleTypes = (CUmemAllocationHandleType)handle_types;
+        return prop;
+    }
+
+    static CUmemAccessDesc rw_access() {
+        CUmemAccessDesc access = {};
+        access.location.type   = CU_MEM_LOCATION_TYPE_DEVICE;
+        access.location.id     = 0;
+        access.flags           = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        return access;
+    }
+};
+
+
+TEST_F(test_cudasim_mem, legacy_alloc_and_range)
+{
+    const size_t size = 100000;
+    CUdeviceptr ptr, base_addr = 0;
+    size_t range = 0;
+    std::vector<unsigned char> host(size, 0xaa), back(size);
+
+    CU_OK(MemAlloc, &ptr, size);
+    ASSERT_NE(0u, ptr);
+    CU_OK(MemGetAddressRange, &base_addr, &range, ptr + 1234);
+    EXPECT_EQ(ptr, base_addr);
+    EXPECT_GE(range, size);
+    CU_OK(MemGetAddressRange, nullptr, &range, ptr);
+
+    CU_OK(MemcpyHtoD, ptr, host.data(), size);
+    CU_OK(MemcpyDtoH, back.data(), ptr, size);
+    EXPECT_EQ(host, back);
+
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemFree, ptr + 16);
+    CU_OK(MemFree, ptr);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemFree, ptr);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemAlloc, &ptr, 0);
+}
+
+
+TEST_F(test_cudasim_mem, address_range_of_host_memory)
+{
+    SKIP_IF_NOT_EMULATOR();
+    std::vector<char> host(4096);
+    CUdeviceptr base_addr;
+    size_t range;
+
+    CU_EXPECT(CUDA_ERROR_NOT_FOUND, MemGetAddressRange, &base_addr, &range,
+              (CUdeviceptr)host.data());
+}
+
+
+TEST_F(test_cudasim_mem, legacy_pointer_attributes)
+{
+    const size_t size = 1 << 20;
+    unsigned long long buffer_id = 0, buffer_id2 = 0;
+    unsigned int mem_type = 0, legacy = 0, managed = 1, mapped = 0;
+    CUdeviceptr ptr, ptr2, start = 0;
+    CUcontext ctx = nullptr, cur;
+    size_t range  = 0;
+    int ordinal   = -1;
+
+    CU_OK(CtxGetCurrent, &cur);
+    CU_OK(MemAlloc, &ptr, size);
+    CU_OK(MemAlloc, &ptr2, size);
+
+    CU_OK(PointerGetAttribute, &mem_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+          ptr + 10);
+    EXPECT_EQ((unsigned)CU_MEMORYTYPE_DEVICE, mem_type);
+    CU_OK(PointerGetAttribute, &ctx, CU_POINTER_ATTRIBUTE_CONTEXT, ptr);
+    EXPECT_EQ(cur, ctx);
+    CU_OK(PointerGetAttribute, &ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+          ptr);
+    EXPECT_EQ(0, ordinal);
+    CU_OK(PointerGetAttribute, &legacy,
+          CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, ptr);
+    EXPECT_EQ(1u, legacy);
+    CU_OK(PointerGetAttribute, &managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr);
+    EXPECT_EQ(0u, managed);
+    CU_OK(PointerGetAttribute, &start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+          ptr + 100);
+    EXPECT_EQ(ptr, start);
+    CU_OK(PointerGetAttribute, &range, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+          ptr + 100);
+    EXPECT_GE(range, size);
+    CU_OK(PointerGetAttribute, &mapped, CU_POINTER_ATTRIBUTE_MAPPED, ptr);
+    EXPECT_EQ(1u, mapped);
+
+    CU_OK(PointerGetAttribute, &buffer_id, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+          ptr);
+    CU_OK(PointerGetAttribute, &buffer_id2, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+          ptr2);
+    EXPECT_NE(buffer_id, buffer_id2);
+
+    /* several at once */
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                   CU_POINTER_ATTRIBUTE_CONTEXT};
+    unsigned int mt = 0;
+    int ord         = -1;
+    unsigned long long bid = 0;
+    CUcontext c     = nullptr;
+    void *data[]    = {&mt, &ord, &bid, &c};
+    CU_OK(PointerGetAttributes, 4, attrs, data, ptr2);
+    EXPECT_EQ((unsigned)CU_MEMORYTYPE_DEVICE, mt);
+    EXPECT_EQ(0, ord);
+    EXPECT_EQ(buffer_id2, bid);
+    EXPECT_EQ(cur, c);
+
+    CU_OK(MemFree, ptr);
+    CU_OK(MemFree, ptr2);
+}
+
+
+TEST_F(test_cudasim_mem, host_pointer_attributes)
+{
+    std::vector<char> host(4096);
+    unsigned int mem_type = 12345;
+    CUcontext ctx         = (CUcontext)0x1;
+    int ordinal;
+
+    /* unregistered host memory: an error for a single attribute ... */
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, PointerGetAttribute, &mem_type,
+              CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)host.data());
+
+    /* ... but "default NULL values" from cuPointerGetAttributes */
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_CONTEXT,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    void *data[] = {&mem_type, &ctx, &ordinal};
+    CU_OK(PointerGetAttributes, 3, attrs, data, (CUdeviceptr)host.data());
+    EXPECT_EQ(0u, mem_type);
+    EXPECT_EQ(nullptr, ctx);
+}
+
+
+TEST_F(test_cudasim_mem, legacy_ipc_same_process)
+{
+    CUipcMemHandle handle;
+    CUdeviceptr ptr, mapped;
+
+    CU_OK(MemAlloc, &ptr, 1 << 20);
+    CU_OK(IpcGetMemHandle, &handle, ptr);
+    /* the exporting process cannot open its own handle */
+    CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, IpcOpenMemHandle, &mapped, handle,
+              CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    CU_OK(MemFree, ptr);
+}
+
+
+TEST_F(test_cudasim_mem, vmm_not_legacy_ipc_capable)
+{
+    test::cuda_vmm_buffer buf(granularity());
+    unsigned int legacy = 1, handle_types = 0;
+    CUipcMemHandle handle;
+    int ordinal = -1;
+
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, IpcGetMemHandle, &handle,
+              (CUdeviceptr)buf.ptr());
+    CU_OK(PointerGetAttribute, &legacy,
+          CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+          (CUdeviceptr)buf.ptr());
+    EXPECT_EQ(0u, legacy);
+    CU_OK(PointerGetAttribute, &handle_types,
+          CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, (CUdeviceptr)buf.ptr());
+    EXPECT_TRUE(handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    CU_OK(PointerGetAttribute, &ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+          (CUdeviceptr)buf.ptr());
+    EXPECT_EQ(0, ordinal);
+}
+
+
+TEST_F(test_cudasim_mem, legacy_allowed_handle_types)
+{
+    SKIP_IF_NOT_EMULATOR();
+    test::cuda_legacy_buffer buf(4096);
+    unsigned int handle_types = 123;
+
+    CU_OK(PointerGetAttribute, &handle_types,
+          CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, (CUdeviceptr)buf.ptr());
+    EXPECT_EQ((unsigned)CU_MEM_HANDLE_TYPE_NONE, handle_types);
+}
+
+
+TEST_F(test_cudasim_mem, vmm_granularity_and_create_errors)
+{
+    const size_t gran = granularity();
+    CUmemAllocationProp prop = vmm_prop(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    CUmemGenericAllocationHandle handle;
+    size_t rec = 0;
+    int count  = 0;
+
+    ASSERT_GT(gran, 0u);
+    CU_OK(MemGetAllocationGranularity, &rec, &prop,
+          CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+    EXPECT_GE(rec, gran);
+
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemCreate, &handle, gran + 1, &prop,
+              0);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemCreate, &handle, 0, &prop, 0);
+
+    CU_OK(DeviceGetCount, &count);
+    prop.location.id = count;
+    CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, MemCreate, &handle, gran, &prop, 0);
+
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemRelease,
+              (CUmemGenericAllocationHandle)0xdead000);
+}
+
+
+TEST_F(test_cudasim_mem, vmm_fabric_not_supported)
+{
+    int fabric = 1;
+
+    CU_OK(DeviceGetAttribute, &fabric,
+          CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, 0);
+    if (fabric) {
+        GTEST_SKIP() << "this device supports fabric handles";
+    }
+    CUmemAllocationProp prop = vmm_prop(CU_MEM_HANDLE_TYPE_FABRIC);
+    CUmemGenericAllocationHandle handle;
+    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, MemCreate, &handle, granularity(),
+              &prop, 0);
+}
+
+
+TEST_F(test_cudasim_mem, vmm_map_access_export_import)
+{
+    const size_t gran = granularity();
+    const size_t size = 2 * gran;
+    CUmemAllocationProp prop = vmm_prop(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    CUmemAccessDesc access   = rw_access();
+    CUmemGenericAllocationHandle handle, imported, retained;
+    CUmemAllocationProp got_prop;
+    CUdeviceptr va1, va2, base_addr;
+    unsigned long long id1 = 0, id2 = 0;
+    std::vector<unsigned char> host(size), back(size);
+    size_t range;
+    int fd = -1;
+
+    CU_OK(MemCreate, &handle, size, &prop, 0);
+    CU_OK(MemGetAllocationPropertiesFromHandle, &got_prop, handle);
+    EXPECT_EQ(CU_MEM_ALLOCATION_TYPE_PINNED, got_prop.type);
+    EXPECT_EQ(0, got_prop.location.id);
+    EXPECT_TRUE(got_prop.requestedHandleTypes &
+                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+
+    CU_OK(MemAddressReserve, &va1, size, 0, 0, 0);
+    EXPECT_EQ(0u, va1 % gran);
+    CU_OK(MemMap, va1, size, 0, handle, 0);
+    EXPECT_NE(CUDA_SUCCESS,
+              uct_cuda_ipc_ns_drv.MemMap(va1, size, 0, handle, 0));
+    CU_OK(MemSetAccess, va1, size, &access, 1);
+
+    for (size_t i = 0; i < size; ++i) {
+        host[i] = (unsigned char)(i * 13);
+    }
+    CU_OK(MemcpyHtoD, va1, host.data(), size);
+
+    CU_OK(MemGetAddressRange, &base_addr, &range, va1 + gran + 5);
+    EXPECT_EQ(va1, base_addr);
+    EXPECT_EQ(size, range);
+
+    /* export: a new fd, owned by the caller */
+    CU_OK(MemExportToShareableHandle, &fd, handle,
+          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    ASSERT_GE(fd, 0);
+    CU_OK(MemImportFromShareableHandle, &imported, (void*)(uintptr_t)fd,
+          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    /* the import did not take the fd */
+    EXPECT_EQ(0, fcntl(fd, F_GETFD) < 0);
+    close(fd);
+
+    CU_OK(MemAddressReserve, &va2, size, 0, 0, 0);
+    CU_OK(MemMap, va2, size, 0, imported, 0);
+    CU_OK(MemRelease, imported); /* the mapping keeps it alive */
+    CU_OK(MemSetAccess, va2, size, &access, 1);
+    CU_OK(MemcpyDtoH, back.data(), va2, size);
+    EXPECT_EQ(host, back);
+
+    /* same bytes through both mappings */
+    CU_OK(MemsetD8, va2 + 100, 0x5a, 10);
+    CU_OK(MemcpyDtoH, back.data(), va1, size);
+    EXPECT_EQ(0x5a, back[105]);
+    EXPECT_EQ(host[99], back[99]);
+
+    CU_OK(PointerGetAttribute, &id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, va1);
+    CU_OK(PointerGetAttribute, &id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, va2);
+    EXPECT_NE(0u, id1);
+
+    /* retain a handle from a mapped address */
+    CU_OK(MemRetainAllocationHandle, &retained, (void*)(va2 + 17));
+    CU_OK(MemGetAllocationPropertiesFromHandle, &got_prop, retained);
+    CU_OK(MemRelease, retained);
+    if (is_emulator()) {
+        CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemAddressFree, va2, size);
+    }
+    CU_OK(MemUnmap, va2, size);
+    CU_OK(MemAddressFree, va2, size);
+
+    CU_OK(MemRelease, handle);
+    /* still mapped at va1: the memory stays */
+    CU_OK(MemcpyDtoH, back.data(), va1, size);
+    EXPECT_EQ(0x5a, back[100]);
+    CU_OK(MemUnmap, va1, size);
+    CU_OK(MemAddressFree, va1, size);
+}
+
+
+TEST_F(test_cudasim_mem, vmm_two_maps_contiguous)
+{
+    const size_t gran = granularity();
+    CUmemAllocationProp prop = vmm_prop(CU_MEM_HANDLE_TYPE_NONE);
+    CUmemAccessDesc access   = rw_access();
+    CUmemGenericAllocationHandle h1, h2;
+    std::vector<unsigned char> host(2 * gran, 0x11), back(2 * gran);
+    CUdeviceptr va;
+
+    CU_OK(MemCreate, &h1, gran, &prop, 0);
+    CU_OK(MemCreate, &h2, gran, &prop, 0);
+    CU_OK(MemAddressReserve, &va, 2 * gran, 0, 0, 0);
+    CU_OK(MemMap, va, gran, 0, h1, 0);
+    CU_OK(MemMap, va + gran, gran, 0, h2, 0);
+    CU_OK(MemSetAccess, va, 2 * gran, &access, 1);
+    /* a copy may span both mappings */
+    CU_OK(MemcpyHtoD, va, host.data(), 2 * gran);
+    CU_OK(MemcpyDtoH, back.data(), va, 2 * gran);
+    EXPECT_EQ(host, back);
+    CU_OK(MemUnmap, va, 2 * gran);
+    CU_OK(MemAddressFree, va, 2 * gran);
+    CU_OK(MemRelease, h1);
+    CU_OK(MemRelease, h2);
+}
+
+
+TEST_F(test_cudasim_mem, vmm_export_not_requested)
+{
+    const size_t gran = granularity();
+    CUmemAllocationProp prop = vmm_prop(CU_MEM_HANDLE_TYPE_NONE);
+    CUmemGenericAllocationHandle handle;
+    int fd = -1;
+
+    CU_OK(MemCreate, &handle, gran, &prop, 0);
+    CUresult res = uct_cuda_ipc_ns_drv.MemExportToShareableHandle(
+            &fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    EXPECT_TRUE((res == CUDA_ERROR_INVALID_VALUE) ||
+                (res == CUDA_ERROR_NOT_PERMITTED) ||
+                (res == CUDA_ERROR_NOT_SUPPORTED))
+            << uct_cuda_ipc_ns_cu_error_name(res);
+    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, MemExportToShareableHandle, &fd,
+              handle, CU_MEM_HANDLE_TYPE_FABRIC, 0);
+    CU_OK(MemRelease, handle);
+}
+
+
+TEST_F(test_cudasim_mem, vmm_import_foreign_fd)
+{
+    CUmemGenericAllocationHandle handle;
+    int pipefd[2];
+
+    ASSERT_EQ(0, pipe(pipefd));
+    CUresult res = uct_cuda_ipc_ns_drv.MemImportFromShareableHandle(
+            &handle, (void*)(uintptr_t)pipefd[0],
+            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    EXPECT_NE(CUDA_SUCCESS, res);
+    close(pipefd[0]);
+    close(pipefd[1]);
+
+    int fd = open("/dev/null", O_RDONLY);
+    ASSERT_GE(fd, 0);
+    res = uct_cuda_ipc_ns_drv.MemImportFromShareableHandle(
+            &handle, (void*)(uintptr_t)fd,
+            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    EXPECT_NE(CUDA_SUCCESS, res);
+    close(fd);
+}
+
+
+TEST_F(test_cudasim_mem, vmm_emulated_access_checks)
+{
+    SKIP_IF_NOT_EMULATOR();
+    const size_t gran = granularity();
+    CUmemAllocationProp prop = vmm_prop(CU_MEM_HANDLE_TYPE_NONE);
+    CUmemAccessDesc access   = rw_access();
+    CUmemGenericAllocationHandle handle;
+    std::vector<unsigned char> host(gran);
+    CUdeviceptr va;
+
+    EXPECT_EQ(2u << 20, gran); /* like real GPUs, unless overridden */
+    CU_OK(MemCreate, &handle, gran, &prop, 0);
+    CU_OK(MemAddressReserve, &va, 2 * gran, 0, 0, 0);
+    /* reserved, not mapped */
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemcpyHtoD, va, host.data(), 16);
+    CU_OK(MemMap, va, gran, 0, handle, 0);
+    /* mapped, no access yet */
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemcpyHtoD, va, host.data(), 16);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemSetAccess, va, 2 * gran, &access,
+              1);
+    CU_OK(MemSetAccess, va, gran, &access, 1);
+    CU_OK(MemcpyHtoD, va, host.data(), 16);
+    /* past the mapping */
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemcpyHtoD, va + gran - 8,
+              host.data(), 16);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemUnmap, va, 2 * gran);
+    CU_OK(MemUnmap, va, gran);
+    CU_OK(MemAddressFree, va, 2 * gran);
+    CU_OK(MemRelease, handle);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemRelease, handle);
+}
+
+
+TEST_F(test_cudasim_mem, emulated_copy_bounds)
+{
+    SKIP_IF_NOT_EMULATOR();
+    std::vector<unsigned char> host(8192);
+    CUdeviceptr a, b;
+
+    CU_OK(MemAlloc, &a, 4096);
+    CU_OK(MemAlloc, &b, 4096);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemcpyHtoD, a, host.data(), 4097);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemcpyDtoH, host.data(), a + 1, 4096);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemcpyDtoD, a, b + 4000, 100);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemsetD8, a + 4000, 0, 100);
+    /* a DtoD needs device memory on both sides */
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemcpyDtoD, a,
+              (CUdeviceptr)host.data(), 16);
+    CU_OK(MemcpyDtoD, a, b, 4096);
+    CU_OK(MemFree, a);
+    CU_OK(MemFree, b);
+}

@@ -1,0 +1,434 @@
+/*
+ * cudasim tests: streams, events, host functions, copies and memset;
+ * ordering under concurrency.
+ */
+#include "cudasim_test.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+using namespace cudasim_test;
+
+
+class test_cudasim_stream : public base {
+protected:
+    /* a host function that blocks its stream until released */
+    struct gate {
+        std::atomic<bool> open{false};
+        std::atomic<bool> reached{false};
+    };
+
+    static void CUDA_CB gate_func(void *arg) {
+        gate *g = (gate*)arg;
+        g->reached = true;
+        while (!g->open) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    }
+};
+
+
+TEST_F(test_cudasim_stream, create_destroy)
+{
+    CUstream s1, s2;
+
+    CU_OK(StreamCreate, &s1, CU_STREAM_DEFAULT);
+    CU_OK(StreamCreate, &s2, CU_STREAM_NON_BLOCKING);
+    CU_OK(StreamQuery, s1);
+    CU_OK(StreamSynchronize, s2);
+    CU_OK(StreamSynchronize, nullptr);
+    CU_OK(StreamQuery, nullptr);
+    CU_OK(StreamDestroy, s1);
+    CU_OK(StreamDestroy, s2);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, StreamCreate, &s1, 0x80);
+}
+
+
+TEST_F(test_cudasim_stream, query_pending_and_event)
+{
+    const size_t size = 1 << 16;
+    std::vector<unsigned char> host(size, 7), back(size, 0);
+    CUstream stream;
+    CUevent event, never;
+    CUdeviceptr dev;
+    gate g;
+
+    CU_OK(MemAlloc, &dev, size);
+    CU_OK(StreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    CU_OK(EventCreate, &event, CU_EVENT_DISABLE_TIMING);
+    CU_OK(EventCreate, &never, CU_EVENT_DEFAULT);
+    CU_OK(EventQuery, never); /* never recorded: complete */
+
+    CU_OK(LaunchHostFunc, stream, gate_func, &g);
+    CU_OK(MemcpyHtoDAsync, dev, host.data(), size, stream);
+    CU_OK(MemcpyDtoHAsync, back.data(), dev, size, stream);
+    CU_OK(EventRecord, event, stream);
+
+    while (!g.reached) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    CU_EXPECT(CUDA_ERROR_NOT_READY, StreamQuery, stream);
+    CU_EXPECT(CUDA_ERROR_NOT_READY, EventQuery, event);
+    EXPECT_EQ(0, back[0]); /* the copies wait behind the host function */
+
+    g.open = true;
+    CU_OK(EventSynchronize, event);
+    CU_OK(EventQuery, event);
+    EXPECT_EQ(host, back);
+    CU_OK(StreamSynchronize, stream);
+    CU_OK(StreamQuery, stream);
+
+    CU_OK(EventDestroy, event);
+    CU_OK(EventDestroy, never);
+    CU_OK(StreamDestroy, stream);
+    CU_OK(MemFree, dev);
+}
+
+
+TEST_F(test_cudasim_stream, wait_event_across_streams)
+{
+    CUstream producer, consumer;
+    CUdeviceptr a, b;
+    unsigned char out = 0;
+    CUevent event;
+    gate g;
+
+    CU_OK(MemAlloc, &a, 4096);
+    CU_OK(MemAlloc, &b, 4096);
+    CU_OK(MemsetD8, a, 0, 4096);
+    CU_OK(MemsetD8, b, 0, 4096);
+    CU_OK(StreamCreate, &producer, CU_STREAM_NON_BLOCKING);
+    CU_OK(StreamCreate, &consumer, CU_STREAM_NON_BLOCKING);
+    CU_OK(EventCreate, &event, CU_EVENT_DISABLE_TIMING);
+
+    CU_OK(LaunchHostFunc, producer, gate_func, &g);
+    CU_OK(MemsetD8Async, a, 0x42, 4096, producer);
+    CU_OK(EventRecord, event, producer);
+    CU_OK(StreamWaitEvent, consumer, event, 0);
+    CU_OK(MemcpyDtoDAsync, b, a, 4096, consumer);
+    CU_OK(MemcpyDtoHAsync, &out, b + 4095, 1, consumer);
+
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    CU_EXPECT(CUDA_ERROR_NOT_READY, StreamQuery, consumer);
+    g.open = true;
+    CU_OK(StreamSynchronize, consumer);
+    EXPECT_EQ(0x42, out);
+
+    /* the event may be destroyed while a wait on it is pending */
+    g.open = false;
+    g.reached = false;
+    CU_OK(LaunchHostFunc, producer, gate_func, &g);
+    CU_OK(EventRecord, event, producer);
+    CU_OK(StreamWaitEvent, consumer, event, 0);
+    CU_OK(EventDestroy, event);
+    g.open = true;
+    CU_OK(StreamSynchronize, consumer);
+
+    CU_OK(StreamDestroy, producer);
+    CU_OK(StreamDestroy, consumer);
+    CU_OK(MemFree, a);
+    CU_OK(MemFree, b);
+}
+
+
+static void CUDA_CB append_cb(CUstream, CUresult status, void *arg)
+{
+    auto *p = (std::pair<std::vector<int>*, int>*)arg;
+    EXPECT_EQ(CUDA_SUCCESS, status);
+    p->first->push_back(p->second);
+}
+
+static void CUDA_CB append_fn(void *arg)
+{
+    auto *p = (std::pair<std::vector<int>*, int>*)arg;
+    p->first->push_back(p->second);
+}
+
+TEST_F(test_cudasim_stream, host_functions_in_order)
+{
+    const int n = 200;
+    std::vector<int> order;
+    std::vector<std::pair<std::vector<int>*, int>> args;
+    CUstream stream;
+
+    args.reserve(n);
+    CU_OK(StreamCreate, &stream, 0);
+    for (int i = 0; i < n; ++i) {
+        args.emplace_back(&order, i);
+        if (i % 2) {
+            CU_OK(StreamAddCallback, stream, append_cb, &args.back(), 0);
+        } else {
+            CU_OK(LaunchHostFunc, stream, append_fn, &args.back());
+        }
+    }
+    CU_OK(StreamSynchronize, stream);
+    ASSERT_EQ((size_t)n, order.size());
+    for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(i, order[i]);
+    }
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, StreamAddCallback, stream, append_cb,
+              nullptr, 1);
+    CU_OK(StreamDestroy, stream);
+}
+
+
+TEST_F(test_cudasim_stream, ordering_many_streams_and_threads)
+{
+    const int num_threads = 4, streams_per_thread = 3, iters = 200;
+    const size_t slot = 256;
+    CUcontext ctx;
+    CUdeviceptr dev;
+
+    CU_OK(CtxGetCurrent, &ctx);
+    CU_OK(MemAlloc, &dev, num_threads * streams_per_thread * slot);
+
+    auto worker = [&](int t) {
+        std::vector<CUstream> streams(streams_per_thread);
+        std::vector<std::vector<unsigned char>> src(iters),
+                results(streams_per_thread * iters);
+
+        ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.CtxSetCurrent(ctx));
+        for (auto &s : streams) {
+            ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.StreamCreate(
+                              &s, CU_STREAM_NON_BLOCKING));
+        }
+        for (int i = 0; i < iters; ++i) {
+            src[i].assign(slot, (unsigned char)(i * 3 + t));
+        }
+        for (auto &r : results) {
+            r.assign(slot, 0);
+        }
+
+        /* each stream: write value i, read it back, for i = 0..iters: the
+         * reads see their own write only if the stream runs in order */
+        for (int i = 0; i < iters; ++i) {
+            for (int k = 0; k < streams_per_thread; ++k) {
+                CUdeviceptr p = dev + (t * streams_per_thread + k) * slot;
+                ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.MemcpyHtoDAsync(
+                                  p, src[i].data(), slot, streams[k]));
+                ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.MemcpyDtoHAsync(
+                                  results[k * iters + i].data(), p, slot,
+                                  streams[k]));
+            }
+        }
+        for (auto &s : streams) {
+            ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.StreamSynchronize(s));
+            ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.StreamDestroy(s));
+        }
+        for (int k = 0; k < streams_per_thread; ++k) {
+            for (int i = 0; i < iters; ++i) {
+                EXPECT_EQ(src[i], results[k * iters + i])
+                        << "thread " << t << " stream " << k << " op " << i;
+            }
+        }
+    };
+
+    std::vector<std::thread> threads;
+    for (int t = 0; t < num_threads; ++t) {
+        threads.emplace_back(worker, t);
+    }
+    for (auto &thr : threads) {
+        thr.join();
+    }
+    CU_OK(MemFree, dev);
+}
+
+
+TEST_F(test_cudasim_stream, events_complete_in_order)
+{
+    const int n = 50;
+    std::vector<CUevent> events(n);
+    CUstream stream;
+    CUdeviceptr dev;
+    gate g;
+
+    CU_OK(MemAlloc, &dev, 1 << 20);
+    CU_OK(StreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    CU_OK(LaunchHostFunc, stream, gate_func, &g);
+    for (int i = 0; i < n; ++i) {
+        CU_OK(EventCreate, &events[i], CU_EVENT_DISABLE_TIMING);
+        CU_OK(MemsetD8Async, dev, (unsigned char)i, 1 << 20, stream);
+        CU_OK(EventRecord, events[i], stream);
+    }
+    for (int i = 0; i < n; ++i) {
+        CU_EXPECT(CUDA_ERROR_NOT_READY, EventQuery, events[i]);
+    }
+    g.open = true;
+    CU_OK(EventSynchronize, events[n / 2]);
+    CU_OK(EventQuery, events[0]);
+    CU_OK(StreamSynchronize, stream);
+    for (int i = 0; i < n; ++i) {
+        CU_OK(EventQuery, events[i]);
+        CU_OK(EventDestroy, events[i]);
+    }
+    CU_OK(StreamDestroy, stream);
+    CU_OK(MemFree, dev);
+}
+
+
+TEST_F(test_cudasim_stream, copies_and_memset)
+{
+    const size_t size = 1 << 20;
+    std::vector<unsigned char> host(size), back(size);
+    CUdeviceptr a, b;
+    CUstream stream;
+
+    for (size_t i = 0; i < size; ++i) {
+        host[i] = (unsigned char)(i ^ (i >> 8));
+    }
+    CU_OK(MemAlloc, &a, size);
+    CU_OK(MemAlloc, &b, size);
+    CU_OK(StreamCreate, &stream, 0);
+
+    CU_OK(MemcpyHtoD, a, host.data(), size);
+    CU_OK(MemcpyDtoD, b, a, size);
+    CU_OK(MemcpyDtoH, back.data(), b, size);
+    EXPECT_EQ(host, back);
+
+    /* unified copies: host and device pointers told apart by the driver */
+    std::fill(back.begin(), back.end(), 0);
+    CU_OK(Memcpy, (CUdeviceptr)back.data(), a, size);
+    EXPECT_EQ(host, back);
+    CU_OK(MemcpyAsync, b + 10, (CUdeviceptr)host.data(), 100, stream);
+    CU_OK(MemcpyAsync, (CUdeviceptr)back.data(), b, size, stream);
+    CU_OK(StreamSynchronize, stream);
+    EXPECT_EQ(host[0], back[10]);
+
+    CU_OK(MemsetD8Async, a + 5, 0xee, 1000, stream);
+    CU_OK(MemcpyDtoHAsync, back.data(), a, size, stream);
+    CU_OK(StreamSynchronize, stream);
+    EXPECT_EQ(host[4], back[4]);
+    EXPECT_EQ(0xee, back[5]);
+    EXPECT_EQ(0xee, back[1004]);
+    EXPECT_EQ(host[1005], back[1005]);
+
+    CU_OK(MemsetD8, b, 0x3c, size);
+    CU_OK(MemcpyDtoHAsync, back.data(), b, size, nullptr);
+    EXPECT_EQ(std::vector<unsigned char>(size, 0x3c), back);
+
+    CU_OK(MemcpyHtoDAsync, a, host.data(), 0, stream); /* empty: fine */
+    CU_OK(StreamDestroy, stream);
+    CU_OK(MemFree, a);
+    CU_OK(MemFree, b);
+}
+
+
+TEST_F(test_cudasim_stream, legacy_stream_waits_for_blocking_streams)
+{
+    CUstream blocking;
+    CUdeviceptr dev;
+    unsigned char out = 0;
+    gate g;
+
+    CU_OK(MemAlloc, &dev, 4096);
+    CU_OK(MemsetD8, dev, 0, 4096);
+    CU_OK(StreamCreate, &blocking, CU_STREAM_DEFAULT);
+    CU_OK(LaunchHostFunc, blocking, gate_func, &g);
+    CU_OK(MemsetD8Async, dev, 0x77, 4096, blocking);
+
+    std::thread opener([&g] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        g.open = true;
+    });
+    /* the legacy default stream waits for prior work of blocking streams */
+    CU_OK(MemcpyDtoHAsync, &out, dev, 1, CU_STREAM_LEGACY);
+    EXPECT_EQ(0x77, out);
+    opener.join();
+    CU_OK(StreamDestroy, blocking);
+    CU_OK(MemFree, dev);
+}
+
+
+TEST_F(test_cudasim_stream, emulated_copy_latency_and_bad_handles)
+{
+    SKIP_IF_NOT_EMULATOR();
+    CUstream stream;
+    CUevent event;
+
+    CU_OK(StreamCreate, &stream, 0);
+    CU_OK(StreamDestroy, stream);
+    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, StreamQuery, stream);
+    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, StreamDestroy, stream);
+    CU_OK(EventCreate, &event, 0);
+    CU_OK(EventDestroy, event);
+    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, EventQuery, event);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, EventCreate, &event,
+              CU_EVENT_INTERPROCESS);
+}
+
+
+TEST_F(test_cudasim_stream, emulated_sticky_illegal_address)
+{
+    SKIP_IF_NOT_EMULATOR();
+    const size_t gran = granularity();
+    CUmemAllocationProp prop = {};
+    CUmemAccessDesc access   = {};
+    CUmemGenericAllocationHandle handle;
+    std::vector<unsigned char> host(64, 1);
+    CUstream stream;
+    CUdeviceptr va;
+    gate g;
+
+    prop.type          = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location    = prop.location;
+    access.flags       = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CU_OK(MemCreate, &handle, gran, &prop, 0);
+    CU_OK(MemAddressReserve, &va, gran, 0, 0, 0);
+    CU_OK(MemMap, va, gran, 0, handle, 0);
+    CU_OK(MemSetAccess, va, gran, &access, 1);
+    CU_OK(StreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+
+    /* queue a copy, then unmap its destination before it runs */
+    CU_OK(LaunchHostFunc, stream, gate_func, &g);
+    CU_OK(MemcpyHtoDAsync, va, host.data(), host.size(), stream);
+    CU_OK(MemUnmap, va, gran);
+    g.open = true;
+    CU_EXPECT(CUDA_ERROR_ILLEGAL_ADDRESS, StreamSynchronize, stream);
+    CU_EXPECT(CUDA_ERROR_ILLEGAL_ADDRESS, StreamQuery, stream);
+
+    CU_OK(StreamDestroy, stream);
+    CU_OK(MemAddressFree, va, gran);
+    CU_OK(MemRelease, handle);
+}
+
+
+TEST_PEER_ROLE(cudasim_latency_peer)
+{
+    CUdeviceptr dev;
+    char byte = 0;
+
+    if (!test::cuda_init() ||
+        (uct_cuda_ipc_ns_drv.MemAlloc(&dev, 4096) != CUDA_SUCCESS)) {
+        return 1;
+    }
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < 10; ++i) {
+        if (uct_cuda_ipc_ns_drv.MemcpyHtoD(dev, &byte, 1) != CUDA_SUCCESS) {
+            return 2;
+        }
+    }
+    long long us = std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::steady_clock::now() - start).count();
+    uct_cuda_ipc_ns_drv.MemFree(dev);
+    return chan.send_obj(us) ? 0 : 3;
+}
+
+TEST_F(test_cudasim_stream, emulated_copy_latency)
+{
+    SKIP_IF_NOT_EMULATOR();
+    long long us = 0;
+
+    setenv("CUDASIM_COPY_LATENCY_US", "20000", 1);
+    {
+        test::peer peer("cudasim_latency_peer");
+        unsetenv("CUDASIM_COPY_LATENCY_US");
+        ASSERT_TRUE(peer.chan().recv_obj(us));
+        EXPECT_EQ(0, peer.wait());
+    }
+    EXPECT_GE(us, 10 * 20000);
+}
