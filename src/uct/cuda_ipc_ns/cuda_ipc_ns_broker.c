@@ -857,6 +857,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_get(const uct_cuda_ipc_ns_fdx_config_t *cfg,
 {
     uct_cuda_ipc_ns_broker_t *broker;
     ucs_status_t status;
+    int want_pathname;
 
     pthread_mutex_lock(&uct_cuda_ipc_ns_broker_global_lock);
     broker = uct_cuda_ipc_ns_broker_global;
@@ -866,6 +867,12 @@ ucs_status_t uct_cuda_ipc_ns_broker_get(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     }
 
     if (broker != NULL) {
+        want_pathname = (cfg->sock_dir != NULL) && (cfg->sock_dir[0] != '\0');
+        if (want_pathname != broker->is_pathname) {
+            ucs_diag("cuda_ipc_ns: fd broker %s is already running; socket "
+                     "directory '%s' is ignored", broker->name,
+                     (cfg->sock_dir != NULL) ? cfg->sock_dir : "");
+        }
         ++broker->refcount;
         status = UCS_OK;
     } else {

@@ -328,8 +328,13 @@ protected:
                                              uint64_t alloc_id, uint8_t pattern,
                                              size_t size = MEM_SIZE)
     {
-        owner_cmd cmd     = {OWNER_REGISTER, alloc_id, pattern, size};
+        owner_cmd cmd     = {}; /* no uninitialized padding on the wire */
         owner_reply reply = {};
+
+        cmd.op       = OWNER_REGISTER;
+        cmd.alloc_id = alloc_id;
+        cmd.pattern  = pattern;
+        cmd.size     = size;
 
         EXPECT_TRUE(owner.chan().send_obj(cmd));
         EXPECT_TRUE(owner.chan().recv_obj(reply));
@@ -339,8 +344,11 @@ protected:
 
     void owner_unregister(test::peer &owner, uint64_t alloc_id)
     {
-        owner_cmd cmd     = {OWNER_UNREGISTER, alloc_id, 0, 0};
+        owner_cmd cmd     = {};
         owner_reply reply = {};
+
+        cmd.op       = OWNER_UNREGISTER;
+        cmd.alloc_id = alloc_id;
 
         EXPECT_TRUE(owner.chan().send_obj(cmd));
         EXPECT_TRUE(owner.chan().recv_obj(reply));
@@ -349,7 +357,8 @@ protected:
 
     void stop_owner(test::peer &owner)
     {
-        owner_cmd cmd = {OWNER_QUIT, 0, 0, 0};
+        owner_cmd cmd = {};
+        cmd.op        = OWNER_QUIT;
         owner.chan().send_obj(cmd);
         EXPECT_EQ(0, owner.wait());
     }
