@@ -16,6 +16,8 @@ fi
 grep -E '^\[  (PASSED|SKIPPED|FAILED) ' test/gtest/gtest.log || true
 
 "$top/test/activation/check_activation.sh" "$build"
+# the plain driver-API program (no module) on the emulator
+"$build/test/cudasim/cuda_ipc_demo" "$build/test/cudasim/.libs/libcudasim.so"
 if [ -x "$top/test/fuzz/run_fuzz.sh" ]; then
     "$top/test/fuzz/run_fuzz.sh" "${FUZZ_SECONDS:-30}"
 fi
