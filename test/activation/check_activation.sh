@@ -33,14 +33,14 @@ with_emulator() {
 }
 
 without_driver() {
-    local out block
+    local out
     out=$(LD_PRELOAD=$module UCX_CUDA_IPC_NS_DRIVER=/nonexistent/libcuda.so.1 \
           ucx_info -d) || return 1
     ! grep -q -e cuda_ipc_ns -e cu_ipc_ns <<<"$out"
 }
 
 config_documented() {
-    local out block
+    local out
     out=$(LD_PRELOAD=$module ucx_info -c -f) || return 1
     # here-strings, not pipes: grep -q closing a pipe early would make
     # pipefail report the writer's SIGPIPE
