@@ -178,21 +178,11 @@ static void uct_cuda_ipc_ns_fdx_set_blocked(uint32_t peer_pid, int err)
 static ucs_status_t uct_cuda_ipc_ns_fdx_pidfd_procfs_pid(int pidfd, pid_t *pid_p)
 {
     char path[64], buf[1024], *p;
-    ssize_t len;
-    int fd;
 
     snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        ucs_debug("cuda_ipc_ns: open(%s) failed: %m", path);
+    if (uct_cuda_ipc_ns_read_proc_file(path, buf, sizeof(buf)) != UCS_OK) {
         return UCS_ERR_UNSUPPORTED;
     }
-    len = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (len <= 0) {
-        return UCS_ERR_UNSUPPORTED;
-    }
-    buf[len] = '\0';
 
     p = strstr(buf, "\nPid:");
     if ((p == NULL) || (sscanf(p + 5, "%d", pid_p) != 1)) {

@@ -22,29 +22,43 @@ static pthread_mutex_t uct_cuda_ipc_ns_self_lock = PTHREAD_MUTEX_INITIALIZER;
 static uct_cuda_ipc_ns_identity_t uct_cuda_ipc_ns_self_id;
 
 
+ucs_status_t uct_cuda_ipc_ns_read_proc_file(const char *path, char *buf,
+                                            size_t max)
+{
+    ssize_t len;
+    int fd;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        ucs_debug("cuda_ipc_ns: open(%s) failed: %m", path);
+        return UCS_ERR_NO_ELEM;
+    }
+    len = read(fd, buf, max - 1);
+    close(fd);
+    if (len <= 0) {
+        return UCS_ERR_NO_ELEM;
+    }
+    buf[len] = '\0';
+    return UCS_OK;
+}
+
+
 ucs_status_t uct_cuda_ipc_ns_proc_start_time(pid_t pid, uint64_t *start_time_p)
 {
     char path[64], buf[1024], *p;
     unsigned long long start_time;
-    ssize_t len;
-    int fd, field;
+    ucs_status_t status;
+    int field;
 
     if (pid == 0) {
         snprintf(path, sizeof(path), "/proc/self/stat");
     } else {
         snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     }
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        ucs_debug("cuda_ipc_ns: open(%s) failed: %m", path);
-        return UCS_ERR_NO_ELEM;
+    status = uct_cuda_ipc_ns_read_proc_file(path, buf, sizeof(buf));
+    if (status != UCS_OK) {
+        return status;
     }
-    len = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (len <= 0) {
-        return UCS_ERR_NO_ELEM;
-    }
-    buf[len] = '\0';
 
     /* comm (field 2) may hold spaces and ')': fields resume after the last ')' */
     p = strrchr(buf, ')');

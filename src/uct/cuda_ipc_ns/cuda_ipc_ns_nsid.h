@@ -34,6 +34,14 @@ const uct_cuda_ipc_ns_identity_t *uct_cuda_ipc_ns_self(void);
 
 
 /**
+ * Read a small /proc file (one read) into @a buf of @a max bytes,
+ * NUL-terminated. @return UCS_OK, or UCS_ERR_NO_ELEM when it cannot be read.
+ */
+ucs_status_t uct_cuda_ipc_ns_read_proc_file(const char *path, char *buf,
+                                            size_t max);
+
+
+/**
  * Read the start time of process @a pid ("self" for pid 0) as seen from our
  * PID namespace (field 22 of /proc/<pid>/stat).
  *
