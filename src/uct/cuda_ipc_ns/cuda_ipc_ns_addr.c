@@ -72,6 +72,7 @@ void uct_cuda_ipc_ns_iface_addr_pack(const uct_cuda_ipc_ns_iface_addr_t *addr,
     uct_cuda_ipc_ns_addr_put_u32(p, addr->pid);
     uct_cuda_ipc_ns_addr_put_u64(p + 4, addr->pid_ns);
     p[12] = addr->flags;
+    uct_cuda_ipc_ns_addr_put_u64(p + 13, addr->start_time);
 }
 
 ucs_status_t uct_cuda_ipc_ns_iface_addr_parse(const void *buffer, size_t length,
@@ -87,7 +88,8 @@ ucs_status_t uct_cuda_ipc_ns_iface_addr_parse(const void *buffer, size_t length,
 
     addr->pid    = uct_cuda_ipc_ns_addr_get_u32(p);
     addr->pid_ns = uct_cuda_ipc_ns_addr_get_u64(p + 4);
-    addr->flags  = p[12];
+    addr->flags      = p[12];
+    addr->start_time = uct_cuda_ipc_ns_addr_get_u64(p + 13);
     return UCS_OK;
 }
 

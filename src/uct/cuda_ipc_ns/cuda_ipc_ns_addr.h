@@ -3,7 +3,8 @@
  * Pure pack/parse of bytes, little-endian, fixed sizes.
  *
  *   device address: u64 system_id, u8 flags (UCT_CUDA_IPC_NS_ADDR_FLAG_*)
- *   iface address:  u32 pid, u64 pid_ns, u8 flags (UCT_CUDA_IPC_NS_ADDR_FLAG_*)
+ *   iface address:  u32 pid, u64 pid_ns, u8 flags (UCT_CUDA_IPC_NS_ADDR_FLAG_*),
+ *                   u64 start_time (pid reuse guard of liveness checks)
  */
 #ifndef UCT_CUDA_IPC_NS_ADDR_H
 #define UCT_CUDA_IPC_NS_ADDR_H
@@ -14,7 +15,7 @@
 
 
 #define UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE  (8 + 1)
-#define UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE   (4 + 8 + 1)
+#define UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE   (4 + 8 + 1 + 8)
 
 
 /* What a process can do; carried by both addresses */
@@ -35,6 +36,7 @@ typedef struct uct_cuda_ipc_ns_iface_addr {
     uint32_t pid;
     uint64_t pid_ns;
     uint8_t  flags;
+    uint64_t start_time; /* clock ticks after boot */
 } uct_cuda_ipc_ns_iface_addr_t;
 
 

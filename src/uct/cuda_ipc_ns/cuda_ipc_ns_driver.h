@@ -31,6 +31,7 @@
     _F(DeviceGetAttribute,              cuDeviceGetAttribute) \
     _F(DeviceGetPCIBusId,               cuDeviceGetPCIBusId) \
     _F(DeviceCanAccessPeer,             cuDeviceCanAccessPeer) \
+    _F(DeviceGetP2PAttribute,           cuDeviceGetP2PAttribute) \
     _F(DevicePrimaryCtxRetain,          cuDevicePrimaryCtxRetain) \
     _F(DevicePrimaryCtxRelease,         cuDevicePrimaryCtxRelease) \
     _F(CtxGetCurrent,                   cuCtxGetCurrent) \

@@ -578,7 +578,28 @@ err_close:
 }
 
 
+static ucs_status_t uct_cuda_ipc_ns_fdx_import_desc(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                        const uct_cuda_ipc_ns_fd_desc_t *desc,
+                                        int *fd_p);
+
 ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                        const uct_cuda_ipc_ns_rkey_info_t *key,
+                                        int *fd_p)
+{
+    uct_cuda_ipc_ns_fd_desc_t desc;
+
+    desc.pid             = key->pid;
+    desc.pid_ns          = key->pid_ns;
+    desc.start_time      = key->start_time;
+    desc.fd              = key->handle.posix.fd;
+    desc.alloc_id        = key->handle.posix.alloc_id;
+    desc.broker_addr_len = key->broker_addr_len;
+    memcpy(desc.token, key->token, sizeof(desc.token));
+    memcpy(desc.broker_addr, key->broker_addr, sizeof(desc.broker_addr));
+    return uct_cuda_ipc_ns_fdx_import_desc(cfg, &desc, fd_p);
+}
+
+static ucs_status_t uct_cuda_ipc_ns_fdx_import_desc(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                                         const uct_cuda_ipc_ns_fd_desc_t *desc,
                                         int *fd_p)
 {

@@ -94,7 +94,7 @@ typedef struct uct_cuda_ipc_ns_fd_desc {
  *         UCS_ERR_IO_ERROR / UCS_ERR_INVALID_PARAM: other failures.
  */
 ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
-                                        const uct_cuda_ipc_ns_fd_desc_t *desc,
+                                        const uct_cuda_ipc_ns_rkey_info_t *key,
                                         int *fd_p);
 
 

@@ -1,14 +1,19 @@
 /*
- * cuda_ipc_ns: interface — addresses, reachability, progress.
+ * cuda_ipc_ns: interface — addresses, reachability, capabilities, progress,
+ * wakeup and pending requests (docs/architecture.md).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
 #endif
 
 #include "cuda_ipc_ns_iface.h"
+#include "cuda_ipc_ns_ep.h"
 #include "cuda_ipc_ns_md.h"
 #include "cuda_ipc_ns_nsid.h"
+#include "cuda_ipc_ns_driver.h"
 
+#include <ucs/sys/math.h>
+#include <ucs/time/time.h>
 #include <ucs/debug/log.h>
 #include <ucs/type/class.h>
 #include <string.h>
@@ -27,7 +32,8 @@ ucs_config_field_t uct_cuda_ipc_ns_iface_config_table[] = {
      UCS_CONFIG_TYPE_UINT},
 
     {"MAX_STREAMS", "16",
-     "Number of CUDA streams per device that copies are spread over.",
+     "Maximal number of CUDA streams per local context: one per remote device\n"
+     "up to this number, then remote devices share them.",
      ucs_offsetof(uct_cuda_ipc_ns_iface_config_t, max_streams),
      UCS_CONFIG_TYPE_UINT},
 
@@ -37,20 +43,23 @@ ucs_config_field_t uct_cuda_ipc_ns_iface_config_table[] = {
      ucs_offsetof(uct_cuda_ipc_ns_iface_config_t, max_events),
      UCS_CONFIG_TYPE_UINT},
 
-    {"BW", "50000MBs",
-     "Bandwidth of a copy between two GPUs reported to UCP.",
+    {"BW", "auto",
+     "Bandwidth of a copy reported to UCP. auto: derived from device 0 (see\n"
+     "docs/configuration.md): NVLink or PCIe estimate by compute capability\n"
+     "between GPUs, else half the device memory bandwidth.",
      ucs_offsetof(uct_cuda_ipc_ns_iface_config_t, bandwidth),
      UCS_CONFIG_TYPE_BW},
 
-    {"LAT", "1.8us",
-     "Latency of a copy reported to UCP.",
+    {"LAT", "auto",
+     "Latency of a copy reported to UCP. auto: 1.8us (2.5us before compute\n"
+     "capability 7.0).",
      ucs_offsetof(uct_cuda_ipc_ns_iface_config_t, latency),
-     UCS_CONFIG_TYPE_TIME},
+     UCS_CONFIG_TYPE_TIME_UNITS},
 
-    {"OVERHEAD", "4.0us",
-     "CPU overhead of posting a copy reported to UCP.",
+    {"OVERHEAD", "auto",
+     "CPU overhead of posting a copy reported to UCP. auto: 4us.",
      ucs_offsetof(uct_cuda_ipc_ns_iface_config_t, overhead),
-     UCS_CONFIG_TYPE_TIME},
+     UCS_CONFIG_TYPE_TIME_UNITS},
 
     {NULL}
 };
@@ -79,8 +88,26 @@ static ucs_status_t uct_cuda_ipc_ns_iface_query(uct_iface_h tl_iface,
     iface_attr->device_addr_len     = UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE;
     iface_attr->ep_addr_len         = 0;
     iface_attr->max_conn_priv       = 0;
-    iface_attr->cap.flags           = UCT_IFACE_FLAG_CONNECT_TO_IFACE;
-    iface_attr->cap.event_flags     = 0;
+    iface_attr->cap.flags           = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                                      UCT_IFACE_FLAG_PUT_ZCOPY |
+                                      UCT_IFACE_FLAG_GET_ZCOPY |
+                                      UCT_IFACE_FLAG_PENDING |
+                                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                                      UCT_IFACE_FLAG_EP_CHECK;
+    iface_attr->cap.event_flags     = UCT_IFACE_FLAG_EVENT_SEND_COMP |
+                                      UCT_IFACE_FLAG_EVENT_FD;
+
+    iface_attr->cap.put.min_zcopy       = 0;
+    iface_attr->cap.put.max_zcopy       = SIZE_MAX;
+    iface_attr->cap.put.opt_zcopy_align = 1;
+    iface_attr->cap.put.align_mtu       = 1;
+    iface_attr->cap.put.max_iov         = UCT_CUDA_IPC_NS_MAX_IOV;
+    iface_attr->cap.get.min_zcopy       = 0;
+    iface_attr->cap.get.max_zcopy       = SIZE_MAX;
+    iface_attr->cap.get.opt_zcopy_align = 1;
+    iface_attr->cap.get.align_mtu       = 1;
+    iface_attr->cap.get.max_iov         = UCT_CUDA_IPC_NS_MAX_IOV;
+
     iface_attr->latency             = ucs_linear_func_make(iface->config.latency,
                                                            0);
     iface_attr->bandwidth.dedicated = 0;
@@ -148,63 +175,204 @@ static int uct_cuda_ipc_ns_iface_is_reachable(const uct_iface_h tl_iface,
 }
 
 
-static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_ep_t, const uct_ep_params_t *params)
+static unsigned uct_cuda_ipc_ns_iface_progress(uct_iface_h tl_iface)
 {
-    uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(params->iface,
+    uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(tl_iface,
                                                     uct_cuda_ipc_ns_iface_t);
-    ucs_status_t status;
+    unsigned count;
 
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
-
-    if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
-        ucs_error("cuda_ipc_ns: ep_create needs the peer's iface address");
-        return UCS_ERR_INVALID_PARAM;
+    if (ucs_list_is_empty(&iface->cq.active)) {
+        return 0;
     }
 
-    status = uct_cuda_ipc_ns_iface_addr_parse(params->iface_addr,
-                                              UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE,
-                                              &self->remote);
-    if (status != UCS_OK) {
-        ucs_error("cuda_ipc_ns: invalid peer iface address");
-        return status;
+    count = uct_cuda_ipc_ns_cq_progress(&iface->cq);
+    if (count > 0) {
+        uct_cuda_ipc_ns_iface_dispatch_pending(iface);
+    }
+    return count;
+}
+
+
+void uct_cuda_ipc_ns_iface_dispatch_pending(uct_cuda_ipc_ns_iface_t *iface)
+{
+    uct_cuda_ipc_ns_pending_priv_t *priv;
+    uct_pending_req_t *req;
+
+    while (!ucs_queue_is_empty(&iface->pending_q) &&
+           uct_cuda_ipc_ns_cq_has_resources(&iface->cq)) {
+        priv = ucs_queue_pull_elem_non_empty(&iface->pending_q,
+                                             uct_cuda_ipc_ns_pending_priv_t,
+                                             queue);
+        --priv->ep->num_pending;
+        req = ucs_container_of(priv, uct_pending_req_t, priv);
+        if (req->func(req) != UCS_OK) {
+            /* not done: it keeps its place at the head */
+            ucs_queue_push_head(&iface->pending_q, &priv->queue);
+            ++priv->ep->num_pending;
+            break;
+        }
+    }
+}
+
+
+static ucs_status_t uct_cuda_ipc_ns_iface_flush(uct_iface_h tl_iface,
+                                                unsigned flags,
+                                                uct_completion_t *comp)
+{
+    uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(tl_iface,
+                                                    uct_cuda_ipc_ns_iface_t);
+
+    if (comp != NULL) {
+        return UCS_ERR_UNSUPPORTED;
     }
 
+    if ((iface->cq.num_ops == 0) && ucs_queue_is_empty(&iface->pending_q)) {
+        UCT_TL_IFACE_STAT_FLUSH(&iface->super);
+        return UCS_OK;
+    }
+
+    UCT_TL_IFACE_STAT_FLUSH_WAIT(&iface->super);
+    return UCS_INPROGRESS;
+}
+
+
+static ucs_status_t uct_cuda_ipc_ns_iface_fence(uct_iface_h tl_iface,
+                                                unsigned flags)
+{
+    uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(tl_iface,
+                                                    uct_cuda_ipc_ns_iface_t);
+
+    /* the next op, on whatever stream, waits for every busy stream */
+    iface->fence = !ucs_list_is_empty(&iface->cq.active);
+    UCT_TL_IFACE_STAT_FENCE(&iface->super);
     return UCS_OK;
 }
 
 
-static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_ep_t)
+static ucs_status_t uct_cuda_ipc_ns_iface_event_fd_get(uct_iface_h tl_iface,
+                                                       int *fd_p)
 {
+    uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(tl_iface,
+                                                    uct_cuda_ipc_ns_iface_t);
+
+    *fd_p = iface->cq.event_fd;
+    return UCS_OK;
 }
 
 
-UCS_CLASS_DEFINE(uct_cuda_ipc_ns_ep_t, uct_base_ep_t);
-static UCS_CLASS_DEFINE_NEW_FUNC(uct_cuda_ipc_ns_ep_t, uct_ep_t,
-                                 const uct_ep_params_t*);
-static UCS_CLASS_DEFINE_DELETE_FUNC(uct_cuda_ipc_ns_ep_t, uct_ep_t);
+static ucs_status_t uct_cuda_ipc_ns_iface_event_arm(uct_iface_h tl_iface,
+                                                    unsigned events)
+{
+    uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(tl_iface,
+                                                    uct_cuda_ipc_ns_iface_t);
+
+    if (!(events & UCT_EVENT_SEND_COMP)) {
+        return UCS_OK; /* nothing else ever happens here */
+    }
+
+    return uct_cuda_ipc_ns_cq_arm(&iface->cq);
+}
 
 
 static UCS_CLASS_DECLARE_DELETE_FUNC(uct_cuda_ipc_ns_iface_t, uct_iface_t);
 
 
 static uct_iface_ops_t uct_cuda_ipc_ns_iface_ops = {
-    .ep_pending_add           = (uct_ep_pending_add_func_t)ucs_empty_function_return_busy,
-    .ep_pending_purge         = (uct_ep_pending_purge_func_t)ucs_empty_function,
-    .ep_flush                 = uct_base_ep_flush,
-    .ep_fence                 = uct_base_ep_fence,
+    .ep_put_zcopy             = uct_cuda_ipc_ns_ep_put_zcopy,
+    .ep_get_zcopy             = uct_cuda_ipc_ns_ep_get_zcopy,
+    .ep_pending_add           = uct_cuda_ipc_ns_ep_pending_add,
+    .ep_pending_purge         = uct_cuda_ipc_ns_ep_pending_purge,
+    .ep_flush                 = uct_cuda_ipc_ns_ep_flush,
+    .ep_fence                 = uct_cuda_ipc_ns_ep_fence,
+    .ep_check                 = uct_cuda_ipc_ns_ep_check,
     .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_cuda_ipc_ns_ep_t),
     .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_cuda_ipc_ns_ep_t),
-    .iface_flush              = uct_base_iface_flush,
-    .iface_fence              = uct_base_iface_fence,
+    .iface_flush              = uct_cuda_ipc_ns_iface_flush,
+    .iface_fence              = uct_cuda_ipc_ns_iface_fence,
     .iface_progress_enable    = uct_base_iface_progress_enable,
     .iface_progress_disable   = uct_base_iface_progress_disable,
-    .iface_progress           = (uct_iface_progress_func_t)ucs_empty_function_return_zero,
+    .iface_progress           = uct_cuda_ipc_ns_iface_progress,
+    .iface_event_fd_get       = uct_cuda_ipc_ns_iface_event_fd_get,
+    .iface_event_arm          = uct_cuda_ipc_ns_iface_event_arm,
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_cuda_ipc_ns_iface_t),
     .iface_query              = uct_cuda_ipc_ns_iface_query,
     .iface_get_device_address = uct_cuda_ipc_ns_iface_get_device_address,
     .iface_get_address        = uct_cuda_ipc_ns_iface_get_address,
     .iface_is_reachable       = uct_cuda_ipc_ns_iface_is_reachable
 };
+
+
+static int uct_cuda_ipc_ns_device_attr(CUdevice device,
+                                       CUdevice_attribute attr)
+{
+    int value = 0;
+
+    (void)UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, DeviceGetAttribute,
+                                  &value, attr, device);
+    return value;
+}
+
+
+/*
+ * Bandwidth and latency when the configuration says "auto", from device 0
+ * (docs/configuration.md): between two GPUs the link decides (NVLink when the
+ * driver reports native peer atomics, else PCIe), by compute capability;
+ * on one GPU a copy reads and writes device memory, at half its bandwidth.
+ */
+static void uct_cuda_ipc_ns_iface_auto_perf(double *bandwidth_p,
+                                            double *latency_p)
+{
+    static const double nvlink_gbs[] = {0, 0, 0, 0, 0, 0, 40, 150, 300, 450,
+                                        900};
+    static const double pcie_gbs[]   = {0, 0, 0, 6, 6, 12, 12, 12, 25, 50,
+                                        50};
+    int count = 0, major, mem_khz, bus_bits, atomics = 0;
+    CUdevice dev0, dev1;
+    const char *how;
+    double gbs;
+
+    if ((UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, DeviceGet, &dev0, 0) !=
+         UCS_OK)) {
+        *bandwidth_p = 50e9;
+        *latency_p   = 1.8e-6;
+        return;
+    }
+
+    major    = ucs_min(uct_cuda_ipc_ns_device_attr(dev0,
+                           CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+                       (int)ucs_static_array_size(nvlink_gbs) - 1);
+    major    = ucs_max(major, 0);
+    mem_khz  = uct_cuda_ipc_ns_device_attr(dev0,
+                                           CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
+    bus_bits = uct_cuda_ipc_ns_device_attr(dev0,
+                                           CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+    (void)UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, DeviceGetCount, &count);
+
+    if ((count > 1) &&
+        (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, DeviceGet, &dev1, 1) ==
+         UCS_OK)) {
+        if (uct_cuda_ipc_ns_drv.DeviceGetP2PAttribute != NULL) {
+            (void)UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG,
+                    DeviceGetP2PAttribute, &atomics,
+                    CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, dev0,
+                    dev1);
+        }
+        gbs = atomics ? nvlink_gbs[major] : pcie_gbs[major];
+        how = atomics ? "NVLink" : "PCIe";
+    } else if ((mem_khz > 0) && (bus_bits > 0)) {
+        /* double data rate: 2 transfers per clock */
+        gbs = (2.0 * mem_khz * 1e3 * bus_bits / 8) / 2 / 1e9;
+        how = "device memory";
+    } else {
+        gbs = nvlink_gbs[major];
+        how = "compute capability";
+    }
+
+    *bandwidth_p = ((gbs > 0) ? gbs : 50) * 1e9;
+    *latency_p   = (major >= 7) ? 1.8e-6 : 2.5e-6;
+    ucs_debug("cuda_ipc_ns: compute capability %d, %d devices: auto bandwidth "
+              "%.1f GB/s (%s)", major, count, *bandwidth_p / 1e9, how);
+}
 
 
 static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
@@ -215,6 +383,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
             ucs_derived_of(tl_config, uct_cuda_ipc_ns_iface_config_t);
     uct_cuda_ipc_ns_md_t *md = ucs_derived_of(tl_md, uct_cuda_ipc_ns_md_t);
     const uct_cuda_ipc_ns_identity_t *id = uct_cuda_ipc_ns_self();
+    double auto_bandwidth, auto_latency;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_cuda_ipc_ns_iface_ops,
                               &uct_base_iface_internal_ops, tl_md, worker,
@@ -238,24 +407,34 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    self->config.max_poll    = config->max_poll;
-    self->config.max_streams = config->max_streams;
-    self->config.max_events  = config->max_events;
-    self->config.bandwidth   = config->bandwidth;
-    self->config.latency     = config->latency;
-    self->config.overhead    = config->overhead;
+    uct_cuda_ipc_ns_iface_auto_perf(&auto_bandwidth, &auto_latency);
+    self->config.bandwidth = UCS_CONFIG_BW_IS_AUTO(config->bandwidth) ?
+                             auto_bandwidth : config->bandwidth;
+    self->config.latency   = (config->latency == UCS_TIME_AUTO) ?
+                             auto_latency : ucs_time_to_sec(config->latency);
+    self->config.overhead  = (config->overhead == UCS_TIME_AUTO) ?
+                             4e-6 : ucs_time_to_sec(config->overhead);
 
-    self->dev_addr.system_id = id->system_id;
-    self->dev_addr.flags     = md->addr_flags;
-    self->iface_addr.pid     = id->pid;
-    self->iface_addr.pid_ns  = id->pid_ns;
-    self->iface_addr.flags   = md->addr_flags;
-    return UCS_OK;
+    self->dev_addr.system_id    = id->system_id;
+    self->dev_addr.flags        = md->addr_flags;
+    self->iface_addr.pid        = id->pid;
+    self->iface_addr.pid_ns     = id->pid_ns;
+    self->iface_addr.start_time = id->start_time;
+    self->iface_addr.flags      = md->addr_flags;
+    self->fence                 = 0;
+    ucs_queue_head_init(&self->pending_q);
+
+    return uct_cuda_ipc_ns_cq_init(&self->cq, config->max_streams,
+                                   config->max_poll, config->max_events,
+                                   uct_cuda_ipc_ns_ep_op_done, self);
 }
 
 
 static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_iface_t)
 {
+    uct_base_iface_progress_disable(&self->super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    uct_cuda_ipc_ns_cq_cleanup(&self->cq);
 }
 
 

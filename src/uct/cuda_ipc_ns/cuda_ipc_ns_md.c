@@ -72,6 +72,25 @@ ucs_config_field_t uct_cuda_ipc_ns_md_config_table[] = {
      ucs_offsetof(uct_cuda_ipc_ns_md_config_t, allowed_uid),
      UCS_CONFIG_TYPE_INT},
 
+    {"CACHE", "y",
+     "Keep peers' allocations mapped after their last copy completed, for\n"
+     "the next copy (process-wide cache, limited as below). n: unmap when\n"
+     "the last copy using a mapping completes.",
+     ucs_offsetof(uct_cuda_ipc_ns_md_config_t, cache_enable),
+     UCS_CONFIG_TYPE_BOOL},
+
+    {"CACHE_MAX_REGIONS", "65536",
+     "Maximal number of mapped peer allocations; least recently used ones\n"
+     "not in use by a copy are unmapped beyond it. inf: no limit.",
+     ucs_offsetof(uct_cuda_ipc_ns_md_config_t, cache_max_regions),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"CACHE_MAX_SIZE", "inf",
+     "Maximal number of bytes of mapped peer allocations; least recently\n"
+     "used ones not in use by a copy are unmapped beyond it.",
+     ucs_offsetof(uct_cuda_ipc_ns_md_config_t, cache_max_size),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
     {NULL}
 };
 
@@ -155,6 +174,7 @@ static void uct_cuda_ipc_ns_md_close(uct_md_h uct_md)
 {
     uct_cuda_ipc_ns_md_t *md = ucs_derived_of(uct_md, uct_cuda_ipc_ns_md_t);
 
+    uct_cuda_ipc_ns_cache_put();
     if (md->broker != NULL) {
         uct_cuda_ipc_ns_broker_put(md->broker);
     }
@@ -511,7 +531,7 @@ ucs_status_t uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component,
     uct_cuda_ipc_ns_rkey_t *rkey;
     ucs_status_t status;
 
-    rkey = ucs_malloc(sizeof(*rkey), "cuda_ipc_ns_rkey");
+    rkey = ucs_calloc(1, sizeof(*rkey), "cuda_ipc_ns_rkey");
     if (rkey == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
@@ -551,7 +571,12 @@ err_free:
 ucs_status_t uct_cuda_ipc_ns_rkey_release(uct_component_t *component,
                                           uct_rkey_t rkey, void *handle)
 {
-    ucs_free((void*)rkey);
+    uct_cuda_ipc_ns_rkey_t *key = (uct_cuda_ipc_ns_rkey_t*)rkey;
+
+    if (key->peer != NULL) {
+        uct_cuda_ipc_ns_cache_peer_put(key->peer);
+    }
+    ucs_free(key);
     return UCS_OK;
 }
 
@@ -578,6 +603,7 @@ ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
 {
     const uct_cuda_ipc_ns_md_config_t *config =
             ucs_derived_of(uct_config, uct_cuda_ipc_ns_md_config_t);
+    uct_cuda_ipc_ns_cache_config_t cache_config;
     uct_cuda_ipc_ns_md_t *md;
     ucs_status_t status;
 
@@ -624,9 +650,22 @@ ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
         md->addr_flags |= UCT_CUDA_IPC_NS_ADDR_FLAG_BROKER;
     }
 
+    cache_config.enable      = config->cache_enable;
+    cache_config.max_regions = config->cache_max_regions;
+    cache_config.max_size    = config->cache_max_size;
+    status = uct_cuda_ipc_ns_cache_get(&cache_config,
+                                       &uct_cuda_ipc_ns_map_driver_ops);
+    if (status != UCS_OK) {
+        goto err_put_broker;
+    }
+
     *md_p = &md->super;
     return UCS_OK;
 
+err_put_broker:
+    if (md->broker != NULL) {
+        uct_cuda_ipc_ns_broker_put(md->broker);
+    }
 err_free:
     ucs_free(md->sock_dir);
     ucs_free(md);

@@ -6,6 +6,7 @@
 
 #include "cuda_ipc_ns_rkey.h"
 #include "cuda_ipc_ns_broker.h"
+#include "cuda_ipc_ns_cache.h"
 
 #include <uct/base/uct_md.h>
 
@@ -25,6 +26,9 @@ typedef struct uct_cuda_ipc_ns_md_config {
     char                     *sock_dir;     /* broker socket directory */
     double                   sock_timeout;  /* fd exchange timeout, seconds */
     int                      allowed_uid;   /* extra uid served by the broker */
+    int                      cache_enable;  /* keep peer mappings */
+    unsigned                 cache_max_regions;
+    size_t                   cache_max_size;
 } uct_cuda_ipc_ns_md_config_t;
 
 
@@ -50,6 +54,9 @@ typedef struct uct_cuda_ipc_ns_memh {
 /* Unpacked remote key */
 typedef struct uct_cuda_ipc_ns_rkey {
     uct_cuda_ipc_ns_rkey_info_t info;
+    /* owner's cache entry when it is not the endpoint's peer, found on
+     * first use; referenced until the key is released */
+    uct_cuda_ipc_ns_peer_t      *peer;
 } uct_cuda_ipc_ns_rkey_t;
 
 

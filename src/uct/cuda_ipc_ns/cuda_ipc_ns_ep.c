@@ -1,0 +1,616 @@
+/*
+ * cuda_ipc_ns: endpoint (see cuda_ipc_ns_ep.h).
+ *
+ * A put or get maps the remote allocation through the cache (pinned until
+ * the copy completes), enqueues cuMemcpyDtoDAsync on the stream of (local
+ * buffer's context, remote device) and records an event; the iface's
+ * progress completes it (cuda_ipc_ns_stream.h).
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cuda_ipc_ns_ep.h"
+#include "cuda_ipc_ns_md.h"
+#include "cuda_ipc_ns_driver.h"
+
+#include <ucs/datastruct/queue.h>
+#include <uct/base/uct_iov.inl>
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/type/class.h>
+#include <inttypes.h>
+
+
+/* An ep_flush with a completion, waiting for the ops posted before it */
+typedef struct {
+    ucs_queue_elem_t queue;
+    uct_completion_t *comp;
+    uint64_t         seq;  /* last op it waits for */
+} uct_cuda_ipc_ns_flush_req_t;
+
+
+static UCS_F_ALWAYS_INLINE uct_cuda_ipc_ns_iface_t *
+uct_cuda_ipc_ns_ep_iface(const uct_cuda_ipc_ns_ep_t *ep)
+{
+    return ucs_derived_of(ep->super.super.iface, uct_cuda_ipc_ns_iface_t);
+}
+
+
+static UCS_F_ALWAYS_INLINE uct_cuda_ipc_ns_md_t *
+uct_cuda_ipc_ns_ep_md(const uct_cuda_ipc_ns_ep_t *ep)
+{
+    return ucs_derived_of(uct_cuda_ipc_ns_ep_iface(ep)->super.md,
+                          uct_cuda_ipc_ns_md_t);
+}
+
+
+static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_ep_t, const uct_ep_params_t *params)
+{
+    uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(params->iface,
+                                                    uct_cuda_ipc_ns_iface_t);
+    uct_cuda_ipc_ns_device_addr_t remote_dev;
+    uct_cuda_ipc_ns_identity_t id;
+    ucs_status_t status;
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+
+    if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) ||
+        !(params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR)) {
+        ucs_error("cuda_ipc_ns: ep_create needs the peer's device and iface "
+                  "addresses");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_cuda_ipc_ns_iface_addr_parse(params->iface_addr,
+                                              UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE,
+                                              &self->remote);
+    if (status == UCS_OK) {
+        status = uct_cuda_ipc_ns_device_addr_parse(params->dev_addr,
+                                                   UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE,
+                                                   &remote_dev);
+    }
+    if (status != UCS_OK) {
+        ucs_error("cuda_ipc_ns: invalid peer address");
+        return status;
+    }
+
+    id.system_id  = remote_dev.system_id;
+    id.pid_ns     = self->remote.pid_ns;
+    id.pid        = self->remote.pid;
+    id.start_time = self->remote.start_time;
+    status        = uct_cuda_ipc_ns_cache_peer_get(&id, &self->peer);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    ucs_list_head_init(&self->ops);
+    ucs_queue_head_init(&self->flush_q);
+    self->seq         = 0;
+    self->fence_seq   = 0;
+    self->num_pending = 0;
+    self->watch_tried = 0;
+    self->failed      = 0;
+    ucs_debug("cuda_ipc_ns: ep %p to pid %u (PID namespace %" PRIu64 ")",
+              self, id.pid, id.pid_ns);
+    return UCS_OK;
+}
+
+
+static unsigned uct_cuda_ipc_ns_ep_err_progress(void *arg)
+{
+    uct_cuda_ipc_ns_ep_t *ep = arg;
+
+    uct_iface_handle_ep_err(ep->super.super.iface, &ep->super.super,
+                            UCS_ERR_CONNECTION_RESET);
+    return 1;
+}
+
+
+static int uct_cuda_ipc_ns_ep_is_err_cb(const ucs_callbackq_elem_t *elem,
+                                        void *arg)
+{
+    return (elem->cb == uct_cuda_ipc_ns_ep_err_progress) && (elem->arg == arg);
+}
+
+
+static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_ep_t)
+{
+    uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(self);
+    uct_cuda_ipc_ns_flush_req_t *req;
+    uct_cuda_ipc_ns_op_t *op, *tmp;
+
+    ucs_callbackq_remove_if(&iface->super.worker->super.progress_q,
+                            uct_cuda_ipc_ns_ep_is_err_cb, self);
+
+    /* UCT discards what is outstanding on a destroyed ep: the copies finish
+     * (their mappings stay pinned until then), nobody is told */
+    ucs_list_for_each_safe(op, tmp, &self->ops, ep_elem) {
+        ucs_list_del(&op->ep_elem);
+        op->ep   = NULL;
+        op->comp = NULL;
+    }
+    ucs_queue_for_each_extract(req, &self->flush_q, queue, 1) {
+        ucs_free(req);
+    }
+    if (self->num_pending > 0) {
+        ucs_warn("cuda_ipc_ns: ep %p destroyed with %u pending requests",
+                 self, self->num_pending);
+        uct_cuda_ipc_ns_ep_pending_purge(&self->super.super, NULL, NULL);
+    }
+
+    uct_cuda_ipc_ns_cache_peer_put(self->peer);
+}
+
+
+UCS_CLASS_DEFINE(uct_cuda_ipc_ns_ep_t, uct_base_ep_t);
+UCS_CLASS_DEFINE_NEW_FUNC(uct_cuda_ipc_ns_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DEFINE_DELETE_FUNC(uct_cuda_ipc_ns_ep_t, uct_ep_t);
+
+
+/* Report the peer's failure once, from progress (UCT's rule for errors) */
+static void uct_cuda_ipc_ns_ep_set_failed(uct_cuda_ipc_ns_ep_t *ep)
+{
+    uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
+
+    if (ep->failed) {
+        return;
+    }
+
+    ep->failed = 1;
+    ucs_debug("cuda_ipc_ns: ep %p: peer pid %u (PID namespace %" PRIu64
+              ") failed", ep, ep->remote.pid, ep->remote.pid_ns);
+    ucs_callbackq_add_safe(&iface->super.worker->super.progress_q,
+                           uct_cuda_ipc_ns_ep_err_progress, ep,
+                           UCS_CALLBACKQ_FLAG_ONESHOT);
+}
+
+
+/* Complete the flushes that no op in flight holds back */
+static void uct_cuda_ipc_ns_ep_progress_flush(uct_cuda_ipc_ns_ep_t *ep)
+{
+    uint64_t oldest = ucs_list_is_empty(&ep->ops) ? UINT64_MAX :
+                      ucs_list_head(&ep->ops, uct_cuda_ipc_ns_op_t,
+                                    ep_elem)->seq;
+    uct_cuda_ipc_ns_flush_req_t *req;
+
+    while (!ucs_queue_is_empty(&ep->flush_q)) {
+        req = ucs_queue_head_elem_non_empty(&ep->flush_q,
+                                            uct_cuda_ipc_ns_flush_req_t, queue);
+        if (req->seq >= oldest) {
+            break;
+        }
+        ucs_queue_pull_non_empty(&ep->flush_q);
+        uct_invoke_completion(req->comp, UCS_OK);
+        ucs_free(req);
+    }
+}
+
+
+void uct_cuda_ipc_ns_ep_op_done(uct_cuda_ipc_ns_op_t *op, ucs_status_t status,
+                                void *arg)
+{
+    uct_cuda_ipc_ns_iface_t *iface = arg;
+    uct_cuda_ipc_ns_ep_t *ep       = op->ep;
+
+    if ((status == UCS_OK) &&
+        uct_cuda_ipc_ns_cache_peer_is_dead(op->region->peer)) {
+        /* the other end of the copy is gone: whatever was copied is moot */
+        status = UCS_ERR_CONNECTION_RESET;
+    }
+
+    uct_cuda_ipc_ns_cache_unpin(op->region);
+
+    if (ep != NULL) {
+        ucs_list_del(&op->ep_elem);
+        if (op->comp != NULL) {
+            uct_invoke_completion(op->comp, status);
+        }
+        uct_cuda_ipc_ns_ep_progress_flush(ep);
+    }
+
+    uct_cuda_ipc_ns_cq_op_put(&iface->cq, op);
+}
+
+
+/* Context and device of the local buffer; VMM memory has no context: the
+ * device's primary one runs its copies */
+static ucs_status_t uct_cuda_ipc_ns_ep_local_ctx(const void *buffer,
+                                                 CUcontext *ctx_p,
+                                                 int *device_p)
+{
+    CUpointer_attribute names[] = {
+        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        CU_POINTER_ATTRIBUTE_CONTEXT,
+        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    };
+    CUmemorytype mem_type = 0;
+    CUcontext ctx         = NULL;
+    int device            = -1;
+    void *values[]        = {&mem_type, &ctx, &device};
+    ucs_status_t status;
+
+    status = UCT_CUDA_IPC_NS_CU(PointerGetAttributes,
+                                ucs_static_array_size(names), names, values,
+                                (CUdeviceptr)buffer);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (mem_type != CU_MEMORYTYPE_DEVICE) {
+        ucs_error("cuda_ipc_ns: local buffer %p is not CUDA device memory",
+                  buffer);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    *device_p = device;
+    if (ctx != NULL) {
+        *ctx_p = ctx;
+        return UCS_OK;
+    }
+    return uct_cuda_ipc_ns_primary_ctx(device, ctx_p);
+}
+
+
+/* The peer entry holding the key's owner: the ep's peer unless the key is
+ * of another process (then looked up once and kept in the unpacked key) */
+static ucs_status_t uct_cuda_ipc_ns_ep_key_peer(uct_cuda_ipc_ns_ep_t *ep,
+                                                uct_cuda_ipc_ns_rkey_t *key,
+                                                uct_cuda_ipc_ns_peer_t **peer_p)
+{
+    const uct_cuda_ipc_ns_identity_t *id = uct_cuda_ipc_ns_cache_peer_id(ep->peer);
+    uct_cuda_ipc_ns_identity_t key_id;
+
+    if (ucs_likely((key->info.pid == id->pid) &&
+                   (key->info.pid_ns == id->pid_ns) &&
+                   ((key->info.start_time == 0) ||
+                    (key->info.start_time == id->start_time)))) {
+        *peer_p = ep->peer;
+        return UCS_OK;
+    }
+
+    if (key->peer == NULL) {
+        key_id.system_id  = id->system_id;
+        key_id.pid_ns     = key->info.pid_ns;
+        key_id.pid        = key->info.pid;
+        key_id.start_time = key->info.start_time;
+        if (uct_cuda_ipc_ns_cache_peer_get(&key_id, &key->peer) != UCS_OK) {
+            return UCS_ERR_NO_MEMORY;
+        }
+    }
+
+    *peer_p = key->peer;
+    return UCS_OK;
+}
+
+
+/* Make @a stream wait for what a fence orders before the next op */
+static ucs_status_t uct_cuda_ipc_ns_ep_apply_fence(uct_cuda_ipc_ns_ep_t *ep,
+                                                   uct_cuda_ipc_ns_stream_t *stream)
+{
+    uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
+    uct_cuda_ipc_ns_stream_t *other;
+    uct_cuda_ipc_ns_op_t *op;
+    ucs_status_t status;
+
+    if (iface->fence) {
+        ucs_list_for_each(other, &iface->cq.active, active) {
+            if (other == stream) {
+                continue;
+            }
+            op     = ucs_queue_tail_elem_non_empty(&other->queue,
+                                                   uct_cuda_ipc_ns_op_t, queue);
+            status = uct_cuda_ipc_ns_cq_wait_op(stream, op);
+            if (status != UCS_OK) {
+                return status;
+            }
+        }
+        iface->fence = 0;
+    }
+
+    if (ep->fence_seq != 0) {
+        ucs_list_for_each(op, &ep->ops, ep_elem) {
+            if (op->seq > ep->fence_seq) {
+                break;
+            }
+            if (op->stream != stream) {
+                status = uct_cuda_ipc_ns_cq_wait_op(stream, op);
+                if (status != UCS_OK) {
+                    return status;
+                }
+            }
+        }
+        ep->fence_seq = 0;
+    }
+
+    return UCS_OK;
+}
+
+
+/* Enqueue the copies of @a iov and the op's event on @a stream */
+static ucs_status_t
+uct_cuda_ipc_ns_ep_enqueue(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_op_t *op,
+                           uct_cuda_ipc_ns_stream_t *stream,
+                           const uct_iov_t *iov, size_t iovcnt,
+                           void *remote, int is_put)
+{
+    uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
+    ucs_status_t status;
+    CUdeviceptr local;
+    size_t i, length;
+
+    status = uct_cuda_ipc_ns_ep_apply_fence(ep, stream);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    for (i = 0; i < iovcnt; ++i) {
+        length = uct_iov_get_length(&iov[i]);
+        if (length == 0) {
+            continue;
+        }
+
+        local  = (CUdeviceptr)iov[i].buffer;
+        status = is_put ?
+                 UCT_CUDA_IPC_NS_CU(MemcpyDtoDAsync, (CUdeviceptr)remote,
+                                    local, length, stream->stream) :
+                 UCT_CUDA_IPC_NS_CU(MemcpyDtoDAsync, local,
+                                    (CUdeviceptr)remote, length,
+                                    stream->stream);
+        if (status != UCS_OK) {
+            if (i > 0) {
+                /* earlier copies use the mapping: let them end first */
+                (void)UCT_CUDA_IPC_NS_CU(StreamSynchronize, stream->stream);
+            }
+            return status;
+        }
+        remote = UCS_PTR_BYTE_OFFSET(remote, length);
+    }
+
+    return uct_cuda_ipc_ns_cq_post(&iface->cq, op, stream);
+}
+
+
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                        uint64_t remote_addr, uct_rkey_t rkey,
+                        uct_completion_t *comp, int is_put)
+{
+    uct_cuda_ipc_ns_ep_t *ep       = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
+    uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
+    uct_cuda_ipc_ns_rkey_t *key    = (uct_cuda_ipc_ns_rkey_t*)rkey;
+    size_t length                  = uct_iov_total_length(iov, iovcnt);
+    uct_cuda_ipc_ns_stream_t *stream;
+    uct_cuda_ipc_ns_region_t *region;
+    uct_cuda_ipc_ns_peer_t *peer;
+    uct_cuda_ipc_ns_op_t *op;
+    ucs_status_t status;
+    CUcontext ctx;
+    int device, pushed;
+    void *remote;
+
+    if (length == 0) {
+        return UCS_OK;
+    }
+
+    if (ucs_unlikely(ep->failed)) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+
+    if (ucs_unlikely((remote_addr < key->info.base) ||
+                     (remote_addr - key->info.base > key->info.length) ||
+                     (length > key->info.base + key->info.length -
+                               remote_addr))) {
+        ucs_error("cuda_ipc_ns: %s of %zu bytes at 0x%" PRIx64 " is outside "
+                  "remote allocation 0x%" PRIx64 "..0x%" PRIx64,
+                  is_put ? "put" : "get", length, remote_addr, key->info.base,
+                  key->info.base + key->info.length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    op = uct_cuda_ipc_ns_cq_op_get(&iface->cq);
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE; /* MAX_EVENTS in flight: pending */
+    }
+
+    status = uct_cuda_ipc_ns_ep_local_ctx(iov[0].buffer, &ctx, &device);
+    if (status != UCS_OK) {
+        goto err_put_op;
+    }
+
+    status = uct_cuda_ipc_ns_ep_key_peer(ep, key, &peer);
+    if (status != UCS_OK) {
+        goto err_put_op;
+    }
+
+    if (ucs_unlikely(!ep->watch_tried) && (peer == ep->peer) &&
+        (key->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD)) {
+        /* a peer of another PID namespace can be watched once its broker
+         * is known */
+        ep->watch_tried = 1;
+        (void)uct_cuda_ipc_ns_cache_peer_check(peer, &key->info,
+                                               uct_cuda_ipc_ns_ep_md(ep)->fdx.timeout);
+    }
+
+    status = uct_cuda_ipc_ns_cache_map(peer, &key->info, device,
+                                       &uct_cuda_ipc_ns_ep_md(ep)->fdx,
+                                       &region);
+    if (status != UCS_OK) {
+        if ((status == UCS_ERR_CONNECTION_RESET) && (peer == ep->peer)) {
+            uct_cuda_ipc_ns_ep_set_failed(ep);
+        }
+        goto err_put_op;
+    }
+
+    remote = UCS_PTR_BYTE_OFFSET(region->mapping.addr,
+                                 remote_addr - key->info.base);
+
+    status = uct_cuda_ipc_ns_ctx_push(ctx, &pushed);
+    if (status != UCS_OK) {
+        goto err_unpin;
+    }
+
+    status = uct_cuda_ipc_ns_cq_stream(&iface->cq, ctx, key->info.dev_uuid,
+                                       &stream);
+    if (status == UCS_OK) {
+        op->ep     = ep;
+        op->region = region;
+        op->comp   = comp;
+        op->seq    = ++ep->seq;
+        status     = uct_cuda_ipc_ns_ep_enqueue(ep, op, stream, iov, iovcnt,
+                                                remote, is_put);
+    }
+    uct_cuda_ipc_ns_ctx_pop(pushed);
+    if (status != UCS_OK) {
+        goto err_unpin;
+    }
+
+    ucs_list_add_tail(&ep->ops, &op->ep_elem);
+    ucs_trace_data("cuda_ipc_ns: ep %p %s %zu bytes remote 0x%" PRIx64
+                   " (mapped %p) local %p op %p", ep, is_put ? "put" : "get",
+                   length, remote_addr, remote, iov[0].buffer, op);
+    return UCS_INPROGRESS;
+
+err_unpin:
+    uct_cuda_ipc_ns_cache_unpin(region);
+err_put_op:
+    uct_cuda_ipc_ns_cq_op_put(&iface->cq, op);
+    return status;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                          size_t iovcnt, uint64_t remote_addr,
+                                          uct_rkey_t rkey,
+                                          uct_completion_t *comp)
+{
+    ucs_status_t status;
+
+    status = uct_cuda_ipc_ns_ep_copy(tl_ep, iov, iovcnt, remote_addr, rkey,
+                                     comp, 1);
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t),
+                                 PUT, ZCOPY, uct_iov_total_length(iov, iovcnt));
+    return status;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                          size_t iovcnt, uint64_t remote_addr,
+                                          uct_rkey_t rkey,
+                                          uct_completion_t *comp)
+{
+    ucs_status_t status;
+
+    status = uct_cuda_ipc_ns_ep_copy(tl_ep, iov, iovcnt, remote_addr, rkey,
+                                     comp, 0);
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t),
+                                 GET, ZCOPY, uct_iov_total_length(iov, iovcnt));
+    return status;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                      uct_completion_t *comp)
+{
+    uct_cuda_ipc_ns_ep_t *ep = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
+    uct_cuda_ipc_ns_flush_req_t *req;
+
+    if (ep->num_pending > 0) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    if (ucs_list_is_empty(&ep->ops)) {
+        UCT_TL_EP_STAT_FLUSH(&ep->super);
+        return UCS_OK;
+    }
+
+    /* copies are in flight: never OK, with or without a completion */
+    if (comp != NULL) {
+        req = ucs_malloc(sizeof(*req), "cuda_ipc_ns_flush_req");
+        if (req == NULL) {
+            ucs_error("cuda_ipc_ns: failed to allocate a flush request");
+            return UCS_ERR_NO_MEMORY;
+        }
+        req->comp = comp;
+        req->seq  = ep->seq;
+        ucs_queue_push(&ep->flush_q, &req->queue);
+    }
+
+    UCT_TL_EP_STAT_FLUSH_WAIT(&ep->super);
+    return UCS_INPROGRESS;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_ep_fence(uct_ep_h tl_ep, unsigned flags)
+{
+    uct_cuda_ipc_ns_ep_t *ep = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
+
+    /* one stream keeps order by itself; across streams the next op waits
+     * for the events of those before the fence */
+    if (!ucs_list_is_empty(&ep->ops)) {
+        ep->fence_seq = ep->seq;
+    }
+    UCT_TL_EP_STAT_FENCE(&ep->super);
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                      uct_completion_t *comp)
+{
+    uct_cuda_ipc_ns_ep_t *ep = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
+
+    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+
+    if (uct_cuda_ipc_ns_cache_peer_check(ep->peer, NULL,
+                                         uct_cuda_ipc_ns_ep_md(ep)->fdx.timeout) !=
+        UCS_OK) {
+        uct_cuda_ipc_ns_ep_set_failed(ep);
+    }
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_ep_pending_add(uct_ep_h tl_ep,
+                                            uct_pending_req_t *req,
+                                            unsigned flags)
+{
+    uct_cuda_ipc_ns_ep_t *ep       = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
+    uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
+    uct_cuda_ipc_ns_pending_priv_t *priv;
+
+    UCS_STATIC_ASSERT(sizeof(*priv) <= UCT_PENDING_REQ_PRIV_LEN);
+
+    if (uct_cuda_ipc_ns_cq_has_resources(&iface->cq)) {
+        return UCS_ERR_BUSY; /* the caller may post now */
+    }
+
+    priv     = (uct_cuda_ipc_ns_pending_priv_t*)req->priv;
+    priv->ep = ep;
+    ucs_queue_push(&iface->pending_q, &priv->queue);
+    ++ep->num_pending;
+    UCT_TL_EP_STAT_PEND(&ep->super);
+    return UCS_OK;
+}
+
+
+void uct_cuda_ipc_ns_ep_pending_purge(uct_ep_h tl_ep,
+                                      uct_pending_purge_callback_t cb,
+                                      void *arg)
+{
+    uct_cuda_ipc_ns_ep_t *ep       = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
+    uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
+    uct_cuda_ipc_ns_pending_priv_t *priv;
+    ucs_queue_iter_t iter;
+
+    ucs_queue_for_each_safe(priv, iter, &iface->pending_q, queue) {
+        if (priv->ep != ep) {
+            continue;
+        }
+        ucs_queue_del_iter(&iface->pending_q, iter);
+        --ep->num_pending;
+        if (cb != NULL) {
+            cb(ucs_container_of(priv, uct_pending_req_t, priv), arg);
+        }
+    }
+}

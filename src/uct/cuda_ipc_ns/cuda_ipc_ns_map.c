@@ -1,0 +1,240 @@
+/*
+ * cuda_ipc_ns: mapping a peer's allocation (see cuda_ipc_ns_map.h).
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cuda_ipc_ns_map.h"
+#include "cuda_ipc_ns_driver.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/sys/compiler_def.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+
+#define UCT_CUDA_IPC_NS_MAX_DEVICES  64
+
+static pthread_mutex_t uct_cuda_ipc_ns_primary_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUcontext uct_cuda_ipc_ns_primary[UCT_CUDA_IPC_NS_MAX_DEVICES];
+
+
+ucs_status_t uct_cuda_ipc_ns_primary_ctx(int device, CUcontext *ctx_p)
+{
+    ucs_status_t status = UCS_OK;
+    CUdevice cu_device;
+    CUcontext ctx;
+
+    if ((device < 0) || (device >= UCT_CUDA_IPC_NS_MAX_DEVICES)) {
+        ucs_error("cuda_ipc_ns: device ordinal %d out of range", device);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    ctx = __atomic_load_n(&uct_cuda_ipc_ns_primary[device], __ATOMIC_ACQUIRE);
+    if (ucs_likely(ctx != NULL)) {
+        *ctx_p = ctx;
+        return UCS_OK;
+    }
+
+    pthread_mutex_lock(&uct_cuda_ipc_ns_primary_lock);
+    ctx = uct_cuda_ipc_ns_primary[device];
+    if (ctx == NULL) {
+        status = UCT_CUDA_IPC_NS_CU(DeviceGet, &cu_device, device);
+        if (status == UCS_OK) {
+            status = UCT_CUDA_IPC_NS_CU(DevicePrimaryCtxRetain, &ctx,
+                                        cu_device);
+        }
+        if (status == UCS_OK) {
+            __atomic_store_n(&uct_cuda_ipc_ns_primary[device], ctx,
+                             __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&uct_cuda_ipc_ns_primary_lock);
+
+    *ctx_p = ctx;
+    return status;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_ctx_push(CUcontext ctx, int *pushed_p)
+{
+    CUcontext current = NULL;
+    ucs_status_t status;
+
+    *pushed_p = 0;
+    status    = UCT_CUDA_IPC_NS_CU(CtxGetCurrent, &current);
+    if ((status != UCS_OK) || (current == ctx)) {
+        return status;
+    }
+
+    status = UCT_CUDA_IPC_NS_CU(CtxPushCurrent, ctx);
+    if (status == UCS_OK) {
+        *pushed_p = 1;
+    }
+    return status;
+}
+
+
+void uct_cuda_ipc_ns_ctx_pop(int pushed)
+{
+    CUcontext ctx;
+
+    if (pushed) {
+        (void)UCT_CUDA_IPC_NS_CU(CtxPopCurrent, &ctx);
+    }
+}
+
+
+static ucs_status_t
+uct_cuda_ipc_ns_map_legacy(const uct_cuda_ipc_ns_rkey_info_t *key, int device,
+                           uct_cuda_ipc_ns_mapping_t *mapping)
+{
+    CUipcMemHandle handle;
+    CUdeviceptr dptr;
+    ucs_status_t status;
+    CUcontext ctx;
+    int pushed;
+
+    status = uct_cuda_ipc_ns_primary_ctx(device, &ctx);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_cuda_ipc_ns_ctx_push(ctx, &pushed);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    memcpy(&handle, key->handle.legacy, sizeof(handle));
+    status = UCT_CUDA_IPC_NS_CU(IpcOpenMemHandle, &dptr, handle,
+                                CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    uct_cuda_ipc_ns_ctx_pop(pushed);
+    if (status != UCS_OK) {
+        ucs_error("cuda_ipc_ns: cannot open the IPC handle of allocation "
+                  "0x%" PRIx64 " (%" PRIu64 " bytes) of pid %u: %s",
+                  key->base, key->length, key->pid, ucs_status_string(status));
+        return status;
+    }
+
+    mapping->addr = (void*)dptr;
+    return UCS_OK;
+}
+
+
+static ucs_status_t
+uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_fdx_config_t *fdx,
+                             const uct_cuda_ipc_ns_rkey_info_t *key,
+                             int device, uct_cuda_ipc_ns_mapping_t *mapping)
+{
+    CUmemGenericAllocationHandle handle;
+    CUmemAccessDesc access = {};
+    CUdeviceptr dptr;
+    ucs_status_t status;
+    int fd;
+
+    status = uct_cuda_ipc_ns_fdx_import(fdx, key, &fd);
+    if (status != UCS_OK) {
+        ucs_error("cuda_ipc_ns: cannot import the fd of allocation 0x%"
+                  PRIx64 " of pid %u (PID namespace %" PRIu64 "): %s",
+                  key->base, key->pid, key->pid_ns, ucs_status_string(status));
+        return status;
+    }
+
+    status = UCT_CUDA_IPC_NS_CU(MemImportFromShareableHandle, &handle,
+                                (void*)(uintptr_t)fd,
+                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    /* the driver holds the memory through the handle now */
+    close(fd);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = UCT_CUDA_IPC_NS_CU(MemAddressReserve, &dptr, key->length, 0, 0,
+                                0);
+    if (status != UCS_OK) {
+        goto out_release;
+    }
+
+    /* a mapping longer than the memory behind the fd fails here, so an fd
+     * that is not the allocation of the key is refused */
+    status = UCT_CUDA_IPC_NS_CU(MemMap, dptr, key->length, 0, handle, 0);
+    if (status != UCS_OK) {
+        goto err_free_va;
+    }
+
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id   = device;
+    access.flags         = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    status = UCT_CUDA_IPC_NS_CU(MemSetAccess, dptr, key->length, &access, 1);
+    if (status != UCS_OK) {
+        goto err_unmap;
+    }
+
+    mapping->addr = (void*)dptr;
+    goto out_release;
+
+err_unmap:
+    (void)UCT_CUDA_IPC_NS_CU(MemUnmap, dptr, key->length);
+err_free_va:
+    (void)UCT_CUDA_IPC_NS_CU(MemAddressFree, dptr, key->length);
+out_release:
+    /* the mapping keeps the memory alive */
+    (void)UCT_CUDA_IPC_NS_CU(MemRelease, handle);
+    return status;
+}
+
+
+static ucs_status_t
+uct_cuda_ipc_ns_map_driver(void *arg, const uct_cuda_ipc_ns_rkey_info_t *key,
+                           int device, uct_cuda_ipc_ns_mapping_t *mapping)
+{
+    ucs_status_t status;
+
+    mapping->length      = key->length;
+    mapping->handle_type = key->handle_type;
+    mapping->device      = device;
+    if (key->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) {
+        status = uct_cuda_ipc_ns_map_legacy(key, device, mapping);
+    } else {
+        status = uct_cuda_ipc_ns_map_posix_fd(arg, key, device, mapping);
+    }
+
+    if (status == UCS_OK) {
+        ucs_debug("cuda_ipc_ns: mapped allocation 0x%" PRIx64 "/%" PRIu64
+                  " of pid %u (type %d) at %p for device %d", key->base,
+                  key->length, key->pid, key->handle_type, mapping->addr,
+                  device);
+    }
+    return status;
+}
+
+
+static void uct_cuda_ipc_ns_unmap_driver(uct_cuda_ipc_ns_mapping_t *mapping)
+{
+    CUdeviceptr dptr = (CUdeviceptr)mapping->addr;
+    CUcontext ctx;
+    int pushed;
+
+    ucs_debug("cuda_ipc_ns: unmapping %p (%zu bytes, type %d)", mapping->addr,
+              mapping->length, mapping->handle_type);
+    if (mapping->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) {
+        if ((uct_cuda_ipc_ns_primary_ctx(mapping->device, &ctx) == UCS_OK) &&
+            (uct_cuda_ipc_ns_ctx_push(ctx, &pushed) == UCS_OK)) {
+            (void)UCT_CUDA_IPC_NS_CU(IpcCloseMemHandle, dptr);
+            uct_cuda_ipc_ns_ctx_pop(pushed);
+        }
+    } else {
+        (void)UCT_CUDA_IPC_NS_CU(MemUnmap, dptr, mapping->length);
+        (void)UCT_CUDA_IPC_NS_CU(MemAddressFree, dptr, mapping->length);
+    }
+}
+
+
+const uct_cuda_ipc_ns_map_ops_t uct_cuda_ipc_ns_map_driver_ops = {
+    .map   = uct_cuda_ipc_ns_map_driver,
+    .unmap = uct_cuda_ipc_ns_unmap_driver
+};

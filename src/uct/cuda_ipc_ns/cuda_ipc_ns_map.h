@@ -1,0 +1,57 @@
+/*
+ * cuda_ipc_ns: mapping a peer's allocation into this process
+ * (docs/architecture.md, "Remote mapping cache").
+ *
+ *  - legacy IPC handle: cuIpcOpenMemHandle in the primary context of the
+ *    local device, with lazy peer access;
+ *  - VMM POSIX fd: the fd is imported through the fd exchange, then
+ *    cuMemImportFromShareableHandle + cuMemAddressReserve + cuMemMap +
+ *    cuMemSetAccess for the local device; the handle and the fd are released
+ *    at once (the mapping keeps the memory).
+ */
+#ifndef UCT_CUDA_IPC_NS_MAP_H
+#define UCT_CUDA_IPC_NS_MAP_H
+
+#include "cuda_ipc_ns_rkey.h"
+#include "cuda_ipc_ns_fdx.h"
+
+#include <cuda.h>
+
+
+typedef struct uct_cuda_ipc_ns_mapping {
+    void      *addr;        /* where the allocation base is mapped here */
+    size_t    length;
+    uint8_t   handle_type;  /* uct_cuda_ipc_ns_handle_type_t */
+    int       device;       /* local device ordinal */
+} uct_cuda_ipc_ns_mapping_t;
+
+
+/* Operations the mapping cache uses; replaceable for benchmarks */
+typedef struct uct_cuda_ipc_ns_map_ops {
+    ucs_status_t (*map)(void *arg, const uct_cuda_ipc_ns_rkey_info_t *key,
+                        int device, uct_cuda_ipc_ns_mapping_t *mapping);
+    void         (*unmap)(uct_cuda_ipc_ns_mapping_t *mapping);
+} uct_cuda_ipc_ns_map_ops_t;
+
+
+/* Driver mapping; the map arg is the uct_cuda_ipc_ns_fdx_config_t to import
+ * fds with */
+extern const uct_cuda_ipc_ns_map_ops_t uct_cuda_ipc_ns_map_driver_ops;
+
+
+/**
+ * Make @a ctx current on this thread, pushing it only when another context
+ * is current. *pushed_p tells uct_cuda_ipc_ns_ctx_pop() what to undo.
+ */
+ucs_status_t uct_cuda_ipc_ns_ctx_push(CUcontext ctx, int *pushed_p);
+void uct_cuda_ipc_ns_ctx_pop(int pushed);
+
+
+/**
+ * The primary context of @a device, retained once for the life of the
+ * process (the driver refcounts it; copies and mappings outlive any one
+ * interface).
+ */
+ucs_status_t uct_cuda_ipc_ns_primary_ctx(int device, CUcontext *ctx_p);
+
+#endif

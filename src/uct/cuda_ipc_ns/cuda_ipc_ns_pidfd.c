@@ -1,0 +1,155 @@
+/*
+ * cuda_ipc_ns: identity-checked pidfds (see cuda_ipc_ns_pidfd.h).
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cuda_ipc_ns_pidfd.h"
+#include "cuda_ipc_ns_nsid.h"
+
+#include <ucs/debug/log.h>
+
+#include <sys/syscall.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+
+#ifndef SYS_pidfd_open
+#  define SYS_pidfd_open  434
+#endif
+#ifndef SYS_pidfd_getfd
+#  define SYS_pidfd_getfd 438
+#endif
+
+
+int uct_cuda_ipc_ns_pidfd_open(pid_t pid)
+{
+    /* the kernel always sets O_CLOEXEC on pidfds */
+    return syscall(SYS_pidfd_open, pid, 0);
+}
+
+
+int uct_cuda_ipc_ns_pidfd_getfd(int pidfd, int target_fd)
+{
+    /* the new fd always gets O_CLOEXEC */
+    return syscall(SYS_pidfd_getfd, pidfd, target_fd, 0);
+}
+
+
+int uct_cuda_ipc_ns_pidfd_errno_is_blocked(int err)
+{
+    return (err == EPERM) || (err == EACCES) || (err == ENOSYS);
+}
+
+
+int uct_cuda_ipc_ns_pidfd_exited(int pidfd)
+{
+    struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+
+    return (poll(&pfd, 1, 0) > 0) && (pfd.revents & (POLLIN | POLLHUP));
+}
+
+
+/*
+ * The pid of a pidfd's process as numbered in the PID namespace of our /proc
+ * mount, which may differ from ours (a process that unshared its PID
+ * namespace without remounting /proc). -1: the process exited; 0: it is not
+ * visible there.
+ */
+static ucs_status_t uct_cuda_ipc_ns_pidfd_procfs_pid(int pidfd, pid_t *pid_p)
+{
+    char path[64], buf[1024], *p;
+
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+    if (uct_cuda_ipc_ns_read_proc_file(path, buf, sizeof(buf)) != UCS_OK) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    p = strstr(buf, "\nPid:");
+    if ((p == NULL) || (sscanf(p + 5, "%d", pid_p) != 1)) {
+        ucs_debug("cuda_ipc_ns: no Pid in %s", path);
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_pidfd_open_checked(uint32_t pid,
+                                                uint64_t start_time,
+                                                int *pidfd_p, int *errno_p)
+{
+    uint64_t actual_start_time;
+    ucs_status_t status;
+    pid_t procfs_pid;
+    int pidfd, err;
+
+    *errno_p = 0;
+    pidfd    = uct_cuda_ipc_ns_pidfd_open(pid);
+    if (pidfd < 0) {
+        err      = errno;
+        *errno_p = err;
+        if ((err == ESRCH) || (err == EINVAL)) {
+            /* EINVAL: not a process (pid 0, a thread id) */
+            ucs_debug("cuda_ipc_ns: pid %u is gone: pidfd_open: %s", pid,
+                      strerror(err));
+            return UCS_ERR_UNREACHABLE;
+        } else if (uct_cuda_ipc_ns_pidfd_errno_is_blocked(err)) {
+            return UCS_ERR_REJECTED;
+        }
+        ucs_error("cuda_ipc_ns: pidfd_open(%u) failed: %s", pid, strerror(err));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    status = uct_cuda_ipc_ns_pidfd_procfs_pid(pidfd, &procfs_pid);
+    if (status != UCS_OK) {
+        goto err_close;
+    }
+
+    if (procfs_pid < 0) {
+        ucs_debug("cuda_ipc_ns: pid %u exited", pid);
+        status = UCS_ERR_UNREACHABLE;
+        goto err_close;
+    } else if (procfs_pid == 0) {
+        ucs_debug("cuda_ipc_ns: pid %u is not visible in our /proc, cannot "
+                  "check its start time", pid);
+        status = UCS_ERR_UNSUPPORTED;
+        goto err_close;
+    }
+
+    if (uct_cuda_ipc_ns_proc_start_time(procfs_pid, &actual_start_time) !=
+        UCS_OK) {
+        ucs_debug("cuda_ipc_ns: pid %u exited (no /proc/%d/stat)", pid,
+                  (int)procfs_pid);
+        status = UCS_ERR_UNREACHABLE;
+        goto err_close;
+    }
+
+    if (actual_start_time != start_time) {
+        ucs_diag("cuda_ipc_ns: pid %u has start time %" PRIu64 ", expected %"
+                 PRIu64 ": that process is gone and its pid reused", pid,
+                 actual_start_time, start_time);
+        status = UCS_ERR_UNREACHABLE;
+        goto err_close;
+    }
+
+    /* The pidfd was opened before the start time was read: if its process is
+     * still alive now, the pid was never reused in between, so the process
+     * we read about is the one the pidfd holds */
+    if (uct_cuda_ipc_ns_pidfd_exited(pidfd)) {
+        ucs_debug("cuda_ipc_ns: pid %u exited during the check", pid);
+        status = UCS_ERR_UNREACHABLE;
+        goto err_close;
+    }
+
+    *pidfd_p = pidfd;
+    return UCS_OK;
+
+err_close:
+    close(pidfd);
+    return status;
+}

@@ -1,0 +1,358 @@
+/*
+ * cuda_ipc_ns: asynchronous completion of copies (see cuda_ipc_ns_stream.h).
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cuda_ipc_ns_stream.h"
+#include "cuda_ipc_ns_driver.h"
+#include "cuda_ipc_ns_map.h"
+
+#include <ucs/datastruct/queue.h>
+#include <ucs/arch/cpu.h>
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/compiler_def.h>
+
+#include <sys/eventfd.h>
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+
+static void uct_cuda_ipc_ns_op_init(ucs_mpool_t *mp, void *obj, void *chunk)
+{
+    uct_cuda_ipc_ns_op_t *op = obj;
+
+    op->event     = NULL;
+    op->event_ctx = NULL;
+}
+
+
+static void uct_cuda_ipc_ns_op_cleanup(ucs_mpool_t *mp, void *obj)
+{
+    uct_cuda_ipc_ns_op_t *op = obj;
+
+    if (op->event != NULL) {
+        (void)UCT_CUDA_IPC_NS_CU(EventDestroy, op->event);
+    }
+}
+
+
+static ucs_mpool_ops_t uct_cuda_ipc_ns_op_mpool_ops = {
+    .chunk_alloc   = ucs_mpool_chunk_malloc,
+    .chunk_release = ucs_mpool_chunk_free,
+    .obj_init      = uct_cuda_ipc_ns_op_init,
+    .obj_cleanup   = uct_cuda_ipc_ns_op_cleanup,
+    .obj_str       = NULL
+};
+
+
+ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
+                                     unsigned max_streams, unsigned max_poll,
+                                     unsigned max_events,
+                                     uct_cuda_ipc_ns_op_done_cb_t done_cb,
+                                     void *done_arg)
+{
+    ucs_status_t status;
+
+    memset(cq, 0, sizeof(*cq));
+    cq->max_streams = max_streams;
+    cq->max_poll    = max_poll;
+    cq->max_ops     = max_events;
+    cq->done_cb     = done_cb;
+    cq->done_arg    = done_arg;
+    ucs_list_head_init(&cq->active);
+
+    status = ucs_mpool_init(&cq->op_mp, 0, sizeof(uct_cuda_ipc_ns_op_t), 0,
+                            UCS_SYS_CACHE_LINE_SIZE, 128, max_events,
+                            &uct_cuda_ipc_ns_op_mpool_ops, "cuda_ipc_ns_ops");
+    if (status != UCS_OK) {
+        ucs_error("cuda_ipc_ns: failed to create the op pool: %s",
+                  ucs_status_string(status));
+        return status;
+    }
+
+    cq->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (cq->event_fd < 0) {
+        ucs_error("cuda_ipc_ns: eventfd() failed: %m");
+        ucs_mpool_cleanup(&cq->op_mp, 0);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    return UCS_OK;
+}
+
+
+void uct_cuda_ipc_ns_cq_cleanup(uct_cuda_ipc_ns_cq_t *cq)
+{
+    uct_cuda_ipc_ns_stream_t *stream;
+    uct_cuda_ipc_ns_op_t *op;
+    unsigned i;
+    int pushed;
+
+    /* host functions may still signal the eventfd, and copies use mappings
+     * that completion unpins: wait for everything enqueued */
+    for (i = 0; i < cq->num_streams; ++i) {
+        stream = cq->streams[i];
+        if (uct_cuda_ipc_ns_ctx_push(stream->ctx, &pushed) == UCS_OK) {
+            (void)UCT_CUDA_IPC_NS_CU(StreamSynchronize, stream->stream);
+            (void)UCT_CUDA_IPC_NS_CU(StreamDestroy, stream->stream);
+            uct_cuda_ipc_ns_ctx_pop(pushed);
+        }
+        ucs_queue_for_each_extract(op, &stream->queue, queue, 1) {
+            cq->done_cb(op, UCS_ERR_CANCELED, cq->done_arg);
+        }
+        ucs_free(stream);
+    }
+
+    ucs_free(cq->streams);
+    close(cq->event_fd);
+    ucs_mpool_cleanup(&cq->op_mp, 1);
+}
+
+
+static ucs_status_t
+uct_cuda_ipc_ns_cq_stream_create(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
+                                 const uint8_t *remote_uuid,
+                                 uct_cuda_ipc_ns_stream_t **stream_p)
+{
+    uct_cuda_ipc_ns_stream_t *stream, **streams;
+    ucs_status_t status;
+
+    streams = ucs_realloc(cq->streams,
+                          (cq->num_streams + 1) * sizeof(*cq->streams),
+                          "cuda_ipc_ns_streams");
+    if (streams == NULL) {
+        ucs_error("cuda_ipc_ns: failed to grow the stream table");
+        return UCS_ERR_NO_MEMORY;
+    }
+    cq->streams = streams;
+
+    stream = ucs_calloc(1, sizeof(*stream), "cuda_ipc_ns_stream");
+    if (stream == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate a stream");
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = UCT_CUDA_IPC_NS_CU(StreamCreate, &stream->stream,
+                                CU_STREAM_NON_BLOCKING);
+    if (status != UCS_OK) {
+        ucs_free(stream);
+        return status;
+    }
+
+    stream->ctx = ctx;
+    memcpy(stream->remote_uuid, remote_uuid, sizeof(stream->remote_uuid));
+    ucs_queue_head_init(&stream->queue);
+    ucs_list_head_init(&stream->active);
+    cq->streams[cq->num_streams++] = stream;
+    ucs_debug("cuda_ipc_ns: created stream %p of context %p (%u streams)",
+              stream->stream, ctx, cq->num_streams);
+    *stream_p = stream;
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_cq_stream(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
+                                       const uint8_t *remote_uuid,
+                                       uct_cuda_ipc_ns_stream_t **stream_p)
+{
+    uct_cuda_ipc_ns_stream_t *ctx_streams[cq->max_streams];
+    unsigned i, count = 0;
+    uint32_t hash = 0;
+
+    for (i = 0; i < cq->num_streams; ++i) {
+        if (cq->streams[i]->ctx != ctx) {
+            continue;
+        }
+        if (!memcmp(cq->streams[i]->remote_uuid, remote_uuid,
+                    UCT_CUDA_IPC_NS_UUID_SIZE)) {
+            *stream_p = cq->streams[i];
+            return UCS_OK;
+        }
+        if (count < cq->max_streams) {
+            ctx_streams[count++] = cq->streams[i];
+        }
+    }
+
+    if (count < cq->max_streams) {
+        return uct_cuda_ipc_ns_cq_stream_create(cq, ctx, remote_uuid,
+                                                stream_p);
+    }
+
+    /* every stream of the context taken: a remote device keeps to one of
+     * them, so its copies stay ordered */
+    for (i = 0; i < UCT_CUDA_IPC_NS_UUID_SIZE; ++i) {
+        hash = (hash * 31) + remote_uuid[i];
+    }
+    *stream_p = ctx_streams[hash % count];
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
+                                     uct_cuda_ipc_ns_op_t *op,
+                                     uct_cuda_ipc_ns_stream_t *stream)
+{
+    ucs_status_t status;
+
+    /* events belong to a context: reuse the op's when it matches */
+    if (ucs_unlikely(op->event_ctx != stream->ctx)) {
+        if (op->event != NULL) {
+            (void)UCT_CUDA_IPC_NS_CU(EventDestroy, op->event);
+            op->event = NULL;
+        }
+        status = UCT_CUDA_IPC_NS_CU(EventCreate, &op->event,
+                                    CU_EVENT_DISABLE_TIMING);
+        if (status != UCS_OK) {
+            op->event_ctx = NULL;
+            goto err_sync;
+        }
+        op->event_ctx = stream->ctx;
+    }
+
+    status = UCT_CUDA_IPC_NS_CU(EventRecord, op->event, stream->stream);
+    if (status != UCS_OK) {
+        goto err_sync;
+    }
+
+    op->stream = stream;
+    if (ucs_queue_is_empty(&stream->queue)) {
+        ucs_list_add_tail(&cq->active, &stream->active);
+    }
+    ucs_queue_push(&stream->queue, &op->queue);
+    return UCS_OK;
+
+err_sync:
+    /* nothing will tell when the copies end: wait for them */
+    (void)UCT_CUDA_IPC_NS_CU(StreamSynchronize, stream->stream);
+    return status;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_cq_wait_op(uct_cuda_ipc_ns_stream_t *stream,
+                                        const uct_cuda_ipc_ns_op_t *op)
+{
+    return UCT_CUDA_IPC_NS_CU(StreamWaitEvent, stream->stream, op->event, 0);
+}
+
+
+/* Whether the op's copy finished: UCS_INPROGRESS, UCS_OK or its error */
+static ucs_status_t uct_cuda_ipc_ns_op_query(const uct_cuda_ipc_ns_op_t *op)
+{
+    CUresult res = uct_cuda_ipc_ns_drv.EventQuery(op->event);
+
+    if (ucs_likely(res == CUDA_SUCCESS)) {
+        return UCS_OK;
+    } else if (res == CUDA_ERROR_NOT_READY) {
+        return UCS_INPROGRESS;
+    }
+
+    ucs_error("cuEventQuery() failed: %s: the copy of op %p failed",
+              uct_cuda_ipc_ns_cu_error_name(res), op);
+    return uct_cuda_ipc_ns_cu_status(res);
+}
+
+
+/* Complete the finished ops at the head of @a stream, up to @a budget */
+static unsigned uct_cuda_ipc_ns_cq_progress_stream(uct_cuda_ipc_ns_cq_t *cq,
+                                                   uct_cuda_ipc_ns_stream_t *stream,
+                                                   unsigned budget)
+{
+    unsigned count = 0;
+    uct_cuda_ipc_ns_op_t *op;
+    ucs_status_t status;
+    int pushed;
+
+    /* event calls need a current context; the progress thread may have none */
+    if (uct_cuda_ipc_ns_ctx_push(stream->ctx, &pushed) != UCS_OK) {
+        return 0;
+    }
+
+    do {
+        op     = ucs_queue_head_elem_non_empty(&stream->queue,
+                                               uct_cuda_ipc_ns_op_t, queue);
+        status = uct_cuda_ipc_ns_op_query(op);
+        if (status == UCS_INPROGRESS) {
+            break;
+        }
+
+        ucs_queue_pull_non_empty(&stream->queue);
+        if (ucs_queue_is_empty(&stream->queue)) {
+            ucs_list_del(&stream->active);
+        }
+        ++count;
+        cq->done_cb(op, status, cq->done_arg);
+    } while ((count < budget) && !ucs_queue_is_empty(&stream->queue));
+
+    uct_cuda_ipc_ns_ctx_pop(pushed);
+    return count;
+}
+
+
+unsigned uct_cuda_ipc_ns_cq_progress(uct_cuda_ipc_ns_cq_t *cq)
+{
+    uct_cuda_ipc_ns_stream_t *stream, *tmp;
+    unsigned count = 0;
+
+    ucs_list_for_each_safe(stream, tmp, &cq->active, active) {
+        count += uct_cuda_ipc_ns_cq_progress_stream(cq, stream,
+                                                    cq->max_poll - count);
+        if (count >= cq->max_poll) {
+            break;
+        }
+    }
+
+    return count;
+}
+
+
+static void CUDA_CB uct_cuda_ipc_ns_cq_signal(void *arg)
+{
+    uct_cuda_ipc_ns_cq_t *cq = arg;
+    uint64_t one             = 1;
+    ssize_t ret;
+
+    do {
+        ret = write(cq->event_fd, &one, sizeof(one));
+    } while ((ret < 0) && (errno == EINTR));
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_cq_arm(uct_cuda_ipc_ns_cq_t *cq)
+{
+    uct_cuda_ipc_ns_stream_t *stream;
+    uct_cuda_ipc_ns_op_t *op;
+    ucs_status_t status;
+    uint64_t value;
+    int pushed;
+
+    /* consume old signals, so that a new one means new completions */
+    while (read(cq->event_fd, &value, sizeof(value)) > 0) {
+    }
+
+    ucs_list_for_each(stream, &cq->active, active) {
+        status = uct_cuda_ipc_ns_ctx_push(stream->ctx, &pushed);
+        if (status != UCS_OK) {
+            return status;
+        }
+
+        op = ucs_queue_head_elem_non_empty(&stream->queue,
+                                           uct_cuda_ipc_ns_op_t, queue);
+        if (uct_cuda_ipc_ns_op_query(op) != UCS_INPROGRESS) {
+            status = UCS_ERR_BUSY;
+        } else {
+            /* runs when the stream has done all the work queued so far */
+            status = UCT_CUDA_IPC_NS_CU(LaunchHostFunc, stream->stream,
+                                        uct_cuda_ipc_ns_cq_signal, cq);
+        }
+        uct_cuda_ipc_ns_ctx_pop(pushed);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    return UCS_OK;
+}
