@@ -1,0 +1,247 @@
+/*
+ * Data-path tests: the agent peer (see agent.h) and its driver.
+ */
+#include "agent.h"
+
+#include <gtest/gtest.h>
+#include <cstring>
+#include <signal.h>
+#include <unistd.h>
+
+
+namespace test {
+
+enum agent_op : uint32_t {
+    AG_HELLO = 1, AG_ALLOC, AG_FILL, AG_CHECK, AG_FREE, AG_CONNECT, AG_COPY,
+    AG_EXIT
+};
+
+struct agent::cmd {
+    uint32_t op;
+    uint32_t kind;
+    uint32_t seed;
+    int32_t  index;
+    uint32_t is_put;
+    uint64_t size;
+    uint64_t offset;
+    uint64_t hint;
+    uint64_t remote_addr;
+    uint8_t  rkey[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
+    uint8_t  dev_addr[UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE];
+    uint8_t  iface_addr[UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE];
+};
+
+struct agent::reply {
+    int32_t  status;
+    int32_t  index;
+    uint32_t pid;
+    uint64_t addr;
+    uint8_t  rkey[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
+    uint8_t  dev_addr[UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE];
+    uint8_t  iface_addr[UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE];
+};
+
+
+/* The agent's loop: one command, one reply, until AG_EXIT or EOF */
+TEST_PEER_ROLE(datapath_agent)
+{
+    uct_node node;
+    uct_ep_h ep = nullptr;
+    agent::cmd c;
+    agent::reply r;
+
+    if (!node.ok()) {
+        return 1;
+    }
+
+    while (chan.recv_obj(c, 600000)) {
+        memset(&r, 0, sizeof(r));
+        r.status = UCS_OK;
+        switch (c.op) {
+        case AG_HELLO: {
+            bytes_t dev = node.dev_addr(), ifa = node.iface_addr();
+            memcpy(r.dev_addr, dev.data(), dev.size());
+            memcpy(r.iface_addr, ifa.data(), ifa.size());
+            r.pid = getpid();
+            break;
+        }
+        case AG_ALLOC:
+            r.index = node.alloc((buffer_kind)c.kind, c.size, c.hint);
+            if (r.index < 0) {
+                r.status = UCS_ERR_NO_MEMORY;
+                break;
+            }
+            node.fill(r.index, c.seed);
+            r.addr = (uint64_t)node.buf(r.index).ptr;
+            memcpy(r.rkey, node.rkey(r.index).data(), sizeof(r.rkey));
+            break;
+        case AG_FILL:
+            node.fill(c.index, c.seed);
+            break;
+        case AG_CHECK:
+            r.status = node.check(c.index, c.seed, c.offset, c.size) ?
+                       UCS_OK : UCS_ERR_IO_ERROR;
+            break;
+        case AG_FREE:
+            node.free(c.index);
+            break;
+        case AG_CONNECT:
+            ep = node.connect(bytes_t(c.dev_addr, c.dev_addr + sizeof(c.dev_addr)),
+                              bytes_t(c.iface_addr,
+                                      c.iface_addr + sizeof(c.iface_addr)));
+            r.status = (ep != nullptr) ? UCS_OK : UCS_ERR_UNREACHABLE;
+            break;
+        case AG_COPY: {
+            uct_rkey_bundle_t bundle;
+            r.status = uct_rkey_unpack(node.component(), c.rkey, &bundle);
+            if (r.status != UCS_OK) {
+                break;
+            }
+            r.status = node.copy(ep, c.is_put, node.buf(c.index).ptr, c.size,
+                                 c.remote_addr, bundle.rkey);
+            uct_rkey_release(node.component(), &bundle);
+            break;
+        }
+        case AG_EXIT:
+            chan.send_obj(r);
+            return 0;
+        default:
+            r.status = UCS_ERR_INVALID_PARAM;
+        }
+        if (!chan.send_obj(r)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
+agent::agent(const peer_options &opts) : m_peer(new peer("datapath_agent", opts))
+{
+    cmd c = {};
+    reply r;
+
+    c.op = AG_HELLO;
+    if (!call(c, &r) || (r.status != UCS_OK)) {
+        return;
+    }
+    m_remote_pid = r.pid;
+    m_dev_addr.assign(r.dev_addr, r.dev_addr + sizeof(r.dev_addr));
+    m_iface_addr.assign(r.iface_addr, r.iface_addr + sizeof(r.iface_addr));
+    m_ok = true;
+}
+
+
+agent::~agent()
+{
+    cmd c = {};
+    reply r;
+
+    if (!m_killed) {
+        c.op = AG_EXIT;
+        call(c, &r);
+        EXPECT_EQ(0, m_peer->wait()) << "agent exit status";
+    }
+}
+
+
+bool agent::call(const cmd &c, reply *r)
+{
+    return m_peer->chan().send_obj(c) && m_peer->chan().recv_obj(*r, 120000);
+}
+
+
+agent_buffer agent::alloc(buffer_kind kind, size_t size, uint32_t seed,
+                          uint64_t hint)
+{
+    agent_buffer b = {-1, 0, {}};
+    cmd c          = {};
+    reply r;
+
+    c.op   = AG_ALLOC;
+    c.kind = kind;
+    c.size = size;
+    c.seed = seed;
+    c.hint = hint;
+    if (call(c, &r) && (r.status == UCS_OK)) {
+        b.index = r.index;
+        b.addr  = r.addr;
+        b.rkey.assign(r.rkey, r.rkey + sizeof(r.rkey));
+    }
+    return b;
+}
+
+
+bool agent::fill(int index, uint32_t seed)
+{
+    cmd c = {};
+    reply r;
+
+    c.op    = AG_FILL;
+    c.index = index;
+    c.seed  = seed;
+    return call(c, &r) && (r.status == UCS_OK);
+}
+
+
+bool agent::check(int index, uint32_t seed, size_t offset, size_t size)
+{
+    cmd c = {};
+    reply r;
+
+    c.op     = AG_CHECK;
+    c.index  = index;
+    c.seed   = seed;
+    c.offset = offset;
+    c.size   = size;
+    return call(c, &r) && (r.status == UCS_OK);
+}
+
+
+bool agent::free(int index)
+{
+    cmd c = {};
+    reply r;
+
+    c.op    = AG_FREE;
+    c.index = index;
+    return call(c, &r) && (r.status == UCS_OK);
+}
+
+
+bool agent::connect(const uct_node &node)
+{
+    cmd c = {};
+    reply r;
+
+    c.op = AG_CONNECT;
+    memcpy(c.dev_addr, node.dev_addr().data(), sizeof(c.dev_addr));
+    memcpy(c.iface_addr, node.iface_addr().data(), sizeof(c.iface_addr));
+    return call(c, &r) && (r.status == UCS_OK);
+}
+
+
+ucs_status_t agent::copy(bool is_put, int local_index, size_t size,
+                         uint64_t remote_addr, const bytes_t &rkey)
+{
+    cmd c = {};
+    reply r;
+
+    c.op          = AG_COPY;
+    c.is_put      = is_put;
+    c.index       = local_index;
+    c.size        = size;
+    c.remote_addr = remote_addr;
+    memcpy(c.rkey, rkey.data(), sizeof(c.rkey));
+    return call(c, &r) ? (ucs_status_t)r.status : UCS_ERR_IO_ERROR;
+}
+
+
+void agent::kill_now()
+{
+    kill(m_peer->pid(), SIGKILL);
+    m_peer->wait();
+    m_killed = true;
+}
+
+} // namespace test

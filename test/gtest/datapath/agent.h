@@ -1,0 +1,63 @@
+/*
+ * Data-path tests: a peer process ("agent") driven over its channel. It
+ * exports buffers (alloc, fill, check) and can import too (connect, copy),
+ * so either side of a test can be the one that moves the data.
+ */
+#ifndef TEST_DATAPATH_AGENT_H
+#define TEST_DATAPATH_AGENT_H
+
+#include "uct_node.h"
+#include "common/peer.h"
+
+#include <memory>
+
+
+namespace test {
+
+struct agent_buffer {
+    int      index;
+    uint64_t addr;
+    bytes_t  rkey;
+};
+
+
+class agent {
+public:
+    struct cmd;   /* one request on the channel */
+    struct reply; /* its answer */
+
+    agent(const peer_options &opts = peer_options());
+    ~agent();
+
+    bool ok() const { return m_ok; }
+    pid_t pid() const { return m_peer->pid(); }      /* in our namespace */
+    uint32_t remote_pid() const { return m_remote_pid; } /* in its own */
+    const bytes_t &dev_addr() const { return m_dev_addr; }
+    const bytes_t &iface_addr() const { return m_iface_addr; }
+
+    agent_buffer alloc(buffer_kind kind, size_t size, uint32_t seed,
+                       uint64_t hint = 0);
+    bool fill(int index, uint32_t seed);
+    bool check(int index, uint32_t seed, size_t offset, size_t size);
+    bool free(int index);
+    /* the agent imports: connect to @a node and copy to/from its buffer */
+    bool connect(const uct_node &node);
+    ucs_status_t copy(bool is_put, int local_index, size_t size,
+                      uint64_t remote_addr, const bytes_t &rkey);
+
+    void kill_now();   /* SIGKILL, and reap it */
+
+private:
+    bool call(const cmd &c, reply *r);
+
+    std::unique_ptr<peer> m_peer;
+    bool                  m_ok = false;
+    bool                  m_killed = false;
+    uint32_t              m_remote_pid = 0;
+    bytes_t               m_dev_addr;
+    bytes_t               m_iface_addr;
+};
+
+} // namespace test
+
+#endif

@@ -1,0 +1,364 @@
+/*
+ * Remote mapping cache (hits, limits, pins, stale addresses, CACHE=n), peer
+ * identity across PID namespaces, driver faults on the data path, and peer
+ * failure — with the counters of the cache and the process's fds as
+ * witnesses that nothing leaks.
+ */
+#include "fixture.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+
+namespace {
+
+using namespace test;
+
+
+TEST_F(datapath_pair, cache_hit_on_repeat) {
+    start();
+    remote r  = export_buffer(BUF_VMM, 2 * MiB, 1);
+    int local = m_node->alloc(BUF_VMM, 2 * MiB);
+    auto before = cache_stats();
+
+    for (int i = 0; i < 5; ++i) {
+        ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, m_node->buf(local).ptr,
+                                       4096, r.buf.addr + i * 4096,
+                                       r.rkey.rkey));
+    }
+    auto after = cache_stats();
+    EXPECT_EQ(before.misses + 1, after.misses);
+    EXPECT_EQ(before.hits + 4, after.hits);
+    EXPECT_EQ(before.regions + 1, after.regions);
+    EXPECT_EQ(before.bytes + 2 * MiB, after.bytes);
+    EXPECT_TRUE(m_node->check(local, 1, 0, 4096));
+}
+
+
+TEST_F(datapath_pair, cache_evicts_by_count_lru) {
+    start({{"CACHE_MAX_REGIONS", "2"}});
+    remote a  = export_buffer(BUF_VMM, 2 * MiB, 1);
+    remote b  = export_buffer(BUF_VMM, 2 * MiB, 2);
+    remote c  = export_buffer(BUF_VMM, 2 * MiB, 3);
+    int local = m_node->alloc(BUF_VMM, 2 * MiB);
+    void *p   = m_node->buf(local).ptr;
+
+    ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, p, 64, a.buf.addr, a.rkey.rkey));
+    ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, p, 64, b.buf.addr, b.rkey.rkey));
+    auto before = cache_stats();
+    EXPECT_EQ(2u, before.regions);
+    /* b is the newest: c evicts a */
+    ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, p, 64, c.buf.addr, c.rkey.rkey));
+    auto after = cache_stats();
+    EXPECT_EQ(2u, after.regions);
+    EXPECT_EQ(before.evictions + 1, after.evictions);
+    EXPECT_EQ(before.unmaps + 1, after.unmaps);
+    ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, p, 64, b.buf.addr, b.rkey.rkey));
+    EXPECT_EQ(after.hits + 1, cache_stats().hits) << "b stayed mapped";
+    ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, p, 64, a.buf.addr, a.rkey.rkey));
+    EXPECT_EQ(after.misses + 1, cache_stats().misses) << "a was evicted";
+    EXPECT_TRUE(m_node->check(local, 1, 0, 64));
+}
+
+
+TEST_F(datapath_pair, cache_evicts_by_size) {
+    start({{"CACHE_MAX_SIZE", "5m"}});
+    remote a  = export_buffer(BUF_VMM, 2 * MiB, 1);
+    remote b  = export_buffer(BUF_VMM, 2 * MiB, 2);
+    remote c  = export_buffer(BUF_VMM, 2 * MiB, 3);
+    int local = m_node->alloc(BUF_VMM, 2 * MiB);
+    void *p   = m_node->buf(local).ptr;
+
+    for (remote *r : {&a, &b, &c}) {
+        ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, p, 64, r->buf.addr,
+                                       r->rkey.rkey));
+    }
+    auto stats = cache_stats();
+    EXPECT_EQ(2u, stats.regions);
+    EXPECT_EQ(4 * MiB, stats.bytes);
+    EXPECT_EQ(1u, stats.evictions);
+}
+
+
+TEST_F(datapath_pair, cache_never_evicts_a_pinned_region) {
+    start({{"CACHE_MAX_REGIONS", "1"}});
+    remote a  = export_buffer(BUF_VMM, 4 * MiB, 0);
+    remote b  = export_buffer(BUF_VMM, 4 * MiB, 0);
+    remote c  = export_buffer(BUF_VMM, 4 * MiB, 0);
+    int local = m_node->alloc(BUF_VMM, 8 * MiB);
+    m_node->fill(local, 9);
+    completion ca, cb;
+
+    /* both stay pinned until progress completes them */
+    ASSERT_EQ(UCS_INPROGRESS, post(true, m_node->buf(local).ptr, 4 * MiB,
+                                   a.buf.addr, a.rkey.rkey, &ca));
+    ASSERT_EQ(UCS_INPROGRESS, post(true, (char*)m_node->buf(local).ptr + 4 * MiB,
+                                   4 * MiB, b.buf.addr, b.rkey.rkey, &cb));
+    auto stats = cache_stats();
+    EXPECT_EQ(2u, stats.regions) << "over the limit rather than unmap a";
+    EXPECT_EQ(0u, stats.evictions);
+
+    ASSERT_TRUE(m_node->progress_until([&] { return ca.done && cb.done; }));
+    EXPECT_EQ(UCS_OK, ca.status);
+    EXPECT_EQ(UCS_OK, cb.status);
+    EXPECT_TRUE(m_agent->check(a.buf.index, 9, 0, 4 * MiB));
+
+    /* unpinned now: the next miss brings the cache back to its limit */
+    ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, m_node->buf(local).ptr, 64,
+                                   c.buf.addr, c.rkey.rkey));
+    stats = cache_stats();
+    EXPECT_EQ(1u, stats.regions);
+    EXPECT_EQ(2u, stats.evictions);
+}
+
+
+TEST_F(datapath_pair, cache_replaces_a_reused_address) {
+    start();
+    remote old = export_buffer(BUF_VMM, 2 * MiB, 11);
+    int local  = m_node->alloc(BUF_VMM, 2 * MiB);
+    ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, m_node->buf(local).ptr,
+                                   2 * MiB, old.buf.addr, old.rkey.rkey));
+    EXPECT_TRUE(m_node->check(local, 11));
+
+    /* the owner frees it and allocates anew at the same address */
+    ASSERT_TRUE(m_agent->free(old.buf.index));
+    remote fresh = export_buffer(BUF_VMM, 2 * MiB, 12, old.buf.addr);
+    ASSERT_EQ(old.buf.addr, fresh.buf.addr) << "the emulator honours hints";
+    auto before = cache_stats();
+    ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, m_node->buf(local).ptr,
+                                   2 * MiB, fresh.buf.addr, fresh.rkey.rkey));
+    EXPECT_TRUE(m_node->check(local, 12)) << "the new allocation's bytes";
+    auto after = cache_stats();
+    EXPECT_EQ(before.misses + 1, after.misses);
+    EXPECT_EQ(before.unmaps + 1, after.unmaps) << "stale mapping dropped";
+    EXPECT_EQ(before.regions, after.regions);
+}
+
+
+TEST_F(datapath_pair, cache_disabled_unmaps_after_completion) {
+    start({{"CACHE", "n"}});
+    remote r  = export_buffer(BUF_LEGACY, 2 * MiB, 13);
+    int local = m_node->alloc(BUF_VMM, 2 * MiB);
+    auto before = cache_stats();
+
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, m_node->buf(local).ptr,
+                                       2 * MiB, r.buf.addr, r.rkey.rkey));
+        EXPECT_EQ(before.regions, cache_stats().regions);
+    }
+    auto after = cache_stats();
+    EXPECT_EQ(before.misses + 3, after.misses);
+    EXPECT_EQ(before.unmaps + 3, after.unmaps);
+    EXPECT_TRUE(m_node->check(local, 13));
+}
+
+
+class peers : public datapath_pair {
+};
+
+
+TEST_F(peers, same_pid_in_two_pid_namespaces_never_share_a_mapping) {
+    peer_options opts;
+    opts.new_pid_ns = true;
+    m_node.reset(new uct_node());
+    ASSERT_TRUE(m_node->ok());
+    agent a(opts), b(opts);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ(1u, a.remote_pid());
+    ASSERT_EQ(1u, b.remote_pid());
+
+    uct_ep_h ep_a = m_node->connect(a.dev_addr(), a.iface_addr());
+    uct_ep_h ep_b = m_node->connect(b.dev_addr(), b.iface_addr());
+    ASSERT_TRUE((ep_a != nullptr) && (ep_b != nullptr));
+
+    /* both children allocate the same way: the addresses may well match */
+    agent_buffer ba = a.alloc(BUF_VMM, 2 * MiB, 21);
+    agent_buffer bb = b.alloc(BUF_VMM, 2 * MiB, 22, ba.addr);
+    uct_rkey_bundle_t ka, kb;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_node->component(), ba.rkey.data(), &ka));
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_node->component(), bb.rkey.data(), &kb));
+    m_rkeys.push_back(ka);
+    m_rkeys.push_back(kb);
+    int local = m_node->alloc(BUF_VMM, 2 * MiB);
+    auto before = cache_stats();
+
+    for (int round = 0; round < 2; ++round) {
+        ASSERT_EQ(UCS_OK, m_node->copy(ep_a, false, m_node->buf(local).ptr,
+                                       2 * MiB, ba.addr, ka.rkey));
+        EXPECT_TRUE(m_node->check(local, 21));
+        ASSERT_EQ(UCS_OK, m_node->copy(ep_b, false, m_node->buf(local).ptr,
+                                       2 * MiB, bb.addr, kb.rkey));
+        EXPECT_TRUE(m_node->check(local, 22));
+    }
+    auto after = cache_stats();
+    EXPECT_EQ(before.misses + 2, after.misses) << "one mapping per peer";
+    EXPECT_EQ(before.regions + 2, after.regions);
+    EXPECT_EQ(before.peers, after.peers);
+    EXPECT_LE(2u, after.peers);
+}
+
+
+/* A driver call of the data path failing once */
+struct fault {
+    const char  *func;
+    const char  *result;
+    buffer_kind kind;
+};
+
+std::ostream &operator<<(std::ostream &os, const fault &f)
+{
+    return os << f.func;
+}
+
+
+class faults : public datapath_pair,
+               public ::testing::WithParamInterface<fault> {
+};
+
+
+TEST_P(faults, op_fails_then_next_succeeds_without_leaks) {
+    const fault &f = GetParam();
+    int fds        = count_open_fds();
+    auto baseline  = cache_stats();
+    {
+        start();
+        remote r  = export_buffer(f.kind, 2 * MiB, 31);
+        int local = m_node->alloc(BUF_VMM, 2 * MiB);
+        std::string rule = std::string(f.func) + ":1:" + f.result;
+        if (!fault_reload(rule.c_str())) {
+            GTEST_SKIP() << "fault injection needs the emulator";
+        }
+
+        ucs_status_t status = m_node->copy(m_ep, false, m_node->buf(local).ptr,
+                                           2 * MiB, r.buf.addr, r.rkey.rkey);
+        ASSERT_TRUE(fault_reload(""));
+        EXPECT_NE(UCS_OK, status) << rule;
+        EXPECT_NE(UCS_INPROGRESS, status) << rule;
+
+        ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, m_node->buf(local).ptr,
+                                       2 * MiB, r.buf.addr, r.rkey.rkey));
+        EXPECT_TRUE(m_node->check(local, 31));
+        m_node->fill(local, 32);
+        ASSERT_EQ(UCS_OK, m_node->copy(m_ep, true, m_node->buf(local).ptr,
+                                       2 * MiB, r.buf.addr, r.rkey.rkey));
+        EXPECT_TRUE(m_agent->check(r.buf.index, 32, 0, 2 * MiB));
+        TearDown();
+    }
+    auto after = cache_stats();
+    EXPECT_EQ(baseline.regions, after.regions);
+    EXPECT_EQ(baseline.bytes, after.bytes);
+    EXPECT_EQ(baseline.peers, after.peers);
+    EXPECT_EQ(fds, count_open_fds());
+}
+
+
+INSTANTIATE_TEST_SUITE_P(
+        driver_calls, faults,
+        ::testing::Values(
+            fault{"cuPointerGetAttributes", "CUDA_ERROR_INVALID_VALUE", BUF_VMM},
+            fault{"cuIpcOpenMemHandle", "CUDA_ERROR_INVALID_CONTEXT", BUF_LEGACY},
+            fault{"cuMemImportFromShareableHandle", "CUDA_ERROR_INVALID_VALUE",
+                  BUF_VMM},
+            fault{"cuMemAddressReserve", "CUDA_ERROR_OUT_OF_MEMORY", BUF_VMM},
+            fault{"cuMemMap", "CUDA_ERROR_INVALID_VALUE", BUF_VMM},
+            fault{"cuMemSetAccess", "CUDA_ERROR_INVALID_VALUE", BUF_VMM},
+            fault{"cuStreamCreate", "CUDA_ERROR_OUT_OF_MEMORY", BUF_VMM},
+            fault{"cuEventCreate", "CUDA_ERROR_OUT_OF_MEMORY", BUF_VMM},
+            fault{"cuMemcpyDtoDAsync", "CUDA_ERROR_INVALID_VALUE", BUF_VMM},
+            fault{"cuEventRecord", "CUDA_ERROR_LAUNCH_FAILED", BUF_VMM},
+            fault{"cuEventQuery", "CUDA_ERROR_ILLEGAL_ADDRESS", BUF_LEGACY}),
+        [](const ::testing::TestParamInfo<fault> &info) {
+            return std::string(info.param.func);
+        });
+
+
+class failure : public datapath_pair,
+                public ::testing::WithParamInterface<bool /* other PID ns */> {
+};
+
+
+TEST_P(failure, killed_peer_fails_its_ops_and_releases_its_mappings) {
+    peer_options opts;
+    opts.new_pid_ns = GetParam();
+    int fds         = count_open_fds();
+    auto baseline   = cache_stats();
+    {
+        start({}, {}, opts);
+        agent survivor(opts);
+        ASSERT_TRUE(survivor.ok());
+        uct_ep_h ep2 = m_node->connect(survivor.dev_addr(),
+                                       survivor.iface_addr());
+        ASSERT_NE(nullptr, ep2);
+
+        remote victim_buf = export_buffer(BUF_VMM, 8 * MiB, 41);
+        agent_buffer sb   = survivor.alloc(BUF_VMM, 2 * MiB, 42);
+        uct_rkey_bundle_t skey;
+        ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_node->component(), sb.rkey.data(),
+                                          &skey));
+        m_rkeys.push_back(skey);
+        int local = m_node->alloc(BUF_VMM, 8 * MiB);
+
+        /* map both (and learn how to watch each) */
+        ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, m_node->buf(local).ptr,
+                                       8 * MiB, victim_buf.buf.addr,
+                                       victim_buf.rkey.rkey));
+        ASSERT_EQ(UCS_OK, m_node->copy(ep2, false, m_node->buf(local).ptr,
+                                       2 * MiB, sb.addr, skey.rkey));
+        EXPECT_EQ(baseline.regions + 2, cache_stats().regions);
+
+        /* mid-stream: ops posted, not yet completed, when the peer dies */
+        std::vector<completion> comps(4);
+        for (size_t i = 0; i < comps.size(); ++i) {
+            ASSERT_EQ(UCS_INPROGRESS,
+                      post(true, (char*)m_node->buf(local).ptr + i * 2 * MiB,
+                           2 * MiB, victim_buf.buf.addr + i * 2 * MiB,
+                           victim_buf.rkey.rkey, &comps[i]));
+        }
+        m_agent->kill_now();
+
+        ASSERT_TRUE(m_node->progress_until([&] {
+            uct_ep_check(m_ep, 0, nullptr);
+            return m_node->ep_errors() > 0;
+        }, 10000)) << "ep_check did not report the dead peer";
+        ASSERT_TRUE(m_node->progress_until([&] {
+            for (auto &c : comps) {
+                if (!c.done) {
+                    return false;
+                }
+            }
+            return true;
+        }));
+        for (auto &c : comps) {
+            EXPECT_EQ(UCS_ERR_CONNECTION_RESET, c.status);
+        }
+        EXPECT_EQ(1u, m_node->ep_errors());
+        EXPECT_EQ(baseline.regions + 1, cache_stats().regions)
+                << "the dead peer's mapping is released";
+
+        completion late;
+        EXPECT_EQ(UCS_ERR_CONNECTION_RESET,
+                  post(true, m_node->buf(local).ptr, 64, victim_buf.buf.addr,
+                       victim_buf.rkey.rkey, &late));
+
+        /* the survivor is unaffected */
+        uct_ep_check(ep2, 0, nullptr);
+        m_node->fill(local, 43, 0, 2 * MiB);
+        ASSERT_EQ(UCS_OK, m_node->copy(ep2, true, m_node->buf(local).ptr,
+                                       2 * MiB, sb.addr, skey.rkey));
+        EXPECT_TRUE(survivor.check(sb.index, 43, 0, 2 * MiB));
+        EXPECT_EQ(1u, m_node->ep_errors());
+        TearDown();
+    }
+    auto after = cache_stats();
+    EXPECT_EQ(baseline.regions, after.regions);
+    EXPECT_EQ(baseline.bytes, after.bytes);
+    EXPECT_EQ(fds, count_open_fds());
+}
+
+
+INSTANTIATE_TEST_SUITE_P(pid_ns, failure, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool> &info) {
+                             return std::string(info.param ? "other" : "same");
+                         });
+
+} // namespace

@@ -1,0 +1,402 @@
+/*
+ * Data path through the UCT API, between real processes on the emulator (or
+ * a real driver): put/get of every size, legacy and VMM memory, across PID
+ * and network namespaces and with pidfd_getfd blocked; completion by
+ * progress and by eventfd; flush, fence and pending semantics; bytes checked
+ * on both sides.
+ */
+#include "fixture.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <cstdlib>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+
+
+namespace {
+
+using namespace test;
+
+const size_t SIZES[] = {1, 8, 4099, MiB, 64 * MiB};
+
+
+struct scenario {
+    const char  *name;
+    buffer_kind kind;
+    bool        new_pid_ns;
+    bool        new_net_ns;     /* with a shared socket directory */
+    bool        agent_imports;  /* the agent moves the data */
+    bool        block_pidfd;    /* seccomp on the importing agent */
+};
+
+std::ostream &operator<<(std::ostream &os, const scenario &s)
+{
+    return os << s.name;
+}
+
+
+class datapath : public ::testing::TestWithParam<scenario> {
+protected:
+    void SetUp() override
+    {
+        if (!cuda_init()) {
+            GTEST_SKIP() << "no CUDA driver or device";
+        }
+    }
+};
+
+
+TEST_P(datapath, put_get_all_sizes) {
+    const scenario &s = GetParam();
+    std::unique_ptr<sock_dir> dir;
+    std::unique_ptr<scoped_env> env;
+    peer_options opts;
+
+    if (s.new_net_ns) {
+        dir.reset(new sock_dir());
+        env.reset(new scoped_env("UCX_CUDA_IPC_NS_SOCK_DIR", dir->path()));
+    }
+    opts.new_pid_ns        = s.new_pid_ns;
+    opts.new_net_ns        = s.new_net_ns;
+    opts.block_pidfd_getfd = s.block_pidfd;
+
+    uct_node node;
+    ASSERT_TRUE(node.ok());
+    agent peer(opts);
+    ASSERT_TRUE(peer.ok());
+    if (s.new_pid_ns) {
+        EXPECT_EQ(1u, peer.remote_pid()) << "pid 1 of its own namespace";
+    }
+
+    const size_t buf_size = 64 * MiB;
+    uint32_t seed         = 1;
+
+    if (!s.agent_imports) {
+        uct_ep_h ep = node.connect(peer.dev_addr(), peer.iface_addr());
+        ASSERT_NE(nullptr, ep);
+        agent_buffer remote = peer.alloc(s.kind, buf_size, 0);
+        ASSERT_GE(remote.index, 0);
+        int local = node.alloc(s.kind, buf_size);
+        ASSERT_GE(local, 0);
+        uct_rkey_bundle_t rkey;
+        ASSERT_EQ(UCS_OK, uct_rkey_unpack(node.component(), remote.rkey.data(),
+                                          &rkey));
+
+        for (size_t size : SIZES) {
+            SCOPED_TRACE(size);
+            /* put at an odd offset, get at the start */
+            size_t offset = (size + 5 <= buf_size) ? 5 : 0;
+            node.fill(local, ++seed, offset, size);
+            ASSERT_EQ(UCS_OK, node.copy(ep, true,
+                                        (char*)node.buf(local).ptr + offset,
+                                        size, remote.addr + offset, rkey.rkey));
+            EXPECT_TRUE(peer.check(remote.index, seed, offset, size));
+
+            ASSERT_TRUE(peer.fill(remote.index, ++seed));
+            ASSERT_EQ(UCS_OK, node.copy(ep, false, node.buf(local).ptr, size,
+                                        remote.addr, rkey.rkey));
+            EXPECT_TRUE(node.check(local, seed, 0, size));
+        }
+        uct_rkey_release(node.component(), &rkey);
+    } else {
+        ASSERT_TRUE(peer.connect(node));
+        int exported = node.alloc(s.kind, buf_size);
+        ASSERT_GE(exported, 0);
+        bytes_t key         = node.rkey(exported);
+        uint64_t addr       = (uint64_t)node.buf(exported).ptr;
+        agent_buffer local  = peer.alloc(s.kind, buf_size, 0);
+        ASSERT_GE(local.index, 0);
+
+        for (size_t size : SIZES) {
+            SCOPED_TRACE(size);
+            ASSERT_TRUE(peer.fill(local.index, ++seed));
+            ASSERT_EQ(UCS_OK, peer.copy(true, local.index, size, addr, key));
+            EXPECT_TRUE(node.check(exported, seed, 0, size));
+
+            node.fill(exported, ++seed);
+            ASSERT_EQ(UCS_OK, peer.copy(false, local.index, size, addr, key));
+            EXPECT_TRUE(peer.check(local.index, seed, 0, size));
+        }
+    }
+}
+
+
+INSTANTIATE_TEST_SUITE_P(
+        scenarios, datapath,
+        ::testing::Values(
+            scenario{"legacy_same_ns", BUF_LEGACY, false, false, false, false},
+            scenario{"vmm_same_ns", BUF_VMM, false, false, false, false},
+            scenario{"vmm_other_pid_ns", BUF_VMM, true, false, false, false},
+            scenario{"vmm_other_pid_and_net_ns", BUF_VMM, true, true, false,
+                     false},
+            scenario{"vmm_importer_pidfd_getfd_blocked", BUF_VMM, false, false,
+                     true, true},
+            scenario{"legacy_importer_other_net_ns", BUF_LEGACY, false, true,
+                     true, false}),
+        [](const ::testing::TestParamInfo<scenario> &info) {
+            return std::string(info.param.name);
+        });
+
+
+TEST_F(datapath_pair, iface_attributes) {
+    start({}, {{"BW", "1234MBs"}, {"LAT", "3us"}});
+    uct_iface_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_node->iface(), &attr));
+    uint64_t caps = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_PUT_ZCOPY |
+                    UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
+                    UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                    UCT_IFACE_FLAG_EP_CHECK;
+    EXPECT_EQ(caps, attr.cap.flags & caps);
+    EXPECT_TRUE(attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_SEND_COMP);
+    EXPECT_TRUE(attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_FD);
+    EXPECT_EQ(SIZE_MAX, attr.cap.put.max_zcopy);
+    EXPECT_EQ(SIZE_MAX, attr.cap.get.max_zcopy);
+    EXPECT_GE(attr.cap.put.max_iov, 1u);
+    EXPECT_GE(attr.cap.get.opt_zcopy_align, 1u);
+    EXPECT_GE(attr.cap.put.align_mtu, 1u);
+    EXPECT_GE(attr.dev_num_paths, 1u);
+    EXPECT_NEAR(1234.0 * 1024 * 1024, attr.bandwidth.shared, 1234.0 * 50000);
+    EXPECT_NEAR(3e-6, attr.latency.c, 1e-9);
+
+    uct_perf_attr_t perf;
+    perf.field_mask = UCT_PERF_ATTR_FIELD_BANDWIDTH | UCT_PERF_ATTR_FIELD_LATENCY;
+    ASSERT_EQ(UCS_OK, uct_iface_estimate_perf(m_node->iface(), &perf));
+    EXPECT_EQ(attr.bandwidth.shared, perf.bandwidth.shared);
+    EXPECT_EQ(attr.latency.c, perf.latency.c);
+}
+
+
+TEST_F(datapath_pair, zero_length_completes_at_once) {
+    start();
+    remote r = export_buffer(BUF_VMM, MiB, 1);
+    int local = m_node->alloc(BUF_VMM, MiB);
+    completion comp;
+    EXPECT_EQ(UCS_OK, post(true, m_node->buf(local).ptr, 0, r.buf.addr,
+                           r.rkey.rkey, &comp));
+    EXPECT_EQ(UCS_OK, post(false, m_node->buf(local).ptr, 0, r.buf.addr,
+                           r.rkey.rkey, &comp));
+    EXPECT_FALSE(comp.done) << "no completion for an op done at once";
+}
+
+
+TEST_F(datapath_pair, out_of_range_is_refused) {
+    start();
+    remote r  = export_buffer(BUF_VMM, 2 * MiB, 1);
+    int local = m_node->alloc(BUF_VMM, 4 * MiB);
+    completion comp;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              post(true, m_node->buf(local).ptr, 2 * MiB + 1, r.buf.addr,
+                   r.rkey.rkey, &comp));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              post(true, m_node->buf(local).ptr, 8, r.buf.addr - 8,
+                   r.rkey.rkey, &comp));
+}
+
+
+TEST_F(datapath_pair, many_ops_in_flight_on_several_endpoints) {
+    start();
+    agent second;
+    ASSERT_TRUE(second.ok());
+    uct_ep_h ep2 = m_node->connect(second.dev_addr(), second.iface_addr());
+    ASSERT_NE(nullptr, ep2);
+
+    const size_t chunk = 256 * 1024, count = 16;
+    remote r1 = export_buffer(BUF_VMM, chunk * count, 0);
+    agent_buffer b2 = second.alloc(BUF_LEGACY, chunk * count, 0);
+    uct_rkey_bundle_t rkey2;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_node->component(), b2.rkey.data(),
+                                      &rkey2));
+    m_rkeys.push_back(rkey2);
+
+    int local1 = m_node->alloc(BUF_VMM, chunk * count);
+    int local2 = m_node->alloc(BUF_LEGACY, chunk * count);
+    m_node->fill(local1, 7);
+    m_node->fill(local2, 8);
+
+    std::vector<completion> comps(2 * count);
+    for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(UCS_INPROGRESS,
+                  post(true, (char*)m_node->buf(local1).ptr + i * chunk, chunk,
+                       r1.buf.addr + i * chunk, r1.rkey.rkey, &comps[i]));
+        ASSERT_EQ(UCS_INPROGRESS,
+                  post(true, (char*)m_node->buf(local2).ptr + i * chunk, chunk,
+                       b2.addr + i * chunk, rkey2.rkey, &comps[count + i],
+                       ep2));
+    }
+    ASSERT_TRUE(m_node->progress_until([&] {
+        for (auto &c : comps) {
+            if (!c.done) {
+                return false;
+            }
+        }
+        return true;
+    }));
+    for (auto &c : comps) {
+        EXPECT_EQ(UCS_OK, c.status);
+    }
+    EXPECT_TRUE(m_agent->check(r1.buf.index, 7, 0, chunk * count));
+    EXPECT_TRUE(second.check(b2.index, 8, 0, chunk * count));
+}
+
+
+TEST_F(datapath_pair, completion_through_event_fd) {
+    start();
+    remote r  = export_buffer(BUF_VMM, 64 * MiB, 0);
+    int local = m_node->alloc(BUF_VMM, 64 * MiB);
+    int fd;
+    ASSERT_EQ(UCS_OK, uct_iface_event_fd_get(m_node->iface(), &fd));
+
+    for (int round = 0; round < 4; ++round) {
+        m_node->fill(local, 20 + round);
+        completion comp;
+        ASSERT_EQ(UCS_INPROGRESS, post(true, m_node->buf(local).ptr, 64 * MiB,
+                                       r.buf.addr, r.rkey.rkey, &comp));
+        while (!comp.done) {
+            ucs_status_t status = uct_iface_event_arm(m_node->iface(),
+                                                      UCT_EVENT_SEND_COMP);
+            if (status == UCS_OK) {
+                struct pollfd pfd = {fd, POLLIN, 0};
+                ASSERT_EQ(1, poll(&pfd, 1, 30000)) << "no wakeup";
+            } else {
+                ASSERT_EQ(UCS_ERR_BUSY, status);
+            }
+            m_node->progress();
+        }
+        EXPECT_EQ(UCS_OK, comp.status);
+        EXPECT_TRUE(m_agent->check(r.buf.index, 20 + round, 0, 64 * MiB));
+    }
+
+    /* nothing in flight: arming succeeds and nothing wakes us */
+    ASSERT_EQ(UCS_OK, uct_iface_event_arm(m_node->iface(), UCT_EVENT_SEND_COMP));
+    struct pollfd pfd = {fd, POLLIN, 0};
+    EXPECT_EQ(0, poll(&pfd, 1, 50));
+}
+
+
+TEST_F(datapath_pair, flush_waits_for_every_op) {
+    start();
+    remote r  = export_buffer(BUF_VMM, 64 * MiB, 0);
+    int local = m_node->alloc(BUF_VMM, 64 * MiB);
+    m_node->fill(local, 3);
+
+    EXPECT_EQ(UCS_OK, uct_ep_flush(m_ep, 0, nullptr)) << "nothing in flight";
+    EXPECT_EQ(UCS_OK, uct_iface_flush(m_node->iface(), 0, nullptr));
+
+    completion op1, op2, flush;
+    ASSERT_EQ(UCS_INPROGRESS, post(true, m_node->buf(local).ptr, 64 * MiB,
+                                   r.buf.addr, r.rkey.rkey, &op1));
+    /* never OK with a copy in flight, with or without a completion */
+    EXPECT_EQ(UCS_INPROGRESS, uct_ep_flush(m_ep, 0, nullptr));
+    EXPECT_EQ(UCS_INPROGRESS, uct_iface_flush(m_node->iface(), 0, nullptr));
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(m_ep, 0, &flush.comp));
+    ASSERT_EQ(UCS_INPROGRESS, post(false, m_node->buf(local).ptr, MiB,
+                                   r.buf.addr, r.rkey.rkey, &op2));
+
+    ASSERT_TRUE(m_node->progress_until([&] { return flush.done; }));
+    EXPECT_TRUE(op1.done) << "the flush completed before the op it covers";
+    EXPECT_EQ(UCS_OK, flush.status);
+    ASSERT_TRUE(m_node->progress_until([&] { return op2.done; }));
+    ASSERT_TRUE(m_node->progress_until([&] {
+        return uct_iface_flush(m_node->iface(), 0, nullptr) == UCS_OK;
+    }));
+    EXPECT_EQ(UCS_OK, uct_ep_flush(m_ep, 0, nullptr));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 3, 0, 64 * MiB));
+}
+
+
+TEST_F(datapath_pair, fence_orders_ops) {
+    start();
+    remote r  = export_buffer(BUF_VMM, 16 * MiB, 0);
+    int local = m_node->alloc(BUF_VMM, 32 * MiB);
+    m_node->fill(local, 4, 0, 16 * MiB);
+    completion put, get;
+
+    /* put, fence, get of the same bytes: the get sees the put */
+    ASSERT_EQ(UCS_INPROGRESS, post(true, m_node->buf(local).ptr, 16 * MiB,
+                                   r.buf.addr, r.rkey.rkey, &put));
+    ASSERT_EQ(UCS_OK, uct_ep_fence(m_ep, 0));
+    ASSERT_EQ(UCS_INPROGRESS, post(false, (char*)m_node->buf(local).ptr +
+                                   16 * MiB, 16 * MiB, r.buf.addr,
+                                   r.rkey.rkey, &get));
+    ASSERT_TRUE(m_node->progress_until([&] { return put.done && get.done; }));
+    EXPECT_TRUE(m_node->check(local, 4, 0, 16 * MiB));
+    bytes_t second(16 * MiB);
+    cuda_read(second.data(), (char*)m_node->buf(local).ptr + 16 * MiB, 16 * MiB);
+    EXPECT_EQ(pattern(4, 16 * MiB), second);
+}
+
+
+/* Requests of the pending queue, recording when they ran */
+struct pending_op {
+    uct_pending_req_t req;
+    uct_ep_h          test_ep;
+    void              *local;
+    uint64_t          addr;
+    uct_rkey_t        rkey;
+    completion        comp;
+    int               dispatched = 0;
+
+    static ucs_status_t run(uct_pending_req_t *req)
+    {
+        pending_op *op = ucs_container_of(req, pending_op, req);
+        uct_iov_t iov  = {op->local, MiB, nullptr, 0, 1};
+        ++op->dispatched;
+        ucs_status_t status = uct_ep_put_zcopy(op->test_ep, &iov, 1, op->addr,
+                                               op->rkey, &op->comp.comp);
+        return (status == UCS_INPROGRESS) ? UCS_OK : status;
+    }
+};
+
+
+TEST_F(datapath_pair, pending_when_out_of_events) {
+    start({}, {{"MAX_EVENTS", "2"}});
+    remote r  = export_buffer(BUF_VMM, 4 * MiB, 0);
+    int local = m_node->alloc(BUF_VMM, 4 * MiB);
+    m_node->fill(local, 5);
+    completion c1, c2, c3;
+
+    ASSERT_EQ(UCS_INPROGRESS, post(true, m_node->buf(local).ptr, MiB,
+                                   r.buf.addr, r.rkey.rkey, &c1));
+    ASSERT_EQ(UCS_INPROGRESS, post(true, (char*)m_node->buf(local).ptr + MiB,
+                                   MiB, r.buf.addr + MiB, r.rkey.rkey, &c2));
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE,
+              post(true, (char*)m_node->buf(local).ptr + 2 * MiB, MiB,
+                   r.buf.addr + 2 * MiB, r.rkey.rkey, &c3))
+            << "MAX_EVENTS=2 ops in flight";
+
+    pending_op op, purged;
+    for (pending_op *p : {&op, &purged}) {
+        p->req.func = pending_op::run;
+        p->test_ep  = m_ep;
+        p->rkey     = r.rkey.rkey;
+    }
+    op.local     = (char*)m_node->buf(local).ptr + 2 * MiB;
+    op.addr      = r.buf.addr + 2 * MiB;
+    purged.local = (char*)m_node->buf(local).ptr + 3 * MiB;
+    purged.addr  = r.buf.addr + 3 * MiB;
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &op.req, 0));
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &purged.req, 0));
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, uct_ep_flush(m_ep, 0, nullptr))
+            << "requests are pending";
+
+    /* purge both, add the first again: it runs when an event returns */
+    int purged_count = 0;
+    uct_ep_pending_purge(m_ep, [](uct_pending_req_t *req, void *arg) {
+        ++*(int*)arg;
+    }, &purged_count);
+    EXPECT_EQ(2, purged_count);
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &op.req, 0));
+
+    ASSERT_TRUE(m_node->progress_until([&] {
+        return c1.done && c2.done && op.comp.done;
+    }));
+    EXPECT_EQ(1, op.dispatched);
+    EXPECT_EQ(0, purged.dispatched);
+    EXPECT_TRUE(m_agent->check(r.buf.index, 5, 0, 3 * MiB));
+    EXPECT_EQ(UCS_ERR_BUSY, uct_ep_pending_add(m_ep, &purged.req, 0))
+            << "events are available again";
+}
+
+} // namespace

@@ -1,0 +1,347 @@
+/*
+ * Data-path tests: one process's side of cu_ipc_ns (see uct_node.h).
+ */
+#include "uct_node.h"
+
+#include <gtest/gtest.h>
+#include <dlfcn.h>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <time.h>
+
+
+#define NODE_CU(_func, ...) \
+    do { \
+        CUresult _res = uct_cuda_ipc_ns_drv._func(__VA_ARGS__); \
+        if (_res != CUDA_SUCCESS) { \
+            throw std::runtime_error(std::string("cu" #_func " failed: ") + \
+                                     uct_cuda_ipc_ns_cu_error_name(_res)); \
+        } \
+    } while (0)
+
+
+namespace test {
+
+uint64_t now_ms()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000ull + ts.tv_nsec / 1000000;
+}
+
+
+bytes_t pattern(uint32_t seed, size_t size)
+{
+    bytes_t bytes(size);
+    for (size_t i = 0; i < size; ++i) {
+        bytes[i] = pattern_byte(seed, i);
+    }
+    return bytes;
+}
+
+
+vmm_alloc::vmm_alloc(size_t size, CUdeviceptr hint) :
+    m_ptr(0), m_size(0), m_handle(0)
+{
+    CUmemAllocationProp prop = {};
+    CUmemAccessDesc access   = {};
+    size_t granularity;
+
+    prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id          = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    NODE_CU(MemGetAllocationGranularity, &granularity, &prop,
+            CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    m_size = ((size + granularity - 1) / granularity) * granularity;
+    NODE_CU(MemCreate, &m_handle, m_size, &prop, 0);
+    NODE_CU(MemAddressReserve, &m_ptr, m_size, 0, hint, 0);
+    NODE_CU(MemMap, m_ptr, m_size, 0, m_handle, 0);
+    access.location = prop.location;
+    access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    NODE_CU(MemSetAccess, m_ptr, m_size, &access, 1);
+}
+
+
+vmm_alloc::~vmm_alloc()
+{
+    uct_cuda_ipc_ns_drv.MemUnmap(m_ptr, m_size);
+    uct_cuda_ipc_ns_drv.MemAddressFree(m_ptr, m_size);
+    uct_cuda_ipc_ns_drv.MemRelease(m_handle);
+}
+
+
+static uct_component_h find_component()
+{
+    uct_component_h *components, found = nullptr;
+    uct_component_attr_t attr;
+    unsigned count;
+
+    if (uct_query_components(&components, &count) != UCS_OK) {
+        return nullptr;
+    }
+    for (unsigned i = 0; i < count; ++i) {
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+        if ((uct_component_query(components[i], &attr) == UCS_OK) &&
+            !strcmp(attr.name, "cuda_ipc_ns")) {
+            found = components[i];
+        }
+    }
+    uct_release_component_list(components);
+    return found;
+}
+
+
+uct_node::uct_node(const std::map<std::string, std::string> &md_config,
+                   const std::map<std::string, std::string> &iface_config)
+{
+    uct_iface_params_t params = {};
+    uct_iface_config_t *iface_cfg;
+    uct_md_config_t *md_cfg;
+
+    m_component = find_component();
+    if ((m_component == nullptr) || !cuda_init() ||
+        (uct_md_config_read(m_component, NULL, NULL, &md_cfg) != UCS_OK)) {
+        return;
+    }
+    for (const auto &kv : md_config) {
+        EXPECT_EQ(UCS_OK, uct_config_modify(md_cfg, kv.first.c_str(),
+                                            kv.second.c_str())) << kv.first;
+    }
+    ucs_status_t status = uct_md_open(m_component, "cuda_ipc_ns", md_cfg, &m_md);
+    uct_config_release(md_cfg);
+    if ((status != UCS_OK) ||
+        (ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &m_async) !=
+         UCS_OK) ||
+        (uct_worker_create(m_async, UCS_THREAD_MODE_SINGLE, &m_worker) !=
+         UCS_OK) ||
+        (uct_md_iface_config_read(m_md, "cu_ipc_ns", NULL, NULL, &iface_cfg) !=
+         UCS_OK)) {
+        return;
+    }
+    for (const auto &kv : iface_config) {
+        EXPECT_EQ(UCS_OK, uct_config_modify(iface_cfg, kv.first.c_str(),
+                                            kv.second.c_str())) << kv.first;
+    }
+
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                  UCT_IFACE_PARAM_FIELD_DEVICE |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = "cu_ipc_ns";
+    params.mode.device.dev_name = "cuda";
+    params.err_handler          = ep_error;
+    params.err_handler_arg      = this;
+    if (uct_iface_open(m_md, m_worker, &params, iface_cfg, &m_iface) != UCS_OK) {
+        m_iface = nullptr;
+    }
+    uct_config_release(iface_cfg);
+    if (m_iface != nullptr) {
+        uct_iface_progress_enable(m_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    }
+}
+
+
+uct_node::~uct_node()
+{
+    for (uct_ep_h ep : m_eps) {
+        uct_ep_destroy(ep);
+    }
+    while (!m_buffers.empty()) {
+        free(m_buffers.begin()->first);
+    }
+    if (m_iface != nullptr) {
+        uct_iface_close(m_iface);
+    }
+    if (m_worker != nullptr) {
+        uct_worker_destroy(m_worker);
+    }
+    if (m_async != nullptr) {
+        ucs_async_context_destroy(m_async);
+    }
+    if (m_md != nullptr) {
+        uct_md_close(m_md);
+    }
+}
+
+
+ucs_status_t uct_node::ep_error(void *arg, uct_ep_h ep, ucs_status_t status)
+{
+    static_cast<uct_node*>(arg)->m_ep_errors++;
+    return UCS_OK;
+}
+
+
+bytes_t uct_node::dev_addr() const
+{
+    bytes_t addr(UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE);
+    EXPECT_EQ(UCS_OK, uct_iface_get_device_address(
+                      m_iface, (uct_device_addr_t*)addr.data()));
+    return addr;
+}
+
+
+bytes_t uct_node::iface_addr() const
+{
+    bytes_t addr(UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
+    EXPECT_EQ(UCS_OK, uct_iface_get_address(m_iface,
+                                            (uct_iface_addr_t*)addr.data()));
+    return addr;
+}
+
+
+uct_ep_h uct_node::connect(const bytes_t &dev_addr, const bytes_t &iface_addr)
+{
+    uct_ep_params_t params = {};
+    uct_ep_h ep;
+
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                        UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    params.iface      = m_iface;
+    params.dev_addr   = (const uct_device_addr_t*)dev_addr.data();
+    params.iface_addr = (const uct_iface_addr_t*)iface_addr.data();
+    if (!uct_iface_is_reachable(m_iface, params.dev_addr, params.iface_addr) ||
+        (uct_ep_create(&params, &ep) != UCS_OK)) {
+        return nullptr;
+    }
+    m_eps.push_back(ep);
+    return ep;
+}
+
+
+int uct_node::alloc(buffer_kind kind, size_t size, CUdeviceptr hint)
+{
+    std::unique_ptr<buffer> b(new buffer());
+
+    if (kind == BUF_LEGACY) {
+        b->legacy.reset(new cuda_legacy_buffer(size));
+        b->ptr = b->legacy->ptr();
+    } else {
+        b->vmm.reset(new vmm_alloc(size, hint));
+        b->ptr = b->vmm->ptr();
+    }
+    b->size = size;
+    if (uct_md_mem_reg(m_md, b->ptr, size, UCT_MD_MEM_ACCESS_ALL, &b->memh) !=
+        UCS_OK) {
+        return -1;
+    }
+    int index = m_next_index++;
+    m_buffers[index] = std::move(b);
+    return index;
+}
+
+
+void uct_node::free(int index)
+{
+    auto it = m_buffers.find(index);
+    if (it == m_buffers.end()) {
+        return;
+    }
+    uct_md_mem_dereg(m_md, it->second->memh);
+    m_buffers.erase(it);
+}
+
+
+bytes_t uct_node::rkey(int index)
+{
+    uct_md_attr_t attr;
+    EXPECT_EQ(UCS_OK, uct_md_query(m_md, &attr));
+    bytes_t key(attr.rkey_packed_size);
+    EXPECT_EQ(UCS_OK, uct_md_mkey_pack(m_md, buf(index).memh, key.data()));
+    return key;
+}
+
+
+void uct_node::fill(int index, uint32_t seed, size_t offset, size_t size)
+{
+    buffer &b = buf(index);
+    size      = size ? size : b.size - offset;
+    bytes_t bytes(size);
+    for (size_t i = 0; i < size; ++i) {
+        bytes[i] = pattern_byte(seed, offset + i);
+    }
+    NODE_CU(MemcpyHtoD, (CUdeviceptr)b.ptr + offset, bytes.data(), size);
+}
+
+
+bool uct_node::check(int index, uint32_t seed, size_t offset, size_t size)
+{
+    buffer &b = buf(index);
+    size      = size ? size : b.size - offset;
+    bytes_t bytes(size);
+    cuda_read(bytes.data(), (char*)b.ptr + offset, size);
+    for (size_t i = 0; i < size; ++i) {
+        if (bytes[i] != pattern_byte(seed, offset + i)) {
+            ADD_FAILURE() << "byte " << offset + i << " of buffer " << index
+                          << " is " << (int)bytes[i] << ", expected "
+                          << (int)pattern_byte(seed, offset + i);
+            return false;
+        }
+    }
+    return true;
+}
+
+
+completion::completion(int count)
+{
+    comp.func   = cb;
+    comp.count  = count;
+    comp.status = UCS_OK;
+}
+
+
+void completion::cb(uct_completion_t *comp)
+{
+    completion *self = ucs_container_of(comp, completion, comp);
+    self->done       = true;
+    self->status     = comp->status;
+}
+
+
+ucs_status_t uct_node::copy(uct_ep_h ep, bool is_put, void *local, size_t size,
+                            uint64_t remote_addr, uct_rkey_t rkey,
+                            int timeout_ms)
+{
+    uct_iov_t iov = {local, size, nullptr, 0, 1};
+    completion comp;
+    ucs_status_t status;
+
+    status = is_put ?
+             uct_ep_put_zcopy(ep, &iov, 1, remote_addr, rkey, &comp.comp) :
+             uct_ep_get_zcopy(ep, &iov, 1, remote_addr, rkey, &comp.comp);
+    if (status != UCS_INPROGRESS) {
+        return status;
+    }
+    if (!progress_until([&] { return comp.done; }, timeout_ms)) {
+        return UCS_ERR_TIMED_OUT;
+    }
+    return comp.status;
+}
+
+
+uct_cuda_ipc_ns_cache_stats_t cache_stats()
+{
+    uct_cuda_ipc_ns_cache_stats_t stats;
+    uct_cuda_ipc_ns_cache_get_stats(&stats);
+    return stats;
+}
+
+
+bool fault_reload(const char *faults)
+{
+    void *dl = dlopen(getenv("UCX_CUDA_IPC_NS_DRIVER"), RTLD_NOW | RTLD_NOLOAD);
+    if (dl == nullptr) {
+        return false;
+    }
+    auto reload = (int (*)(void))dlsym(dl, "cudasim_fault_reload");
+    dlclose(dl);
+    if (reload == nullptr) {
+        return false;
+    }
+    setenv("CUDASIM_FAULTS", faults, 1);
+    return reload() >= 0;
+}
+
+} // namespace test

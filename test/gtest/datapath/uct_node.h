@@ -1,0 +1,155 @@
+/*
+ * Data-path tests: one process's side of cu_ipc_ns through the UCT API — the
+ * MD, an iface, its worker, CUDA buffers registered with the MD, endpoints
+ * and blocking copies. Used by the tests and by their peer agents.
+ */
+#ifndef TEST_DATAPATH_UCT_NODE_H
+#define TEST_DATAPATH_UCT_NODE_H
+
+#include "common/cuda_alloc.h"
+
+extern "C" {
+#include <uct/api/uct.h>
+#include <ucs/async/async.h>
+#include "cuda_ipc_ns_rkey.h"
+#include "cuda_ipc_ns_addr.h"
+#include "cuda_ipc_ns_cache.h"
+}
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+
+namespace test {
+
+typedef std::vector<uint8_t> bytes_t;
+
+enum buffer_kind : uint32_t {
+    BUF_LEGACY = 1, /* cuMemAlloc: legacy IPC handle */
+    BUF_VMM    = 2  /* cuMemCreate with POSIX fd handles */
+};
+
+/* Byte i of the pattern of @a seed */
+static inline uint8_t pattern_byte(uint32_t seed, size_t i)
+{
+    return (uint8_t)(seed * 131u + i * 7u + (i >> 12));
+}
+
+bytes_t pattern(uint32_t seed, size_t size);
+
+
+/* A VMM allocation at a chosen address when possible (reuse tests) */
+class vmm_alloc {
+public:
+    vmm_alloc(size_t size, CUdeviceptr hint = 0);
+    ~vmm_alloc();
+    void *ptr() const { return (void*)m_ptr; }
+    size_t size() const { return m_size; }
+private:
+    CUdeviceptr                  m_ptr;
+    size_t                       m_size;
+    CUmemGenericAllocationHandle m_handle;
+};
+
+
+class uct_node {
+public:
+    struct buffer {
+        std::unique_ptr<cuda_legacy_buffer> legacy;
+        std::unique_ptr<vmm_alloc>          vmm;
+        void                                *ptr;
+        size_t                              size;
+        uct_mem_h                           memh;
+    };
+
+    /* @a md_config: MD variables (without prefix) to set, e.g. CACHE=n */
+    explicit uct_node(const std::map<std::string, std::string> &md_config = {},
+                      const std::map<std::string, std::string> &iface_config = {});
+    ~uct_node();
+
+    bool ok() const { return m_iface != nullptr; }
+    uct_iface_h iface() const { return m_iface; }
+    uct_component_h component() const { return m_component; }
+    bytes_t dev_addr() const;
+    bytes_t iface_addr() const;
+
+    /* endpoint to a peer's iface; the error handler counts failures */
+    uct_ep_h connect(const bytes_t &dev_addr, const bytes_t &iface_addr);
+    unsigned ep_errors() const { return m_ep_errors; }
+
+    /* a registered buffer; returns its index. @a hint: wanted address */
+    int alloc(buffer_kind kind, size_t size, CUdeviceptr hint = 0);
+    void free(int index);
+    buffer &buf(int index) { return *m_buffers.at(index); }
+    bytes_t rkey(int index);
+
+    void fill(int index, uint32_t seed, size_t offset = 0, size_t size = 0);
+    /* whether bytes [offset, offset + size) hold the pattern of @a seed */
+    bool check(int index, uint32_t seed, size_t offset = 0, size_t size = 0);
+
+    unsigned progress() { return uct_worker_progress(m_worker); }
+
+    /* post a put/get of @a size bytes at @a local to @a remote_addr and
+     * progress until it completes (or @a timeout_ms); returns its status */
+    ucs_status_t copy(uct_ep_h ep, bool is_put, void *local, size_t size,
+                      uint64_t remote_addr, uct_rkey_t rkey,
+                      int timeout_ms = 60000);
+
+    /* progress until @a cond() or @a timeout_ms; returns cond() */
+    template <typename F> bool progress_until(F cond, int timeout_ms = 60000);
+
+private:
+    static ucs_status_t ep_error(void *arg, uct_ep_h ep, ucs_status_t status);
+
+    uct_component_h      m_component = nullptr;
+    uct_md_h             m_md        = nullptr;
+    ucs_async_context_t  *m_async    = nullptr;
+    uct_worker_h         m_worker    = nullptr;
+    uct_iface_h          m_iface     = nullptr;
+    std::vector<uct_ep_h> m_eps;
+    std::map<int, std::unique_ptr<buffer>> m_buffers;
+    int                  m_next_index = 0;
+    unsigned             m_ep_errors  = 0;
+};
+
+
+/* Completion that records its status */
+struct completion {
+    uct_completion_t comp;
+    bool             done   = false;
+    ucs_status_t     status = UCS_OK;
+
+    explicit completion(int count = 1);
+    static void cb(uct_completion_t *comp);
+};
+
+
+/* Current cache counters */
+uct_cuda_ipc_ns_cache_stats_t cache_stats();
+
+/* Load CUDASIM_FAULTS again from the environment (emulator only) */
+bool fault_reload(const char *faults);
+
+
+uint64_t now_ms();
+
+
+template <typename F> bool uct_node::progress_until(F cond, int timeout_ms)
+{
+    uint64_t deadline = now_ms() + timeout_ms;
+
+    while (!cond()) {
+        if (now_ms() > deadline) {
+            return cond();
+        }
+        progress();
+    }
+    return true;
+}
+
+} // namespace test
+
+#endif
