@@ -8,16 +8,8 @@
  *
  * Usage: bench_fd_import [-n iterations] [-s bytes]
  *
- * Build (standalone; the project's Makefiles build it as a check program):
- *   gcc -std=gnu11 -O2 -Wall -Werror -DHAVE_CONFIG_H \
- *       -I$UCX_SRC -I$UCX_SRC/src -I/usr/local/cuda/include \
- *       -Isrc/uct/cuda_ipc_ns test/bench/bench_fd_import.c \
- *       src/uct/cuda_ipc_ns/cuda_ipc_ns_fdx.c \
- *       src/uct/cuda_ipc_ns/cuda_ipc_ns_broker.c \
- *       src/uct/cuda_ipc_ns/cuda_ipc_ns_nsid.c \
- *       -o bench_fd_import -lucs -lpthread
- *   (or link the module: ... test/bench/bench_fd_import.c
- *    -Lsrc/uct/cuda_ipc_ns/.libs -luct_cuda_ipc_ns -lucs -luct -lpthread)
+ * Built by `make` (test/bench/Makefile.am) against the module library, in
+ * the build directory: test/bench/bench_fd_import.
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -73,7 +65,7 @@ static int bench_owner(int chan, size_t size)
 {
     uct_cuda_ipc_ns_fdx_config_t cfg = {UCT_CUDA_IPC_NS_FDX_AUTO, NULL, 5.0, -1};
     const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
-    uct_cuda_ipc_ns_fd_desc_t desc;
+    uct_cuda_ipc_ns_rkey_info_t desc;
     uct_cuda_ipc_ns_broker_reg_t *reg;
     uct_cuda_ipc_ns_broker_t *broker;
     const char *addr;
@@ -81,6 +73,7 @@ static int bench_owner(int chan, size_t size)
     void *p;
     int fd;
 
+    memset(&desc, 0, sizeof(desc));
     fd = memfd_create("bench_fd_import", MFD_CLOEXEC);
     if ((fd < 0) || (ftruncate(fd, size) < 0)) {
         perror("memfd");
@@ -101,12 +94,13 @@ static int bench_owner(int chan, size_t size)
         return 1;
     }
 
-    desc.pid        = self->pid;
-    desc.pid_ns     = self->pid_ns;
-    desc.start_time = self->start_time;
-    desc.fd         = fd;
-    desc.alloc_id   = 1;
-    addr            = uct_cuda_ipc_ns_broker_addr(broker, &desc.broker_addr_len);
+    desc.handle_type           = UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
+    desc.handle.posix.fd       = fd;
+    desc.handle.posix.alloc_id = 1;
+    desc.pid                   = self->pid;
+    desc.pid_ns                = self->pid_ns;
+    desc.start_time            = self->start_time;
+    addr = uct_cuda_ipc_ns_broker_addr(broker, &desc.broker_addr_len);
     memcpy(desc.broker_addr, addr, desc.broker_addr_len);
     if (send(chan, &desc, sizeof(desc), 0) != sizeof(desc)) {
         return 1;
@@ -124,7 +118,7 @@ static int bench_owner(int chan, size_t size)
 
 
 static int bench_import(uct_cuda_ipc_ns_fdx_mode_t mode,
-                        const uct_cuda_ipc_ns_fd_desc_t *desc, double *usec)
+                        const uct_cuda_ipc_ns_rkey_info_t *desc, double *usec)
 {
     uct_cuda_ipc_ns_fdx_config_t cfg = {mode, NULL, 5.0, -1};
     ucs_status_t status;
@@ -145,7 +139,7 @@ static int bench_import(uct_cuda_ipc_ns_fdx_mode_t mode,
 
 
 static int bench_check_bytes(uct_cuda_ipc_ns_fdx_mode_t mode,
-                             const uct_cuda_ipc_ns_fd_desc_t *desc, size_t size)
+                             const uct_cuda_ipc_ns_rkey_info_t *desc, size_t size)
 {
     uct_cuda_ipc_ns_fdx_config_t cfg = {mode, NULL, 5.0, -1};
     int fd, ok = 0;
@@ -171,7 +165,7 @@ int main(int argc, char **argv)
 {
     int iters = 2000, warmup = 50, i, c, sv[2], status, ret = 1;
     uint64_t pidfd0, broker0, pidfd1, broker1;
-    uct_cuda_ipc_ns_fd_desc_t desc;
+    uct_cuda_ipc_ns_rkey_info_t desc;
     double *t_pidfd, *t_broker;
     double med_pidfd, med_broker;
     size_t size = 1 << 20;

@@ -314,6 +314,36 @@ CUDASIM_API CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer,
 }
 
 
+CUDASIM_API CUresult CUDAAPI cuDeviceGetP2PAttribute(int *value,
+                                                     CUdevice_P2PAttribute attrib,
+                                                     CUdevice srcDevice,
+                                                     CUdevice dstDevice)
+{
+    CUDASIM_ENTER("cuDeviceGetP2PAttribute");
+    if (value == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!cudasim_device_valid(srcDevice) || !cudasim_device_valid(dstDevice) ||
+        (srcDevice == dstDevice)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    switch (attrib) {
+    case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
+        *value = 0;
+        return CUDA_SUCCESS;
+    case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
+        *value = cudasim_cfg.peer_access;
+        return CUDA_SUCCESS;
+    case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
+    case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
+        *value = 0; /* emulated devices are linked like PCIe peers */
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+
 /* ------------------------------------------------------------------ */
 /* Primary contexts                                                   */
 /* ------------------------------------------------------------------ */

@@ -43,6 +43,7 @@ static const cudasim_proc_t cudasim_procs[] = {
     CUDASIM_PROC("cuDeviceGetAttribute", 2000, cuDeviceGetAttribute),
     CUDASIM_PROC("cuDeviceGetPCIBusId", 4010, cuDeviceGetPCIBusId),
     CUDASIM_PROC("cuDeviceCanAccessPeer", 4000, cuDeviceCanAccessPeer),
+    CUDASIM_PROC("cuDeviceGetP2PAttribute", 8000, cuDeviceGetP2PAttribute),
     CUDASIM_PROC("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
     CUDASIM_PROC("cuDevicePrimaryCtxRelease", 7000,
                  cudasim_cuDevicePrimaryCtxRelease_v1),

@@ -7,90 +7,90 @@
 #endif
 
 #include "cuda_ipc_ns_addr.h"
+#include "cuda_ipc_ns_byteorder.h"
 
 #include <ucs/debug/log.h>
 #include <string.h>
 
 
-static inline void uct_cuda_ipc_ns_addr_put_u32(uint8_t *p, uint32_t v)
+/*
+ * Both addresses share one layout: [u32 pid] u64 id, u8 flags. The iface
+ * address has the pid and the PID namespace as id, the device address no
+ * pid and the system id (docs/wire-format.md).
+ */
+static void uct_cuda_ipc_ns_addr_pack(uint8_t *p, const uint32_t *pid,
+                                      uint64_t id, uint8_t flags)
 {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
+    if (pid != NULL) {
+        uct_cuda_ipc_ns_put_le32(p, *pid);
+        p += 4;
+    }
+    uct_cuda_ipc_ns_put_le64(p, id);
+    p[8] = flags;
 }
 
-static inline void uct_cuda_ipc_ns_addr_put_u64(uint8_t *p, uint64_t v)
+static ucs_status_t uct_cuda_ipc_ns_addr_parse(const char *what,
+                                               const uint8_t *p, size_t length,
+                                               uint32_t *pid_p, uint64_t *id_p,
+                                               uint8_t *flags_p)
 {
-    uct_cuda_ipc_ns_addr_put_u32(p, (uint32_t)v);
-    uct_cuda_ipc_ns_addr_put_u32(p + 4, (uint32_t)(v >> 32));
-}
+    size_t size = (pid_p != NULL) ? UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE :
+                                    UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE;
 
-static inline uint32_t uct_cuda_ipc_ns_addr_get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
-}
+    if (length < size) {
+        ucs_debug("cuda_ipc_ns: %s address too short: %zu bytes, need %zu",
+                  what, length, size);
+        return UCS_ERR_INVALID_PARAM;
+    }
 
-static inline uint64_t uct_cuda_ipc_ns_addr_get_u64(const uint8_t *p)
-{
-    return (uint64_t)uct_cuda_ipc_ns_addr_get_u32(p) |
-           ((uint64_t)uct_cuda_ipc_ns_addr_get_u32(p + 4) << 32);
+    if (pid_p != NULL) {
+        *pid_p = uct_cuda_ipc_ns_get_le32(p);
+        p     += 4;
+    }
+    *id_p    = uct_cuda_ipc_ns_get_le64(p);
+    *flags_p = p[8];
+    return UCS_OK;
 }
 
 
 void uct_cuda_ipc_ns_device_addr_pack(const uct_cuda_ipc_ns_device_addr_t *addr,
                                       void *buffer)
 {
-    uint8_t *p = buffer;
-
-    uct_cuda_ipc_ns_addr_put_u64(p, addr->system_id);
-    p[8] = addr->flags;
+    uct_cuda_ipc_ns_addr_pack(buffer, NULL, addr->system_id, addr->flags);
 }
 
 ucs_status_t uct_cuda_ipc_ns_device_addr_parse(const void *buffer, size_t length,
                                                uct_cuda_ipc_ns_device_addr_t *addr)
 {
-    const uint8_t *p = buffer;
-
-    if (length < UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE) {
-        ucs_debug("cuda_ipc_ns: device address too short: %zu bytes, need %d",
-                  length, UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    addr->system_id = uct_cuda_ipc_ns_addr_get_u64(p);
-    addr->flags     = p[8];
-    return UCS_OK;
+    return uct_cuda_ipc_ns_addr_parse("device", buffer, length, NULL,
+                                      &addr->system_id, &addr->flags);
 }
+
+/* The iface address goes on with the start time, after the shared layout */
+#define UCT_CUDA_IPC_NS_IFACE_ADDR_START_TIME_OFFSET  (4 + 8 + 1)
 
 void uct_cuda_ipc_ns_iface_addr_pack(const uct_cuda_ipc_ns_iface_addr_t *addr,
                                      void *buffer)
 {
-    uint8_t *p = buffer;
-
-    uct_cuda_ipc_ns_addr_put_u32(p, addr->pid);
-    uct_cuda_ipc_ns_addr_put_u64(p + 4, addr->pid_ns);
-    p[12] = addr->flags;
-    uct_cuda_ipc_ns_addr_put_u64(p + 13, addr->start_time);
+    uct_cuda_ipc_ns_addr_pack(buffer, &addr->pid, addr->pid_ns, addr->flags);
+    uct_cuda_ipc_ns_put_le64((uint8_t*)buffer +
+                             UCT_CUDA_IPC_NS_IFACE_ADDR_START_TIME_OFFSET,
+                             addr->start_time);
 }
 
 ucs_status_t uct_cuda_ipc_ns_iface_addr_parse(const void *buffer, size_t length,
                                               uct_cuda_ipc_ns_iface_addr_t *addr)
 {
-    const uint8_t *p = buffer;
+    ucs_status_t status;
 
-    if (length < UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE) {
-        ucs_debug("cuda_ipc_ns: iface address too short: %zu bytes, need %d",
-                  length, UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
-        return UCS_ERR_INVALID_PARAM;
+    status = uct_cuda_ipc_ns_addr_parse("iface", buffer, length, &addr->pid,
+                                        &addr->pid_ns, &addr->flags);
+    if (status == UCS_OK) {
+        addr->start_time = uct_cuda_ipc_ns_get_le64(
+                (const uint8_t*)buffer +
+                UCT_CUDA_IPC_NS_IFACE_ADDR_START_TIME_OFFSET);
     }
-
-    addr->pid    = uct_cuda_ipc_ns_addr_get_u32(p);
-    addr->pid_ns = uct_cuda_ipc_ns_addr_get_u64(p + 4);
-    addr->flags      = p[12];
-    addr->start_time = uct_cuda_ipc_ns_addr_get_u64(p + 13);
-    return UCS_OK;
+    return status;
 }
 
 

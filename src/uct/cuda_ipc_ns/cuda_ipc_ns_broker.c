@@ -1,5 +1,5 @@
 /*
- * cuda_ipc_ns: per-process fd broker (DESIGN.md 4.3).
+ * cuda_ipc_ns: per-process fd broker (see cuda_ipc_ns_broker.h).
  *
  * Served by a dedicated thread, not by the UCS async context: the broker
  * must answer while the owner is busy in its own code (or blocked in a
@@ -14,6 +14,7 @@
 #endif
 
 #include "cuda_ipc_ns_broker.h"
+#include "cuda_ipc_ns_scm.h"
 
 #include <ucs/datastruct/khash.h>
 #include <ucs/debug/log.h>
@@ -96,102 +97,6 @@ static pthread_mutex_t uct_cuda_ipc_ns_broker_global_lock =
 static uct_cuda_ipc_ns_broker_t *uct_cuda_ipc_ns_broker_global = NULL;
 
 
-static inline void uct_cuda_ipc_ns_put_le16(uint8_t *p, uint16_t v)
-{
-    p[0] = v;
-    p[1] = v >> 8;
-}
-
-static inline void uct_cuda_ipc_ns_put_le32(uint8_t *p, uint32_t v)
-{
-    uct_cuda_ipc_ns_put_le16(p, v);
-    uct_cuda_ipc_ns_put_le16(p + 2, v >> 16);
-}
-
-static inline void uct_cuda_ipc_ns_put_le64(uint8_t *p, uint64_t v)
-{
-    uct_cuda_ipc_ns_put_le32(p, v);
-    uct_cuda_ipc_ns_put_le32(p + 4, v >> 32);
-}
-
-static inline uint16_t uct_cuda_ipc_ns_get_le16(const uint8_t *p)
-{
-    return p[0] | ((uint16_t)p[1] << 8);
-}
-
-static inline uint32_t uct_cuda_ipc_ns_get_le32(const uint8_t *p)
-{
-    return uct_cuda_ipc_ns_get_le16(p) |
-           ((uint32_t)uct_cuda_ipc_ns_get_le16(p + 2) << 16);
-}
-
-static inline uint64_t uct_cuda_ipc_ns_get_le64(const uint8_t *p)
-{
-    return uct_cuda_ipc_ns_get_le32(p) |
-           ((uint64_t)uct_cuda_ipc_ns_get_le32(p + 4) << 32);
-}
-
-
-ucs_status_t uct_cuda_ipc_ns_broker_status_to_ucs(unsigned status)
-{
-    switch (status) {
-    case UCT_CUDA_IPC_NS_BROKER_STATUS_OK:
-        return UCS_OK;
-    case UCT_CUDA_IPC_NS_BROKER_STATUS_DENIED:
-        return UCT_CUDA_IPC_NS_ERR_NO_PERMISSION;
-    case UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY:
-        return UCS_ERR_NO_ELEM;
-    case UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION:
-        return UCS_ERR_UNSUPPORTED;
-    case UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST:
-        return UCS_ERR_INVALID_PARAM;
-    default:
-        return UCS_ERR_IO_ERROR;
-    }
-}
-
-
-const char *uct_cuda_ipc_ns_broker_status_str(unsigned status)
-{
-    switch (status) {
-    case UCT_CUDA_IPC_NS_BROKER_STATUS_OK:          return "ok";
-    case UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST: return "malformed request";
-    case UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION: return "unsupported version";
-    case UCT_CUDA_IPC_NS_BROKER_STATUS_DENIED:      return "uid not allowed";
-    case UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY:    return "unknown or released token";
-    default:                                         return "internal error";
-    }
-}
-
-
-void uct_cuda_ipc_ns_broker_pack_request(uint8_t *buf, uint64_t alloc_id,
-                                         const uint8_t *token)
-{
-    uct_cuda_ipc_ns_put_le32(buf, UCT_CUDA_IPC_NS_BROKER_MAGIC);
-    uct_cuda_ipc_ns_put_le16(buf + 4, UCT_CUDA_IPC_NS_BROKER_VERSION);
-    uct_cuda_ipc_ns_put_le16(buf + 6, UCT_CUDA_IPC_NS_BROKER_OP_GET_FD);
-    uct_cuda_ipc_ns_put_le64(buf + 8, alloc_id);
-    memcpy(buf + 16, token, UCT_CUDA_IPC_NS_TOKEN_SIZE);
-}
-
-
-ucs_status_t uct_cuda_ipc_ns_broker_unpack_reply(const uint8_t *buf, size_t len,
-                                                 unsigned *status_p,
-                                                 uint64_t *alloc_id_p)
-{
-    if ((len != UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE) ||
-        (uct_cuda_ipc_ns_get_le32(buf) != UCT_CUDA_IPC_NS_BROKER_MAGIC)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    /* a reply of another version still carries a meaningful status code in
-     * this layout; the version only matters to the request */
-    *status_p   = uct_cuda_ipc_ns_get_le16(buf + 6);
-    *alloc_id_p = uct_cuda_ipc_ns_get_le64(buf + 8);
-    return UCS_OK;
-}
-
-
 /* Compare tokens in time independent of where they differ */
 static int uct_cuda_ipc_ns_broker_token_equal(const uint8_t *a, const uint8_t *b)
 {
@@ -265,50 +170,22 @@ static int uct_cuda_ipc_ns_broker_first_refusal(uct_cuda_ipc_ns_broker_t *broker
 
 
 /*
- * Send a reply; with @a fd >= 0 attach it by SCM_RIGHTS. Nonblocking: the
- * reply is one small message on a fresh connection, so it fits the socket
- * buffer, and the caller may hold the registration lock.
+ * Send a reply; with @a fd >= 0 attach it. Nonblocking: the reply is one
+ * small message on a fresh connection, so it fits the socket buffer, and the
+ * caller may hold the registration lock.
  */
 static void uct_cuda_ipc_ns_broker_reply(uct_cuda_ipc_ns_broker_t *broker,
                                          const uct_cuda_ipc_ns_broker_conn_t *conn,
-                                         unsigned status, uint64_t alloc_id,
-                                         int fd)
+                                         uct_cuda_ipc_ns_broker_status_t status,
+                                         uint64_t alloc_id, int fd)
 {
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE];
-    union {
-        struct cmsghdr hdr;
-        char           buf[CMSG_SPACE(sizeof(int))];
-    } cmsg;
-    struct iovec iov;
-    struct msghdr msg;
-    ssize_t ret;
 
-    uct_cuda_ipc_ns_put_le32(buf, UCT_CUDA_IPC_NS_BROKER_MAGIC);
-    uct_cuda_ipc_ns_put_le16(buf + 4, UCT_CUDA_IPC_NS_BROKER_VERSION);
-    uct_cuda_ipc_ns_put_le16(buf + 6, status);
-    uct_cuda_ipc_ns_put_le64(buf + 8, alloc_id);
-
-    iov.iov_base = buf;
-    iov.iov_len  = sizeof(buf);
-    memset(&msg, 0, sizeof(msg));
-    msg.msg_iov    = &iov;
-    msg.msg_iovlen = 1;
-    if (fd >= 0) {
-        memset(&cmsg, 0, sizeof(cmsg));
-        msg.msg_control           = cmsg.buf;
-        msg.msg_controllen        = sizeof(cmsg.buf);
-        cmsg.hdr.cmsg_level       = SOL_SOCKET;
-        cmsg.hdr.cmsg_type        = SCM_RIGHTS;
-        cmsg.hdr.cmsg_len         = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(&cmsg.hdr), &fd, sizeof(int));
-    }
-
-    do {
-        ret = sendmsg(conn->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-    } while ((ret < 0) && (errno == EINTR));
-    if (ret < 0) {
+    uct_cuda_ipc_ns_broker_pack_reply(buf, status, alloc_id);
+    if (uct_cuda_ipc_ns_scm_send_fd(conn->fd, buf, sizeof(buf), fd,
+                                    MSG_DONTWAIT | MSG_NOSIGNAL) != UCS_OK) {
         ucs_debug("cuda_ipc_ns: broker %s: sending reply '%s' to pid %d "
-                  "failed: %m", broker->name,
+                  "failed", broker->name,
                   uct_cuda_ipc_ns_broker_status_str(status), (int)conn->pid);
     }
 }
@@ -360,8 +237,8 @@ static int uct_cuda_ipc_ns_broker_handle(uct_cuda_ipc_ns_broker_t *broker,
 {
     /* one more byte than a request: a longer message shows as too long */
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE + 1];
-    uint16_t version, op;
-    uint64_t alloc_id;
+    uct_cuda_ipc_ns_broker_status_t status;
+    uct_cuda_ipc_ns_broker_req_t req;
     ssize_t len;
 
     /* no control buffer: fds a peer might attach are dropped by the kernel */
@@ -379,40 +256,26 @@ static int uct_cuda_ipc_ns_broker_handle(uct_cuda_ipc_ns_broker_t *broker,
         return 1;
     }
 
-    if ((len != UCT_CUDA_IPC_NS_BROKER_REQ_SIZE) ||
-        (uct_cuda_ipc_ns_get_le32(buf) != UCT_CUDA_IPC_NS_BROKER_MAGIC)) {
-        uct_cuda_ipc_ns_broker_reply(broker, conn,
-                                     UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
-                                     0, -1);
+    status = uct_cuda_ipc_ns_broker_unpack_request(buf, len, &req);
+    if (status == UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
+        uct_cuda_ipc_ns_broker_serve(broker, conn, req.alloc_id, req.token);
+        return 1;
+    }
+
+    uct_cuda_ipc_ns_broker_reply(broker, conn, status, req.alloc_id, -1);
+    if (status == UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION) {
+        uct_cuda_ipc_ns_broker_refusal_log(broker, conn->pid,
+                                           "protocol version %u, expected %u",
+                                           req.version,
+                                           UCT_CUDA_IPC_NS_BROKER_VERSION);
+    } else if (req.token != NULL) {
+        uct_cuda_ipc_ns_broker_refusal_log(broker, conn->pid,
+                                           "unknown operation %u", req.op);
+    } else {
         uct_cuda_ipc_ns_broker_refusal_log(broker, conn->pid,
                                            "malformed request (%zd bytes)",
                                            len);
-        return 1;
     }
-
-    version  = uct_cuda_ipc_ns_get_le16(buf + 4);
-    op       = uct_cuda_ipc_ns_get_le16(buf + 6);
-    alloc_id = uct_cuda_ipc_ns_get_le64(buf + 8);
-    if (version != UCT_CUDA_IPC_NS_BROKER_VERSION) {
-        uct_cuda_ipc_ns_broker_reply(broker, conn,
-                                     UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION,
-                                     alloc_id, -1);
-        uct_cuda_ipc_ns_broker_refusal_log(broker, conn->pid,
-                                           "protocol version %u, expected %u",
-                                           version,
-                                           UCT_CUDA_IPC_NS_BROKER_VERSION);
-        return 1;
-    }
-    if (op != UCT_CUDA_IPC_NS_BROKER_OP_GET_FD) {
-        uct_cuda_ipc_ns_broker_reply(broker, conn,
-                                     UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
-                                     alloc_id, -1);
-        uct_cuda_ipc_ns_broker_refusal_log(broker, conn->pid,
-                                           "unknown operation %u", op);
-        return 1;
-    }
-
-    uct_cuda_ipc_ns_broker_serve(broker, conn, alloc_id, buf + 16);
     return 1;
 }
 

@@ -1,5 +1,5 @@
 /*
- * cuda_ipc_ns: per-process fd broker (DESIGN.md 4.3).
+ * cuda_ipc_ns: per-process fd broker, the server side of the fd exchange.
  *
  * One broker per process, shared by all MDs (refcounted). It listens on an
  * AF_UNIX SOCK_SEQPACKET socket (abstract name by default, or a pathname in
@@ -7,47 +7,15 @@
  * that (1) has our effective uid or the configured extra uid (SO_PEERCRED),
  * and (2) presents the 16-byte secret token of a live registration together
  * with its allocation id. Everything else is refused, logged once per peer.
- *
- * Wire protocol (little-endian, one SEQPACKET message each way):
- *
- *   request  (32 bytes)
- *     u32  magic       UCT_CUDA_IPC_NS_BROKER_MAGIC ("cins")
- *     u16  version     UCT_CUDA_IPC_NS_BROKER_VERSION
- *     u16  op          UCT_CUDA_IPC_NS_BROKER_OP_GET_FD
- *     u64  alloc_id
- *     u8   token[16]
- *   reply    (16 bytes), + SCM_RIGHTS with one fd when status is OK
- *     u32  magic
- *     u16  version
- *     u16  status      UCT_CUDA_IPC_NS_BROKER_STATUS_*
- *     u64  alloc_id    echoed from the request (0 when the request was
- *                      not read)
+ * Messages: cuda_ipc_ns_broker_proto.h; the rules: docs/security.md.
  */
 #ifndef UCT_CUDA_IPC_NS_BROKER_H
 #define UCT_CUDA_IPC_NS_BROKER_H
 
-#include "cuda_ipc_ns_fdx.h"
+#include "cuda_ipc_ns_broker_proto.h"
 
 #include <ucs/type/status.h>
-#include <stddef.h>
 #include <stdint.h>
-
-
-#define UCT_CUDA_IPC_NS_BROKER_MAGIC        0x736e6963u /* "cins" */
-#define UCT_CUDA_IPC_NS_BROKER_VERSION      1
-#define UCT_CUDA_IPC_NS_BROKER_OP_GET_FD    1
-#define UCT_CUDA_IPC_NS_BROKER_REQ_SIZE     (4 + 2 + 2 + 8 + UCT_CUDA_IPC_NS_TOKEN_SIZE)
-#define UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE   (4 + 2 + 2 + 8)
-
-
-typedef enum {
-    UCT_CUDA_IPC_NS_BROKER_STATUS_OK          = 0,
-    UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST = 1, /* malformed, bad magic/op */
-    UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION = 2, /* protocol version */
-    UCT_CUDA_IPC_NS_BROKER_STATUS_DENIED      = 3, /* uid not allowed */
-    UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY    = 4, /* unknown or released token */
-    UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL    = 5  /* broker-side failure */
-} uct_cuda_ipc_ns_broker_status_t;
 
 
 typedef struct uct_cuda_ipc_ns_broker     uct_cuda_ipc_ns_broker_t;
@@ -92,29 +60,5 @@ ucs_status_t uct_cuda_ipc_ns_broker_register(uct_cuda_ipc_ns_broker_t *broker,
  */
 void uct_cuda_ipc_ns_broker_unregister(uct_cuda_ipc_ns_broker_t *broker,
                                        uct_cuda_ipc_ns_broker_reg_t *reg);
-
-
-/* Client side: write a GET_FD request (UCT_CUDA_IPC_NS_BROKER_REQ_SIZE bytes) */
-void uct_cuda_ipc_ns_broker_pack_request(uint8_t *buf, uint64_t alloc_id,
-                                         const uint8_t *token);
-
-
-/**
- * Client side: parse a reply of @a len bytes.
- *
- * @return UCS_OK with *status_p (UCT_CUDA_IPC_NS_BROKER_STATUS_*) and
- *         *alloc_id_p set, or UCS_ERR_INVALID_PARAM for a malformed reply.
- */
-ucs_status_t uct_cuda_ipc_ns_broker_unpack_reply(const uint8_t *buf, size_t len,
-                                                 unsigned *status_p,
-                                                 uint64_t *alloc_id_p);
-
-
-/* Client side: map a broker status code to a UCS status */
-ucs_status_t uct_cuda_ipc_ns_broker_status_to_ucs(unsigned status);
-
-
-/* Printable name of a broker status code */
-const char *uct_cuda_ipc_ns_broker_status_str(unsigned status);
 
 #endif

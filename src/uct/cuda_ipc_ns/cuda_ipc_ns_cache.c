@@ -596,11 +596,6 @@ ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
                                             &region->mapping);
     if (status != UCS_OK) {
         ucs_free(region);
-        if (status == UCS_ERR_UNREACHABLE) {
-            /* the owner is gone (or its pid reused): its other mappings
-             * are of no use either */
-            uct_cuda_ipc_ns_cache_peer_fail(peer);
-        }
         return status;
     }
 

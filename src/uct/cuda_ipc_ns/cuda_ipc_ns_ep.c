@@ -436,8 +436,12 @@ uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
                                        &uct_cuda_ipc_ns_ep_md(ep)->fdx,
                                        &region);
     if (status != UCS_OK) {
-        if ((status == UCS_ERR_CONNECTION_RESET) && (peer == ep->peer)) {
+        /* a failed import may mean the owner is gone: ask its watch */
+        if ((uct_cuda_ipc_ns_cache_peer_check(peer, NULL,
+                                              uct_cuda_ipc_ns_ep_md(ep)->fdx.timeout) !=
+             UCS_OK) && (peer == ep->peer)) {
             uct_cuda_ipc_ns_ep_set_failed(ep);
+            status = UCS_ERR_CONNECTION_RESET;
         }
         goto err_put_op;
     }

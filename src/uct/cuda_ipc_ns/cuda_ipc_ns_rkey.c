@@ -8,6 +8,7 @@
 #endif
 
 #include "cuda_ipc_ns_rkey.h"
+#include "cuda_ipc_ns_byteorder.h"
 
 #include <ucs/debug/log.h>
 #include <string.h>
@@ -48,33 +49,6 @@
 #if UCT_CUDA_IPC_NS_RKEY_EXT_MAX_SIZE > 255
 #  error "cuda_ipc_ns rkey extension does not fit its 1-byte length"
 #endif
-
-
-static inline void uct_cuda_ipc_ns_put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static inline void uct_cuda_ipc_ns_put_u64(uint8_t *p, uint64_t v)
-{
-    uct_cuda_ipc_ns_put_u32(p, (uint32_t)v);
-    uct_cuda_ipc_ns_put_u32(p + 4, (uint32_t)(v >> 32));
-}
-
-static inline uint32_t uct_cuda_ipc_ns_get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
-}
-
-static inline uint64_t uct_cuda_ipc_ns_get_u64(const uint8_t *p)
-{
-    return (uint64_t)uct_cuda_ipc_ns_get_u32(p) |
-           ((uint64_t)uct_cuda_ipc_ns_get_u32(p + 4) << 32);
-}
 
 
 ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
@@ -123,17 +97,17 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
         memcpy(handle, info->handle.legacy, UCT_CUDA_IPC_NS_HANDLE_SIZE);
     } else {
         /* the remaining handle bytes stay zero (reserved) */
-        uct_cuda_ipc_ns_put_u32(handle + UCT_CUDA_IPC_NS_RKEY_HOFF_FD,
+        uct_cuda_ipc_ns_put_le32(handle + UCT_CUDA_IPC_NS_RKEY_HOFF_FD,
                                 (uint32_t)info->handle.posix.fd);
-        uct_cuda_ipc_ns_put_u64(handle + UCT_CUDA_IPC_NS_RKEY_HOFF_ALLOC_ID,
+        uct_cuda_ipc_ns_put_le64(handle + UCT_CUDA_IPC_NS_RKEY_HOFF_ALLOC_ID,
                                 info->handle.posix.alloc_id);
     }
-    uct_cuda_ipc_ns_put_u32(p + UCT_CUDA_IPC_NS_RKEY_OFF_PID,
+    uct_cuda_ipc_ns_put_le32(p + UCT_CUDA_IPC_NS_RKEY_OFF_PID,
                             info->pid |
                             (info->has_ext ? UCT_CUDA_IPC_NS_RKEY_PID_EXT_FLAG :
                                              0));
-    uct_cuda_ipc_ns_put_u64(p + UCT_CUDA_IPC_NS_RKEY_OFF_BASE, info->base);
-    uct_cuda_ipc_ns_put_u64(p + UCT_CUDA_IPC_NS_RKEY_OFF_LENGTH, info->length);
+    uct_cuda_ipc_ns_put_le64(p + UCT_CUDA_IPC_NS_RKEY_OFF_BASE, info->base);
+    uct_cuda_ipc_ns_put_le64(p + UCT_CUDA_IPC_NS_RKEY_OFF_LENGTH, info->length);
     memcpy(p + UCT_CUDA_IPC_NS_RKEY_OFF_UUID, info->dev_uuid,
            UCT_CUDA_IPC_NS_UUID_SIZE);
 
@@ -143,9 +117,9 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
 
     /* extension: this writer always emits version 1 */
     ext = p + UCT_CUDA_IPC_NS_RKEY_BASE_SIZE;
-    uct_cuda_ipc_ns_put_u64(ext + UCT_CUDA_IPC_NS_RKEY_EOFF_PID_NS,
+    uct_cuda_ipc_ns_put_le64(ext + UCT_CUDA_IPC_NS_RKEY_EOFF_PID_NS,
                             info->pid_ns);
-    uct_cuda_ipc_ns_put_u64(ext + UCT_CUDA_IPC_NS_RKEY_EOFF_START,
+    uct_cuda_ipc_ns_put_le64(ext + UCT_CUDA_IPC_NS_RKEY_EOFF_START,
                             info->start_time);
     if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) {
         memcpy(ext + UCT_CUDA_IPC_NS_RKEY_EOFF_TOKEN, info->token,
@@ -190,9 +164,9 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
         break;
     case UCT_CUDA_IPC_NS_HANDLE_POSIX_FD:
         /* reserved handle bytes are ignored so a later writer may use them */
-        info->handle.posix.fd       = (int32_t)uct_cuda_ipc_ns_get_u32(
+        info->handle.posix.fd       = (int32_t)uct_cuda_ipc_ns_get_le32(
                 handle + UCT_CUDA_IPC_NS_RKEY_HOFF_FD);
-        info->handle.posix.alloc_id = uct_cuda_ipc_ns_get_u64(
+        info->handle.posix.alloc_id = uct_cuda_ipc_ns_get_le64(
                 handle + UCT_CUDA_IPC_NS_RKEY_HOFF_ALLOC_ID);
         break;
     default:
@@ -201,11 +175,11 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    packed_pid    = uct_cuda_ipc_ns_get_u32(p + UCT_CUDA_IPC_NS_RKEY_OFF_PID);
+    packed_pid    = uct_cuda_ipc_ns_get_le32(p + UCT_CUDA_IPC_NS_RKEY_OFF_PID);
     info->pid     = packed_pid & ~UCT_CUDA_IPC_NS_RKEY_PID_EXT_FLAG;
     info->has_ext = !!(packed_pid & UCT_CUDA_IPC_NS_RKEY_PID_EXT_FLAG);
-    info->base    = uct_cuda_ipc_ns_get_u64(p + UCT_CUDA_IPC_NS_RKEY_OFF_BASE);
-    info->length  = uct_cuda_ipc_ns_get_u64(p + UCT_CUDA_IPC_NS_RKEY_OFF_LENGTH);
+    info->base    = uct_cuda_ipc_ns_get_le64(p + UCT_CUDA_IPC_NS_RKEY_OFF_BASE);
+    info->length  = uct_cuda_ipc_ns_get_le64(p + UCT_CUDA_IPC_NS_RKEY_OFF_LENGTH);
     memcpy(info->dev_uuid, p + UCT_CUDA_IPC_NS_RKEY_OFF_UUID,
            UCT_CUDA_IPC_NS_UUID_SIZE);
 
@@ -250,9 +224,9 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    info->pid_ns     = uct_cuda_ipc_ns_get_u64(ext +
+    info->pid_ns     = uct_cuda_ipc_ns_get_le64(ext +
                                                UCT_CUDA_IPC_NS_RKEY_EOFF_PID_NS);
-    info->start_time = uct_cuda_ipc_ns_get_u64(ext +
+    info->start_time = uct_cuda_ipc_ns_get_le64(ext +
                                                UCT_CUDA_IPC_NS_RKEY_EOFF_START);
     if (info->handle_type != UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) {
         /* legacy keys carry no token/address; newer fields are skipped */

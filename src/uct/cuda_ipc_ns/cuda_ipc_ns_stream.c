@@ -11,6 +11,7 @@
 
 #include <ucs/datastruct/queue.h>
 #include <ucs/arch/cpu.h>
+#include <ucs/sys/math.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/compiler_def.h>
@@ -66,7 +67,8 @@ ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
     ucs_list_head_init(&cq->active);
 
     status = ucs_mpool_init(&cq->op_mp, 0, sizeof(uct_cuda_ipc_ns_op_t), 0,
-                            UCS_SYS_CACHE_LINE_SIZE, 128, max_events,
+                            UCS_SYS_CACHE_LINE_SIZE, ucs_min(128, max_events),
+                            max_events,
                             &uct_cuda_ipc_ns_op_mpool_ops, "cuda_ipc_ns_ops");
     if (status != UCS_OK) {
         ucs_error("cuda_ipc_ns: failed to create the op pool: %s",

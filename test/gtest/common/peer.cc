@@ -3,6 +3,10 @@
  */
 #include "peer.h"
 
+extern "C" {
+#include "cuda_ipc_ns_scm.h"
+}
+
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
@@ -49,37 +53,16 @@ peer_role_registrar::peer_role_registrar(const char *name, peer_func_t func)
 
 bool channel::send(const void *buf, size_t len, int fd_to_pass) const
 {
-    char cbuf[CMSG_SPACE(sizeof(int))] = {};
-    struct iovec iov = {const_cast<void*>(buf), len};
-    struct msghdr msg = {};
-    ssize_t ret;
-
-    msg.msg_iov    = &iov;
-    msg.msg_iovlen = 1;
-    if (fd_to_pass >= 0) {
-        msg.msg_control    = cbuf;
-        msg.msg_controllen = sizeof(cbuf);
-        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
-        cmsg->cmsg_level = SOL_SOCKET;
-        cmsg->cmsg_type  = SCM_RIGHTS;
-        cmsg->cmsg_len   = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cmsg), &fd_to_pass, sizeof(int));
-    }
-
-    do {
-        ret = sendmsg(m_fd, &msg, MSG_NOSIGNAL);
-    } while ((ret < 0) && (errno == EINTR));
-    return ret == (ssize_t)len;
+    return uct_cuda_ipc_ns_scm_send_fd(m_fd, buf, len, fd_to_pass,
+                                       MSG_NOSIGNAL) == UCS_OK;
 }
 
 
 ssize_t channel::recv(void *buf, size_t len, int timeout_ms, int *fd_p) const
 {
-    char cbuf[CMSG_SPACE(sizeof(int))] = {};
-    struct iovec iov = {buf, len};
-    struct msghdr msg = {};
     struct pollfd pfd = {m_fd, POLLIN, 0};
-    ssize_t ret;
+    size_t rx_len;
+    int ret, fd;
 
     if (fd_p != nullptr) {
         *fd_p = -1;
@@ -88,32 +71,18 @@ ssize_t channel::recv(void *buf, size_t len, int timeout_ms, int *fd_p) const
     do {
         ret = poll(&pfd, 1, timeout_ms);
     } while ((ret < 0) && (errno == EINTR));
-    if (ret <= 0) {
+    if ((ret <= 0) ||
+        (uct_cuda_ipc_ns_scm_recv_fd(m_fd, buf, len, 0, &rx_len, &fd) !=
+         UCS_OK)) {
         return -1;
     }
 
-    msg.msg_iov        = &iov;
-    msg.msg_iovlen     = 1;
-    msg.msg_control    = cbuf;
-    msg.msg_controllen = sizeof(cbuf);
-    ret = recvmsg(m_fd, &msg, MSG_CMSG_CLOEXEC);
-    if (ret <= 0) {
-        return -1;
+    if (fd_p != nullptr) {
+        *fd_p = fd;
+    } else if (fd >= 0) {
+        close(fd);
     }
-
-    for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg); cmsg != nullptr;
-         cmsg = CMSG_NXTHDR(&msg, cmsg)) {
-        if ((cmsg->cmsg_level == SOL_SOCKET) && (cmsg->cmsg_type == SCM_RIGHTS)) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(cmsg), sizeof(int));
-            if (fd_p != nullptr) {
-                *fd_p = fd;
-            } else {
-                close(fd);
-            }
-        }
-    }
-    return ret;
+    return rx_len;
 }
 
 
@@ -302,6 +271,26 @@ int count_open_fds()
     }
     closedir(dir);
     return count - 3; /* ".", ".." and the directory's own fd */
+}
+
+
+bool send_with_fds(int sock, const void *buf, size_t len,
+                   const std::vector<int> &fds)
+{
+    std::vector<char> cbuf(CMSG_SPACE(sizeof(int) * fds.size()));
+    struct iovec iov  = {const_cast<void*>(buf), len};
+    struct msghdr msg = {};
+
+    msg.msg_iov        = &iov;
+    msg.msg_iovlen     = 1;
+    msg.msg_control    = cbuf.data();
+    msg.msg_controllen = cbuf.size();
+    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type  = SCM_RIGHTS;
+    cmsg->cmsg_len   = CMSG_LEN(sizeof(int) * fds.size());
+    memcpy(CMSG_DATA(cmsg), fds.data(), sizeof(int) * fds.size());
+    return sendmsg(sock, &msg, MSG_NOSIGNAL) == (ssize_t)len;
 }
 
 } // namespace test

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 
 namespace test {
@@ -84,6 +85,11 @@ bool peer_main(int argc, char **argv, int *exit_code);
 
 /* number of open fds of this process */
 int count_open_fds();
+
+/* send one message with any number of fds attached, as a hostile peer may;
+ * false on error */
+bool send_with_fds(int sock, const void *buf, size_t len,
+                   const std::vector<int> &fds);
 
 } // namespace test
 

@@ -10,6 +10,7 @@
 
 extern "C" {
 #include <uct/api/uct.h>
+#include <uct/api/v2/uct_v2.h>
 #include <ucs/async/async.h>
 #include "cuda_ipc_ns_rkey.h"
 #include "cuda_ipc_ns_addr.h"

@@ -32,6 +32,7 @@ extern "C" {
 #include <unistd.h>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 
@@ -57,16 +58,16 @@ struct owner_cmd {
 };
 
 struct owner_reply {
-    int                       status;
-    uct_cuda_ipc_ns_fd_desc_t desc;
+    int                         status;
+    uct_cuda_ipc_ns_rkey_info_t desc;
 };
 
 struct import_req {
-    int                       mode;
-    double                    timeout;
-    uct_cuda_ipc_ns_fd_desc_t desc;
-    uint8_t                   pattern;
-    size_t                    size;
+    int                         mode;
+    double                      timeout;
+    uct_cuda_ipc_ns_rkey_info_t desc;
+    uint8_t                     pattern;
+    size_t                      size;
 };
 
 struct import_result {
@@ -140,6 +141,15 @@ bool check_bytes(int fd, uint8_t pattern, size_t size)
 }
 
 
+/* a POSIX-fd key with nothing else set */
+uct_cuda_ipc_ns_rkey_info_t fd_key()
+{
+    uct_cuda_ipc_ns_rkey_info_t key = {};
+    key.handle_type = UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
+    return key;
+}
+
+
 uct_cuda_ipc_ns_fdx_config_t fdx_config(uct_cuda_ipc_ns_fdx_mode_t mode,
                                         double timeout = 2.0)
 {
@@ -204,8 +214,9 @@ TEST_PEER_ROLE(fdx_owner)
                 reply.desc.pid        = self->pid;
                 reply.desc.pid_ns     = self->pid_ns;
                 reply.desc.start_time = self->start_time;
-                reply.desc.fd         = r.fd;
-                reply.desc.alloc_id   = r.alloc_id;
+                reply.desc.handle_type           = UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
+                reply.desc.handle.posix.fd       = r.fd;
+                reply.desc.handle.posix.alloc_id = r.alloc_id;
                 addr = uct_cuda_ipc_ns_broker_addr(broker,
                                                    &reply.desc.broker_addr_len);
                 memcpy(reply.desc.broker_addr, addr,
@@ -324,7 +335,7 @@ protected:
         return owner;
     }
 
-    uct_cuda_ipc_ns_fd_desc_t owner_register(test::peer &owner,
+    uct_cuda_ipc_ns_rkey_info_t owner_register(test::peer &owner,
                                              uint64_t alloc_id, uint8_t pattern,
                                              size_t size = MEM_SIZE)
     {
@@ -365,7 +376,7 @@ protected:
 
     import_result run_importer(const test::peer_options &opts,
                                uct_cuda_ipc_ns_fdx_mode_t mode,
-                               const uct_cuda_ipc_ns_fd_desc_t &desc,
+                               const uct_cuda_ipc_ns_rkey_info_t &desc,
                                uint8_t pattern, double timeout = 2.0)
     {
         test::peer importer("fdx_importer", opts);
@@ -385,7 +396,7 @@ protected:
 
     /* import in this process; checks bytes and fd accounting */
     ucs_status_t import_here(uct_cuda_ipc_ns_fdx_mode_t mode,
-                             const uct_cuda_ipc_ns_fd_desc_t &desc,
+                             const uct_cuda_ipc_ns_rkey_info_t &desc,
                              uint8_t pattern, uint64_t *pidfd_delta,
                              uint64_t *broker_delta, double timeout = 2.0,
                              double *elapsed = NULL)
@@ -646,7 +657,7 @@ TEST_F(test_fdx, wrong_token_refused)
 
     /* nor does the right token with another allocation id */
     bad = desc;
-    bad.alloc_id = other.alloc_id + 100;
+    bad.handle.posix.alloc_id = other.handle.posix.alloc_id + 100;
     EXPECT_EQ(UCS_ERR_NO_ELEM, import_here(UCT_CUDA_IPC_NS_FDX_BROKER, bad,
                                            0x77, &pd, &bd));
 
@@ -667,7 +678,7 @@ TEST_F(test_fdx, released_registration_refused)
 
     EXPECT_EQ(UCS_OK, import_here(UCT_CUDA_IPC_NS_FDX_BROKER, desc, 0x88, &pd,
                                   &bd));
-    owner_unregister(*owner, desc.alloc_id);
+    owner_unregister(*owner, desc.handle.posix.alloc_id);
     EXPECT_EQ(UCS_ERR_NO_ELEM, import_here(UCT_CUDA_IPC_NS_FDX_BROKER, desc,
                                            0x88, &pd, &bd));
     EXPECT_EQ(0u, bd);
@@ -703,12 +714,12 @@ TEST_F(test_fdx, start_time_mismatch_refused)
 
 TEST_F(test_fdx, silent_broker_times_out)
 {
-    uct_cuda_ipc_ns_fd_desc_t desc = {};
+    uct_cuda_ipc_ns_rkey_info_t desc = fd_key();
     uint64_t pd, bd;
     double elapsed;
 
-    desc.pid_ns   = uct_cuda_ipc_ns_self()->pid_ns + 1; /* not ours: broker */
-    desc.alloc_id = 1;
+    desc.pid_ns                = uct_cuda_ipc_ns_self()->pid_ns + 1; /* broker */
+    desc.handle.posix.alloc_id = 1;
 
     /* 1) listens, never accepts: the connection waits in the backlog */
     {
@@ -759,6 +770,49 @@ TEST_F(test_fdx, silent_broker_times_out)
 }
 
 
+/* A broker answering OK with two fds: the importer keeps neither */
+TEST_F(test_fdx, reply_with_two_fds_refused)
+{
+    uct_cuda_ipc_ns_rkey_info_t desc = fd_key();
+    struct sockaddr_un sa            = {};
+    socklen_t salen                  = sizeof(sa.sun_family);
+    uint64_t pd, bd;
+
+    /* autobind: the kernel picks a free abstract name */
+    int lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    ASSERT_GE(lfd, 0);
+    sa.sun_family = AF_UNIX;
+    ASSERT_EQ(0, bind(lfd, (struct sockaddr*)&sa, salen));
+    ASSERT_EQ(0, listen(lfd, 4));
+    salen = sizeof(sa);
+    ASSERT_EQ(0, getsockname(lfd, (struct sockaddr*)&sa, &salen));
+    desc.pid_ns                = uct_cuda_ipc_ns_self()->pid_ns + 1;
+    desc.handle.posix.alloc_id = 7;
+    desc.broker_addr_len       = salen - offsetof(struct sockaddr_un, sun_path);
+    memcpy(desc.broker_addr, sa.sun_path, desc.broker_addr_len);
+
+    std::thread broker([lfd]() {
+        uint8_t req[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE];
+        uint8_t reply[UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE];
+        int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+
+        if (cfd >= 0) {
+            EXPECT_EQ((ssize_t)sizeof(req), recv(cfd, req, sizeof(req), 0));
+            uct_cuda_ipc_ns_broker_pack_reply(
+                    reply, UCT_CUDA_IPC_NS_BROKER_STATUS_OK, 7);
+            EXPECT_TRUE(test::send_with_fds(cfd, reply, sizeof(reply),
+                                            {0, 1}));
+            close(cfd);
+        }
+    });
+    EXPECT_EQ(UCS_ERR_IO_ERROR, import_here(UCT_CUDA_IPC_NS_FDX_BROKER, desc,
+                                            0, &pd, &bd));
+    EXPECT_EQ(0u, bd);
+    broker.join();
+    close(lfd);
+}
+
+
 /* Silent or hostile clients do not stall the broker for others */
 TEST_F(test_fdx, broker_survives_bad_clients)
 {
@@ -797,7 +851,8 @@ TEST_F(test_fdx, broker_survives_bad_clients)
 
     /* a valid request with an unknown protocol version */
     uint8_t req[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE];
-    uct_cuda_ipc_ns_broker_pack_request(req, desc.alloc_id, desc.token);
+    uct_cuda_ipc_ns_broker_pack_request(req, desc.handle.posix.alloc_id,
+                                        desc.token);
     req[4] = 99;
     bad = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     ASSERT_EQ(0, connect(bad, (struct sockaddr*)&sa, salen));
@@ -903,14 +958,14 @@ TEST_F(test_fdx, broker_refcount_and_address)
     /* registering and releasing in-process */
     int memfd = make_memfd(0xcc, MEM_SIZE);
     uct_cuda_ipc_ns_broker_reg_t *reg;
-    uct_cuda_ipc_ns_fd_desc_t desc = {};
+    uct_cuda_ipc_ns_rkey_info_t desc = fd_key();
     ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_register(b1, memfd, 42,
                                                       desc.token, &reg));
     desc.pid        = getpid();
     desc.pid_ns     = uct_cuda_ipc_ns_self()->pid_ns;
     desc.start_time = uct_cuda_ipc_ns_self()->start_time;
-    desc.fd         = memfd;
-    desc.alloc_id   = 42;
+    desc.handle.posix.fd       = memfd;
+    desc.handle.posix.alloc_id = 42;
     desc.broker_addr_len = len;
     memcpy(desc.broker_addr, addr, len);
     uint64_t pd, bd;
@@ -1019,7 +1074,7 @@ TEST_F(test_fdx, forked_child_starts_own_broker)
     EXPECT_EQ(0, WEXITSTATUS(status));
 
     /* the parent's broker still works */
-    uct_cuda_ipc_ns_fd_desc_t desc = {};
+    uct_cuda_ipc_ns_rkey_info_t desc = fd_key();
     desc.pid_ns          = uct_cuda_ipc_ns_self()->pid_ns + 1;
     desc.broker_addr_len = len = parent_addr.size();
     memcpy(desc.broker_addr, parent_addr.data(), len);

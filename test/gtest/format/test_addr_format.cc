@@ -27,14 +27,16 @@ const uint8_t golden_device_addr[] = {
 const uint8_t golden_iface_addr[] = {
     0x45, 0x23, 0x01, 0x00,                         /* pid */
     0xfc, 0xff, 0xff, 0xef, 0x00, 0x00, 0x00, 0x00, /* pid_ns */
-    0x03                                            /* flags */
+    0x03,                                           /* flags */
+    0x10, 0x32, 0x54, 0x76, 0x00, 0x00, 0x00, 0x00  /* start time */
 };
 
 /* every byte distinct, high bits set */
 const uint8_t golden_iface_addr2[] = {
     0xfe, 0xff, 0xff, 0x7f,                         /* pid 0x7ffffffe */
     0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, /* pid_ns */
-    0x04                                            /* flags BROKER */
+    0x04,                                           /* flags BROKER */
+    0xa1, 0xb2, 0xc3, 0xd4, 0xe5, 0xf6, 0x07, 0x98  /* start time */
 };
 
 enum {
@@ -120,13 +122,14 @@ TEST(cuda_ipc_ns_addr_format, golden_iface_addr) {
     uct_cuda_ipc_ns_iface_addr_t addr, out;
     uint8_t buf[UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE + 4];
 
-    ASSERT_EQ(13, UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
+    ASSERT_EQ(21, UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
     ASSERT_EQ(sizeof(golden_iface_addr),
               (size_t)UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
 
-    addr.pid    = 0x12345;
-    addr.pid_ns = 0xeffffffcull;
-    addr.flags  = L | P;
+    addr.pid        = 0x12345;
+    addr.pid_ns     = 0xeffffffcull;
+    addr.flags      = L | P;
+    addr.start_time = 0x76543210ull;
     memset(buf, 0xee, sizeof(buf));
     uct_cuda_ipc_ns_iface_addr_pack(&addr, buf);
     EXPECT_EQ(0, memcmp(buf, golden_iface_addr, sizeof(golden_iface_addr)));
@@ -138,10 +141,12 @@ TEST(cuda_ipc_ns_addr_format, golden_iface_addr) {
     EXPECT_EQ(addr.pid, out.pid);
     EXPECT_EQ(addr.pid_ns, out.pid_ns);
     EXPECT_EQ(addr.flags, out.flags);
+    EXPECT_EQ(addr.start_time, out.start_time);
 
-    addr.pid    = 0x7ffffffe;
-    addr.pid_ns = 0x8877665544332211ull;
-    addr.flags  = B;
+    addr.pid        = 0x7ffffffe;
+    addr.pid_ns     = 0x8877665544332211ull;
+    addr.flags      = B;
+    addr.start_time = 0x9807f6e5d4c3b2a1ull;
     uct_cuda_ipc_ns_iface_addr_pack(&addr, buf);
     EXPECT_EQ(0, memcmp(buf, golden_iface_addr2, sizeof(golden_iface_addr2)));
     ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_iface_addr_parse(
@@ -149,6 +154,7 @@ TEST(cuda_ipc_ns_addr_format, golden_iface_addr) {
     EXPECT_EQ(addr.pid, out.pid);
     EXPECT_EQ(addr.pid_ns, out.pid_ns);
     EXPECT_EQ(addr.flags, out.flags);
+    EXPECT_EQ(addr.start_time, out.start_time);
 }
 
 TEST(cuda_ipc_ns_addr_format, parse_short) {

@@ -1,0 +1,146 @@
+/*
+ * cuda_ipc_ns: the fd broker's wire protocol and the fd-exchange settings
+ * shared by the broker (server, cuda_ipc_ns_broker.h) and the importer
+ * (client, cuda_ipc_ns_fdx.h). Byte diagrams and compatibility rules:
+ * docs/wire-format.md; why each check exists: docs/security.md.
+ *
+ * One AF_UNIX SOCK_SEQPACKET message each way, little-endian:
+ *
+ *   request  (UCT_CUDA_IPC_NS_BROKER_REQ_SIZE = 32 bytes)
+ *     u32  magic       UCT_CUDA_IPC_NS_BROKER_MAGIC ("cins")
+ *     u16  version     UCT_CUDA_IPC_NS_BROKER_VERSION
+ *     u16  op          UCT_CUDA_IPC_NS_BROKER_OP_GET_FD
+ *     u64  alloc_id
+ *     u8   token[16]
+ *   reply    (UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE = 16 bytes), with one fd by
+ *            SCM_RIGHTS when status is OK
+ *     u32  magic
+ *     u16  version
+ *     u16  status      UCT_CUDA_IPC_NS_BROKER_STATUS_*
+ *     u64  alloc_id    echoed from the request (0 when the request was
+ *                      not read)
+ */
+#ifndef UCT_CUDA_IPC_NS_BROKER_PROTO_H
+#define UCT_CUDA_IPC_NS_BROKER_PROTO_H
+
+#include "cuda_ipc_ns_rkey.h"
+
+#include <ucs/type/status.h>
+#include <stddef.h>
+#include <stdint.h>
+
+
+#define UCT_CUDA_IPC_NS_BROKER_MAGIC        0x736e6963u /* "cins" */
+#define UCT_CUDA_IPC_NS_BROKER_VERSION      1
+#define UCT_CUDA_IPC_NS_BROKER_OP_GET_FD    1
+#define UCT_CUDA_IPC_NS_BROKER_REQ_SIZE     (4 + 2 + 2 + 8 + UCT_CUDA_IPC_NS_TOKEN_SIZE)
+#define UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE   (4 + 2 + 2 + 8)
+
+
+/* UCX 1.13.1 has no UCS_ERR_NO_PERMISSION: permission refusals (pidfd_getfd
+ * blocked, uid refused by the broker) are reported as this status */
+#define UCT_CUDA_IPC_NS_ERR_NO_PERMISSION  UCS_ERR_REJECTED
+
+
+typedef enum {
+    UCT_CUDA_IPC_NS_BROKER_STATUS_OK          = 0,
+    UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST = 1, /* malformed, bad magic/op */
+    UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION = 2, /* protocol version */
+    UCT_CUDA_IPC_NS_BROKER_STATUS_DENIED      = 3, /* uid not allowed */
+    UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY    = 4, /* unknown or released token */
+    UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL    = 5  /* broker-side failure */
+} uct_cuda_ipc_ns_broker_status_t;
+
+
+/* A request as the broker reads it; token points into the received bytes */
+typedef struct uct_cuda_ipc_ns_broker_req {
+    uint16_t      version;
+    uint16_t      op;
+    uint64_t      alloc_id;
+    const uint8_t *token;
+} uct_cuda_ipc_ns_broker_req_t;
+
+
+typedef enum {
+    UCT_CUDA_IPC_NS_FDX_AUTO,   /* pidfd in the same PID ns, else the broker */
+    UCT_CUDA_IPC_NS_FDX_PIDFD,  /* pidfd_getfd only */
+    UCT_CUDA_IPC_NS_FDX_BROKER, /* broker only */
+    UCT_CUDA_IPC_NS_FDX_LAST
+} uct_cuda_ipc_ns_fdx_mode_t;
+
+
+/* "auto", "pidfd", "broker", NULL: for a UCS_CONFIG_TYPE_ENUM config field */
+extern const char *uct_cuda_ipc_ns_fdx_mode_names[];
+
+
+/* Fd-exchange settings of an MD: the broker serves with them, the importer
+ * fetches with them (docs/configuration.md) */
+typedef struct uct_cuda_ipc_ns_fdx_config {
+    uct_cuda_ipc_ns_fdx_mode_t mode;
+    /* NULL or "": the broker listens on an abstract socket with a random
+     * name (reachable only from the same network namespace). Otherwise a
+     * pathname socket in this directory, which is created with mode 0700
+     * when absent and refused when it is not owned by our effective uid or
+     * grants any group/other permission. */
+    const char                 *sock_dir;
+    /* seconds; bounds every connect/send/receive of the exchange */
+    double                     timeout;
+    /* uid allowed to fetch fds from our broker besides our own effective
+     * uid, or -1 for none. A pathname socket in a 0700 directory is reachable
+     * by another uid only when that uid can traverse the directory (root). */
+    int                        allowed_uid;
+} uct_cuda_ipc_ns_fdx_config_t;
+
+
+/* Client: write a GET_FD request (UCT_CUDA_IPC_NS_BROKER_REQ_SIZE bytes) */
+void uct_cuda_ipc_ns_broker_pack_request(uint8_t *buf, uint64_t alloc_id,
+                                         const uint8_t *token);
+
+
+/**
+ * Server: parse a request of @a len bytes into @a req.
+ *
+ * @return UCT_CUDA_IPC_NS_BROKER_STATUS_OK, or the status to answer:
+ *         BAD_REQUEST for a wrong size, magic or op (then req->alloc_id is 0
+ *         unless the size and magic were right), BAD_VERSION for another
+ *         protocol version. The fields that could be read are set.
+ */
+uct_cuda_ipc_ns_broker_status_t
+uct_cuda_ipc_ns_broker_unpack_request(const uint8_t *buf, size_t len,
+                                      uct_cuda_ipc_ns_broker_req_t *req);
+
+
+/* Server: write a reply (UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE bytes) */
+void uct_cuda_ipc_ns_broker_pack_reply(uint8_t *buf,
+                                       uct_cuda_ipc_ns_broker_status_t status,
+                                       uint64_t alloc_id);
+
+
+/**
+ * Client: parse a reply of @a len bytes.
+ *
+ * @return UCS_OK with *status_p (UCT_CUDA_IPC_NS_BROKER_STATUS_*) and
+ *         *alloc_id_p set, or UCS_ERR_INVALID_PARAM for a malformed reply.
+ */
+ucs_status_t uct_cuda_ipc_ns_broker_unpack_reply(const uint8_t *buf, size_t len,
+                                                 unsigned *status_p,
+                                                 uint64_t *alloc_id_p);
+
+
+/* Client: map a broker status code to a UCS status */
+ucs_status_t uct_cuda_ipc_ns_broker_status_to_ucs(unsigned status);
+
+
+/* Printable name of a broker status code */
+const char *uct_cuda_ipc_ns_broker_status_str(unsigned status);
+
+
+/**
+ * Printable form of a broker address (sun_path bytes, @a addr_len of them;
+ * abstract names start with '\0' and are shown with '@', as ss(8) does).
+ * @return @a buf, NUL-terminated.
+ */
+const char *uct_cuda_ipc_ns_fdx_addr_str(const char *addr, uint8_t addr_len,
+                                         char *buf, size_t max);
+
+#endif
