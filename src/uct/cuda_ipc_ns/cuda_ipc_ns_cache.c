@@ -34,8 +34,21 @@ typedef struct {
     int      device;
 } uct_cuda_ipc_ns_region_key_t;
 
+
+/* Allocation bases are aligned (low bits zero) and khash indexes buckets by
+ * the low bits of the hash: mix every bit into them (64-bit finalizer) */
+static UCS_F_ALWAYS_INLINE khint32_t uct_cuda_ipc_ns_cache_hash(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    k ^= k >> 33;
+    return (khint32_t)k;
+}
+
 #define uct_cuda_ipc_ns_region_key_hash(_k) \
-    kh_int64_hash_func((_k).base ^ ((uint64_t)(_k).device << 56))
+    uct_cuda_ipc_ns_cache_hash((_k).base ^ ((uint64_t)(_k).device << 56))
 #define uct_cuda_ipc_ns_region_key_equal(_a, _b) \
     (((_a).base == (_b).base) && ((_a).device == (_b).device))
 
@@ -44,8 +57,8 @@ KHASH_INIT(uct_cuda_ipc_ns_regions, uct_cuda_ipc_ns_region_key_t,
            uct_cuda_ipc_ns_region_key_equal)
 
 #define uct_cuda_ipc_ns_identity_hash(_id) \
-    kh_int64_hash_func((_id).pid_ns ^ ((uint64_t)(_id).pid << 32) ^ \
-                       (_id).start_time ^ (_id).system_id)
+    uct_cuda_ipc_ns_cache_hash((_id).pid_ns ^ ((uint64_t)(_id).pid << 32) ^ \
+                               ((_id).start_time * 31) ^ (_id).system_id)
 #define uct_cuda_ipc_ns_identity_key_equal(_a, _b) \
     uct_cuda_ipc_ns_identity_equal(&(_a), &(_b))
 

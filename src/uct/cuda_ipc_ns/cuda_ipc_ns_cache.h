@@ -47,17 +47,18 @@ typedef struct uct_cuda_ipc_ns_peer   uct_cuda_ipc_ns_peer_t;
 typedef struct uct_cuda_ipc_ns_region uct_cuda_ipc_ns_region_t;
 
 
-/* A mapped allocation of a peer; valid while pinned */
+/* A mapped allocation of a peer; valid while pinned. What a hit reads and
+ * writes comes first, in one cache line. */
 struct uct_cuda_ipc_ns_region {
-    uct_cuda_ipc_ns_mapping_t mapping;
-    uct_cuda_ipc_ns_peer_t    *peer;
-    uint64_t                  base;       /* allocation base in the owner */
-    uint64_t                  alloc_id;   /* VMM keys */
-    uint8_t                   handle[UCT_CUDA_IPC_NS_HANDLE_SIZE]; /* legacy */
     uint32_t                  refcount;   /* pins + 1 while in the table */
     uint8_t                   referenced; /* clock bit, set by hits */
     uint8_t                   in_table;   /* under the cache lock */
+    uint64_t                  alloc_id;   /* VMM keys */
+    uct_cuda_ipc_ns_mapping_t mapping;
+    uct_cuda_ipc_ns_peer_t    *peer;
+    uint64_t                  base;       /* allocation base in the owner */
     ucs_list_link_t           lru;        /* cache LRU, while in the table */
+    uint8_t                   handle[UCT_CUDA_IPC_NS_HANDLE_SIZE]; /* legacy */
 };
 
 
