@@ -171,7 +171,7 @@ if [ -n "$MODULE" ]; then
     else
         driver=$(readlink -f "$build/test/cudasim/.libs/libcudasim.so" || true)
         [ -f "$driver" ] || die "no GPU driver and no emulator at $build/test/cudasim/.libs/libcudasim.so"
-        driver_what="CPU emulator cudasim (no libcuda.so.1 with a GPU here)"
+        driver_what="CPU emulator cudasim: no libcuda.so.1 with a GPU here"
     fi
 fi
 
@@ -263,23 +263,24 @@ iters_for() {
     echo "$n"
 }
 
-# why a log says a run failed, in one line (empty if nothing known)
+# why the logs say a run failed, in one line (empty if nothing known);
+# the most specific messages first, client log before server log
 diagnose() {
-    local f
-    for f in "$@"; do
-        if grep -q 'unsupported memory type' "$f"; then
-            echo "ucx_perftest has no allocator for memory type '$MEM_TYPE' (UCX 1.13.1 is built without CUDA; the module must register one)"
-        elif grep -qi 'does not support operation\|Unsupported operation' "$f"; then
-            echo "the transport does not support this operation/data layout"
-        elif grep -q 'Destination is unreachable' "$f"; then
-            echo "the transport cannot reach the peer across these namespaces"
-        elif grep -q 'no .*transport\|not available\|No such device' "$f"; then
-            echo "the requested transport/device is not available (module not preloaded, or no device)"
-        else
-            continue
-        fi
-        return
-    done
+    local pat why f
+    while IFS='|' read -r pat why; do
+        for f in "$@"; do
+            [ -f "$f" ] && grep -q -- "$pat" "$f" && { echo "$why"; return; }
+        done
+    done <<EOF2
+unsupported memory type|ucx_perftest has no allocator for memory type '$MEM_TYPE' (UCX 1.13.1 is built without CUDA: the preloaded module must register one)
+no copy across memory types transport|UCP finds no copy transport for a memory type a memory domain detects (cuda: needs cu_cpy_ns)
+is not available, please use|UCX_TLS names a transport that is not registered (module not preloaded, or not implemented yet)
+does not support operation|the transport does not support this operation/data layout
+No such device|the UCT device does not exist (see -d / UCT_DEV)
+Destination is unreachable|the transport cannot reach the peer (across these namespaces?)
+Endpoint timeout|the peers could not connect (endpoint timeout)
+Segmentation fault|ucx_perftest crashed (segmentation fault)
+EOF2
 }
 
 nscheck_printed=0
@@ -392,12 +393,15 @@ run_one() {
     failures=$((failures + 1))
     diag=$(diagnose "$clog" "$slog")
     {
-        echo "$prog: FAILED $label size $size: $status"
+        echo "$prog: FAILED $label size $(human "$size"): $status"
         [ -z "$diag" ] || echo "$prog:   cause: $diag"
         echo "$prog:   client: ucx_perftest $pod_ip ${args[*]}"
         for f in "$clog" "$slog"; do
             echo "---- tail of $f"
-            [ ! -f "$f" ] || grep -v '^ \{5,\}' "$f" | tail -n 15
+            # ucx_perftest prints its whole usage on bad arguments: cut it
+            [ ! -f "$f" ] || awk '/^ *Usage: ucx_perftest/ {
+                    print "  (usage text cut: ucx_perftest rejected its arguments)"; exit }
+                {print}' "$f" | tail -n 15
         done
         echo "----"
     } >&2
