@@ -148,8 +148,12 @@ for t in ${TESTS//,/ }; do
 done
 [ ${#specs[@]} -gt 0 ] || die "no tests"
 
+# the module is needed for cuda memory or a cu_* transport the tests use
+uses=$MEM_TYPE
+[[ " ${specs[*]} " != *" uct "* ]] || uses+=",$UCT_TL"
+[[ " ${specs[*]} " != *" ucp "* ]] || uses+=",$UCP_TLS"
 uses_cuda=0
-case "$MEM_TYPE,$UCT_TL,$UCP_TLS" in *cuda* | *cu_ipc_ns* | *cu_cpy_ns*) uses_cuda=1 ;; esac
+case $uses in *cuda* | *cu_ipc_ns* | *cu_cpy_ns*) uses_cuda=1 ;; esac
 if [ "$MODULE" = auto ]; then
     MODULE=""
     if [ $uses_cuda = 1 ]; then
@@ -187,15 +191,23 @@ srv=""           # server's process group (timeout + ip/unshare + ucx_perftest)
 cli=""           # client's timeout process
 sockdir=""
 cleanup() {
-    local rc=$? p
+    local rc=$? p pids="" i alive
     trap - EXIT INT TERM
-    [ -z "$cli" ] || kill -TERM -- "-$cli" 2>/dev/null || kill -TERM "$cli" 2>/dev/null || true
-    [ -z "$srv" ] || kill -KILL -- "-$srv" 2>/dev/null || true
-    if [ -e "/run/netns/$ns" ]; then
-        # whatever still lives in the pod's netns keeps it and the veth alive
-        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
-        ip netns del "$ns" 2>/dev/null || true
-    fi
+    # whatever lives in the pod's netns keeps it and the veth alive
+    [ ! -e "/run/netns/$ns" ] || pids=$(ip netns pids "$ns" 2>/dev/null || true)
+    {
+        [ -z "$cli" ] || kill -TERM -- "-$cli" || kill -TERM "$cli"
+        [ -z "$srv" ] || kill -KILL -- "-$srv"
+        for p in $pids; do kill -KILL "$p"; done
+        for p in $cli $srv; do wait "$p"; done   # quietly: no "Killed" notices
+    } 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do   # up to 5 s until the pod's zombies are reaped
+        alive=""
+        for p in $pids; do [ ! -e "/proc/$p" ] || alive=$p; done
+        [ -n "$alive" ] || break
+        sleep 0.1
+    done
+    [ ! -e "/run/netns/$ns" ] || ip netns del "$ns" 2>/dev/null || true
     ip link del "$veth" 2>/dev/null || true
     [ -z "$sockdir" ] || rm -rf "$sockdir"
     exit "$rc"
@@ -366,13 +378,19 @@ run_one() {
             sleep 0.1
         done
     fi
-    kill -KILL -- "-$srv" 2>/dev/null || true
+    if kill -KILL -- "-$srv" 2>/dev/null && [ "$status" = ok ]; then
+        status="FAIL(server still running 15 s after the client)"
+    fi
     rc=0
     { wait "$srv"; } 2>/dev/null || rc=$?
     srv=""
     if [ "$status" = ok ] && [ $rc -ne 0 ]; then
         status="FAIL(server exit $rc)"
     fi
+    for ((i = 0; i < 50; i++)); do   # until the pod's pid 1 is reaped
+        if [ -z "$spid" ] || [ ! -e "/proc/$spid" ]; then break; fi
+        sleep 0.1
+    done
 
     line=""
     [ ! -f "$clog" ] || line=$(awk '$1 == "Final:" {l = $0} END {print l}' "$clog")
