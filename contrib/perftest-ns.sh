@@ -38,18 +38,29 @@
 #   PERFTEST_ARGS    extra ucx_perftest arguments (e.g. "-O 4")
 #   ITERS        fixed iteration count; default: scaled to the size,
 #                ITER_BYTES/size clamped to [MIN_ITERS, MAX_ITERS]
+#                (1G, 20, 20000; short mode 64M, 20, 10000); warm-up n/10
 #   RUN_TIMEOUT  seconds per run (default 120, short mode 60)
 #   POD_SUBNET   first three octets of the /30 (default 10.213.0; the next
 #                free 10.213.X is taken when it is in use)
 #   PORT         ucx_perftest's TCP port in the pod (default 13337)
 # Exit status: 0 all runs passed, 1 a run failed or timed out, 2 bad usage,
 # 77 cannot run here (not root, a tool missing).
+# Examples:
+#   # the orchestration alone: host memory, stock transports, no module
+#   MEM_TYPE=host UCT_TL=tcp UCP_TLS=tcp \
+#     TESTS=uct:put_bw,uct:put_lat,ucp:tag_bw,ucp:ucp_put_bw,ucp:stream_bw \
+#     contrib/perftest-ns.sh
+#   # cu_ipc_ns with the defaults (-m cuda; UCT -x cu_ipc_ns -d cuda -D zcopy;
+#   # UCP UCX_TLS=cu_ipc_ns,cu_cpy_ns,tcp; module and driver from BUILD_DIR)
+#   BUILD_DIR=/tmp/build contrib/perftest-ns.sh
+#   # CI: 4 sizes, few iterations, non-zero exit on any failure
+#   SHORT=1 contrib/perftest-ns.sh -m host -x tcp -T tcp -t uct:put_bw,ucp:tag_bw
 set -euo pipefail
 
 prog=perftest-ns
 top=$(cd "$(dirname "$0")/.." && pwd)
 
-usage() { sed -n '/^# Usage:/,/^# Exit status/p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '/^# Usage:/,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
 die() { echo "$prog: $*" >&2; exit 2; }
 skip() { echo "$prog: $*" >&2; exit 77; }
 say() { echo "$prog: $*"; }
@@ -280,6 +291,7 @@ iters_for() {
 diagnose() {
     local pat why f
     while IFS='|' read -r pat why; do
+        [ -n "$pat" ] || continue
         for f in "$@"; do
             [ -f "$f" ] && grep -q -- "$pat" "$f" && { echo "$why"; return; }
         done
@@ -291,7 +303,6 @@ does not support operation|the transport does not support this operation/data la
 No such device|the UCT device does not exist (see -d / UCT_DEV)
 Destination is unreachable|the transport cannot reach the peer (across these namespaces?)
 Endpoint timeout|the peers could not connect (endpoint timeout)
-Segmentation fault|ucx_perftest crashed (segmentation fault)
 EOF2
 }
 
@@ -299,7 +310,7 @@ nscheck_printed=0
 failures=0
 run_one() {
     local label=$1 api=$2 name=$3 size=$4 iters warm tag clog slog nsf rc=0 i
-    local p spid="" args env_side line status diag row
+    local p spid="" args env_side line status diag row cmd
     iters=$(iters_for "$size")
     warm=$((iters / 10)); [ $warm -ge 1 ] || warm=1; [ $warm -le 1000 ] || warm=1000
     tag=${label//:/_}-$(human "$size")
@@ -316,6 +327,12 @@ run_one() {
     # shellcheck disable=SC2206
     args+=($PERFTEST_ARGS)
     row=$(printf '%-16s %6s  n=%-7s' "$label" "$(human "$size")" "$iters")
+    cmd=ucx_perftest
+    [ ${#env_side[@]} -eq 0 ] || cmd="env ${env_side[*]} ucx_perftest"
+    {
+        echo "server (pod: ip netns exec $ns unshare --pid --fork --mount-proc): $cmd -p $PORT"
+        echo "client (root namespaces): $cmd $pod_ip ${args[*]}"
+    } >"$OUT_DIR/logs/$tag.cmd"
 
     # server: own process group (set -m), pid 1 of a new PID namespace in the pod
     set -m
@@ -366,6 +383,8 @@ run_one() {
         fi
         if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
             status="TIMEOUT(client, ${RUN_TIMEOUT}s)"
+        elif [ $rc -gt 128 ]; then
+            status="FAIL(client killed by SIG$(kill -l $((rc - 128))))"
         elif [ $rc -ne 0 ]; then
             status="FAIL(client exit $rc)"
         fi
@@ -413,13 +432,16 @@ run_one() {
     {
         echo "$prog: FAILED $label size $(human "$size"): $status"
         [ -z "$diag" ] || echo "$prog:   cause: $diag"
-        echo "$prog:   client: ucx_perftest $pod_ip ${args[*]}"
+        sed "s/^/$prog:   /" "$OUT_DIR/logs/$tag.cmd"
         for f in "$clog" "$slog"; do
-            echo "---- tail of $f"
+            [ -f "$f" ] || continue
+            echo "---- $f: UCX errors"
+            grep -E ' UCX +(ERROR|WARN)' "$f" | head -n 5 || true
+            echo "---- $f: tail"
             # ucx_perftest prints its whole usage on bad arguments: cut it
-            [ ! -f "$f" ] || awk '/^ *Usage: ucx_perftest/ {
+            awk '/^ *Usage: ucx_perftest/ {
                     print "  (usage text cut: ucx_perftest rejected its arguments)"; exit }
-                {print}' "$f" | tail -n 15
+                {print}' "$f" | tail -n 8
         done
         echo "----"
     } >&2
