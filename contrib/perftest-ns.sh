@@ -383,8 +383,8 @@ run_one() {
         fi
         if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
             status="TIMEOUT(client, ${RUN_TIMEOUT}s)"
-        elif [ $rc -gt 128 ]; then
-            status="FAIL(client killed by SIG$(kill -l $((rc - 128))))"
+        elif [[ " 132 134 135 136 139 " == *" $rc "* ]]; then   # 128 + a crash signal
+            status="FAIL(client crashed: SIG$(kill -l $((rc - 128))))"
         elif [ $rc -ne 0 ]; then
             status="FAIL(client exit $rc)"
         fi
