@@ -193,7 +193,7 @@ fi
 mkdir -p "$OUT_DIR/logs"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 tsv=$OUT_DIR/results.tsv
-rm -f "$OUT_DIR"/logs/*.log "$OUT_DIR"/*.dat "$tsv" "$OUT_DIR/bandwidth.png"
+rm -f "$OUT_DIR"/logs/*.log "$OUT_DIR"/logs/*.ns "$OUT_DIR"/logs/*.cmd "$OUT_DIR"/*.dat "$tsv" "$OUT_DIR/bandwidth.png"
 
 # --- the pod: netns + veth + shared socket dir; cleaned up however we exit --
 ns=ptns$$
@@ -315,7 +315,7 @@ run_one() {
     warm=$((iters / 10)); [ $warm -ge 1 ] || warm=1; [ $warm -le 1000 ] || warm=1000
     tag=${label//:/_}-$(human "$size")
     clog=$OUT_DIR/logs/$tag.client.log slog=$OUT_DIR/logs/$tag.server.log
-    nsf=$OUT_DIR/logs/$tag.client.ns
+    nsf=$OUT_DIR/logs/$tag.ns   # the client writes its namespaces, we add the server's
     args=(-t "$name" -s "$size" -n "$iters" -w "$warm" -p "$PORT" -m "$MEM_TYPE")
     env_side=("${env_common[@]}")
     if [ "$api" = uct ]; then
@@ -370,9 +370,9 @@ run_one() {
         cli=""
         cli_pidns=$(sed -n 1p "$nsf") cli_netns=$(sed -n 2p "$nsf")
         {
-            echo "server pid $spid (root ns), NSpid $srv_nspid: pidns $srv_pidns netns $srv_netns"
-            echo "client: pidns $cli_pidns netns $cli_netns"
-        } >>"$slog.ns"
+            echo "server: $srv_pidns $srv_netns (pid $spid in the root ns, NSpid: $srv_nspid)"
+            echo "client: $cli_pidns $cli_netns"
+        } >"$nsf"
         if [ "$srv_pidns" = "$cli_pidns" ] || [ "$srv_netns" = "$cli_netns" ]; then
             status="FAIL(server shares a namespace with the client)"
         elif [ $nscheck_printed = 0 ]; then
