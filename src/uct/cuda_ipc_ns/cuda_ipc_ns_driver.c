@@ -242,9 +242,3 @@ ucs_status_t uct_cuda_ipc_ns_driver_load(const char *path)
     return status;
 }
 
-
-const char *uct_cuda_ipc_ns_driver_path(void)
-{
-    return (uct_cuda_ipc_ns_driver_ctx.status == UCS_OK) ?
-           uct_cuda_ipc_ns_driver_ctx.path : NULL;
-}

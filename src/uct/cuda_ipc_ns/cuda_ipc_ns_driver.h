@@ -123,15 +123,11 @@ extern uct_cuda_ipc_ns_driver_t uct_cuda_ipc_ns_drv;
  * Load the driver library from @a path (once per process; later calls with
  * any path return the first outcome), resolve the table, and cuInit(0).
  *
- * @return UCS_OK, or UCS_ERR_NO_DEVICE when the library is missing, lacks an
- *         entry point or fails to initialize (logged at debug level: a host
- *         without a GPU is a normal configuration).
+ * @return UCS_OK, or UCS_ERR_NO_DEVICE when the library is missing, lacks a
+ *         REQUIRED entry point or fails to initialize (logged at debug level:
+ *         a host without a GPU is a normal configuration).
  */
 ucs_status_t uct_cuda_ipc_ns_driver_load(const char *path);
-
-
-/** @return the path the driver was loaded from, or NULL */
-const char *uct_cuda_ipc_ns_driver_path(void);
 
 
 /** @return the CUresult's name ("CUDA_ERROR_...") even without a driver */
