@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Prepare dependencies (contrib/setup-deps.sh) and build the module and the
-# CUDA emulator in ${BUILD_DIR:-the source tree}. Idempotent.
+# CUDA emulator in ${BUILD_DIR:-build/ of the source tree}, out of the source
+# tree. Idempotent.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD_DIR:-$top}
+build=${BUILD_DIR:-$top/build}
 
 ucx_src=$("$top/contrib/setup-deps.sh" | tail -n 1)
 

@@ -5,7 +5,7 @@
 # emulator unless UCX_CUDA_IPC_NS_DRIVER names a real libcuda.so.1.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD_DIR:-$top}
+build=${BUILD_DIR:-$top/build}
 
 "$top/contrib/build.sh"
 

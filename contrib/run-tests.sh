@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Test command: builds (installing what is missing) and runs the whole suite:
-# the gtest suite through `make check`, the module activation checks against
-# the installed ucx_info, and the rkey parser fuzz replay.
+# Test command: builds (installing what is missing) in ${BUILD_DIR:-build/}
+# and runs the whole suite: the gtest suite through `make check`, the module
+# activation checks against the installed ucx_info, and the rkey parser fuzz
+# run (FUZZ_SECONDS, default 30).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD_DIR:-$top}
+build=${BUILD_DIR:-$top/build}
 
 "$top/contrib/build.sh"
 
@@ -18,6 +19,4 @@ grep -E '^\[  (PASSED|SKIPPED|FAILED) ' test/gtest/gtest.log || true
 "$top/test/activation/check_activation.sh" "$build"
 # the plain driver-API program (no module) on the emulator
 "$build/test/cudasim/cuda_ipc_demo" "$build/test/cudasim/.libs/libcudasim.so"
-if [ -x "$top/test/fuzz/run_fuzz.sh" ]; then
-    "$top/test/fuzz/run_fuzz.sh" "${FUZZ_SECONDS:-30}"
-fi
+make -s fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-30}"

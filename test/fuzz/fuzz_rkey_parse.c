@@ -1,6 +1,6 @@
 /*
  * cuda_ipc_ns: libFuzzer target for the rkey and address parsers
- * (DESIGN.md 4.1, 4.2).
+ * (docs/wire-format.md).
  *
  * Any input may be rejected; an accepted one must survive pack/parse
  * unchanged, otherwise abort() so the fuzzer records the input. Built with

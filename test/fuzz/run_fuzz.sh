@@ -3,6 +3,8 @@
 # cuda_ipc_ns: build and run the rkey/address parser fuzzer for a bounded time.
 #
 # usage: run_fuzz.sh [SECONDS]       (default 30)
+#        `make fuzz [FUZZ_SECONDS=N]` in the build directory runs it with the
+#        directories configure found.
 #
 # With clang + libFuzzer: builds fuzz_rkey_parse with
 # -fsanitize=fuzzer,address,undefined, fuzzes for SECONDS starting from the
@@ -11,8 +13,10 @@
 # seeds and runs seeded random mutations for up to SECONDS.
 #
 # Environment:
-#   UCX_SRC           configured UCX source tree (for config.h and headers);
-#                     default ${CUDA_IPC_NS_CACHE:-$HOME/.cache/cuda_ipc_ns}/ucx-1.13.1
+#   UCX_SRC           configured UCX source tree (config.h and headers), as
+#                     configure found it (--with-ucx-src)
+#   CUDA_INCLUDE      CUDA include directory, as configure found it
+#                     (--with-cuda)
 #   CC_FUZZ           clang to use (default clang)
 #   FUZZ_FORCE_REPLAY 1: skip libFuzzer, use the gcc replay driver
 #   FUZZ_BUILD_DIR    build/work directory (default: a fresh temp dir)
@@ -23,13 +27,18 @@ set -euo pipefail
 seconds=${1:-30}
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
-ucx_src=${UCX_SRC:-${CUDA_IPC_NS_CACHE:-$HOME/.cache/cuda_ipc_ns}/ucx-1.13.1}
+ucx_src=${UCX_SRC:-}
+cuda_include=${CUDA_INCLUDE:-}
 cc_fuzz=${CC_FUZZ:-clang}
 build=${FUZZ_BUILD_DIR:-$(mktemp -d /tmp/cuda_ipc_ns_fuzz.XXXXXX)}
 corpus=$here/corpus
 
-if [ ! -f "$ucx_src/config.h" ]; then
-    echo "run_fuzz.sh: no configured UCX tree at $ucx_src (set UCX_SRC)" >&2
+if [ -z "$ucx_src" ] || [ -z "$cuda_include" ]; then
+    echo "run_fuzz.sh: set UCX_SRC and CUDA_INCLUDE, or run 'make fuzz' in" \
+         "the build directory" >&2
+    exit 2
+elif [ ! -f "$ucx_src/config.h" ]; then
+    echo "run_fuzz.sh: no configured UCX tree at $ucx_src" >&2
     exit 2
 fi
 mkdir -p "$build"
@@ -40,7 +49,7 @@ if [ ! -d "$corpus" ] || [ -z "$(ls -A "$corpus" 2>/dev/null)" ]; then
 fi
 
 cppflags=(-I"$ucx_src" -I"$ucx_src/src" -DHAVE_CONFIG_H
-          -I/usr/local/cuda/include)
+          -I"$cuda_include")
 sources=("$top/src/uct/cuda_ipc_ns/cuda_ipc_ns_rkey.c"
          "$top/src/uct/cuda_ipc_ns/cuda_ipc_ns_addr.c"
          "$here/fuzz_rkey_parse.c")

@@ -1,6 +1,7 @@
 /*
  * cuda_ipc_ns: device and interface address formats and the reachability
- * rule (DESIGN.md 4.2). Byte-by-byte little-endian, see cuda_ipc_ns_addr.h.
+ * rule (docs/wire-format.md). Byte-by-byte little-endian, see
+ * cuda_ipc_ns_addr.h.
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"

@@ -1,5 +1,5 @@
 /*
- * cuda_ipc_ns: device and interface address formats (DESIGN.md 4.2).
+ * cuda_ipc_ns: device and interface address formats (docs/wire-format.md).
  * Pure pack/parse of bytes, little-endian, fixed sizes.
  *
  *   device address: u64 system_id, u8 flags (UCT_CUDA_IPC_NS_ADDR_FLAG_*)
@@ -55,9 +55,10 @@ ucs_status_t uct_cuda_ipc_ns_iface_addr_parse(const void *buffer, size_t length,
 
 
 /**
- * Reachability rule, given both sides' addresses (DESIGN.md 4.2): same process
- * (pid and pid_ns) or another system: unreachable; another PID namespace:
- * reachable only when both sides can exchange POSIX fds through a broker.
+ * Reachability rule, given both sides' addresses (docs/wire-format.md): same
+ * process (pid and pid_ns) or another system: unreachable; another PID
+ * namespace: reachable only when both sides can exchange POSIX fds through a
+ * broker.
  *
  * @return nonzero when the remote side is reachable; *reason_p (may be NULL)
  *         names why not.

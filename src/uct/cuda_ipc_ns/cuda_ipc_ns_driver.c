@@ -185,19 +185,25 @@ static ucs_status_t uct_cuda_ipc_ns_driver_do_load(const char *path)
                   "entry points with dlsym", path);
     }
 
-#define UCT_CUDA_IPC_NS_DRIVER_RESOLVE(_member, _cu_name) \
+#define UCT_CUDA_IPC_NS_DRIVER_RESOLVE(_member, _cu_name, _need) \
     uct_cuda_ipc_ns_drv._member = (__typeof__(_cu_name)*) \
         uct_cuda_ipc_ns_driver_resolve(dl, get_proc, #_cu_name, \
                                        UCT_CUDA_IPC_NS_VERSIONED_NAME(_cu_name)); \
-    if ((uct_cuda_ipc_ns_drv._member == NULL) && (missing == NULL)) { \
-        missing = #_cu_name; \
+    if (uct_cuda_ipc_ns_drv._member != NULL) { \
+        /* resolved */ \
+    } else if (UCT_CUDA_IPC_NS_DRIVER_NEED_##_member) { \
+        missing = (missing != NULL) ? missing : #_cu_name; \
+    } else { \
+        ucs_debug("cuda_ipc_ns: CUDA driver '%s' lacks optional %s: it " \
+                  "stays NULL, callers that need it fail", path, #_cu_name); \
     }
 
     UCT_CUDA_IPC_NS_DRIVER_FOREACH(UCT_CUDA_IPC_NS_DRIVER_RESOLVE)
 #undef UCT_CUDA_IPC_NS_DRIVER_RESOLVE
 
     if (missing != NULL) {
-        ucs_debug("cuda_ipc_ns: CUDA driver '%s' lacks %s", path, missing);
+        ucs_debug("cuda_ipc_ns: CUDA driver '%s' lacks required %s", path,
+                  missing);
         goto err;
     }
 
@@ -236,9 +242,3 @@ ucs_status_t uct_cuda_ipc_ns_driver_load(const char *path)
     return status;
 }
 
-
-const char *uct_cuda_ipc_ns_driver_path(void)
-{
-    return (uct_cuda_ipc_ns_driver_ctx.status == UCS_OK) ?
-           uct_cuda_ipc_ns_driver_ctx.path : NULL;
-}

@@ -15,77 +15,102 @@
 
 
 /*
- * Every driver function the module uses: table member, cuda.h name.
+ * Every driver entry point the module and its tests use: table member,
+ * cuda.h name, and whether a driver must have it.
+ *
+ *  REQUIRED: the module calls it. A driver lacking one is not used: the
+ *            module reports no device.
+ *  OPTIONAL: only tests and tools call it. Resolved when present, NULL
+ *            otherwise (with a debug line); a caller that needs a missing
+ *            one gets a clear error (see the test helpers), and the device
+ *            is still listed.
+ *
+ * UCT_CUDA_IPC_NS_CU_CALL accepts REQUIRED entries only, so module code that
+ * starts calling an entry fails to build until that entry's word is flipped
+ * to REQUIRED here. cuGetErrorName is optional: uct_cuda_ipc_ns_cu_error_name()
+ * has its own table for a driver without it.
+ *
  * The cuda.h name is a macro for the versioned symbol (cuMemAlloc ->
  * cuMemAlloc_v2), which gives both the prototype and the dlsym() fallback.
  */
 #define UCT_CUDA_IPC_NS_DRIVER_FOREACH(_F) \
-    _F(Init,                            cuInit) \
-    _F(DriverGetVersion,                cuDriverGetVersion) \
-    _F(GetErrorName,                    cuGetErrorName) \
-    _F(GetErrorString,                  cuGetErrorString) \
-    _F(DeviceGetCount,                  cuDeviceGetCount) \
-    _F(DeviceGet,                       cuDeviceGet) \
-    _F(DeviceGetName,                   cuDeviceGetName) \
-    _F(DeviceGetUuid,                   cuDeviceGetUuid) \
-    _F(DeviceGetAttribute,              cuDeviceGetAttribute) \
-    _F(DeviceGetPCIBusId,               cuDeviceGetPCIBusId) \
-    _F(DeviceCanAccessPeer,             cuDeviceCanAccessPeer) \
-    _F(DeviceGetP2PAttribute,           cuDeviceGetP2PAttribute) \
-    _F(DevicePrimaryCtxRetain,          cuDevicePrimaryCtxRetain) \
-    _F(DevicePrimaryCtxRelease,         cuDevicePrimaryCtxRelease) \
-    _F(CtxGetCurrent,                   cuCtxGetCurrent) \
-    _F(CtxSetCurrent,                   cuCtxSetCurrent) \
-    _F(CtxPushCurrent,                  cuCtxPushCurrent) \
-    _F(CtxPopCurrent,                   cuCtxPopCurrent) \
-    _F(CtxGetDevice,                    cuCtxGetDevice) \
-    _F(MemAlloc,                        cuMemAlloc) \
-    _F(MemFree,                         cuMemFree) \
-    _F(MemGetAddressRange,              cuMemGetAddressRange) \
-    _F(IpcGetMemHandle,                 cuIpcGetMemHandle) \
-    _F(IpcOpenMemHandle,                cuIpcOpenMemHandle) \
-    _F(IpcCloseMemHandle,               cuIpcCloseMemHandle) \
-    _F(MemCreate,                       cuMemCreate) \
-    _F(MemRelease,                      cuMemRelease) \
-    _F(MemGetAllocationGranularity,     cuMemGetAllocationGranularity) \
+    _F(Init,                         cuInit,                         REQUIRED) \
+    _F(DriverGetVersion,             cuDriverGetVersion,             OPTIONAL) \
+    _F(GetErrorName,                 cuGetErrorName,                 OPTIONAL) \
+    _F(GetErrorString,               cuGetErrorString,               OPTIONAL) \
+    _F(DeviceGetCount,               cuDeviceGetCount,               REQUIRED) \
+    _F(DeviceGet,                    cuDeviceGet,                    REQUIRED) \
+    _F(DeviceGetName,                cuDeviceGetName,                OPTIONAL) \
+    _F(DeviceGetUuid,                cuDeviceGetUuid,                REQUIRED) \
+    _F(DeviceGetAttribute,           cuDeviceGetAttribute,           REQUIRED) \
+    _F(DeviceGetPCIBusId,            cuDeviceGetPCIBusId,            OPTIONAL) \
+    _F(DeviceCanAccessPeer,          cuDeviceCanAccessPeer,          OPTIONAL) \
+    _F(DeviceGetP2PAttribute,        cuDeviceGetP2PAttribute,        OPTIONAL) \
+    _F(DevicePrimaryCtxRetain,       cuDevicePrimaryCtxRetain,       REQUIRED) \
+    _F(DevicePrimaryCtxRelease,      cuDevicePrimaryCtxRelease,      REQUIRED) \
+    _F(CtxGetCurrent,                cuCtxGetCurrent,                REQUIRED) \
+    _F(CtxSetCurrent,                cuCtxSetCurrent,                OPTIONAL) \
+    _F(CtxPushCurrent,               cuCtxPushCurrent,               REQUIRED) \
+    _F(CtxPopCurrent,                cuCtxPopCurrent,                REQUIRED) \
+    _F(CtxGetDevice,                 cuCtxGetDevice,                 REQUIRED) \
+    _F(MemAlloc,                     cuMemAlloc,                     REQUIRED) \
+    _F(MemFree,                      cuMemFree,                      REQUIRED) \
+    _F(MemGetAddressRange,           cuMemGetAddressRange,           OPTIONAL) \
+    _F(IpcGetMemHandle,              cuIpcGetMemHandle,              REQUIRED) \
+    _F(IpcOpenMemHandle,             cuIpcOpenMemHandle,             REQUIRED) \
+    _F(IpcCloseMemHandle,            cuIpcCloseMemHandle,            REQUIRED) \
+    _F(MemCreate,                    cuMemCreate,                    REQUIRED) \
+    _F(MemRelease,                   cuMemRelease,                   REQUIRED) \
+    _F(MemGetAllocationGranularity,  cuMemGetAllocationGranularity,  REQUIRED) \
     _F(MemGetAllocationPropertiesFromHandle, \
-                                        cuMemGetAllocationPropertiesFromHandle) \
-    _F(MemAddressReserve,               cuMemAddressReserve) \
-    _F(MemAddressFree,                  cuMemAddressFree) \
-    _F(MemMap,                          cuMemMap) \
-    _F(MemUnmap,                        cuMemUnmap) \
-    _F(MemSetAccess,                    cuMemSetAccess) \
-    _F(MemRetainAllocationHandle,       cuMemRetainAllocationHandle) \
-    _F(MemExportToShareableHandle,      cuMemExportToShareableHandle) \
-    _F(MemImportFromShareableHandle,    cuMemImportFromShareableHandle) \
-    _F(PointerGetAttribute,             cuPointerGetAttribute) \
-    _F(PointerGetAttributes,            cuPointerGetAttributes) \
-    _F(StreamCreate,                    cuStreamCreate) \
-    _F(StreamDestroy,                   cuStreamDestroy) \
-    _F(StreamQuery,                     cuStreamQuery) \
-    _F(StreamSynchronize,               cuStreamSynchronize) \
-    _F(StreamWaitEvent,                 cuStreamWaitEvent) \
-    _F(StreamAddCallback,               cuStreamAddCallback) \
-    _F(LaunchHostFunc,                  cuLaunchHostFunc) \
-    _F(Memcpy,                          cuMemcpy) \
-    _F(MemcpyAsync,                     cuMemcpyAsync) \
-    _F(MemcpyDtoD,                      cuMemcpyDtoD) \
-    _F(MemcpyDtoDAsync,                 cuMemcpyDtoDAsync) \
-    _F(MemcpyHtoD,                      cuMemcpyHtoD) \
-    _F(MemcpyHtoDAsync,                 cuMemcpyHtoDAsync) \
-    _F(MemcpyDtoH,                      cuMemcpyDtoH) \
-    _F(MemcpyDtoHAsync,                 cuMemcpyDtoHAsync) \
-    _F(MemsetD8,                        cuMemsetD8) \
-    _F(MemsetD8Async,                   cuMemsetD8Async) \
-    _F(EventCreate,                     cuEventCreate) \
-    _F(EventRecord,                     cuEventRecord) \
-    _F(EventQuery,                      cuEventQuery) \
-    _F(EventSynchronize,                cuEventSynchronize) \
-    _F(EventDestroy,                    cuEventDestroy)
+       cuMemGetAllocationPropertiesFromHandle,                     REQUIRED) \
+    _F(MemAddressReserve,            cuMemAddressReserve,            REQUIRED) \
+    _F(MemAddressFree,               cuMemAddressFree,               REQUIRED) \
+    _F(MemMap,                       cuMemMap,                       REQUIRED) \
+    _F(MemUnmap,                     cuMemUnmap,                     REQUIRED) \
+    _F(MemSetAccess,                 cuMemSetAccess,                 REQUIRED) \
+    _F(MemRetainAllocationHandle,    cuMemRetainAllocationHandle,    REQUIRED) \
+    _F(MemExportToShareableHandle,   cuMemExportToShareableHandle,   REQUIRED) \
+    _F(MemImportFromShareableHandle, cuMemImportFromShareableHandle, REQUIRED) \
+    _F(PointerGetAttribute,          cuPointerGetAttribute,          OPTIONAL) \
+    _F(PointerGetAttributes,         cuPointerGetAttributes,         REQUIRED) \
+    _F(StreamCreate,                 cuStreamCreate,                 REQUIRED) \
+    _F(StreamDestroy,                cuStreamDestroy,                REQUIRED) \
+    _F(StreamQuery,                  cuStreamQuery,                  OPTIONAL) \
+    _F(StreamSynchronize,            cuStreamSynchronize,            REQUIRED) \
+    _F(StreamWaitEvent,              cuStreamWaitEvent,              REQUIRED) \
+    _F(StreamAddCallback,            cuStreamAddCallback,            OPTIONAL) \
+    _F(LaunchHostFunc,               cuLaunchHostFunc,               REQUIRED) \
+    _F(Memcpy,                       cuMemcpy,                       OPTIONAL) \
+    _F(MemcpyAsync,                  cuMemcpyAsync,                  OPTIONAL) \
+    _F(MemcpyDtoD,                   cuMemcpyDtoD,                   OPTIONAL) \
+    _F(MemcpyDtoDAsync,              cuMemcpyDtoDAsync,              REQUIRED) \
+    _F(MemcpyHtoD,                   cuMemcpyHtoD,                   REQUIRED) \
+    _F(MemcpyHtoDAsync,              cuMemcpyHtoDAsync,              OPTIONAL) \
+    _F(MemcpyDtoH,                   cuMemcpyDtoH,                   REQUIRED) \
+    _F(MemcpyDtoHAsync,              cuMemcpyDtoHAsync,              OPTIONAL) \
+    _F(MemsetD8,                     cuMemsetD8,                     OPTIONAL) \
+    _F(MemsetD8Async,                cuMemsetD8Async,                OPTIONAL) \
+    _F(EventCreate,                  cuEventCreate,                  REQUIRED) \
+    _F(EventRecord,                  cuEventRecord,                  REQUIRED) \
+    _F(EventQuery,                   cuEventQuery,                   REQUIRED) \
+    _F(EventSynchronize,             cuEventSynchronize,             OPTIONAL) \
+    _F(EventDestroy,                 cuEventDestroy,                 REQUIRED)
 
 
-#define UCT_CUDA_IPC_NS_DRIVER_MEMBER(_member, _cu_name) \
+#define UCT_CUDA_IPC_NS_DRIVER_REQUIRED 1
+#define UCT_CUDA_IPC_NS_DRIVER_OPTIONAL 0
+
+#define UCT_CUDA_IPC_NS_DRIVER_MEMBER(_member, _cu_name, _need) \
     __typeof__(_cu_name) *_member;
+
+/* UCT_CUDA_IPC_NS_DRIVER_NEED_<member>: 1 for a REQUIRED entry, 0 otherwise */
+#define UCT_CUDA_IPC_NS_DRIVER_NEED(_member, _cu_name, _need) \
+    UCT_CUDA_IPC_NS_DRIVER_NEED_##_member = UCT_CUDA_IPC_NS_DRIVER_##_need,
+
+enum {
+    UCT_CUDA_IPC_NS_DRIVER_FOREACH(UCT_CUDA_IPC_NS_DRIVER_NEED)
+};
 
 /* Resolved driver entry points; valid after uct_cuda_ipc_ns_driver_load() */
 typedef struct uct_cuda_ipc_ns_driver {
@@ -99,15 +124,11 @@ extern uct_cuda_ipc_ns_driver_t uct_cuda_ipc_ns_drv;
  * Load the driver library from @a path (once per process; later calls with
  * any path return the first outcome), resolve the table, and cuInit(0).
  *
- * @return UCS_OK, or UCS_ERR_NO_DEVICE when the library is missing, lacks an
- *         entry point or fails to initialize (logged at debug level: a host
- *         without a GPU is a normal configuration).
+ * @return UCS_OK, or UCS_ERR_NO_DEVICE when the library is missing, lacks a
+ *         REQUIRED entry point or fails to initialize (logged at debug level:
+ *         a host without a GPU is a normal configuration).
  */
 ucs_status_t uct_cuda_ipc_ns_driver_load(const char *path);
-
-
-/** @return the path the driver was loaded from, or NULL */
-const char *uct_cuda_ipc_ns_driver_path(void);
 
 
 /** @return the CUresult's name ("CUDA_ERROR_...") even without a driver */
@@ -119,12 +140,15 @@ ucs_status_t uct_cuda_ipc_ns_cu_status(CUresult result);
 
 
 /**
- * Call driver entry point @a _func with the rest of the arguments; on
- * failure, log at @a _level the call and its CUresult name.
+ * Call driver entry point @a _func (a REQUIRED one) with the rest of the
+ * arguments; on failure, log at @a _level the call and its CUresult name.
  * Evaluates to a ucs_status_t.
  */
 #define UCT_CUDA_IPC_NS_CU_CALL(_level, _func, ...) \
     ({ \
+        _Static_assert(UCT_CUDA_IPC_NS_DRIVER_NEED_##_func, \
+                       "cu" #_func " is an OPTIONAL driver entry: mark it " \
+                       "REQUIRED in UCT_CUDA_IPC_NS_DRIVER_FOREACH"); \
         CUresult _cu_res = uct_cuda_ipc_ns_drv._func(__VA_ARGS__); \
         ucs_status_t _cu_status = UCS_OK; \
         if (ucs_unlikely(_cu_res != CUDA_SUCCESS)) { \

@@ -351,11 +351,12 @@ static void uct_cuda_ipc_ns_iface_auto_perf(double *bandwidth_p,
     if ((count > 1) &&
         (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, DeviceGet, &dev1, 1) ==
          UCS_OK)) {
-        if (uct_cuda_ipc_ns_drv.DeviceGetP2PAttribute != NULL) {
-            (void)UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG,
-                    DeviceGetP2PAttribute, &atomics,
+        /* an optional entry: without it, assume PCIe */
+        if ((uct_cuda_ipc_ns_drv.DeviceGetP2PAttribute == NULL) ||
+            (uct_cuda_ipc_ns_drv.DeviceGetP2PAttribute(&atomics,
                     CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, dev0,
-                    dev1);
+                    dev1) != CUDA_SUCCESS)) {
+            atomics = 0;
         }
         gbs = atomics ? nvlink_gbs[major] : pcie_gbs[major];
         how = atomics ? "NVLink" : "PCIe";

@@ -1,5 +1,5 @@
 /*
- * cuda_ipc_ns: remote key wire format (DESIGN.md 4.1). See the layout in
+ * cuda_ipc_ns: remote key wire format (docs/wire-format.md). See the layout in
  * cuda_ipc_ns_rkey.h; every field is (de)serialized byte by byte so the
  * format never depends on host struct layout or endianness.
  */

@@ -1,5 +1,5 @@
 /*
- * cuda_ipc_ns: remote key wire format (DESIGN.md 4.1).
+ * cuda_ipc_ns: remote key wire format (docs/wire-format.md).
  *
  * Pure pack/parse of bytes: no driver calls, no UCT objects, so the format
  * can be tested with golden vectors and fuzzed.

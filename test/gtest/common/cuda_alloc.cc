@@ -10,7 +10,7 @@
 
 #define TEST_CU(_func, ...) \
     do { \
-        CUresult _res = uct_cuda_ipc_ns_drv._func(__VA_ARGS__); \
+        CUresult _res = TEST_CU_ENTRY(_func)(__VA_ARGS__); \
         if (_res != CUDA_SUCCESS) { \
             throw std::runtime_error(std::string("cu" #_func " failed: ") + \
                                      uct_cuda_ipc_ns_cu_error_name(_res)); \

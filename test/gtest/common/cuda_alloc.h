@@ -10,9 +10,25 @@ extern "C" {
 }
 
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 
 
 namespace test {
+
+/* An entry of the driver table, or a runtime_error naming it when the
+ * driver lacks it (OPTIONAL entries stay NULL: cuda_ipc_ns_driver.h) */
+template <typename F> F *cu_entry(F *func, const char *name)
+{
+    if (func == nullptr) {
+        throw std::runtime_error(std::string(name) + ": the CUDA driver "
+                                 "lacks this optional entry point");
+    }
+    return func;
+}
+
+#define TEST_CU_ENTRY(_func) \
+    test::cu_entry(uct_cuda_ipc_ns_drv._func, "cu" #_func)
 
 /* Load the driver named by UCX_CUDA_IPC_NS_DRIVER, make device 0's primary
  * context current on this thread; false when there is no driver/device */

@@ -16,12 +16,10 @@
 #include <string>
 
 #define CU_EXPECT(_expected, _func, ...) \
-    EXPECT_EQ(_expected, uct_cuda_ipc_ns_drv._func(__VA_ARGS__)) \
-        << "cu" #_func
+    EXPECT_EQ(_expected, TEST_CU_ENTRY(_func)(__VA_ARGS__)) << "cu" #_func
 
 #define CU_ASSERT(_expected, _func, ...) \
-    ASSERT_EQ(_expected, uct_cuda_ipc_ns_drv._func(__VA_ARGS__)) \
-        << "cu" #_func
+    ASSERT_EQ(_expected, TEST_CU_ENTRY(_func)(__VA_ARGS__)) << "cu" #_func
 
 #define CU_OK(_func, ...)  CU_ASSERT(CUDA_SUCCESS, _func, __VA_ARGS__)
 

@@ -1,5 +1,5 @@
 /*
- * cuda_ipc_ns: fd exchange tests (DESIGN.md 4.3).
+ * cuda_ipc_ns: fd exchange tests (docs/security.md).
  *
  * Real processes in real namespaces: an owner peer registers a memfd with its
  * broker and hands the test the descriptor a remote key would carry; the test

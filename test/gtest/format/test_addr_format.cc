@@ -1,5 +1,6 @@
 /*
- * cuda_ipc_ns: device/iface address format and reachability (DESIGN.md 4.2).
+ * cuda_ipc_ns: device/iface address format and reachability
+ * (docs/wire-format.md).
  * Golden vectors are written by hand from cuda_ipc_ns_addr.h.
  */
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 /*
- * cuda_ipc_ns: rkey wire format tests (DESIGN.md 4.1).
+ * cuda_ipc_ns: rkey wire format tests (docs/wire-format.md).
  *
  * The golden vectors below are written by hand from the layout documented in
  * cuda_ipc_ns_rkey.h, not dumped from pack(): they pin the format. If one of
