@@ -618,3 +618,25 @@ void uct_cuda_ipc_ns_ep_pending_purge(uct_ep_h tl_ep,
         }
     }
 }
+
+
+void uct_cuda_ipc_ns_ep_dispatch_pending(uct_cuda_ipc_ns_iface_t *iface)
+{
+    uct_cuda_ipc_ns_pending_priv_t *priv;
+    uct_pending_req_t *req;
+
+    while (!ucs_queue_is_empty(&iface->pending_q) &&
+           uct_cuda_ipc_ns_cq_has_resources(&iface->cq)) {
+        priv = ucs_queue_pull_elem_non_empty(&iface->pending_q,
+                                             uct_cuda_ipc_ns_pending_priv_t,
+                                             queue);
+        --priv->ep->num_pending;
+        req = ucs_container_of(priv, uct_pending_req_t, priv);
+        if (req->func(req) != UCS_OK) {
+            /* not done: it keeps its place at the head */
+            ucs_queue_push_head(&iface->pending_q, &priv->queue);
+            ++priv->ep->num_pending;
+            break;
+        }
+    }
+}

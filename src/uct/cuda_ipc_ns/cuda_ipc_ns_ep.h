@@ -5,32 +5,7 @@
 #ifndef UCT_CUDA_IPC_NS_EP_H
 #define UCT_CUDA_IPC_NS_EP_H
 
-#include "cuda_ipc_ns_iface.h"
-#include "cuda_ipc_ns_cache.h"
-
-#include <ucs/datastruct/list.h>
-#include <ucs/datastruct/queue_types.h>
-
-
-typedef struct uct_cuda_ipc_ns_ep {
-    uct_base_ep_t                super;
-    uct_cuda_ipc_ns_iface_addr_t remote;      /* peer's iface address */
-    uct_cuda_ipc_ns_peer_t       *peer;       /* its cache entry */
-    ucs_list_link_t              ops;         /* in flight, post order */
-    ucs_queue_head_t             flush_q;     /* flushes waiting for ops */
-    uint64_t                     seq;         /* ops posted */
-    uint64_t                     fence_seq;   /* ops up to it finish first */
-    unsigned                     num_pending; /* in the iface pending queue */
-    int                          watch_tried; /* broker watch attempted */
-    int                          failed;      /* peer failure reported */
-} uct_cuda_ipc_ns_ep_t;
-
-
-/* Private data of a pending request */
-typedef struct {
-    ucs_queue_elem_t     queue;
-    uct_cuda_ipc_ns_ep_t *ep;
-} uct_cuda_ipc_ns_pending_priv_t;
+#include "cuda_ipc_ns_types.h"
 
 
 UCS_CLASS_DECLARE_NEW_FUNC(uct_cuda_ipc_ns_ep_t, uct_ep_t, const uct_ep_params_t*);
@@ -61,6 +36,9 @@ ucs_status_t uct_cuda_ipc_ns_ep_pending_add(uct_ep_h tl_ep,
 void uct_cuda_ipc_ns_ep_pending_purge(uct_ep_h tl_ep,
                                       uct_pending_purge_callback_t cb,
                                       void *arg);
+
+/* Start pending requests while events are available */
+void uct_cuda_ipc_ns_ep_dispatch_pending(uct_cuda_ipc_ns_iface_t *iface);
 
 /* Completion of an op (uct_cuda_ipc_ns_op_done_cb_t; arg: the iface) */
 void uct_cuda_ipc_ns_ep_op_done(uct_cuda_ipc_ns_op_t *op, ucs_status_t status,

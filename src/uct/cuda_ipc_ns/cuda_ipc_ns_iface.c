@@ -187,31 +187,9 @@ static unsigned uct_cuda_ipc_ns_iface_progress(uct_iface_h tl_iface)
 
     count = uct_cuda_ipc_ns_cq_progress(&iface->cq);
     if (count > 0) {
-        uct_cuda_ipc_ns_iface_dispatch_pending(iface);
+        uct_cuda_ipc_ns_ep_dispatch_pending(iface);
     }
     return count;
-}
-
-
-void uct_cuda_ipc_ns_iface_dispatch_pending(uct_cuda_ipc_ns_iface_t *iface)
-{
-    uct_cuda_ipc_ns_pending_priv_t *priv;
-    uct_pending_req_t *req;
-
-    while (!ucs_queue_is_empty(&iface->pending_q) &&
-           uct_cuda_ipc_ns_cq_has_resources(&iface->cq)) {
-        priv = ucs_queue_pull_elem_non_empty(&iface->pending_q,
-                                             uct_cuda_ipc_ns_pending_priv_t,
-                                             queue);
-        --priv->ep->num_pending;
-        req = ucs_container_of(priv, uct_pending_req_t, priv);
-        if (req->func(req) != UCS_OK) {
-            /* not done: it keeps its place at the head */
-            ucs_queue_push_head(&iface->pending_q, &priv->queue);
-            ++priv->ep->num_pending;
-            break;
-        }
-    }
 }
 
 

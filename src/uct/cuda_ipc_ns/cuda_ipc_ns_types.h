@@ -1,0 +1,68 @@
+/*
+ * cuda_ipc_ns: the transport's objects — interface and endpoint — shared by
+ * cuda_ipc_ns_iface.c and cuda_ipc_ns_ep.c (docs/architecture.md).
+ */
+#ifndef UCT_CUDA_IPC_NS_TYPES_H
+#define UCT_CUDA_IPC_NS_TYPES_H
+
+#include "cuda_ipc_ns_addr.h"
+#include "cuda_ipc_ns_cache.h"
+#include "cuda_ipc_ns_stream.h"
+
+#include <uct/base/uct_iface.h>
+#include <ucs/datastruct/list.h>
+#include <ucs/datastruct/queue_types.h>
+
+
+/* Copies one put/get may gather (one per iov entry, one event) */
+#define UCT_CUDA_IPC_NS_MAX_IOV  16
+
+
+typedef struct uct_cuda_ipc_ns_iface_config {
+    uct_iface_config_t super;
+    unsigned           max_poll;     /* completions handled per progress */
+    unsigned           max_streams;  /* streams per context */
+    unsigned           max_events;   /* ops in flight, UINT_MAX: no limit */
+    double             bandwidth;    /* bytes/s, or UCS_CONFIG_BW_AUTO */
+    ucs_time_t         latency;      /* or UCS_TIME_AUTO */
+    ucs_time_t         overhead;     /* or UCS_TIME_AUTO */
+} uct_cuda_ipc_ns_iface_config_t;
+
+
+typedef struct uct_cuda_ipc_ns_iface {
+    uct_base_iface_t              super;
+    uct_cuda_ipc_ns_device_addr_t dev_addr;   /* ours */
+    uct_cuda_ipc_ns_iface_addr_t  iface_addr; /* ours */
+    uct_cuda_ipc_ns_cq_t          cq;         /* copies in flight */
+    ucs_queue_head_t              pending_q;  /* waiting for an event */
+    int                           fence;      /* next op waits for all */
+    struct {
+        double   bandwidth;  /* bytes/s */
+        double   latency;    /* seconds */
+        double   overhead;   /* seconds */
+    } config;
+} uct_cuda_ipc_ns_iface_t;
+
+
+typedef struct uct_cuda_ipc_ns_ep {
+    uct_base_ep_t                super;
+    uct_cuda_ipc_ns_iface_addr_t remote;      /* peer's iface address */
+    uct_cuda_ipc_ns_peer_t       *peer;       /* its cache entry */
+    ucs_list_link_t              ops;         /* in flight, post order */
+    ucs_queue_head_t             flush_q;     /* flushes waiting for ops */
+    uint64_t                     seq;         /* ops posted */
+    uint64_t                     fence_seq;   /* ops up to it finish first */
+    unsigned                     num_pending; /* in the iface pending queue */
+    int                          watch_tried; /* broker watch attempted */
+    int                          failed;      /* peer failure reported */
+} uct_cuda_ipc_ns_ep_t;
+
+
+/* Private data of a pending request */
+typedef struct {
+    ucs_queue_elem_t     queue;
+    uct_cuda_ipc_ns_ep_t *ep;
+} uct_cuda_ipc_ns_pending_priv_t;
+
+
+#endif
