@@ -82,7 +82,7 @@
     _F(StreamAddCallback,            cuStreamAddCallback,            OPTIONAL) \
     _F(LaunchHostFunc,               cuLaunchHostFunc,               REQUIRED) \
     _F(Memcpy,                       cuMemcpy,                       OPTIONAL) \
-    _F(MemcpyAsync,                  cuMemcpyAsync,                  OPTIONAL) \
+    _F(MemcpyAsync,                  cuMemcpyAsync,                  REQUIRED) \
     _F(MemcpyDtoD,                   cuMemcpyDtoD,                   OPTIONAL) \
     _F(MemcpyDtoDAsync,              cuMemcpyDtoDAsync,              REQUIRED) \
     _F(MemcpyHtoD,                   cuMemcpyHtoD,                   REQUIRED) \

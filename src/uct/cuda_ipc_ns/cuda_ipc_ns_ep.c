@@ -213,9 +213,13 @@ void uct_cuda_ipc_ns_ep_op_done(uct_cuda_ipc_ns_op_t *op, ucs_status_t status,
 }
 
 
-/* Context and device of the local buffer; VMM memory has no context: the
- * device's primary one runs its copies */
+/*
+ * Context and device of the local buffer; VMM memory has no context: the
+ * device's primary one runs its copies. Host memory (staging buffers of the
+ * short and bcopy operations) is copied in device 0's primary context.
+ */
 static ucs_status_t uct_cuda_ipc_ns_ep_local_ctx(const void *buffer,
+                                                 int allow_host,
                                                  CUcontext *ctx_p,
                                                  int *device_p)
 {
@@ -238,9 +242,13 @@ static ucs_status_t uct_cuda_ipc_ns_ep_local_ctx(const void *buffer,
     }
 
     if (mem_type != CU_MEMORYTYPE_DEVICE) {
-        ucs_error("cuda_ipc_ns: local buffer %p is not CUDA device memory",
-                  buffer);
-        return UCS_ERR_INVALID_PARAM;
+        if (!allow_host) {
+            ucs_error("cuda_ipc_ns: local buffer %p is not CUDA device memory",
+                      buffer);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        device = 0;
+        ctx    = NULL;
     }
 
     *device_p = device;
@@ -371,6 +379,83 @@ uct_cuda_ipc_ns_ep_enqueue(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_op_t *op,
 }
 
 
+/* A remote range mapped here, pinned, and the context to copy in */
+typedef struct {
+    uct_cuda_ipc_ns_region_t *region;
+    void                     *remote;  /* mapped address of remote_addr */
+    CUcontext                ctx;      /* of the local buffer */
+} uct_cuda_ipc_ns_target_t;
+
+
+/*
+ * Everything a copy between @a local and [remote_addr, +length) of @a key
+ * needs: range check, the local context, the owner's cache entry (and its
+ * watch), the mapping (pinned: the caller unpins).
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_cuda_ipc_ns_ep_resolve(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_rkey_t *key,
+                           const void *local, size_t length,
+                           uint64_t remote_addr, int allow_host,
+                           uct_cuda_ipc_ns_target_t *target)
+{
+    double timeout = uct_cuda_ipc_ns_ep_md(ep)->fdx.timeout;
+    uct_cuda_ipc_ns_peer_t *peer;
+    ucs_status_t status;
+    int device;
+
+    if (ucs_unlikely(ep->failed)) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+
+    if (ucs_unlikely((remote_addr < key->info.base) ||
+                     (remote_addr - key->info.base > key->info.length) ||
+                     (length > key->info.base + key->info.length -
+                               remote_addr))) {
+        ucs_error("cuda_ipc_ns: copy of %zu bytes at 0x%" PRIx64 " is outside "
+                  "remote allocation 0x%" PRIx64 "..0x%" PRIx64, length,
+                  remote_addr, key->info.base,
+                  key->info.base + key->info.length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_cuda_ipc_ns_ep_local_ctx(local, allow_host, &target->ctx,
+                                          &device);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_cuda_ipc_ns_ep_key_peer(ep, key, &peer);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (ucs_unlikely(!ep->watch_tried) && (peer == ep->peer) &&
+        (key->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD)) {
+        /* a peer of another PID namespace can be watched once its broker
+         * is known */
+        ep->watch_tried = 1;
+        (void)uct_cuda_ipc_ns_cache_peer_check(peer, &key->info, timeout);
+    }
+
+    status = uct_cuda_ipc_ns_cache_map(peer, &key->info, device,
+                                       &uct_cuda_ipc_ns_ep_md(ep)->fdx,
+                                       &target->region);
+    if (status != UCS_OK) {
+        /* a failed import may mean the owner is gone: ask its watch */
+        if ((uct_cuda_ipc_ns_cache_peer_check(peer, NULL, timeout) !=
+             UCS_OK) && (peer == ep->peer)) {
+            uct_cuda_ipc_ns_ep_set_failed(ep);
+            status = UCS_ERR_CONNECTION_RESET;
+        }
+        return status;
+    }
+
+    target->remote = UCS_PTR_BYTE_OFFSET(target->region->mapping.addr,
+                                         remote_addr - key->info.base);
+    return UCS_OK;
+}
+
+
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
                         uint64_t remote_addr, uct_rkey_t rkey,
@@ -381,88 +466,41 @@ uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     uct_cuda_ipc_ns_rkey_t *key    = (uct_cuda_ipc_ns_rkey_t*)rkey;
     size_t length                  = uct_iov_total_length(iov, iovcnt);
     uct_cuda_ipc_ns_stream_t *stream;
-    uct_cuda_ipc_ns_region_t *region;
-    uct_cuda_ipc_ns_peer_t *peer;
+    uct_cuda_ipc_ns_target_t target;
     uct_cuda_ipc_ns_op_t *op;
     ucs_status_t status;
-    CUcontext ctx;
-    int device, pushed;
-    void *remote;
+    int pushed;
 
     if (length == 0) {
         return UCS_OK;
     }
 
-    if (ucs_unlikely(ep->failed)) {
-        return UCS_ERR_CONNECTION_RESET;
-    }
-
-    if (ucs_unlikely((remote_addr < key->info.base) ||
-                     (remote_addr - key->info.base > key->info.length) ||
-                     (length > key->info.base + key->info.length -
-                               remote_addr))) {
-        ucs_error("cuda_ipc_ns: %s of %zu bytes at 0x%" PRIx64 " is outside "
-                  "remote allocation 0x%" PRIx64 "..0x%" PRIx64,
-                  is_put ? "put" : "get", length, remote_addr, key->info.base,
-                  key->info.base + key->info.length);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
     op = uct_cuda_ipc_ns_cq_op_get(&iface->cq);
     if (ucs_unlikely(op == NULL)) {
-        return UCS_ERR_NO_RESOURCE; /* MAX_EVENTS in flight: pending */
+        return ep->failed ? UCS_ERR_CONNECTION_RESET :
+               UCS_ERR_NO_RESOURCE; /* MAX_EVENTS in flight: pending */
     }
 
-    status = uct_cuda_ipc_ns_ep_local_ctx(iov[0].buffer, &ctx, &device);
+    status = uct_cuda_ipc_ns_ep_resolve(ep, key, iov[0].buffer, length,
+                                        remote_addr, 0, &target);
     if (status != UCS_OK) {
         goto err_put_op;
     }
 
-    status = uct_cuda_ipc_ns_ep_key_peer(ep, key, &peer);
-    if (status != UCS_OK) {
-        goto err_put_op;
-    }
-
-    if (ucs_unlikely(!ep->watch_tried) && (peer == ep->peer) &&
-        (key->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD)) {
-        /* a peer of another PID namespace can be watched once its broker
-         * is known */
-        ep->watch_tried = 1;
-        (void)uct_cuda_ipc_ns_cache_peer_check(peer, &key->info,
-                                               uct_cuda_ipc_ns_ep_md(ep)->fdx.timeout);
-    }
-
-    status = uct_cuda_ipc_ns_cache_map(peer, &key->info, device,
-                                       &uct_cuda_ipc_ns_ep_md(ep)->fdx,
-                                       &region);
-    if (status != UCS_OK) {
-        /* a failed import may mean the owner is gone: ask its watch */
-        if ((uct_cuda_ipc_ns_cache_peer_check(peer, NULL,
-                                              uct_cuda_ipc_ns_ep_md(ep)->fdx.timeout) !=
-             UCS_OK) && (peer == ep->peer)) {
-            uct_cuda_ipc_ns_ep_set_failed(ep);
-            status = UCS_ERR_CONNECTION_RESET;
-        }
-        goto err_put_op;
-    }
-
-    remote = UCS_PTR_BYTE_OFFSET(region->mapping.addr,
-                                 remote_addr - key->info.base);
-
-    status = uct_cuda_ipc_ns_ctx_push(ctx, &pushed);
+    status = uct_cuda_ipc_ns_ctx_push(target.ctx, &pushed);
     if (status != UCS_OK) {
         goto err_unpin;
     }
 
-    status = uct_cuda_ipc_ns_cq_stream(&iface->cq, ctx, key->info.dev_uuid,
-                                       &stream);
+    status = uct_cuda_ipc_ns_cq_stream(&iface->cq, target.ctx,
+                                       key->info.dev_uuid, &stream);
     if (status == UCS_OK) {
         op->ep     = ep;
-        op->region = region;
+        op->region = target.region;
         op->comp   = comp;
         op->seq    = ++ep->seq;
         status     = uct_cuda_ipc_ns_ep_enqueue(ep, op, stream, iov, iovcnt,
-                                                remote, is_put);
+                                                target.remote, is_put);
     }
     uct_cuda_ipc_ns_ctx_pop(pushed);
     if (status != UCS_OK) {
@@ -472,14 +510,132 @@ uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     ucs_list_add_tail(&ep->ops, &op->ep_elem);
     ucs_trace_data("cuda_ipc_ns: ep %p %s %zu bytes remote 0x%" PRIx64
                    " (mapped %p) local %p op %p", ep, is_put ? "put" : "get",
-                   length, remote_addr, remote, iov[0].buffer, op);
+                   length, remote_addr, target.remote, iov[0].buffer, op);
     return UCS_INPROGRESS;
 
 err_unpin:
-    uct_cuda_ipc_ns_cache_unpin(region);
+    uct_cuda_ipc_ns_cache_unpin(target.region);
 err_put_op:
     uct_cuda_ipc_ns_cq_op_put(&iface->cq, op);
     return status;
+}
+
+
+/*
+ * A copy that is done when this returns (short and bcopy operations): on
+ * the stream of the pair, so that it also follows the copies before it, and
+ * waited for. @a local may be host memory; the driver copies it either way,
+ * the CPU never touches device memory.
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_ep_copy_sync(uct_ep_h tl_ep, void *local, size_t length,
+                             uint64_t remote_addr, uct_rkey_t rkey, int is_put)
+{
+    uct_cuda_ipc_ns_ep_t *ep       = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
+    uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
+    uct_cuda_ipc_ns_rkey_t *key    = (uct_cuda_ipc_ns_rkey_t*)rkey;
+    uct_cuda_ipc_ns_stream_t *stream;
+    uct_cuda_ipc_ns_target_t target;
+    ucs_status_t status;
+    int pushed;
+
+    if (length == 0) {
+        return UCS_OK;
+    }
+
+    status = uct_cuda_ipc_ns_ep_resolve(ep, key, local, length, remote_addr, 1,
+                                        &target);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_cuda_ipc_ns_ctx_push(target.ctx, &pushed);
+    if (status == UCS_OK) {
+        status = uct_cuda_ipc_ns_cq_stream(&iface->cq, target.ctx,
+                                           key->info.dev_uuid, &stream);
+        if (status == UCS_OK) {
+            status = is_put ?
+                     UCT_CUDA_IPC_NS_CU(MemcpyAsync, (CUdeviceptr)target.remote,
+                                        (CUdeviceptr)local, length,
+                                        stream->stream) :
+                     UCT_CUDA_IPC_NS_CU(MemcpyAsync, (CUdeviceptr)local,
+                                        (CUdeviceptr)target.remote, length,
+                                        stream->stream);
+            /* even after a failed enqueue: earlier copies use the mapping */
+            if (UCT_CUDA_IPC_NS_CU(StreamSynchronize, stream->stream) !=
+                UCS_OK) {
+                status = UCS_ERR_IO_ERROR;
+            }
+        }
+        uct_cuda_ipc_ns_ctx_pop(pushed);
+    }
+
+    uct_cuda_ipc_ns_cache_unpin(target.region);
+    return status;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_ep_put_short(uct_ep_h tl_ep, const void *buffer,
+                                          unsigned length, uint64_t remote_addr,
+                                          uct_rkey_t rkey)
+{
+    ucs_status_t status;
+
+    status = uct_cuda_ipc_ns_ep_copy_sync(tl_ep, (void*)buffer, length,
+                                          remote_addr, rkey, 1);
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t),
+                                 PUT, SHORT, length);
+    return status;
+}
+
+
+ssize_t uct_cuda_ipc_ns_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                                     void *arg, uint64_t remote_addr,
+                                     uct_rkey_t rkey)
+{
+    uct_cuda_ipc_ns_ep_t *ep       = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
+    uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
+    ucs_status_t status;
+    size_t length;
+
+    /* the caller packs host data into our staging buffer */
+    length = pack_cb(iface->bounce, arg);
+    status = uct_cuda_ipc_ns_ep_copy_sync(tl_ep, iface->bounce, length,
+                                          remote_addr, rkey, 1);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    UCT_TL_EP_STAT_OP(&ep->super, PUT, BCOPY, length);
+    return length;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_ep_get_bcopy(uct_ep_h tl_ep,
+                                          uct_unpack_callback_t unpack_cb,
+                                          void *arg, size_t length,
+                                          uint64_t remote_addr, uct_rkey_t rkey,
+                                          uct_completion_t *comp)
+{
+    uct_cuda_ipc_ns_ep_t *ep       = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
+    uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
+    ucs_status_t status;
+
+    if (length > UCT_CUDA_IPC_NS_MAX_BCOPY) {
+        ucs_error("cuda_ipc_ns: get_bcopy of %zu bytes, at most %d",
+                  length, UCT_CUDA_IPC_NS_MAX_BCOPY);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_cuda_ipc_ns_ep_copy_sync(tl_ep, iface->bounce, length,
+                                          remote_addr, rkey, 0);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    unpack_cb(arg, iface->bounce, length);
+    UCT_TL_EP_STAT_OP(&ep->super, GET, BCOPY, length);
+    return UCS_OK; /* done: the completion is not called */
 }
 
 
@@ -488,10 +644,9 @@ ucs_status_t uct_cuda_ipc_ns_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                           uct_rkey_t rkey,
                                           uct_completion_t *comp)
 {
-    ucs_status_t status;
+    ucs_status_t status = uct_cuda_ipc_ns_ep_copy(tl_ep, iov, iovcnt,
+                                                  remote_addr, rkey, comp, 1);
 
-    status = uct_cuda_ipc_ns_ep_copy(tl_ep, iov, iovcnt, remote_addr, rkey,
-                                     comp, 1);
     UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t),
                                  PUT, ZCOPY, uct_iov_total_length(iov, iovcnt));
     return status;
@@ -503,10 +658,9 @@ ucs_status_t uct_cuda_ipc_ns_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                           uct_rkey_t rkey,
                                           uct_completion_t *comp)
 {
-    ucs_status_t status;
+    ucs_status_t status = uct_cuda_ipc_ns_ep_copy(tl_ep, iov, iovcnt,
+                                                  remote_addr, rkey, comp, 0);
 
-    status = uct_cuda_ipc_ns_ep_copy(tl_ep, iov, iovcnt, remote_addr, rkey,
-                                     comp, 0);
     UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t),
                                  GET, ZCOPY, uct_iov_total_length(iov, iovcnt));
     return status;

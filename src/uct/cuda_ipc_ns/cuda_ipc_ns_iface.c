@@ -15,6 +15,7 @@
 #include <ucs/sys/math.h>
 #include <ucs/time/time.h>
 #include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
 #include <ucs/type/class.h>
 #include <string.h>
 #include <limits.h>
@@ -89,6 +90,9 @@ static ucs_status_t uct_cuda_ipc_ns_iface_query(uct_iface_h tl_iface,
     iface_attr->ep_addr_len         = 0;
     iface_attr->max_conn_priv       = 0;
     iface_attr->cap.flags           = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                                      UCT_IFACE_FLAG_PUT_SHORT |
+                                      UCT_IFACE_FLAG_PUT_BCOPY |
+                                      UCT_IFACE_FLAG_GET_BCOPY |
                                       UCT_IFACE_FLAG_PUT_ZCOPY |
                                       UCT_IFACE_FLAG_GET_ZCOPY |
                                       UCT_IFACE_FLAG_PENDING |
@@ -97,11 +101,14 @@ static ucs_status_t uct_cuda_ipc_ns_iface_query(uct_iface_h tl_iface,
     iface_attr->cap.event_flags     = UCT_IFACE_FLAG_EVENT_SEND_COMP |
                                       UCT_IFACE_FLAG_EVENT_FD;
 
+    iface_attr->cap.put.max_short       = UCT_CUDA_IPC_NS_MAX_SHORT;
+    iface_attr->cap.put.max_bcopy       = UCT_CUDA_IPC_NS_MAX_BCOPY;
     iface_attr->cap.put.min_zcopy       = 0;
     iface_attr->cap.put.max_zcopy       = SIZE_MAX;
     iface_attr->cap.put.opt_zcopy_align = 1;
     iface_attr->cap.put.align_mtu       = 1;
     iface_attr->cap.put.max_iov         = UCT_CUDA_IPC_NS_MAX_IOV;
+    iface_attr->cap.get.max_bcopy       = UCT_CUDA_IPC_NS_MAX_BCOPY;
     iface_attr->cap.get.min_zcopy       = 0;
     iface_attr->cap.get.max_zcopy       = SIZE_MAX;
     iface_attr->cap.get.opt_zcopy_align = 1;
@@ -256,6 +263,9 @@ static UCS_CLASS_DECLARE_DELETE_FUNC(uct_cuda_ipc_ns_iface_t, uct_iface_t);
 
 
 static uct_iface_ops_t uct_cuda_ipc_ns_iface_ops = {
+    .ep_put_short             = uct_cuda_ipc_ns_ep_put_short,
+    .ep_put_bcopy             = uct_cuda_ipc_ns_ep_put_bcopy,
+    .ep_get_bcopy             = uct_cuda_ipc_ns_ep_get_bcopy,
     .ep_put_zcopy             = uct_cuda_ipc_ns_ep_put_zcopy,
     .ep_get_zcopy             = uct_cuda_ipc_ns_ep_get_zcopy,
     .ep_pending_add           = uct_cuda_ipc_ns_ep_pending_add,
@@ -363,6 +373,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
     uct_cuda_ipc_ns_md_t *md = ucs_derived_of(tl_md, uct_cuda_ipc_ns_md_t);
     const uct_cuda_ipc_ns_identity_t *id = uct_cuda_ipc_ns_self();
     double auto_bandwidth, auto_latency;
+    ucs_status_t status;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_cuda_ipc_ns_iface_ops,
                               &uct_base_iface_internal_ops, tl_md, worker,
@@ -403,9 +414,19 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
     self->fence                 = 0;
     ucs_queue_head_init(&self->pending_q);
 
-    return uct_cuda_ipc_ns_cq_init(&self->cq, config->max_streams,
-                                   config->max_poll, config->max_events,
-                                   uct_cuda_ipc_ns_ep_op_done, self);
+    self->bounce = ucs_malloc(UCT_CUDA_IPC_NS_MAX_BCOPY, "cuda_ipc_ns_bounce");
+    if (self->bounce == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate the bcopy staging buffer");
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = uct_cuda_ipc_ns_cq_init(&self->cq, config->max_streams,
+                                     config->max_poll, config->max_events,
+                                     uct_cuda_ipc_ns_ep_op_done, self);
+    if (status != UCS_OK) {
+        ucs_free(self->bounce);
+    }
+    return status;
 }
 
 
@@ -414,6 +435,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_iface_t)
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     uct_cuda_ipc_ns_cq_cleanup(&self->cq);
+    ucs_free(self->bounce);
 }
 
 

@@ -187,7 +187,10 @@ static ucs_status_t uct_cuda_ipc_ns_md_query(uct_md_h md, uct_md_attr_t *md_attr
 {
     md_attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
     md_attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
-    md_attr->cap.alloc_mem_types  = 0;
+    /* UCX 1.13.1 resolves RMA rkeys as host memory and skips a lane whose
+     * MD lists HOST in neither reg nor alloc types (docs/ucp.md); without
+     * UCT_MD_FLAG_ALLOC nothing is ever allocated through us */
+    md_attr->cap.alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     md_attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
     /* UCP classifies CUDA buffers through us when cuda_copy is absent */
     md_attr->cap.detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);

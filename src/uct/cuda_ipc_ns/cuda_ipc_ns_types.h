@@ -15,7 +15,16 @@
 
 
 /* Copies one put/get may gather (one per iov entry, one event) */
-#define UCT_CUDA_IPC_NS_MAX_IOV  16
+#define UCT_CUDA_IPC_NS_MAX_IOV    16
+
+/*
+ * Short and bcopy operations exist for UCP's RMA lanes (docs/ucp.md): they
+ * copy synchronously through the driver, from the caller's memory (short)
+ * or from a host staging buffer of this size (bcopy). Puts above max_short
+ * go zero-copy under UCP's default thresholds.
+ */
+#define UCT_CUDA_IPC_NS_MAX_SHORT  16383
+#define UCT_CUDA_IPC_NS_MAX_BCOPY  65536
 
 
 typedef struct uct_cuda_ipc_ns_iface_config {
@@ -36,6 +45,7 @@ typedef struct uct_cuda_ipc_ns_iface {
     uct_cuda_ipc_ns_cq_t          cq;         /* copies in flight */
     ucs_queue_head_t              pending_q;  /* waiting for an event */
     int                           fence;      /* next op waits for all */
+    void                          *bounce;    /* bcopy staging, MAX_BCOPY */
     struct {
         double   bandwidth;  /* bytes/s */
         double   latency;    /* seconds */

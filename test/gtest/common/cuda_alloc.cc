@@ -52,7 +52,7 @@ cuda_legacy_buffer::~cuda_legacy_buffer()
 }
 
 
-cuda_vmm_buffer::cuda_vmm_buffer(size_t size, bool posix_fd) :
+cuda_vmm_buffer::cuda_vmm_buffer(size_t size, bool posix_fd, CUdeviceptr hint) :
     m_ptr(0), m_size(0), m_handle(0)
 {
     CUmemAllocationProp prop = {};
@@ -70,7 +70,7 @@ cuda_vmm_buffer::cuda_vmm_buffer(size_t size, bool posix_fd) :
     m_size = ((size + granularity - 1) / granularity) * granularity;
 
     TEST_CU(MemCreate, &m_handle, m_size, &prop, 0);
-    TEST_CU(MemAddressReserve, &m_ptr, m_size, 0, 0, 0);
+    TEST_CU(MemAddressReserve, &m_ptr, m_size, 0, hint, 0);
     TEST_CU(MemMap, m_ptr, m_size, 0, m_handle, 0);
     access.location = prop.location;
     access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
@@ -89,6 +89,12 @@ cuda_vmm_buffer::~cuda_vmm_buffer()
 void cuda_fill(void *dst, unsigned char value, size_t size)
 {
     TEST_CU(MemsetD8, (CUdeviceptr)dst, value, size);
+}
+
+
+void cuda_write(void *dev_dst, const void *host_src, size_t size)
+{
+    TEST_CU(MemcpyHtoD, (CUdeviceptr)dev_dst, host_src, size);
 }
 
 

@@ -46,10 +46,11 @@ private:
     size_t      m_size;
 };
 
-/* Memory from cuMemCreate + map, exportable as POSIX fd when asked */
+/* Memory from cuMemCreate + map, exportable as POSIX fd when asked, at
+ * address @a hint when that range is free */
 class cuda_vmm_buffer {
 public:
-    cuda_vmm_buffer(size_t size, bool posix_fd = true);
+    cuda_vmm_buffer(size_t size, bool posix_fd = true, CUdeviceptr hint = 0);
     ~cuda_vmm_buffer();
     void *ptr() const { return (void*)m_ptr; }
     size_t size() const { return m_size; }
@@ -61,6 +62,7 @@ private:
 
 void cuda_fill(void *dst, unsigned char value, size_t size);
 void cuda_read(void *host_dst, const void *dev_src, size_t size);
+void cuda_write(void *dev_dst, const void *host_src, size_t size);
 
 } // namespace test
 

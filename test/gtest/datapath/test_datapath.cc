@@ -225,14 +225,7 @@ TEST_F(datapath_pair, many_ops_in_flight_on_several_endpoints) {
                        b2.addr + i * chunk, rkey2.rkey, &comps[count + i],
                        ep2));
     }
-    ASSERT_TRUE(m_node->progress_until([&] {
-        for (auto &c : comps) {
-            if (!c.done) {
-                return false;
-            }
-        }
-        return true;
-    }));
+    ASSERT_TRUE(m_node->progress_until([&] { return all_done(comps); }));
     for (auto &c : comps) {
         EXPECT_EQ(UCS_OK, c.status);
     }

@@ -11,16 +11,6 @@
 #include <time.h>
 
 
-#define NODE_CU(_func, ...) \
-    do { \
-        CUresult _res = uct_cuda_ipc_ns_drv._func(__VA_ARGS__); \
-        if (_res != CUDA_SUCCESS) { \
-            throw std::runtime_error(std::string("cu" #_func " failed: ") + \
-                                     uct_cuda_ipc_ns_cu_error_name(_res)); \
-        } \
-    } while (0)
-
-
 namespace test {
 
 uint64_t now_ms()
@@ -41,58 +31,6 @@ bytes_t pattern(uint32_t seed, size_t size)
 }
 
 
-vmm_alloc::vmm_alloc(size_t size, CUdeviceptr hint) :
-    m_ptr(0), m_size(0), m_handle(0)
-{
-    CUmemAllocationProp prop = {};
-    CUmemAccessDesc access   = {};
-    size_t granularity;
-
-    prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id          = 0;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    NODE_CU(MemGetAllocationGranularity, &granularity, &prop,
-            CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    m_size = ((size + granularity - 1) / granularity) * granularity;
-    NODE_CU(MemCreate, &m_handle, m_size, &prop, 0);
-    NODE_CU(MemAddressReserve, &m_ptr, m_size, 0, hint, 0);
-    NODE_CU(MemMap, m_ptr, m_size, 0, m_handle, 0);
-    access.location = prop.location;
-    access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    NODE_CU(MemSetAccess, m_ptr, m_size, &access, 1);
-}
-
-
-vmm_alloc::~vmm_alloc()
-{
-    uct_cuda_ipc_ns_drv.MemUnmap(m_ptr, m_size);
-    uct_cuda_ipc_ns_drv.MemAddressFree(m_ptr, m_size);
-    uct_cuda_ipc_ns_drv.MemRelease(m_handle);
-}
-
-
-static uct_component_h find_component()
-{
-    uct_component_h *components, found = nullptr;
-    uct_component_attr_t attr;
-    unsigned count;
-
-    if (uct_query_components(&components, &count) != UCS_OK) {
-        return nullptr;
-    }
-    for (unsigned i = 0; i < count; ++i) {
-        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
-        if ((uct_component_query(components[i], &attr) == UCS_OK) &&
-            !strcmp(attr.name, "cuda_ipc_ns")) {
-            found = components[i];
-        }
-    }
-    uct_release_component_list(components);
-    return found;
-}
-
-
 uct_node::uct_node(const std::map<std::string, std::string> &md_config,
                    const std::map<std::string, std::string> &iface_config)
 {
@@ -100,7 +38,7 @@ uct_node::uct_node(const std::map<std::string, std::string> &md_config,
     uct_iface_config_t *iface_cfg;
     uct_md_config_t *md_cfg;
 
-    m_component = find_component();
+    m_component = find_component("cuda_ipc_ns");
     if ((m_component == nullptr) || !cuda_init() ||
         (uct_md_config_read(m_component, NULL, NULL, &md_cfg) != UCS_OK)) {
         return;
@@ -219,7 +157,7 @@ int uct_node::alloc(buffer_kind kind, size_t size, CUdeviceptr hint)
         b->legacy.reset(new cuda_legacy_buffer(size));
         b->ptr = b->legacy->ptr();
     } else {
-        b->vmm.reset(new vmm_alloc(size, hint));
+        b->vmm.reset(new cuda_vmm_buffer(size, true, hint));
         b->ptr = b->vmm->ptr();
     }
     b->size = size;
@@ -262,7 +200,7 @@ void uct_node::fill(int index, uint32_t seed, size_t offset, size_t size)
     for (size_t i = 0; i < size; ++i) {
         bytes[i] = pattern_byte(seed, offset + i);
     }
-    NODE_CU(MemcpyHtoD, (CUdeviceptr)b.ptr + offset, bytes.data(), size);
+    cuda_write((char*)b.ptr + offset, bytes.data(), size);
 }
 
 
@@ -318,6 +256,17 @@ ucs_status_t uct_node::copy(uct_ep_h ep, bool is_put, void *local, size_t size,
         return UCS_ERR_TIMED_OUT;
     }
     return comp.status;
+}
+
+
+bool all_done(const std::vector<completion> &comps)
+{
+    for (const completion &c : comps) {
+        if (!c.done) {
+            return false;
+        }
+    }
+    return true;
 }
 
 

@@ -7,6 +7,7 @@
 #define TEST_DATAPATH_UCT_NODE_H
 
 #include "common/cuda_alloc.h"
+#include "common/component.h"
 
 extern "C" {
 #include <uct/api/uct.h>
@@ -42,25 +43,11 @@ static inline uint8_t pattern_byte(uint32_t seed, size_t i)
 bytes_t pattern(uint32_t seed, size_t size);
 
 
-/* A VMM allocation at a chosen address when possible (reuse tests) */
-class vmm_alloc {
-public:
-    vmm_alloc(size_t size, CUdeviceptr hint = 0);
-    ~vmm_alloc();
-    void *ptr() const { return (void*)m_ptr; }
-    size_t size() const { return m_size; }
-private:
-    CUdeviceptr                  m_ptr;
-    size_t                       m_size;
-    CUmemGenericAllocationHandle m_handle;
-};
-
-
 class uct_node {
 public:
     struct buffer {
         std::unique_ptr<cuda_legacy_buffer> legacy;
-        std::unique_ptr<vmm_alloc>          vmm;
+        std::unique_ptr<cuda_vmm_buffer>    vmm;
         void                                *ptr;
         size_t                              size;
         uct_mem_h                           memh;
@@ -127,6 +114,9 @@ struct completion {
     static void cb(uct_completion_t *comp);
 };
 
+
+/* Whether every completion of @a comps was called */
+bool all_done(const std::vector<completion> &comps);
 
 /* Current cache counters */
 uct_cuda_ipc_ns_cache_stats_t cache_stats();

@@ -9,6 +9,7 @@
  */
 #include "common/cuda_alloc.h"
 #include "common/peer.h"
+#include "common/component.h"
 
 extern "C" {
 #include <uct/api/uct.h>
@@ -61,24 +62,13 @@ bool md_lists_transport(uct_component_h component)
 /* What ucx_info -d shows: component, MD resource, transport on "cuda" */
 bool transport_listed()
 {
-    uct_component_h *components;
-    unsigned num_components;
-    bool listed = false;
+    uct_component_h component = test::find_component("cuda_ipc_ns");
+    uct_component_attr_t attr = {};
 
-    if (uct_query_components(&components, &num_components) != UCS_OK) {
-        return false;
-    }
-    for (unsigned i = 0; !listed && (i < num_components); ++i) {
-        uct_component_attr_t attr = {};
-        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME |
-                          UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
-        listed = (uct_component_query(components[i], &attr) == UCS_OK) &&
-                 !strcmp(attr.name, "cuda_ipc_ns") &&
-                 (attr.md_resource_count > 0) &&
-                 md_lists_transport(components[i]);
-    }
-    uct_release_component_list(components);
-    return listed;
+    attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+    return (component != nullptr) &&
+           (uct_component_query(component, &attr) == UCS_OK) &&
+           (attr.md_resource_count > 0) && md_lists_transport(component);
 }
 
 

@@ -4,6 +4,7 @@
  */
 #include "common/cuda_alloc.h"
 #include "common/peer.h"
+#include "common/component.h"
 
 extern "C" {
 #include <uct/api/uct.h>
@@ -27,27 +28,6 @@ const size_t KEY_SIZE = UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE;
 typedef std::vector<uint8_t> bytes_t;
 
 
-uct_component_h find_component()
-{
-    uct_component_h *components, found = nullptr;
-    uct_component_attr_t attr;
-    unsigned count;
-
-    if (uct_query_components(&components, &count) != UCS_OK) {
-        return nullptr;
-    }
-    for (unsigned i = 0; i < count; ++i) {
-        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
-        if ((uct_component_query(components[i], &attr) == UCS_OK) &&
-            !strcmp(attr.name, "cuda_ipc_ns")) {
-            found = components[i];
-        }
-    }
-    uct_release_component_list(components);
-    return found;
-}
-
-
 /* an open cuda_ipc_ns MD; the test is skipped without driver or device */
 class md_test : public ::testing::Test {
 protected:
@@ -55,7 +35,7 @@ protected:
     {
         uct_md_config_t *config;
 
-        m_component = find_component();
+        m_component = test::find_component("cuda_ipc_ns");
         ASSERT_NE(nullptr, m_component) << "component not registered";
         if (!test::cuda_init()) {
             GTEST_SKIP() << "no CUDA driver or device";
@@ -295,7 +275,7 @@ TEST_F(md_test, rkey_unpack_random_and_mutated) {
  * with its own PID namespace */
 TEST_PEER_ROLE(md_unpack_keys)
 {
-    uct_component_h component = find_component();
+    uct_component_h component = test::find_component("cuda_ipc_ns");
     uint8_t key[KEY_SIZE];
     uint64_t pid_ns = uct_cuda_ipc_ns_self()->pid_ns;
 
@@ -497,7 +477,7 @@ TEST_F(iface_test, reachability_matrix) {
 /* Peer: sends its device and iface addresses */
 TEST_PEER_ROLE(iface_addresses)
 {
-    uct_component_h component = find_component();
+    uct_component_h component = test::find_component("cuda_ipc_ns");
     ucs_async_context_t *async;
     uct_worker_h worker;
     uct_iface_h iface;
