@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 #include <sys/stat.h>
@@ -165,6 +166,61 @@ TEST_F(datapath_pair, iface_attributes) {
     ASSERT_EQ(UCS_OK, uct_iface_estimate_perf(m_node->iface(), &perf));
     EXPECT_EQ(attr.bandwidth.shared, perf.bandwidth.shared);
     EXPECT_EQ(attr.latency.c, perf.latency.c);
+}
+
+
+/* Host source for put_bcopy: what UCP's pack callback does for host data */
+struct host_span {
+    const uint8_t *data;
+    size_t        length;
+
+    static size_t pack(void *dest, void *arg)
+    {
+        host_span *span = (host_span*)arg;
+        memcpy(dest, span->data, span->length);
+        return span->length;
+    }
+};
+
+
+TEST_F(datapath_pair, short_and_bcopy_copy_through_the_driver) {
+    start();
+    remote r  = export_buffer(BUF_VMM, 2 * MiB, 0);
+    int local = m_node->alloc(BUF_VMM, 2 * MiB);
+    uct_iface_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_node->iface(), &attr));
+    const size_t max_short = attr.cap.put.max_short;
+    ASSERT_GE(max_short, 8u);
+
+    /* put_short from device memory, 8 B and the largest */
+    m_node->fill(local, 51);
+    for (size_t size : {(size_t)8, max_short}) {
+        ASSERT_EQ(UCS_OK, uct_ep_put_short(m_ep, m_node->buf(local).ptr, size,
+                                           r.buf.addr, r.rkey.rkey));
+        EXPECT_TRUE(m_agent->check(r.buf.index, 51, 0, size)) << size;
+    }
+
+    /* put_short from host memory */
+    bytes_t host = pattern(52, 1000);
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(m_ep, host.data(), host.size(),
+                                       r.buf.addr, r.rkey.rkey));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 52, 0, host.size()));
+
+    /* put_bcopy of packed host data, at an offset */
+    host = pattern(53, attr.cap.put.max_bcopy);
+    host_span span = {host.data(), host.size()};
+    EXPECT_EQ((ssize_t)host.size(),
+              uct_ep_put_bcopy(m_ep, host_span::pack, &span, r.buf.addr,
+                               r.rkey.rkey));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 53, 0, host.size()));
+
+    /* get_bcopy into host memory */
+    ASSERT_TRUE(m_agent->fill(r.buf.index, 54));
+    bytes_t got(attr.cap.get.max_bcopy);
+    EXPECT_EQ(UCS_OK, uct_ep_get_bcopy(m_ep, (uct_unpack_callback_t)memcpy,
+                                       got.data(), got.size(), r.buf.addr,
+                                       r.rkey.rkey, nullptr));
+    EXPECT_EQ(pattern(54, got.size()), got);
 }
 
 
