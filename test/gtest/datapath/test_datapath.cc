@@ -290,6 +290,28 @@ TEST_F(datapath_pair, many_ops_in_flight_on_several_endpoints) {
 }
 
 
+TEST_F(datapath_pair, max_poll_bounds_completions_per_progress) {
+    start({}, {{"MAX_POLL", "1"}});
+    remote r  = export_buffer(BUF_VMM, 4 * MiB, 0);
+    int local = m_node->alloc(BUF_VMM, 4 * MiB);
+    std::vector<completion> comps(4);
+
+    for (size_t i = 0; i < comps.size(); ++i) {
+        ASSERT_EQ(UCS_INPROGRESS, post(true, (char*)m_node->buf(local).ptr +
+                                       i * MiB, MiB, r.buf.addr + i * MiB,
+                                       r.rkey.rkey, &comps[i]));
+    }
+    /* let every copy finish before anyone looks */
+    EXPECT_EQ(UCS_INPROGRESS, uct_ep_flush(m_ep, 0, nullptr));
+    usleep(200000);
+    for (size_t i = 0; i < comps.size(); ++i) {
+        EXPECT_EQ(1u, m_node->progress()) << "MAX_POLL=1";
+        EXPECT_TRUE(comps[i].done) << "completed in order";
+    }
+    EXPECT_EQ(0u, m_node->progress());
+}
+
+
 TEST_F(datapath_pair, completion_through_event_fd) {
     start();
     remote r  = export_buffer(BUF_VMM, 64 * MiB, 0);
