@@ -97,4 +97,9 @@ void cuda_read(void *host_dst, const void *dev_src, size_t size)
     TEST_CU(MemcpyDtoH, host_dst, (CUdeviceptr)dev_src, size);
 }
 
+void cuda_write(void *dev_dst, const void *host_src, size_t size)
+{
+    TEST_CU(MemcpyHtoD, (CUdeviceptr)dev_dst, host_src, size);
+}
+
 } // namespace test

@@ -45,6 +45,7 @@ private:
 
 void cuda_fill(void *dst, unsigned char value, size_t size);
 void cuda_read(void *host_dst, const void *dev_src, size_t size);
+void cuda_write(void *dev_dst, const void *host_src, size_t size);
 
 } // namespace test
 

@@ -4,6 +4,7 @@
  */
 #include "common/cuda_alloc.h"
 #include "common/peer.h"
+#include "common/uct_util.h"
 
 extern "C" {
 #include <uct/api/uct.h>
@@ -29,22 +30,7 @@ typedef std::vector<uint8_t> bytes_t;
 
 uct_component_h find_component()
 {
-    uct_component_h *components, found = nullptr;
-    uct_component_attr_t attr;
-    unsigned count;
-
-    if (uct_query_components(&components, &count) != UCS_OK) {
-        return nullptr;
-    }
-    for (unsigned i = 0; i < count; ++i) {
-        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
-        if ((uct_component_query(components[i], &attr) == UCS_OK) &&
-            !strcmp(attr.name, "cuda_ipc_ns")) {
-            found = components[i];
-        }
-    }
-    uct_release_component_list(components);
-    return found;
+    return test::find_component("cuda_ipc_ns");
 }
 
 
@@ -376,11 +362,7 @@ protected:
 
     void TearDown() override
     {
-        if (m_iface != nullptr) {
-            uct_iface_close(m_iface);
-            uct_worker_destroy(m_worker);
-            ucs_async_context_destroy(m_async);
-        }
+        test::close_iface(m_async, m_worker, m_iface);
         md_test::TearDown();
     }
 
@@ -388,23 +370,7 @@ public:
     static void open_iface(uct_md_h md, ucs_async_context_t **async,
                            uct_worker_h *worker, uct_iface_h *iface)
     {
-        uct_iface_config_t *config;
-        uct_iface_params_t params = {};
-
-        *iface = nullptr;
-        ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
-                                                   async));
-        ASSERT_EQ(UCS_OK, uct_worker_create(*async, UCS_THREAD_MODE_SINGLE,
-                                            worker));
-        ASSERT_EQ(UCS_OK, uct_md_iface_config_read(md, "cu_ipc_ns", NULL, NULL,
-                                                   &config));
-        params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                      UCT_IFACE_PARAM_FIELD_DEVICE;
-        params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-        params.mode.device.tl_name  = "cu_ipc_ns";
-        params.mode.device.dev_name = "cuda";
-        ASSERT_EQ(UCS_OK, uct_iface_open(md, *worker, &params, config, iface));
-        uct_config_release(config);
+        test::open_iface(md, "cu_ipc_ns", "cuda", async, worker, iface);
     }
 
     static void get_addresses(uct_iface_h iface, bytes_t *dev, bytes_t *ifa)
@@ -513,9 +479,7 @@ TEST_PEER_ROLE(iface_addresses)
     bool sent = chan.send(msg.data(), msg.size());
     char done;
     chan.recv(&done, 1);
-    uct_iface_close(iface);
-    uct_worker_destroy(worker);
-    ucs_async_context_destroy(async);
+    test::close_iface(async, worker, iface);
     uct_md_close(md);
     return sent ? 0 : 1;
 }
