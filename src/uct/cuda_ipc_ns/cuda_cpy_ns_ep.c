@@ -82,10 +82,12 @@ ucs_status_t uct_cuda_cpy_ns_ep_get_short(uct_ep_h tl_ep, void *buffer,
 }
 
 
-/* Copy between the local iov and the contiguous remote range */
-static ucs_status_t uct_cuda_cpy_ns_ep_zcopy(const uct_iov_t *iov,
+/* Copy between the local iov and the contiguous remote range; a completion
+ * is delivered from progress (uct_cuda_cpy_ns_iface_complete_later) */
+static ucs_status_t uct_cuda_cpy_ns_ep_zcopy(uct_ep_h tl_ep,
+                                             const uct_iov_t *iov,
                                              size_t iovcnt, uint64_t remote_addr,
-                                             int is_put)
+                                             uct_completion_t *comp, int is_put)
 {
     void *remote = (void*)remote_addr;
     ucs_status_t status;
@@ -105,7 +107,9 @@ static ucs_status_t uct_cuda_cpy_ns_ep_zcopy(const uct_iov_t *iov,
         }
     }
 
-    return UCS_OK;
+    return (comp == NULL) ? UCS_OK :
+           uct_cuda_cpy_ns_iface_complete_later(
+                   ucs_derived_of(tl_ep->iface, uct_cuda_cpy_ns_iface_t), comp);
 }
 
 
@@ -116,7 +120,7 @@ ucs_status_t uct_cuda_cpy_ns_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
 {
     ucs_trace_data("cuda_cpy_ns: put_zcopy %zu bytes -> 0x%" PRIx64,
                    uct_iov_total_length(iov, iovcnt), remote_addr);
-    return uct_cuda_cpy_ns_ep_zcopy(iov, iovcnt, remote_addr, 1);
+    return uct_cuda_cpy_ns_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, comp, 1);
 }
 
 
@@ -127,5 +131,5 @@ ucs_status_t uct_cuda_cpy_ns_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
 {
     ucs_trace_data("cuda_cpy_ns: get_zcopy %zu bytes <- 0x%" PRIx64,
                    uct_iov_total_length(iov, iovcnt), remote_addr);
-    return uct_cuda_cpy_ns_ep_zcopy(iov, iovcnt, remote_addr, 0);
+    return uct_cuda_cpy_ns_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, comp, 0);
 }

@@ -1,7 +1,9 @@
 /*
  * cuda_cpy_ns: endpoint operations of cu_cpy_ns. Every operation is a
- * synchronous copy through the CUDA driver (cuda_cpy_ns_copy.h) and is
- * complete when it returns: UCS_OK, never UCS_INPROGRESS.
+ * synchronous copy through the CUDA driver (cuda_cpy_ns_copy.h): the data
+ * has moved when it returns. Short operations return UCS_OK; zero-copy ones
+ * with a completion return UCS_INPROGRESS and deliver it from progress
+ * (uct_cuda_cpy_ns_iface_complete_later).
  *
  * UCP's memory-type endpoint calls put_short(host data, CUDA remote_addr) to
  * unpack into a CUDA buffer and get_short(host buffer, CUDA remote_addr) to

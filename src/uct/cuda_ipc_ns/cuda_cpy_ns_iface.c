@@ -12,6 +12,8 @@
 #include "cuda_ipc_ns_nsid.h"
 
 #include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
 #include <ucs/type/class.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -144,6 +146,97 @@ static int uct_cuda_cpy_ns_iface_is_reachable(const uct_iface_h tl_iface,
 }
 
 
+/* A copy costs the caller only: UCP's protocols v2 assert that the copy
+ * operations of a memory-type endpoint have no receive overhead */
+static ucs_status_t
+uct_cuda_cpy_ns_iface_estimate_perf(uct_iface_h tl_iface,
+                                    uct_perf_attr_t *perf_attr)
+{
+    ucs_status_t status;
+
+    status = uct_base_iface_estimate_perf(tl_iface, perf_attr);
+    if ((status == UCS_OK) &&
+        (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_RECV_OVERHEAD)) {
+        perf_attr->recv_overhead = 0;
+    }
+    return status;
+}
+
+
+static uct_iface_internal_ops_t uct_cuda_cpy_ns_iface_internal_ops = {
+    .iface_estimate_perf = uct_cuda_cpy_ns_iface_estimate_perf,
+    .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
+    .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
+    .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported
+};
+
+
+ucs_status_t uct_cuda_cpy_ns_iface_complete_later(uct_cuda_cpy_ns_iface_t *iface,
+                                                  uct_completion_t *comp)
+{
+    unsigned capacity;
+    uct_completion_t **comps;
+
+    if (iface->done.count == iface->done.capacity) {
+        capacity = ucs_max(16, iface->done.capacity * 2);
+        comps    = ucs_realloc(iface->done.comps, capacity * sizeof(*comps),
+                               "cuda_cpy_ns_comps");
+        if (comps == NULL) {
+            ucs_error("cuda_cpy_ns: failed to queue a completion");
+            return UCS_ERR_NO_MEMORY;
+        }
+        iface->done.comps    = comps;
+        iface->done.capacity = capacity;
+    }
+
+    iface->done.comps[iface->done.count++] = comp;
+    return UCS_INPROGRESS;
+}
+
+
+static unsigned uct_cuda_cpy_ns_iface_progress(uct_iface_h tl_iface)
+{
+    uct_cuda_cpy_ns_iface_t *iface = ucs_derived_of(tl_iface,
+                                                    uct_cuda_cpy_ns_iface_t);
+    unsigned count                 = iface->done.count;
+    unsigned i;
+
+    /* completions may post operations that queue more: those wait for the
+     * next call, behind the ones taken now */
+    for (i = 0; i < count; ++i) {
+        uct_invoke_completion(iface->done.comps[i], UCS_OK);
+    }
+    iface->done.count -= count;
+    memmove(iface->done.comps, iface->done.comps + count,
+            iface->done.count * sizeof(*iface->done.comps));
+    return count;
+}
+
+
+/* Operations are done when their completions were delivered */
+static ucs_status_t
+uct_cuda_cpy_ns_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                            uct_completion_t *comp)
+{
+    uct_cuda_cpy_ns_iface_t *iface = ucs_derived_of(tl_iface,
+                                                    uct_cuda_cpy_ns_iface_t);
+
+    if (iface->done.count == 0) {
+        return UCS_OK;
+    }
+
+    return (comp == NULL) ? UCS_INPROGRESS :
+           uct_cuda_cpy_ns_iface_complete_later(iface, comp);
+}
+
+
+static ucs_status_t uct_cuda_cpy_ns_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                             uct_completion_t *comp)
+{
+    return uct_cuda_cpy_ns_iface_flush(tl_ep->iface, flags, comp);
+}
+
+
 static UCS_CLASS_DECLARE_DELETE_FUNC(uct_cuda_cpy_ns_iface_t, uct_iface_t);
 
 
@@ -155,17 +248,15 @@ static uct_iface_ops_t uct_cuda_cpy_ns_iface_ops = {
     /* operations never lack resources: nothing is ever pending */
     .ep_pending_add           = (uct_ep_pending_add_func_t)ucs_empty_function_return_busy,
     .ep_pending_purge         = (uct_ep_pending_purge_func_t)ucs_empty_function,
-    .ep_flush                 = uct_base_ep_flush,
+    .ep_flush                 = uct_cuda_cpy_ns_ep_flush,
     .ep_fence                 = uct_base_ep_fence,
     .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_cuda_cpy_ns_ep_t),
     .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_cuda_cpy_ns_ep_t),
-    .iface_flush              = uct_base_iface_flush,
+    .iface_flush              = uct_cuda_cpy_ns_iface_flush,
     .iface_fence              = uct_base_iface_fence,
-    /* copies complete before they return: nothing to progress, so no
-     * callback on the worker */
-    .iface_progress_enable    = (uct_iface_progress_enable_func_t)ucs_empty_function,
-    .iface_progress_disable   = (uct_iface_progress_disable_func_t)ucs_empty_function,
-    .iface_progress           = (uct_iface_progress_func_t)ucs_empty_function_return_zero,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
+    .iface_progress           = uct_cuda_cpy_ns_iface_progress,
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_cuda_cpy_ns_iface_t),
     .iface_query              = uct_cuda_cpy_ns_iface_query,
     .iface_get_device_address = uct_cuda_cpy_ns_iface_get_device_address,
@@ -183,7 +274,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_iface_t, uct_md_h md,
     const uct_cuda_ipc_ns_identity_t *id = uct_cuda_ipc_ns_self();
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_cuda_cpy_ns_iface_ops,
-                              &uct_base_iface_internal_ops, md, worker,
+                              &uct_cuda_cpy_ns_iface_internal_ops, md, worker,
                               params, tl_config
                               UCS_STATS_ARG(params->stats_root)
                               UCS_STATS_ARG(UCT_CUDA_CPY_NS_NAME));
@@ -194,6 +285,9 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_iface_t, uct_md_h md,
         return UCS_ERR_INVALID_PARAM;
     }
 
+    self->done.comps         = NULL;
+    self->done.count         = 0;
+    self->done.capacity      = 0;
     self->config.bandwidth   = config->bandwidth;
     self->config.latency     = config->latency;
     self->config.overhead    = config->overhead;
@@ -208,6 +302,13 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_iface_t, uct_md_h md,
 
 static UCS_CLASS_CLEANUP_FUNC(uct_cuda_cpy_ns_iface_t)
 {
+    uct_base_iface_progress_disable(&self->super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    if (self->done.count != 0) {
+        ucs_warn("cuda_cpy_ns: closing the interface with %u completions "
+                 "not delivered", self->done.count);
+    }
+    ucs_free(self->done.comps);
 }
 
 

@@ -27,6 +27,11 @@ typedef struct uct_cuda_cpy_ns_iface {
     uct_cuda_ipc_ns_device_addr_t dev_addr;   /* ours */
     uct_cuda_ipc_ns_iface_addr_t  iface_addr; /* ours */
     struct {
+        uct_completion_t **comps; /* to invoke from progress, in order */
+        unsigned         count;
+        unsigned         capacity;
+    } done;
+    struct {
         double bandwidth;
         double latency;
         double overhead;
@@ -48,6 +53,19 @@ ucs_status_t uct_cuda_cpy_ns_query_devices(uct_md_h md,
 UCS_CLASS_DECLARE_NEW_FUNC(uct_cuda_cpy_ns_iface_t, uct_iface_t, uct_md_h,
                            uct_worker_h, const uct_iface_params_t*,
                            const uct_iface_config_t*);
+
+
+/**
+ * Deliver @a comp from the next progress call, after the completions queued
+ * before it. Zero-copy operations finish their copy before they return, but
+ * report UCS_INPROGRESS: UCP 1.13.1 protocols v2 set a request's state only
+ * after the memory-type copy is posted (rndv_put.c), so a completion invoked
+ * from inside the call would run ahead of it.
+ *
+ * @return UCS_INPROGRESS, or UCS_ERR_NO_MEMORY.
+ */
+ucs_status_t uct_cuda_cpy_ns_iface_complete_later(uct_cuda_cpy_ns_iface_t *iface,
+                                                  uct_completion_t *comp);
 
 
 /**

@@ -111,6 +111,7 @@ void iface::SetUp()
     test::open_iface(m_md, "cu_cpy_ns", "cuda_cpy", &m_async, &m_worker,
                      &m_iface);
     ASSERT_NE(nullptr, m_iface);
+    uct_iface_progress_enable(m_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
 
     dev = device_address();
     ifa = iface_address();

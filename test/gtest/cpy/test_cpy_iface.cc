@@ -85,7 +85,7 @@ TEST_F(cpy_iface_test, attributes) {
     EXPECT_EQ((size_t)UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE, attr.device_addr_len);
     EXPECT_EQ((size_t)UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE, attr.iface_addr_len);
     EXPECT_EQ(0u, uct_iface_progress(m_iface));
-    EXPECT_EQ(UCS_OK, uct_ep_flush(m_ep, 0, nullptr));
+    EXPECT_EQ(UCS_OK, uct_ep_flush(m_ep, 0, nullptr)) << "nothing in flight";
 }
 
 
@@ -169,6 +169,50 @@ TEST_F(cpy_iface_test, zcopy_all_directions) {
         EXPECT_TRUE(std::equal(got.begin() + i * 10, got.begin() + i * 10 + 10,
                                data.begin() + i * 100)) << i;
     }
+}
+
+
+/* With a completion, zero-copy reports UCS_INPROGRESS and delivers it from
+ * progress, in order; flush waits for the delivery */
+TEST_F(cpy_iface_test, zcopy_completion_from_progress) {
+    test::cuda_vmm_buffer dev(1 << 20);
+    bytes_t data = cpy_test::pattern(4096, 9);
+    std::vector<int> order;
+
+    struct comp_t {
+        uct_completion_t    super;
+        std::vector<int>    *order;
+        int                 id;
+    } comps[3];
+    for (int i = 0; i < 3; ++i) {
+        comps[i].super.func   = [](uct_completion_t *self) {
+            comp_t *comp = ucs_container_of(self, comp_t, super);
+            comp->order->push_back(comp->id);
+        };
+        comps[i].super.count  = 1;
+        comps[i].super.status = UCS_OK;
+        comps[i].order        = &order;
+        comps[i].id           = i;
+    }
+
+    uct_iov_t host_iov = iov(data.data(), data.size());
+    EXPECT_EQ(UCS_INPROGRESS,
+              uct_ep_put_zcopy(m_ep, &host_iov, 1, (uint64_t)dev.ptr(),
+                               UCT_INVALID_RKEY, &comps[0].super));
+    EXPECT_EQ(data, cpy_test::device_bytes(dev.ptr(), data.size()))
+        << "the data moved before the call returned";
+    EXPECT_EQ(UCS_INPROGRESS,
+              uct_ep_get_zcopy(m_ep, &host_iov, 1, (uint64_t)dev.ptr(),
+                               UCT_INVALID_RKEY, &comps[1].super));
+    EXPECT_EQ(UCS_INPROGRESS, uct_ep_flush(m_ep, 0, nullptr));
+    EXPECT_EQ(UCS_INPROGRESS, uct_ep_flush(m_ep, 0, &comps[2].super));
+    EXPECT_TRUE(order.empty());
+
+    EXPECT_EQ(3u, uct_worker_progress(m_worker));
+    EXPECT_EQ(std::vector<int>({0, 1, 2}), order);
+    EXPECT_EQ(UCS_OK, uct_ep_flush(m_ep, 0, nullptr));
+    EXPECT_EQ(UCS_OK, uct_iface_flush(m_iface, 0, nullptr));
+    EXPECT_EQ(0u, uct_worker_progress(m_worker));
 }
 
 

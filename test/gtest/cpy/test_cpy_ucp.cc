@@ -17,6 +17,7 @@ extern "C" {
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 
 
 namespace {
@@ -26,10 +27,11 @@ using cpy_test::bytes_t;
 const int TIMEOUT_MS = 30000;
 
 
-/* A UCP context and worker; UCX_TLS=tls when given */
+/* A UCP context and worker; UCX_TLS=tls and UCX_PROTO_ENABLE=proto when
+ * given */
 class ucp_side {
 public:
-    explicit ucp_side(const char *tls = nullptr)
+    explicit ucp_side(const char *tls = nullptr, const char *proto = nullptr)
     {
         ucp_params_t params = {};
         ucp_worker_params_t worker_params = {};
@@ -41,6 +43,9 @@ public:
         }
         if (tls != nullptr) {
             ucp_config_modify(config, "TLS", tls);
+        }
+        if (proto != nullptr) {
+            ucp_config_modify(config, "PROTO_ENABLE", proto);
         }
         params.field_mask = UCP_PARAM_FIELD_FEATURES;
         params.features   = UCP_FEATURE_TAG | UCP_FEATURE_RMA;
@@ -348,23 +353,28 @@ TEST_PEER_ROLE(cpy_tag_recv)
 
 /* Another process over shared memory or TCP: the CUDA data crosses through
  * host buffers that UCP fills and drains with the memory-type endpoint
- * (eager, and the rendezvous pipeline) */
-class cpy_ucp_peer_test : public cpy_ucp_test,
-                          public ::testing::WithParamInterface<const char*> {
+ * (eager, and the rendezvous pipeline), with protocols v1 and v2 */
+class cpy_ucp_peer_test :
+        public cpy_ucp_test,
+        public ::testing::WithParamInterface<std::tuple<const char*,
+                                                        const char*>> {
 };
 
 
 TEST_P(cpy_ucp_peer_test, tag_messages_to_cuda_buffers) {
-    const char *tls = GetParam();
-    const size_t max = 4 << 20;
+    const char *tls   = std::get<0>(GetParam());
+    const char *proto = std::get<1>(GetParam());
+    const size_t max  = 4 << 20;
     test::cuda_vmm_buffer send_dev(max);
     char peer_addr[4096];
 
     setenv("UCX_TLS", tls, 1);
+    setenv("UCX_PROTO_ENABLE", proto, 1);
     test::peer peer("cpy_tag_recv");
     unsetenv("UCX_TLS");
+    unsetenv("UCX_PROTO_ENABLE");
 
-    ucp_side side(tls);
+    ucp_side side(tls, proto);
     ASSERT_TRUE(side.ok());
     ssize_t len = peer.chan().recv(peer_addr, sizeof(peer_addr), TIMEOUT_MS);
     ASSERT_GT(len, 0);
@@ -388,7 +398,10 @@ TEST_P(cpy_ucp_peer_test, tag_messages_to_cuda_buffers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(tls, cpy_ucp_peer_test,
-                         ::testing::Values("sm,cu_cpy_ns", "tcp,cu_cpy_ns"));
+                         ::testing::Combine(
+                                 ::testing::Values("sm,cu_cpy_ns",
+                                                   "tcp,cu_cpy_ns"),
+                                 ::testing::Values("n", "y")));
 
 
 /* Peer: with UCX_MEMTYPE_CACHE=y in its environment, reports how UCP
