@@ -1,6 +1,6 @@
 /*
  * cuda_ipc_ns: memory domain — registration and export of CUDA memory,
- * remote key unpack. Memory-type detection is the copy MD's
+ * remote key unpack. Memory-type detection and mem_query are the copy MD's
  * (cuda_cpy_ns_memtype.c).
  */
 #ifdef HAVE_CONFIG_H
@@ -11,6 +11,7 @@
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_nsid.h"
 #include "cuda_ipc_ns_addr.h"
+#include "cuda_cpy_ns_memtype.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -232,34 +233,6 @@ uct_cuda_ipc_ns_ptr_attr_get(const void *address, uct_cuda_ipc_ns_ptr_attr_t *at
 
     return (attr->memory_type == CU_MEMORYTYPE_DEVICE) ? UCS_OK :
            UCS_ERR_INVALID_ADDR;
-}
-
-
-static ucs_status_t
-uct_cuda_ipc_ns_md_mem_query(uct_md_h md, const void *address, size_t length,
-                             uct_md_mem_attr_t *mem_attr)
-{
-    uct_cuda_ipc_ns_ptr_attr_t attr;
-    ucs_status_t status;
-
-    status = uct_cuda_ipc_ns_ptr_attr_get(address, &attr);
-    if (status != UCS_OK) {
-        return UCS_ERR_INVALID_ADDR;
-    }
-
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_MEM_TYPE) {
-        mem_attr->mem_type = UCS_MEMORY_TYPE_CUDA;
-    }
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_SYS_DEV) {
-        mem_attr->sys_dev = UCS_SYS_DEVICE_ID_UNKNOWN;
-    }
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS) {
-        mem_attr->base_address = (void*)attr.base;
-    }
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH) {
-        mem_attr->alloc_length = attr.size;
-    }
-    return UCS_OK;
 }
 
 
@@ -559,7 +532,8 @@ static uct_md_ops_t uct_cuda_ipc_ns_md_ops = {
     .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
     .mem_reg                = uct_cuda_ipc_ns_mem_reg,
     .mem_dereg              = uct_cuda_ipc_ns_mem_dereg,
-    .mem_query              = uct_cuda_ipc_ns_md_mem_query,
+    /* the same answer as the copy MD's: CUDA memory and its allocation */
+    .mem_query              = uct_cuda_cpy_ns_md_mem_query,
     .mkey_pack              = uct_cuda_ipc_ns_mkey_pack,
     .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero_int,
     .detect_memory_type     = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported

@@ -40,6 +40,14 @@ void allocation_range(const void *ptr, CUdeviceptr *base, size_t *size)
 }
 
 
+bool posix_fd_exportable(const void *ptr)
+{
+    return pointer_attribute<uint64_t>(
+                   ptr, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES) &
+           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+}
+
+
 void md::SetUp()
 {
     m_component = test::find_component("cuda_cpy_ns");

@@ -30,6 +30,19 @@ void device_write(void *ptr, const bytes_t &bytes);
 /* The allocation a CUDA pointer lies in: base and size, or 0 and 0 */
 void allocation_range(const void *ptr, CUdeviceptr *base, size_t *size);
 
+/* A pointer attribute of type T (gtest failure if the driver refuses) */
+template <typename T>
+T pointer_attribute(const void *ptr, CUpointer_attribute attribute)
+{
+    T value = T();
+    EXPECT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.PointerGetAttribute(
+                            &value, attribute, (CUdeviceptr)ptr));
+    return value;
+}
+
+/* Whether the allocation at @a ptr can be exported as a POSIX fd */
+bool posix_fd_exportable(const void *ptr);
+
 
 /* An open cuda_cpy_ns MD; skipped without driver or device */
 class md : public ::testing::Test {

@@ -11,16 +11,7 @@
 namespace {
 
 using cpy_test::bytes_t;
-
-
-template <typename T>
-T pointer_attribute(const void *ptr, CUpointer_attribute attribute)
-{
-    T value = T();
-    EXPECT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.PointerGetAttribute(
-                            &value, attribute, (CUdeviceptr)ptr));
-    return value;
-}
+using cpy_test::pointer_attribute;
 
 
 bool driver_knows(const void *ptr)
@@ -101,9 +92,7 @@ TEST_F(cpy_md_test, alloc_vmm_posix_fd) {
     check_alloc(length, &mem);
     test::cuda_vmm_buffer one_byte(1); /* one granule */
     EXPECT_EQ(0u, mem.length % one_byte.size()) << "rounded to the granularity";
-    EXPECT_TRUE(pointer_attribute<uint64_t>(
-                        mem.address, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES) &
-                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    EXPECT_TRUE(cpy_test::posix_fd_exportable(mem.address));
     EXPECT_EQ(0u, pointer_attribute<unsigned>(
                           mem.address,
                           CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE));

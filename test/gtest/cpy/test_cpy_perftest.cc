@@ -95,12 +95,7 @@ TEST_F(cpy_perftest_test, uct_alloc_memcpy_memset_free) {
     EXPECT_EQ(m_md, mem.md);
     EXPECT_EQ(length, mem.length);
 
-    uint64_t handle_types = 0;
-    EXPECT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.PointerGetAttribute(
-                            &handle_types,
-                            CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES,
-                            (CUdeviceptr)mem.address));
-    EXPECT_TRUE(handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    EXPECT_TRUE(cpy_test::posix_fd_exportable(mem.address));
 
     EXPECT_EQ(mem.address, m_allocator->memset(mem.address, 0xab, length));
     EXPECT_EQ(bytes_t(length, 0xab), cpy_test::device_bytes(mem.address, length));
@@ -140,12 +135,9 @@ TEST_F(cpy_perftest_test, uct_alloc_legacy) {
     unsetenv("UCX_CUDA_CPY_NS_MEM_ALLOC");
     ASSERT_EQ(UCS_OK, status);
 
-    unsigned legacy = 0;
-    EXPECT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.PointerGetAttribute(
-                            &legacy,
-                            CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
-                            (CUdeviceptr)mem.address));
-    EXPECT_EQ(1u, legacy);
+    EXPECT_EQ(1u, cpy_test::pointer_attribute<unsigned>(
+                          mem.address,
+                          CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE));
     m_allocator->uct_free(m_perf.get(), &mem);
 }
 

@@ -286,12 +286,7 @@ TEST_F(cpy_ucp_test, mem_map_allocates_exportable_cuda_memory) {
     EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, attr.mem_type);
     EXPECT_GE(attr.length, params.length);
 
-    uint64_t handle_types = 0;
-    EXPECT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.PointerGetAttribute(
-                            &handle_types,
-                            CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES,
-                            (CUdeviceptr)attr.address));
-    EXPECT_TRUE(handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    EXPECT_TRUE(cpy_test::posix_fd_exportable(attr.address));
     EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, side.detect(attr.address, 100));
 
     bytes_t data = cpy_test::pattern(attr.length, 11);

@@ -387,13 +387,7 @@ protected:
     int reachable(const uct_cuda_ipc_ns_device_addr_t &dev,
                   const uct_cuda_ipc_ns_iface_addr_t &ifa)
     {
-        bytes_t dev_buf(UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE);
-        bytes_t ifa_buf(UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
-        uct_cuda_ipc_ns_device_addr_pack(&dev, dev_buf.data());
-        uct_cuda_ipc_ns_iface_addr_pack(&ifa, ifa_buf.data());
-        return uct_iface_is_reachable(m_iface,
-                                      (uct_device_addr_t*)dev_buf.data(),
-                                      (uct_iface_addr_t*)ifa_buf.data());
+        return test::iface_is_reachable(m_iface, dev, ifa);
     }
 
     ucs_async_context_t *m_async  = nullptr;
