@@ -199,17 +199,19 @@ static unsigned uct_cuda_cpy_ns_iface_progress(uct_iface_h tl_iface)
     uct_cuda_cpy_ns_iface_t *iface = ucs_derived_of(tl_iface,
                                                     uct_cuda_cpy_ns_iface_t);
     unsigned count                 = iface->done.count;
+    uct_completion_t *comp;
     unsigned i;
 
-    /* completions may post operations that queue more: those wait for the
-     * next call, behind the ones taken now */
-    for (i = 0; i < count; ++i) {
-        uct_invoke_completion(iface->done.comps[i], UCS_OK);
+    /* each completion leaves the queue before it is invoked, so a callback
+     * may post operations (queued behind, for the next call) or progress */
+    for (i = 0; (i < count) && (iface->done.count > 0); ++i) {
+        comp = iface->done.comps[0];
+        --iface->done.count;
+        memmove(iface->done.comps, iface->done.comps + 1,
+                iface->done.count * sizeof(*iface->done.comps));
+        uct_invoke_completion(comp, UCS_OK);
     }
-    iface->done.count -= count;
-    memmove(iface->done.comps, iface->done.comps + count,
-            iface->done.count * sizeof(*iface->done.comps));
-    return count;
+    return i;
 }
 
 
