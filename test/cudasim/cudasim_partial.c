@@ -9,7 +9,7 @@
  *   CUDASIM_PARTIAL_DRIVER  the driver to forward to (default: libcudasim.so
  *                           in this library's directory)
  *   CUDASIM_PARTIAL_HIDE    comma-separated base names answered "not found"
- *                           (default: cuMemsetD8)
+ *                           (default: cuMemsetD8Async)
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -68,7 +68,7 @@ static int cudasim_partial_hidden(const char *symbol)
     const char *p;
 
     if (list == NULL) {
-        list = "cuMemsetD8";
+        list = "cuMemsetD8Async";
     }
     for (p = list; (p = strstr(p, symbol)) != NULL; p += len) {
         if (((p == list) || (p[-1] == ',')) &&

@@ -49,7 +49,7 @@
     _F(DevicePrimaryCtxRetain,       cuDevicePrimaryCtxRetain,       REQUIRED) \
     _F(DevicePrimaryCtxRelease,      cuDevicePrimaryCtxRelease,      REQUIRED) \
     _F(CtxGetCurrent,                cuCtxGetCurrent,                REQUIRED) \
-    _F(CtxSetCurrent,                cuCtxSetCurrent,                OPTIONAL) \
+    _F(CtxSetCurrent,                cuCtxSetCurrent,                REQUIRED) \
     _F(CtxPushCurrent,               cuCtxPushCurrent,               REQUIRED) \
     _F(CtxPopCurrent,                cuCtxPopCurrent,                REQUIRED) \
     _F(CtxGetDevice,                 cuCtxGetDevice,                 REQUIRED) \
@@ -81,7 +81,7 @@
     _F(StreamWaitEvent,              cuStreamWaitEvent,              REQUIRED) \
     _F(StreamAddCallback,            cuStreamAddCallback,            OPTIONAL) \
     _F(LaunchHostFunc,               cuLaunchHostFunc,               REQUIRED) \
-    _F(Memcpy,                       cuMemcpy,                       OPTIONAL) \
+    _F(Memcpy,                       cuMemcpy,                       REQUIRED) \
     _F(MemcpyAsync,                  cuMemcpyAsync,                  REQUIRED) \
     _F(MemcpyDtoD,                   cuMemcpyDtoD,                   OPTIONAL) \
     _F(MemcpyDtoDAsync,              cuMemcpyDtoDAsync,              REQUIRED) \
@@ -89,7 +89,7 @@
     _F(MemcpyHtoDAsync,              cuMemcpyHtoDAsync,              OPTIONAL) \
     _F(MemcpyDtoH,                   cuMemcpyDtoH,                   REQUIRED) \
     _F(MemcpyDtoHAsync,              cuMemcpyDtoHAsync,              OPTIONAL) \
-    _F(MemsetD8,                     cuMemsetD8,                     OPTIONAL) \
+    _F(MemsetD8,                     cuMemsetD8,                     REQUIRED) \
     _F(MemsetD8Async,                cuMemsetD8Async,                OPTIONAL) \
     _F(EventCreate,                  cuEventCreate,                  REQUIRED) \
     _F(EventRecord,                  cuEventRecord,                  REQUIRED) \

@@ -12,6 +12,7 @@
 
 #include "cuda_ipc_ns_ep.h"
 #include "cuda_ipc_ns_md.h"
+#include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
 
 #include <ucs/datastruct/queue.h>

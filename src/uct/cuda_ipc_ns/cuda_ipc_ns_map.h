@@ -39,19 +39,4 @@ typedef struct uct_cuda_ipc_ns_map_ops {
 extern const uct_cuda_ipc_ns_map_ops_t uct_cuda_ipc_ns_map_driver_ops;
 
 
-/**
- * Make @a ctx current on this thread, pushing it only when another context
- * is current. *pushed_p tells uct_cuda_ipc_ns_ctx_pop() what to undo.
- */
-ucs_status_t uct_cuda_ipc_ns_ctx_push(CUcontext ctx, int *pushed_p);
-void uct_cuda_ipc_ns_ctx_pop(int pushed);
-
-
-/**
- * The primary context of @a device, retained once for the life of the
- * process (the driver refcounts it; copies and mappings outlive any one
- * interface).
- */
-ucs_status_t uct_cuda_ipc_ns_primary_ctx(int device, CUcontext *ctx_p);
-
 #endif

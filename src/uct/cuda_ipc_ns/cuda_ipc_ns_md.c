@@ -1,6 +1,7 @@
 /*
  * cuda_ipc_ns: memory domain — registration and export of CUDA memory,
- * memory-type detection, remote key unpack.
+ * remote key unpack. Memory-type detection and mem_query are the copy MD's
+ * (cuda_cpy_ns_memtype.c).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -10,6 +11,7 @@
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_nsid.h"
 #include "cuda_ipc_ns_addr.h"
+#include "cuda_cpy_ns_memtype.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -145,15 +147,14 @@ static ucs_status_t uct_cuda_ipc_ns_md_driver_ready(const char *driver_path)
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_query_md_resources(uct_component_t *component,
-                                                uct_md_resource_desc_t **resources_p,
-                                                unsigned *num_resources_p)
+ucs_status_t uct_cuda_ipc_ns_driver_load_configured(void)
 {
     uct_cuda_ipc_ns_md_config_t *config;
     uct_md_config_t *md_config;
     ucs_status_t status;
 
-    status = uct_md_config_read(component, NULL, NULL, &md_config);
+    status = uct_md_config_read(&uct_cuda_ipc_ns_component, NULL, NULL,
+                                &md_config);
     if (status != UCS_OK) {
         return status;
     }
@@ -161,7 +162,15 @@ ucs_status_t uct_cuda_ipc_ns_query_md_resources(uct_component_t *component,
     config = ucs_derived_of(md_config, uct_cuda_ipc_ns_md_config_t);
     status = uct_cuda_ipc_ns_md_driver_ready(config->driver_path);
     uct_config_release(md_config);
-    if (status != UCS_OK) {
+    return status;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_query_md_resources(uct_component_t *component,
+                                                uct_md_resource_desc_t **resources_p,
+                                                unsigned *num_resources_p)
+{
+    if (uct_cuda_ipc_ns_driver_load_configured() != UCS_OK) {
         return uct_md_query_empty_md_resource(resources_p, num_resources_p);
     }
 
@@ -192,8 +201,8 @@ static ucs_status_t uct_cuda_ipc_ns_md_query(uct_md_h md, uct_md_attr_t *md_attr
      * UCT_MD_FLAG_ALLOC nothing is ever allocated through us */
     md_attr->cap.alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     md_attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
-    /* UCP classifies CUDA buffers through us when cuda_copy is absent */
-    md_attr->cap.detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    /* UCP classifies buffers through the copy MD (cuda_cpy_ns) */
+    md_attr->cap.detect_mem_types = 0;
     md_attr->cap.max_alloc        = 0;
     md_attr->cap.max_reg          = ULONG_MAX;
     md_attr->rkey_packed_size     = UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE;
@@ -247,47 +256,6 @@ uct_cuda_ipc_ns_ptr_attr_get(const void *address, uct_cuda_ipc_ns_ptr_attr_t *at
 
     return (attr->memory_type == CU_MEMORYTYPE_DEVICE) ? UCS_OK :
            UCS_ERR_INVALID_ADDR;
-}
-
-
-static ucs_status_t
-uct_cuda_ipc_ns_md_detect_memory_type(uct_md_h md, const void *address,
-                                      size_t length,
-                                      ucs_memory_type_t *mem_type_p)
-{
-    uct_cuda_ipc_ns_ptr_attr_t attr;
-
-    *mem_type_p = (uct_cuda_ipc_ns_ptr_attr_get(address, &attr) == UCS_OK) ?
-                  UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
-    return UCS_OK;
-}
-
-
-static ucs_status_t
-uct_cuda_ipc_ns_md_mem_query(uct_md_h md, const void *address, size_t length,
-                             uct_md_mem_attr_t *mem_attr)
-{
-    uct_cuda_ipc_ns_ptr_attr_t attr;
-    ucs_status_t status;
-
-    status = uct_cuda_ipc_ns_ptr_attr_get(address, &attr);
-    if (status != UCS_OK) {
-        return UCS_ERR_INVALID_ADDR;
-    }
-
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_MEM_TYPE) {
-        mem_attr->mem_type = UCS_MEMORY_TYPE_CUDA;
-    }
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_SYS_DEV) {
-        mem_attr->sys_dev = UCS_SYS_DEVICE_ID_UNKNOWN;
-    }
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS) {
-        mem_attr->base_address = (void*)attr.base;
-    }
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH) {
-        mem_attr->alloc_length = attr.size;
-    }
-    return UCS_OK;
 }
 
 
@@ -592,10 +560,11 @@ static uct_md_ops_t uct_cuda_ipc_ns_md_ops = {
     .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
     .mem_reg                = uct_cuda_ipc_ns_mem_reg,
     .mem_dereg              = uct_cuda_ipc_ns_mem_dereg,
-    .mem_query              = uct_cuda_ipc_ns_md_mem_query,
+    /* the same answer as the copy MD's: CUDA memory and its allocation */
+    .mem_query              = uct_cuda_cpy_ns_md_mem_query,
     .mkey_pack              = uct_cuda_ipc_ns_mkey_pack,
     .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero_int,
-    .detect_memory_type     = uct_cuda_ipc_ns_md_detect_memory_type
+    .detect_memory_type     = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported
 };
 
 

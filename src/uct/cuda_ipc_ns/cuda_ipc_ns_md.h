@@ -63,6 +63,14 @@ typedef struct uct_cuda_ipc_ns_rkey {
 extern uct_component_t uct_cuda_ipc_ns_component;
 extern ucs_config_field_t uct_cuda_ipc_ns_md_config_table[];
 
+/**
+ * Load the CUDA driver named by UCX_CUDA_IPC_NS_DRIVER (one driver serves the
+ * whole library, both components) and check that it has a device.
+ *
+ * @return UCS_OK, or UCS_ERR_NO_DEVICE (logged at debug level).
+ */
+ucs_status_t uct_cuda_ipc_ns_driver_load_configured(void);
+
 ucs_status_t uct_cuda_ipc_ns_query_md_resources(uct_component_t *component,
                                                 uct_md_resource_desc_t **resources_p,
                                                 unsigned *num_resources_p);

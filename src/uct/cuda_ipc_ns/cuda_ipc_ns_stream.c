@@ -7,7 +7,7 @@
 
 #include "cuda_ipc_ns_stream.h"
 #include "cuda_ipc_ns_driver.h"
-#include "cuda_ipc_ns_map.h"
+#include "cuda_ipc_ns_ctx.h"
 
 #include <ucs/datastruct/queue.h>
 #include <ucs/arch/cpu.h>

@@ -103,4 +103,5 @@ void cuda_read(void *host_dst, const void *dev_src, size_t size)
     TEST_CU(MemcpyDtoH, host_dst, (CUdeviceptr)dev_src, size);
 }
 
+
 } // namespace test

@@ -7,7 +7,7 @@
 #define TEST_DATAPATH_UCT_NODE_H
 
 #include "common/cuda_alloc.h"
-#include "common/component.h"
+#include "common/uct_util.h"
 
 extern "C" {
 #include <uct/api/uct.h>

@@ -4,7 +4,7 @@
  */
 #include "common/cuda_alloc.h"
 #include "common/peer.h"
-#include "common/component.h"
+#include "common/uct_util.h"
 
 extern "C" {
 #include <uct/api/uct.h>
@@ -28,6 +28,12 @@ const size_t KEY_SIZE = UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE;
 typedef std::vector<uint8_t> bytes_t;
 
 
+uct_component_h find_component()
+{
+    return test::find_component("cuda_ipc_ns");
+}
+
+
 /* an open cuda_ipc_ns MD; the test is skipped without driver or device */
 class md_test : public ::testing::Test {
 protected:
@@ -35,7 +41,7 @@ protected:
     {
         uct_md_config_t *config;
 
-        m_component = test::find_component("cuda_ipc_ns");
+        m_component = find_component();
         ASSERT_NE(nullptr, m_component) << "component not registered";
         if (!test::cuda_init()) {
             GTEST_SKIP() << "no CUDA driver or device";
@@ -99,23 +105,15 @@ TEST_F(md_test, query) {
     EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_REG);
     EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_NEED_RKEY);
     EXPECT_EQ(UCS_BIT(UCS_MEMORY_TYPE_CUDA), attr.cap.reg_mem_types);
-    EXPECT_EQ(UCS_BIT(UCS_MEMORY_TYPE_CUDA), attr.cap.detect_mem_types);
+    /* detection is the copy MD's (cpy/test_cpy_md.cc) */
+    EXPECT_EQ(0u, attr.cap.detect_mem_types);
     EXPECT_LT(attr.rkey_packed_size, 256u);
 }
 
 
-TEST_F(md_test, detect_memory_type) {
+TEST_F(md_test, mem_query) {
     test::cuda_legacy_buffer legacy(1 << 20);
-    test::cuda_vmm_buffer vmm(1 << 20);
     std::vector<char> host(4096);
-    ucs_memory_type_t type;
-
-    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, legacy.ptr(), 4096, &type));
-    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, type);
-    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, vmm.ptr(), 4096, &type));
-    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, type);
-    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, host.data(), 4096, &type));
-    EXPECT_EQ(UCS_MEMORY_TYPE_HOST, type);
 
     uct_md_mem_attr_t mem_attr;
     mem_attr.field_mask = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE |
@@ -275,7 +273,7 @@ TEST_F(md_test, rkey_unpack_random_and_mutated) {
  * with its own PID namespace */
 TEST_PEER_ROLE(md_unpack_keys)
 {
-    uct_component_h component = test::find_component("cuda_ipc_ns");
+    uct_component_h component = find_component();
     uint8_t key[KEY_SIZE];
     uint64_t pid_ns = uct_cuda_ipc_ns_self()->pid_ns;
 
@@ -364,11 +362,7 @@ protected:
 
     void TearDown() override
     {
-        if (m_iface != nullptr) {
-            uct_iface_close(m_iface);
-            uct_worker_destroy(m_worker);
-            ucs_async_context_destroy(m_async);
-        }
+        test::close_iface(m_async, m_worker, m_iface);
         md_test::TearDown();
     }
 
@@ -376,23 +370,7 @@ public:
     static void open_iface(uct_md_h md, ucs_async_context_t **async,
                            uct_worker_h *worker, uct_iface_h *iface)
     {
-        uct_iface_config_t *config;
-        uct_iface_params_t params = {};
-
-        *iface = nullptr;
-        ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
-                                                   async));
-        ASSERT_EQ(UCS_OK, uct_worker_create(*async, UCS_THREAD_MODE_SINGLE,
-                                            worker));
-        ASSERT_EQ(UCS_OK, uct_md_iface_config_read(md, "cu_ipc_ns", NULL, NULL,
-                                                   &config));
-        params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                      UCT_IFACE_PARAM_FIELD_DEVICE;
-        params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-        params.mode.device.tl_name  = "cu_ipc_ns";
-        params.mode.device.dev_name = "cuda";
-        ASSERT_EQ(UCS_OK, uct_iface_open(md, *worker, &params, config, iface));
-        uct_config_release(config);
+        test::open_iface(md, "cu_ipc_ns", "cuda", async, worker, iface);
     }
 
     static void get_addresses(uct_iface_h iface, bytes_t *dev, bytes_t *ifa)
@@ -409,13 +387,7 @@ protected:
     int reachable(const uct_cuda_ipc_ns_device_addr_t &dev,
                   const uct_cuda_ipc_ns_iface_addr_t &ifa)
     {
-        bytes_t dev_buf(UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE);
-        bytes_t ifa_buf(UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
-        uct_cuda_ipc_ns_device_addr_pack(&dev, dev_buf.data());
-        uct_cuda_ipc_ns_iface_addr_pack(&ifa, ifa_buf.data());
-        return uct_iface_is_reachable(m_iface,
-                                      (uct_device_addr_t*)dev_buf.data(),
-                                      (uct_iface_addr_t*)ifa_buf.data());
+        return test::iface_is_reachable(m_iface, dev, ifa);
     }
 
     ucs_async_context_t *m_async  = nullptr;
@@ -477,7 +449,7 @@ TEST_F(iface_test, reachability_matrix) {
 /* Peer: sends its device and iface addresses */
 TEST_PEER_ROLE(iface_addresses)
 {
-    uct_component_h component = test::find_component("cuda_ipc_ns");
+    uct_component_h component = find_component();
     ucs_async_context_t *async;
     uct_worker_h worker;
     uct_iface_h iface;
@@ -501,9 +473,7 @@ TEST_PEER_ROLE(iface_addresses)
     bool sent = chan.send(msg.data(), msg.size());
     char done;
     chan.recv(&done, 1);
-    uct_iface_close(iface);
-    uct_worker_destroy(worker);
-    ucs_async_context_destroy(async);
+    test::close_iface(async, worker, iface);
     uct_md_close(md);
     return sent ? 0 : 1;
 }

@@ -1,0 +1,171 @@
+/*
+ * cuda_cpy_ns: allocation of CUDA device memory (see cuda_cpy_ns_alloc.h).
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cuda_cpy_ns_alloc.h"
+#include "cuda_cpy_ns_copy.h"
+#include "cuda_ipc_ns_ctx.h"
+#include "cuda_ipc_ns_driver.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/sys/math.h>
+#include <string.h>
+
+
+const char *uct_cuda_cpy_ns_alloc_mode_names[] = {
+    [UCT_CUDA_CPY_NS_ALLOC_VMM]    = "vmm",
+    [UCT_CUDA_CPY_NS_ALLOC_LEGACY] = "legacy",
+    [UCT_CUDA_CPY_NS_ALLOC_LAST]   = NULL
+};
+
+
+/* The device of the calling thread's context, or 0 */
+static int uct_cuda_cpy_ns_alloc_device(void)
+{
+    CUcontext ctx = NULL;
+    CUdevice device;
+
+    if ((UCT_CUDA_IPC_NS_CU(CtxGetCurrent, &ctx) != UCS_OK) || (ctx == NULL) ||
+        (UCT_CUDA_IPC_NS_CU(CtxGetDevice, &device) != UCS_OK)) {
+        return 0;
+    }
+    return (int)device;
+}
+
+
+static ucs_status_t uct_cuda_cpy_ns_alloc_legacy(uct_cuda_cpy_ns_alloc_t *alloc)
+{
+    ucs_status_t status;
+    int pushed;
+
+    status = uct_cuda_ipc_ns_ctx_ensure(alloc->device, &pushed);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = UCT_CUDA_IPC_NS_CU(MemAlloc, &alloc->ptr, alloc->size);
+    uct_cuda_ipc_ns_ctx_pop(pushed);
+    return status;
+}
+
+
+/* cuMemCreate + reserve + map + access, undone in reverse on error */
+static ucs_status_t uct_cuda_cpy_ns_alloc_vmm(uct_cuda_cpy_ns_alloc_t *alloc)
+{
+    CUmemAllocationProp prop = {};
+    CUmemAccessDesc access   = {};
+    size_t granularity;
+    ucs_status_t status;
+
+    prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id          = alloc->device;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+
+    status = UCT_CUDA_IPC_NS_CU(MemGetAllocationGranularity, &granularity,
+                                &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    alloc->size = ucs_align_up(alloc->size, granularity);
+    status      = UCT_CUDA_IPC_NS_CU(MemCreate, &alloc->handle, alloc->size,
+                                     &prop, 0);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = UCT_CUDA_IPC_NS_CU(MemAddressReserve, &alloc->ptr, alloc->size,
+                                granularity, 0, 0);
+    if (status != UCS_OK) {
+        goto err_release;
+    }
+
+    status = UCT_CUDA_IPC_NS_CU(MemMap, alloc->ptr, alloc->size, 0,
+                                alloc->handle, 0);
+    if (status != UCS_OK) {
+        goto err_address_free;
+    }
+
+    access.location = prop.location;
+    access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    status          = UCT_CUDA_IPC_NS_CU(MemSetAccess, alloc->ptr, alloc->size,
+                                         &access, 1);
+    if (status != UCS_OK) {
+        goto err_unmap;
+    }
+
+    return UCS_OK;
+
+err_unmap:
+    (void)UCT_CUDA_IPC_NS_CU(MemUnmap, alloc->ptr, alloc->size);
+err_address_free:
+    (void)UCT_CUDA_IPC_NS_CU(MemAddressFree, alloc->ptr, alloc->size);
+err_release:
+    (void)UCT_CUDA_IPC_NS_CU(MemRelease, alloc->handle);
+    return status;
+}
+
+
+ucs_status_t uct_cuda_cpy_ns_mem_alloc(uct_cuda_cpy_ns_alloc_mode_t mode,
+                                       size_t length,
+                                       uct_cuda_cpy_ns_alloc_t *alloc)
+{
+    ucs_status_t status;
+
+    memset(alloc, 0, sizeof(*alloc));
+    alloc->mode   = mode;
+    alloc->size   = ucs_max(length, 1);
+    alloc->device = uct_cuda_cpy_ns_alloc_device();
+
+    status = (mode == UCT_CUDA_CPY_NS_ALLOC_VMM) ?
+             uct_cuda_cpy_ns_alloc_vmm(alloc) :
+             uct_cuda_cpy_ns_alloc_legacy(alloc);
+    if (status != UCS_OK) {
+        ucs_error("cuda_cpy_ns: failed to allocate %zu bytes of %s memory on "
+                  "device %d: %s", length, uct_cuda_cpy_ns_alloc_mode_names[mode],
+                  alloc->device, ucs_status_string(status));
+        return status;
+    }
+
+    ucs_debug("cuda_cpy_ns: allocated %s memory 0x%llx/%zu on device %d",
+              uct_cuda_cpy_ns_alloc_mode_names[mode],
+              (unsigned long long)alloc->ptr, alloc->size, alloc->device);
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_cpy_ns_mem_free(const uct_cuda_cpy_ns_alloc_t *alloc)
+{
+    ucs_status_t status, unmap_status;
+    int pushed;
+
+    if (alloc->mode == UCT_CUDA_CPY_NS_ALLOC_LEGACY) {
+        status = uct_cuda_ipc_ns_ctx_ensure(alloc->device, &pushed);
+        if (status == UCS_OK) {
+            status = UCT_CUDA_IPC_NS_CU(MemFree, alloc->ptr);
+            uct_cuda_ipc_ns_ctx_pop(pushed);
+        }
+    } else {
+        /* keep the address reserved if the unmap failed: a later allocation
+         * must not land on memory that is still mapped */
+        unmap_status = UCT_CUDA_IPC_NS_CU(MemUnmap, alloc->ptr, alloc->size);
+        status       = unmap_status;
+        if (unmap_status == UCS_OK) {
+            status = UCT_CUDA_IPC_NS_CU(MemAddressFree, alloc->ptr,
+                                        alloc->size);
+        }
+        (void)UCT_CUDA_IPC_NS_CU(MemRelease, alloc->handle);
+    }
+
+    if (status != UCS_OK) {
+        ucs_error("cuda_cpy_ns: failed to free %s memory 0x%llx/%zu: %s",
+                  uct_cuda_cpy_ns_alloc_mode_names[alloc->mode],
+                  (unsigned long long)alloc->ptr, alloc->size,
+                  ucs_status_string(status));
+    }
+    return status;
+}

@@ -1,0 +1,97 @@
+/*
+ * cuda_cpy_ns: synchronous copies through the CUDA driver in the right
+ * context (see cuda_cpy_ns_copy.h).
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cuda_cpy_ns_copy.h"
+#include "cuda_cpy_ns_memtype.h"
+#include "cuda_ipc_ns_ctx.h"
+#include "cuda_ipc_ns_driver.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/sys/compiler_def.h>
+
+
+/* The device owning @a a, else the one owning @a b, else device 0: only
+ * asked when the thread has no current context */
+static int uct_cuda_cpy_ns_copy_device(const void *a, const void *b)
+{
+    uct_cuda_cpy_ns_ptr_info_t info;
+
+    uct_cuda_cpy_ns_ptr_query(a, &info);
+    if (!info.is_cuda && (b != NULL)) {
+        uct_cuda_cpy_ns_ptr_query(b, &info);
+    }
+    return info.is_cuda ? info.device : 0;
+}
+
+
+/* Make sure a context is current for memory at @a a / @a b */
+static ucs_status_t uct_cuda_cpy_ns_ctx_push_for(const void *a, const void *b,
+                                                 int *pushed_p)
+{
+    CUcontext current = NULL;
+    ucs_status_t status;
+
+    /* the pointers are only asked when the thread has no context */
+    *pushed_p = 0;
+    status    = UCT_CUDA_IPC_NS_CU(CtxGetCurrent, &current);
+    if ((status != UCS_OK) || (current != NULL)) {
+        return status;
+    }
+    return uct_cuda_ipc_ns_ctx_ensure(uct_cuda_cpy_ns_copy_device(a, b),
+                                      pushed_p);
+}
+
+
+ucs_status_t uct_cuda_cpy_ns_copy(void *dst, const void *src, size_t length)
+{
+    ucs_status_t status;
+    int pushed;
+
+    if (length == 0) {
+        return UCS_OK;
+    }
+
+    status = uct_cuda_cpy_ns_ctx_push_for(dst, src, &pushed);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = UCT_CUDA_IPC_NS_CU(Memcpy, (CUdeviceptr)dst, (CUdeviceptr)src,
+                                length);
+    uct_cuda_ipc_ns_ctx_pop(pushed);
+    if (status != UCS_OK) {
+        ucs_error("cuda_cpy_ns: copy of %zu bytes from %p to %p failed",
+                  length, src, dst);
+    }
+    return status;
+}
+
+
+ucs_status_t uct_cuda_cpy_ns_memset(void *dst, int value, size_t length)
+{
+    ucs_status_t status;
+    int pushed;
+
+    if (length == 0) {
+        return UCS_OK;
+    }
+
+    status = uct_cuda_cpy_ns_ctx_push_for(dst, NULL, &pushed);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = UCT_CUDA_IPC_NS_CU(MemsetD8, (CUdeviceptr)dst,
+                                (unsigned char)value, length);
+    uct_cuda_ipc_ns_ctx_pop(pushed);
+    if (status != UCS_OK) {
+        ucs_error("cuda_cpy_ns: setting %zu bytes at %p to 0x%x failed",
+                  length, dst, value & 0xff);
+    }
+    return status;
+}

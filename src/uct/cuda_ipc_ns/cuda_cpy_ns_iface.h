@@ -1,0 +1,86 @@
+/*
+ * cuda_cpy_ns: interface of the loopback copy transport cu_cpy_ns, which
+ * gives UCP its memory-type endpoint for CUDA memory: synchronous copies
+ * between host and device memory of its own process (docs/ucp.md).
+ *
+ * Addresses use the cu_ipc_ns formats (cuda_ipc_ns_addr.h) with no flags:
+ * device address = system id, iface address = pid + PID namespace.
+ */
+#ifndef UCT_CUDA_CPY_NS_IFACE_H
+#define UCT_CUDA_CPY_NS_IFACE_H
+
+#include "cuda_ipc_ns_addr.h"
+
+#include <uct/base/uct_iface.h>
+
+
+typedef struct uct_cuda_cpy_ns_iface_config {
+    uct_iface_config_t super;
+    double             bandwidth; /* bytes/s reported to UCP */
+    double             latency;   /* seconds reported to UCP */
+    double             overhead;  /* seconds reported to UCP */
+} uct_cuda_cpy_ns_iface_config_t;
+
+
+typedef struct uct_cuda_cpy_ns_iface {
+    uct_base_iface_t              super;
+    uct_cuda_ipc_ns_device_addr_t dev_addr;   /* ours */
+    uct_cuda_ipc_ns_iface_addr_t  iface_addr; /* ours */
+    struct {
+        uct_completion_t **comps; /* to invoke from progress, in order */
+        unsigned         count;
+        unsigned         capacity;
+    } done;
+    struct {
+        double bandwidth;
+        double latency;
+        double overhead;
+    } config;
+} uct_cuda_cpy_ns_iface_t;
+
+
+typedef struct uct_cuda_cpy_ns_ep {
+    uct_base_ep_t super;
+} uct_cuda_cpy_ns_ep_t;
+
+
+extern ucs_config_field_t uct_cuda_cpy_ns_iface_config_table[];
+
+ucs_status_t uct_cuda_cpy_ns_query_devices(uct_md_h md,
+                                           uct_tl_device_resource_t **devices_p,
+                                           unsigned *num_devices_p);
+
+UCS_CLASS_DECLARE_NEW_FUNC(uct_cuda_cpy_ns_iface_t, uct_iface_t, uct_md_h,
+                           uct_worker_h, const uct_iface_params_t*,
+                           const uct_iface_config_t*);
+
+
+/**
+ * Deliver @a comp from the next progress call, after the completions queued
+ * before it. Zero-copy operations finish their copy before they return, but
+ * report UCS_INPROGRESS: UCP 1.13.1 protocols v2 set a request's state only
+ * after the memory-type copy is posted (rndv_put.c), so a completion invoked
+ * from inside the call would run ahead of it.
+ *
+ * @return UCS_INPROGRESS, or UCS_ERR_NO_MEMORY.
+ */
+ucs_status_t uct_cuda_cpy_ns_iface_complete_later(uct_cuda_cpy_ns_iface_t *iface,
+                                                  uct_completion_t *comp);
+
+
+/**
+ * Reachability of cu_cpy_ns: only its own process, that is the same system,
+ * PID namespace and pid. A pure function of both sides' addresses.
+ */
+static inline int
+uct_cuda_cpy_ns_addr_is_self(const uct_cuda_ipc_ns_device_addr_t *local_dev,
+                             const uct_cuda_ipc_ns_iface_addr_t *local_iface,
+                             const uct_cuda_ipc_ns_device_addr_t *remote_dev,
+                             const uct_cuda_ipc_ns_iface_addr_t *remote_iface)
+{
+    return (local_dev->system_id == remote_dev->system_id) &&
+           (local_iface->pid_ns == remote_iface->pid_ns) &&
+           (local_iface->pid == remote_iface->pid);
+}
+
+#endif

@@ -1,0 +1,231 @@
+/*
+ * cuda_cpy_ns: memory domain of the loopback copy transport (see
+ * cuda_cpy_ns_md.h).
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cuda_cpy_ns_md.h"
+#include "cuda_cpy_ns_memtype.h"
+#include "cuda_ipc_ns_md.h"
+
+#include <ucs/debug/assert.h>
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/compiler_def.h>
+#include <limits.h>
+#include <string.h>
+
+
+ucs_config_field_t uct_cuda_cpy_ns_md_config_table[] = {
+    {"", "", NULL,
+     ucs_offsetof(uct_cuda_cpy_ns_md_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
+
+    {"MEM_ALLOC", "vmm",
+     "How CUDA memory is allocated for UCP (ucp_mem_map with\n"
+     "UCP_MEM_MAP_ALLOCATE) and for ucx_perftest -m cuda:\n"
+     " vmm    - cuMemCreate with POSIX file descriptor handles, mapped with\n"
+     "          cuMemMap: cu_ipc_ns can share it across PID namespaces\n"
+     " legacy - cuMemAlloc: legacy IPC handles, same PID namespace only\n"
+     "The CUDA driver is the one named by UCX_CUDA_IPC_NS_DRIVER.",
+     ucs_offsetof(uct_cuda_cpy_ns_md_config_t, mem_alloc),
+     UCS_CONFIG_TYPE_ENUM(uct_cuda_cpy_ns_alloc_mode_names)},
+
+    {NULL}
+};
+
+
+/* Registration has nothing to record: every memh is this one */
+static char uct_cuda_cpy_ns_reg_memh;
+
+
+ucs_status_t uct_cuda_cpy_ns_query_md_resources(uct_component_t *component,
+                                                uct_md_resource_desc_t **resources_p,
+                                                unsigned *num_resources_p)
+{
+    if (uct_cuda_ipc_ns_driver_load_configured() != UCS_OK) {
+        return uct_md_query_empty_md_resource(resources_p, num_resources_p);
+    }
+
+    return uct_md_query_single_md_resource(component, resources_p,
+                                           num_resources_p);
+}
+
+
+ucs_status_t
+uct_cuda_cpy_ns_config_alloc_mode(uct_cuda_cpy_ns_alloc_mode_t *mode_p)
+{
+    uct_md_config_t *md_config;
+    ucs_status_t status;
+
+    status = uct_md_config_read(&uct_cuda_cpy_ns_component, NULL, NULL,
+                                &md_config);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    *mode_p = ucs_derived_of(md_config, uct_cuda_cpy_ns_md_config_t)->mem_alloc;
+    uct_config_release(md_config);
+    return UCS_OK;
+}
+
+
+static void uct_cuda_cpy_ns_md_close(uct_md_h md)
+{
+    ucs_free(md);
+}
+
+
+static ucs_status_t uct_cuda_cpy_ns_md_query(uct_md_h md, uct_md_attr_t *md_attr)
+{
+    /* HOST in reg_mem_types: UCP's memory-type endpoint needs a lane that
+     * registers host memory (ucp_wireup_add_memaccess_lanes) */
+    md_attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_ALLOC;
+    md_attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST) |
+                                    UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    md_attr->cap.alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    md_attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    md_attr->cap.detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    md_attr->cap.max_alloc        = ULONG_MAX;
+    md_attr->cap.max_reg          = ULONG_MAX;
+    md_attr->rkey_packed_size     = 0;
+    md_attr->reg_cost             = ucs_linear_func_make(0, 0);
+    memset(&md_attr->local_cpus, 0xff, sizeof(md_attr->local_cpus));
+    return UCS_OK;
+}
+
+
+static ucs_status_t
+uct_cuda_cpy_ns_md_mem_alloc(uct_md_h uct_md, size_t *length_p,
+                             void **address_p, ucs_memory_type_t mem_type,
+                             unsigned flags, const char *alloc_name,
+                             uct_mem_h *memh_p)
+{
+    uct_cuda_cpy_ns_md_t *md = ucs_derived_of(uct_md, uct_cuda_cpy_ns_md_t);
+    uct_cuda_cpy_ns_alloc_t *alloc;
+    ucs_status_t status;
+
+    if (mem_type != UCS_MEMORY_TYPE_CUDA) {
+        ucs_error("cuda_cpy_ns: cannot allocate %s memory for '%s'",
+                  ucs_memory_type_names[mem_type], alloc_name);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    alloc = ucs_malloc(sizeof(*alloc), "cuda_cpy_ns_alloc");
+    if (alloc == NULL) {
+        ucs_error("cuda_cpy_ns: failed to allocate memory handle for '%s'",
+                  alloc_name);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = uct_cuda_cpy_ns_mem_alloc(md->alloc_mode, *length_p, alloc);
+    if (status != UCS_OK) {
+        ucs_free(alloc);
+        return status;
+    }
+
+    uct_cuda_cpy_ns_memtype_cache_add((void*)alloc->ptr, alloc->size);
+    ucs_trace("cuda_cpy_ns: '%s' allocated 0x%llx/%zu", alloc_name,
+              (unsigned long long)alloc->ptr, alloc->size);
+    *length_p  = alloc->size;
+    *address_p = (void*)alloc->ptr;
+    *memh_p    = alloc;
+    return UCS_OK;
+}
+
+
+static ucs_status_t uct_cuda_cpy_ns_md_mem_free(uct_md_h md, uct_mem_h memh)
+{
+    uct_cuda_cpy_ns_alloc_t *alloc = memh;
+    ucs_status_t status;
+
+    uct_cuda_cpy_ns_memtype_cache_remove((void*)alloc->ptr, alloc->size);
+    status = uct_cuda_cpy_ns_mem_free(alloc);
+    ucs_free(alloc);
+    return status;
+}
+
+
+/* Copies go through the driver with no registration: host and CUDA memory
+ * alike are "registered" for free (UCP registers on every rendezvous send) */
+static ucs_status_t
+uct_cuda_cpy_ns_md_mem_reg(uct_md_h md, void *address, size_t length,
+                           unsigned flags, uct_mem_h *memh_p)
+{
+    *memh_p = &uct_cuda_cpy_ns_reg_memh;
+    return UCS_OK;
+}
+
+
+static ucs_status_t
+uct_cuda_cpy_ns_md_mem_dereg(uct_md_h md,
+                             const uct_md_mem_dereg_params_t *params)
+{
+    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
+
+    ucs_assert(params->memh == &uct_cuda_cpy_ns_reg_memh);
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_cpy_ns_rkey_unpack(uct_component_t *component,
+                                         const void *rkey_buffer,
+                                         uct_rkey_t *rkey_p, void **handle_p)
+{
+    /* rkey_packed_size is 0: there is nothing to unpack */
+    *rkey_p   = UCT_INVALID_RKEY;
+    *handle_p = NULL;
+    return UCS_OK;
+}
+
+
+static uct_md_ops_t uct_cuda_cpy_ns_md_ops = {
+    .close                  = uct_cuda_cpy_ns_md_close,
+    .query                  = uct_cuda_cpy_ns_md_query,
+    .mem_alloc              = uct_cuda_cpy_ns_md_mem_alloc,
+    .mem_free               = uct_cuda_cpy_ns_md_mem_free,
+    .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
+    .mem_reg                = uct_cuda_cpy_ns_md_mem_reg,
+    .mem_dereg              = uct_cuda_cpy_ns_md_mem_dereg,
+    .mem_query              = uct_cuda_cpy_ns_md_mem_query,
+    .mkey_pack              = (uct_md_mkey_pack_func_t)ucs_empty_function_return_success,
+    .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero_int,
+    .detect_memory_type     = uct_cuda_cpy_ns_md_detect_memory_type
+};
+
+
+ucs_status_t uct_cuda_cpy_ns_md_open(uct_component_t *component,
+                                     const char *md_name,
+                                     const uct_md_config_t *uct_config,
+                                     uct_md_h *md_p)
+{
+    const uct_cuda_cpy_ns_md_config_t *config =
+            ucs_derived_of(uct_config, uct_cuda_cpy_ns_md_config_t);
+    uct_cuda_cpy_ns_md_t *md;
+    ucs_status_t status;
+
+    status = uct_cuda_ipc_ns_driver_load_configured();
+    if (status != UCS_OK) {
+        ucs_error("cuda_cpy_ns: cannot open memory domain '%s': no CUDA "
+                  "driver or device (see UCX_CUDA_IPC_NS_DRIVER)", md_name);
+        return status;
+    }
+
+    md = ucs_calloc(1, sizeof(*md), "cuda_cpy_ns_md");
+    if (md == NULL) {
+        ucs_error("cuda_cpy_ns: failed to allocate memory domain");
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    md->super.ops       = &uct_cuda_cpy_ns_md_ops;
+    md->super.component = &uct_cuda_cpy_ns_component;
+    md->alloc_mode      = (uct_cuda_cpy_ns_alloc_mode_t)config->mem_alloc;
+
+    /* this MD detects memory types: make UCP's detection right */
+    uct_cuda_cpy_ns_memtype_cache_setup();
+
+    *md_p = &md->super;
+    return UCS_OK;
+}

@@ -1,0 +1,86 @@
+/*
+ * Test helpers: UCT objects by name (see uct_util.h).
+ */
+#include "uct_util.h"
+
+#include <gtest/gtest.h>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+
+namespace test {
+
+uct_component_h find_component(const char *name)
+{
+    uct_component_h *components, found = nullptr;
+    uct_component_attr_t attr;
+    unsigned count;
+
+    if (uct_query_components(&components, &count) != UCS_OK) {
+        return nullptr;
+    }
+    for (unsigned i = 0; i < count; ++i) {
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+        if ((uct_component_query(components[i], &attr) == UCS_OK) &&
+            !strcmp(attr.name, name)) {
+            found = components[i];
+        }
+    }
+    uct_release_component_list(components);
+    return found;
+}
+
+
+void open_iface(uct_md_h md, const char *tl, const char *dev,
+                ucs_async_context_t **async, uct_worker_h *worker,
+                uct_iface_h *iface)
+{
+    uct_iface_config_t *config;
+    uct_iface_params_t params = {};
+
+    *iface = nullptr;
+    ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                               async));
+    ASSERT_EQ(UCS_OK, uct_worker_create(*async, UCS_THREAD_MODE_SINGLE,
+                                        worker));
+    ASSERT_EQ(UCS_OK, uct_md_iface_config_read(md, tl, NULL, NULL, &config));
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                  UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = tl;
+    params.mode.device.dev_name = dev;
+    ASSERT_EQ(UCS_OK, uct_iface_open(md, *worker, &params, config, iface));
+    uct_config_release(config);
+}
+
+
+void close_iface(ucs_async_context_t *async, uct_worker_h worker,
+                 uct_iface_h iface)
+{
+    if (iface != nullptr) {
+        uct_iface_close(iface);
+    }
+    if (worker != nullptr) {
+        uct_worker_destroy(worker);
+    }
+    if (async != nullptr) {
+        ucs_async_context_destroy(async);
+    }
+}
+
+
+int iface_is_reachable(uct_iface_h iface,
+                       const uct_cuda_ipc_ns_device_addr_t &dev,
+                       const uct_cuda_ipc_ns_iface_addr_t &ifa)
+{
+    std::vector<uint8_t> dev_buf(UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE);
+    std::vector<uint8_t> ifa_buf(UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
+
+    uct_cuda_ipc_ns_device_addr_pack(&dev, dev_buf.data());
+    uct_cuda_ipc_ns_iface_addr_pack(&ifa, ifa_buf.data());
+    return uct_iface_is_reachable(iface, (uct_device_addr_t*)dev_buf.data(),
+                                  (uct_iface_addr_t*)ifa_buf.data());
+}
+
+} // namespace test

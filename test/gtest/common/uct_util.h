@@ -1,0 +1,37 @@
+/*
+ * Test helpers: UCT components, memory domains and interfaces by name.
+ */
+#ifndef TEST_COMMON_UCT_UTIL_H
+#define TEST_COMMON_UCT_UTIL_H
+
+extern "C" {
+#include <uct/api/uct.h>
+#include <ucs/async/async.h>
+#include "cuda_ipc_ns_addr.h"
+}
+
+
+namespace test {
+
+/* the registered component called @a name, or nullptr */
+uct_component_h find_component(const char *name);
+
+/* An async context, a worker and an interface of transport @a tl on device
+ * @a dev of @a md; gtest failures (and *iface == nullptr) on error */
+void open_iface(uct_md_h md, const char *tl, const char *dev,
+                ucs_async_context_t **async, uct_worker_h *worker,
+                uct_iface_h *iface);
+
+/* undo open_iface(); ignores what is nullptr */
+void close_iface(ucs_async_context_t *async, uct_worker_h worker,
+                 uct_iface_h iface);
+
+/* uct_iface_is_reachable() of @a iface for addresses in the cu_ipc_ns
+ * formats (cu_ipc_ns and cu_cpy_ns use them) */
+int iface_is_reachable(uct_iface_h iface,
+                       const uct_cuda_ipc_ns_device_addr_t &dev,
+                       const uct_cuda_ipc_ns_iface_addr_t &ifa);
+
+} // namespace test
+
+#endif

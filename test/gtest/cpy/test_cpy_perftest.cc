@@ -1,0 +1,144 @@
+/*
+ * The ucx_perftest CUDA allocator. This binary defines and exports the table
+ * that ucx_perftest exports (cpy/perftest.dynlist), so the module's
+ * constructor fills its CUDA slot here as it does in ucx_perftest; the
+ * allocator is then driven the way libperf drives it.
+ */
+#include "cpy_test.h"
+
+extern "C" {
+#include <tools/perf/lib/libperf_int.h>
+}
+
+#include <cstdlib>
+#include <memory>
+
+
+/* the table of tools/perf/lib/libperf.c, declared by libperf.h */
+const ucx_perf_allocator_t *ucx_perf_mem_type_allocators[UCS_MEMORY_TYPE_LAST];
+
+
+namespace {
+
+using cpy_test::bytes_t;
+
+
+unsigned group_index_1(void *rte_group)
+{
+    return 1;
+}
+
+
+/* a perftest context as libperf sets it up for a UCT test on m_md */
+class cpy_perftest_test : public cpy_test::md {
+protected:
+    void SetUp() override
+    {
+        cpy_test::md::SetUp();
+        if (IsSkipped() || HasFatalFailure()) {
+            return;
+        }
+
+        m_allocator = ucx_perf_mem_type_allocators[UCS_MEMORY_TYPE_CUDA];
+        ASSERT_NE(nullptr, m_allocator) << "CUDA slot not filled";
+
+        m_rte.group_index    = group_index_1;
+        m_perf.reset((ucx_perf_context_t*)calloc(1, sizeof(ucx_perf_context_t)));
+        m_perf->params.rte   = &m_rte;
+        m_perf->uct.md       = m_md;
+        ASSERT_EQ(UCS_OK, m_allocator->init(m_perf.get()));
+    }
+
+    struct free_delete {
+        void operator()(void *ptr) const { free(ptr); }
+    };
+
+    const ucx_perf_allocator_t                         *m_allocator = nullptr;
+    ucx_perf_rte_t                                     m_rte        = {};
+    std::unique_ptr<ucx_perf_context_t, free_delete>   m_perf;
+};
+
+
+TEST_F(cpy_perftest_test, fills_only_the_cuda_slot) {
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, m_allocator->mem_type);
+    for (int type = 0; type < UCS_MEMORY_TYPE_LAST; ++type) {
+        if (type != UCS_MEMORY_TYPE_CUDA) {
+            EXPECT_EQ(nullptr, ucx_perf_mem_type_allocators[type]) << type;
+        }
+    }
+}
+
+
+/* init makes the device of the rte group current, as cudaSetDevice() */
+TEST_F(cpy_perftest_test, init_sets_the_group_device) {
+    CUcontext ctx = nullptr;
+    CUdevice device;
+    int count;
+    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.DeviceGetCount(&count));
+    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.CtxGetCurrent(&ctx));
+    ASSERT_NE(nullptr, ctx);
+    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.CtxGetDevice(&device));
+    EXPECT_EQ(1 % count, (int)device);
+    test::cuda_init(); /* back to device 0 for the other tests */
+}
+
+
+/* UCT buffers: VMM POSIX-fd memory registered with the tested MD, here the
+ * copy MD; then with the cu_ipc_ns MD, which exports it */
+TEST_F(cpy_perftest_test, uct_alloc_memcpy_memset_free) {
+    const size_t length = 100000;
+    uct_allocated_memory_t mem;
+
+    ASSERT_EQ(UCS_OK, m_allocator->uct_alloc(m_perf.get(), length,
+                                             UCT_MD_MEM_ACCESS_ALL, &mem));
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, mem.mem_type);
+    EXPECT_EQ(m_md, mem.md);
+    EXPECT_EQ(length, mem.length);
+
+    EXPECT_TRUE(cpy_test::posix_fd_exportable(mem.address));
+
+    EXPECT_EQ(mem.address, m_allocator->memset(mem.address, 0xab, length));
+    EXPECT_EQ(bytes_t(length, 0xab), cpy_test::device_bytes(mem.address, length));
+
+    bytes_t data = cpy_test::pattern(length, 17), back(length);
+    m_allocator->memcpy(mem.address, UCS_MEMORY_TYPE_CUDA, data.data(),
+                        UCS_MEMORY_TYPE_HOST, length);
+    m_allocator->memcpy(back.data(), UCS_MEMORY_TYPE_HOST, mem.address,
+                        UCS_MEMORY_TYPE_CUDA, length);
+    EXPECT_EQ(data, back);
+
+    void *address = mem.address;
+    m_allocator->uct_free(m_perf.get(), &mem);
+    ucs_memory_type_t type;
+    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, address, 8, &type));
+    EXPECT_EQ(UCS_MEMORY_TYPE_HOST, type) << "freed";
+
+    uct_component_h ipc = test::find_component("cuda_ipc_ns");
+    uct_md_config_t *config;
+    ASSERT_NE(nullptr, ipc);
+    ASSERT_EQ(UCS_OK, uct_md_config_read(ipc, NULL, NULL, &config));
+    ASSERT_EQ(UCS_OK, uct_md_open(ipc, "cuda_ipc_ns", config, &m_perf->uct.md));
+    uct_config_release(config);
+    EXPECT_EQ(UCS_OK, m_allocator->uct_alloc(m_perf.get(), length,
+                                             UCT_MD_MEM_ACCESS_ALL, &mem));
+    m_allocator->uct_free(m_perf.get(), &mem);
+    uct_md_close(m_perf->uct.md);
+}
+
+
+TEST_F(cpy_perftest_test, uct_alloc_legacy) {
+    uct_allocated_memory_t mem;
+
+    setenv("UCX_CUDA_CPY_NS_MEM_ALLOC", "legacy", 1);
+    ucs_status_t status = m_allocator->uct_alloc(m_perf.get(), 4096,
+                                                 UCT_MD_MEM_ACCESS_ALL, &mem);
+    unsetenv("UCX_CUDA_CPY_NS_MEM_ALLOC");
+    ASSERT_EQ(UCS_OK, status);
+
+    EXPECT_EQ(1u, cpy_test::pointer_attribute<unsigned>(
+                          mem.address,
+                          CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE));
+    m_allocator->uct_free(m_perf.get(), &mem);
+}
+
+} // namespace
