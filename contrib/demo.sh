@@ -1,21 +1,34 @@
 #!/usr/bin/env bash
-# Main job: from a fresh clone to a UCX that lists cuda_ipc_ns.
-# Installs what is missing, builds, then runs the installed ucx_info with the
-# module preloaded (the activation step) and the driver set to the CPU
-# emulator unless UCX_CUDA_IPC_NS_DRIVER names a real libcuda.so.1.
+# Main job: from a fresh clone to ucx_perftest moving CUDA buffers over
+# cu_ipc_ns between two processes in different PID and network namespaces.
+#
+# Installs what is missing and builds (contrib/build.sh), shows the
+# activation (ucx_info with the module preloaded), then runs
+# contrib/perftest-ns.sh: the ucx_perftest server is "another pod" (its own
+# PID and network namespaces, a veth pair, the broker socket directory on a
+# shared path), the client runs here. UCT put_bw/get_bw over cu_ipc_ns and
+# UCP tag_bw/ucp_put_bw with UCX_TLS=cu_ipc_ns,cu_cpy_ns,tcp, -m cuda,
+# 8 B .. 64 MiB. Prints a table and writes a PNG plot (OUT_DIR, default
+# build/perftest-out). With a GPU and libcuda.so.1 the real driver is used,
+# otherwise the CPU emulator; the output says which. Everything it creates
+# (namespaces, veth, processes, socket directory) is removed however it exits.
+#
+# Environment: BUILD_DIR, OUT_DIR, TESTS, SIZES, SHORT=1 (a few sizes), and
+# the rest of contrib/perftest-ns.sh -h.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD_DIR:-$top/build}
+export BUILD_DIR=${BUILD_DIR:-$top/build}
+export OUT_DIR=${OUT_DIR:-$BUILD_DIR/perftest-out}
+export TESTS=${TESTS:-uct:put_bw,uct:get_bw,ucp:tag_bw,ucp:ucp_put_bw}
 
 "$top/contrib/build.sh"
 
-module=$build/src/uct/cuda_ipc_ns/.libs/libuct_cuda_ipc_ns.so
-export UCX_CUDA_IPC_NS_DRIVER=${UCX_CUDA_IPC_NS_DRIVER:-$build/test/cudasim/.libs/libcudasim.so}
-
+module=$BUILD_DIR/src/uct/cuda_ipc_ns/.libs/libuct_cuda_ipc_ns.so
+driver=${UCX_CUDA_IPC_NS_DRIVER:-$BUILD_DIR/test/cudasim/.libs/libcudasim.so}
 echo "== activation: LD_PRELOAD=$module"
-echo "== driver:     UCX_CUDA_IPC_NS_DRIVER=$UCX_CUDA_IPC_NS_DRIVER"
-echo "== ucx_info -d (cuda_ipc_ns memory domain):"
-LD_PRELOAD=$module ucx_info -d |
-    awk '/^# Memory domain:/ {p = ($4 == "cuda_ipc_ns")} p'
-echo "== ucx_info -c -f (cuda_ipc_ns variables):"
-LD_PRELOAD=$module ucx_info -c -f | grep '^UCX_CUDA_IPC_NS_'
+LD_PRELOAD=$module UCX_CUDA_IPC_NS_DRIVER=$driver ucx_info -d |
+    awk '/^# Memory domain:/ {p = ($4 == "cuda_ipc_ns" || $4 == "cuda_cpy_ns")}
+         p && /(Memory domain|Component|Transport|Device):/'
+
+echo "== ucx_perftest between two pods"
+exec "$top/contrib/perftest-ns.sh"
