@@ -7,6 +7,7 @@
 #endif
 
 #include "cuda_cpy_ns_iface.h"
+#include "cuda_ipc_ns_iface_attr.h"
 #include "cuda_cpy_ns_ep.h"
 #include "cuda_cpy_ns_md.h"
 #include "cuda_ipc_ns_nsid.h"
@@ -61,42 +62,23 @@ static ucs_status_t uct_cuda_cpy_ns_iface_query(uct_iface_h tl_iface,
     uct_cuda_cpy_ns_iface_t *iface = ucs_derived_of(tl_iface,
                                                     uct_cuda_cpy_ns_iface_t);
 
-    uct_base_iface_query(&iface->super, iface_attr);
-
-    iface_attr->iface_addr_len          = UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE;
-    iface_attr->device_addr_len         = UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE;
-    iface_attr->ep_addr_len             = 0;
-    iface_attr->max_conn_priv           = 0;
+    uct_cuda_ipc_ns_iface_attr_init(&iface->super, iface_attr,
+                                    iface->config.bandwidth,
+                                    iface->config.latency,
+                                    iface->config.overhead);
     /* SHORT for UCP's pack/unpack of any length (max_short is not checked
      * there), ZCOPY and PENDING for its rendezvous pipeline lanes */
-    iface_attr->cap.flags               = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
-                                          UCT_IFACE_FLAG_PUT_SHORT |
-                                          UCT_IFACE_FLAG_GET_SHORT |
-                                          UCT_IFACE_FLAG_PUT_ZCOPY |
-                                          UCT_IFACE_FLAG_GET_ZCOPY |
-                                          UCT_IFACE_FLAG_PENDING;
-    iface_attr->cap.event_flags         = 0;
-
-    iface_attr->cap.put.max_short       = UINT_MAX;
-    iface_attr->cap.put.min_zcopy       = 0;
-    iface_attr->cap.put.max_zcopy       = SIZE_MAX;
-    iface_attr->cap.put.opt_zcopy_align = 1;
-    iface_attr->cap.put.align_mtu       = 1;
-    iface_attr->cap.put.max_iov         = 1;
-
-    iface_attr->cap.get.max_short       = UINT_MAX;
-    iface_attr->cap.get.min_zcopy       = 0;
-    iface_attr->cap.get.max_zcopy       = SIZE_MAX;
-    iface_attr->cap.get.opt_zcopy_align = 1;
-    iface_attr->cap.get.align_mtu       = 1;
-    iface_attr->cap.get.max_iov         = 1;
-
-    iface_attr->latency                 = ucs_linear_func_make(
-                                                  iface->config.latency, 0);
-    iface_attr->bandwidth.dedicated     = 0;
-    iface_attr->bandwidth.shared        = iface->config.bandwidth;
-    iface_attr->overhead                = iface->config.overhead;
-    iface_attr->priority                = 0;
+    iface_attr->cap.flags         = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                                    UCT_IFACE_FLAG_PUT_SHORT |
+                                    UCT_IFACE_FLAG_GET_SHORT |
+                                    UCT_IFACE_FLAG_PUT_ZCOPY |
+                                    UCT_IFACE_FLAG_GET_ZCOPY |
+                                    UCT_IFACE_FLAG_PENDING;
+    iface_attr->cap.event_flags   = 0;
+    iface_attr->cap.put.max_short = UINT_MAX;
+    iface_attr->cap.get.max_short = UINT_MAX;
+    UCT_CUDA_IPC_NS_IFACE_ZCOPY_CAPS(iface_attr->cap.put, 1);
+    UCT_CUDA_IPC_NS_IFACE_ZCOPY_CAPS(iface_attr->cap.get, 1);
     return UCS_OK;
 }
 
@@ -133,14 +115,9 @@ static int uct_cuda_cpy_ns_iface_is_reachable(const uct_iface_h tl_iface,
     uct_cuda_ipc_ns_device_addr_t remote_dev;
     uct_cuda_ipc_ns_iface_addr_t remote_iface;
 
-    /* UCP passes addresses of the sizes we advertise */
-    return (dev_addr != NULL) && (iface_addr != NULL) &&
-           (uct_cuda_ipc_ns_device_addr_parse(dev_addr,
-                                              UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE,
-                                              &remote_dev) == UCS_OK) &&
-           (uct_cuda_ipc_ns_iface_addr_parse(iface_addr,
-                                             UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE,
-                                             &remote_iface) == UCS_OK) &&
+    return (uct_cuda_ipc_ns_addr_parse_remote(dev_addr, iface_addr,
+                                              &remote_dev,
+                                              &remote_iface) == UCS_OK) &&
            uct_cuda_cpy_ns_addr_is_self(&iface->dev_addr, &iface->iface_addr,
                                         &remote_dev, &remote_iface);
 }

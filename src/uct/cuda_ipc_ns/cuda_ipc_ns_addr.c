@@ -95,6 +95,31 @@ ucs_status_t uct_cuda_ipc_ns_iface_addr_parse(const void *buffer, size_t length,
 }
 
 
+ucs_status_t uct_cuda_ipc_ns_addr_parse_remote(const void *dev_buffer,
+                                               const void *iface_buffer,
+                                               uct_cuda_ipc_ns_device_addr_t *dev,
+                                               uct_cuda_ipc_ns_iface_addr_t *iface)
+{
+    ucs_status_t status;
+
+    if ((dev_buffer == NULL) || (iface_buffer == NULL)) {
+        ucs_debug("cuda_ipc_ns: a peer's device or iface address is missing");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_cuda_ipc_ns_device_addr_parse(dev_buffer,
+                                               UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE,
+                                               dev);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    return uct_cuda_ipc_ns_iface_addr_parse(iface_buffer,
+                                            UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE,
+                                            iface);
+}
+
+
 static int uct_cuda_ipc_ns_addr_refuse(const char *reason,
                                        const char **reason_p)
 {

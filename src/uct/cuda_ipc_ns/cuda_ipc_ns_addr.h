@@ -55,6 +55,18 @@ ucs_status_t uct_cuda_ipc_ns_iface_addr_parse(const void *buffer, size_t length,
 
 
 /**
+ * Parse the device and iface addresses UCP hands to is_reachable/ep_create
+ * (of the sizes the iface reports; NULL when absent).
+ *
+ * @return UCS_OK, or UCS_ERR_INVALID_PARAM when one is missing or short.
+ */
+ucs_status_t uct_cuda_ipc_ns_addr_parse_remote(const void *dev_buffer,
+                                               const void *iface_buffer,
+                                               uct_cuda_ipc_ns_device_addr_t *dev,
+                                               uct_cuda_ipc_ns_iface_addr_t *iface);
+
+
+/**
  * Reachability rule, given both sides' addresses (docs/wire-format.md): same
  * process (pid and pid_ns) or another system: unreachable; another PID
  * namespace: reachable only when both sides can exchange POSIX fds through a

@@ -63,14 +63,9 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_ep_t, const uct_ep_params_t *params)
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_cuda_ipc_ns_iface_addr_parse(params->iface_addr,
-                                              UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE,
-                                              &self->remote);
-    if (status == UCS_OK) {
-        status = uct_cuda_ipc_ns_device_addr_parse(params->dev_addr,
-                                                   UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE,
-                                                   &remote_dev);
-    }
+    status = uct_cuda_ipc_ns_addr_parse_remote(params->dev_addr,
+                                               params->iface_addr, &remote_dev,
+                                               &self->remote);
     if (status != UCS_OK) {
         ucs_error("cuda_ipc_ns: invalid peer address");
         return status;
