@@ -83,27 +83,7 @@ static ucs_status_t uct_cuda_cpy_ns_iface_query(uct_iface_h tl_iface,
 }
 
 
-static ucs_status_t
-uct_cuda_cpy_ns_iface_get_device_address(uct_iface_h tl_iface,
-                                         uct_device_addr_t *addr)
-{
-    uct_cuda_cpy_ns_iface_t *iface = ucs_derived_of(tl_iface,
-                                                    uct_cuda_cpy_ns_iface_t);
-
-    uct_cuda_ipc_ns_device_addr_pack(&iface->dev_addr, addr);
-    return UCS_OK;
-}
-
-
-static ucs_status_t uct_cuda_cpy_ns_iface_get_address(uct_iface_h tl_iface,
-                                                      uct_iface_addr_t *addr)
-{
-    uct_cuda_cpy_ns_iface_t *iface = ucs_derived_of(tl_iface,
-                                                    uct_cuda_cpy_ns_iface_t);
-
-    uct_cuda_ipc_ns_iface_addr_pack(&iface->iface_addr, addr);
-    return UCS_OK;
-}
+UCT_CUDA_IPC_NS_IFACE_ADDRESS_FUNCS(uct_cuda_cpy_ns_iface, uct_cuda_cpy_ns_iface_t)
 
 
 static int uct_cuda_cpy_ns_iface_is_reachable(const uct_iface_h tl_iface,

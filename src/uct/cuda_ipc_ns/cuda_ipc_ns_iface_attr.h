@@ -43,4 +43,25 @@ uct_cuda_ipc_ns_iface_attr_init(uct_base_iface_t *iface, uct_iface_attr_t *attr,
     attr->priority            = 0;
 }
 
+
+/* Define static <_name>_get_device_address() and <_name>_get_address() for
+ * iface type @a _type, which holds its own addresses in members dev_addr and
+ * iface_addr */
+#define UCT_CUDA_IPC_NS_IFACE_ADDRESS_FUNCS(_name, _type) \
+    static ucs_status_t _name##_get_device_address(uct_iface_h tl_iface, \
+                                                   uct_device_addr_t *addr) \
+    { \
+        uct_cuda_ipc_ns_device_addr_pack( \
+                &ucs_derived_of(tl_iface, _type)->dev_addr, addr); \
+        return UCS_OK; \
+    } \
+    \
+    static ucs_status_t _name##_get_address(uct_iface_h tl_iface, \
+                                            uct_iface_addr_t *addr) \
+    { \
+        uct_cuda_ipc_ns_iface_addr_pack( \
+                &ucs_derived_of(tl_iface, _type)->iface_addr, addr); \
+        return UCS_OK; \
+    }
+
 #endif
