@@ -22,6 +22,6 @@ grep -E '^\[  (PASSED|SKIPPED|FAILED) ' test/gtest/gtest.log || true
 "$build/test/cudasim/cuda_ipc_demo" "$build/test/cudasim/.libs/libcudasim.so"
 # the demo, short: every run must cross PID and network namespaces and pass
 SHORT=1 BUILD_DIR=$build OUT_DIR=$build/perftest-ci \
-    TESTS=uct:put_bw,uct:get_bw,uct:put_lat,ucp:tag_bw,ucp:ucp_put_bw,ucp:ucp_get \
+    TESTS=uct:put_bw,uct:get_bw,uct:put_lat,ucp:tag_bw,ucp:tag_lat,ucp:stream_bw,ucp:ucp_put_bw,ucp:ucp_get \
     "$top/contrib/perftest-ns.sh"
 make -s fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
