@@ -43,8 +43,8 @@ echo "== UCP tag_bw vs UCT put_bw, server in another pod"
 OUT_DIR=$out/perftest TESTS=uct:put_bw,ucp:tag_bw SIZES=1M,4M,16M,64M \
     "$top/contrib/perftest-ns.sh" | tail -n 14
 
-# bandwidth columns of the data-path table: size DtoD put get
-awk '$1 ~ /^[0-9]+$/ && NF == 6 {print $1 / 1048576, $2, $3, $4}' \
+# bandwidth columns of the data-path table: size DtoD async put get
+awk '$1 ~ /^[0-9]+$/ && NF == 8 {print $1 / 1048576, $2, $3, $4, $5}' \
     "$out/datapath.txt" >"$out/datapath.dat"
 gnuplot <<GP
 set terminal png size 900,560 noenhanced
@@ -53,11 +53,12 @@ set title "cu_ipc_ns put/get vs a single-process cuMemcpyDtoD ($(basename "$UCX_
 set xlabel "message size (MiB)"
 set ylabel "bandwidth (MB/s)"
 set logscale x 2
-set key bottom right
+set key top right
 set grid
 plot "$out/datapath.dat" using 1:2 with linespoints title "cuMemcpyDtoD, one process", \
-     "" using 1:3 with linespoints title "put_zcopy, another process", \
-     "" using 1:4 with linespoints title "get_zcopy, another process"
+     "" using 1:3 with linespoints title "cuMemcpyDtoDAsync + sync, one process", \
+     "" using 1:4 with linespoints title "put_zcopy, another process", \
+     "" using 1:5 with linespoints title "get_zcopy, another process"
 GP
 
 bw() {   # bandwidth of test $1 at size 64M from the perftest TSV
@@ -68,7 +69,7 @@ ucp=$(bw ucp:tag_bw) uct=$(bw uct:put_bw)
 {
     echo "== summary (goals: docs/architecture.md, Performance)"
     grep -E '^(1048576|16777216|67108864) ' "$out/datapath.txt" |
-        awk '{printf "put/DtoD and get/DtoD at %3d MiB: %s %s (goal >= 0.90)\n", $1 / 1048576, $5, $6}'
+        awk '{printf "put/DtoD and get/DtoD at %3d MiB: %s %s (goal >= 0.90); put/async copy: %s\n", $1 / 1048576, $6, $7, $8}'
     sed -n 's/^8-byte put latency.*ratio \([0-9.]*\).*/8 B put latency vs async copy + event: \1 (goal <= 1.5)/p' "$out/datapath.txt"
     sed -n 's/^mapping cache hit, 1,000 regions in use.*ratio \([0-9.]*\).*/cache hit, 100,000 vs 1,000 regions: \1 (goal <= 2)/p' "$out/datapath.txt"
     sed -n 's/^mapping cache hit, every cached region.*ratio \([0-9.]*\).*/cache hit, every region in use, 100,000 vs 1,000: \1 (memory-bound)/p' "$out/datapath.txt"
