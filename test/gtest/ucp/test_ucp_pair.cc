@@ -201,6 +201,20 @@ protected:
     /* the pod's network: a veth pair, the same name on both sides */
     void connect_pod(pid_t pod)
     {
+        /* the peer unshares its network namespace after fork(): wait */
+        std::string pod_ns = "/proc/" + std::to_string(pod) + "/ns/net";
+        char ours[64] = {}, theirs[64] = {};
+        ASSERT_GT(readlink("/proc/self/ns/net", ours, sizeof(ours) - 1), 0);
+        for (int i = 0; i < 1000; ++i) {
+            memset(theirs, 0, sizeof(theirs));
+            if ((readlink(pod_ns.c_str(), theirs, sizeof(theirs) - 1) > 0) &&
+                strcmp(ours, theirs)) {
+                break;
+            }
+            usleep(10000);
+        }
+        ASSERT_STRNE(ours, theirs) << "the peer never got its own netns";
+
         std::string host_ip = "10.214." + std::to_string(getpid() % 250) + ".1";
         std::string pod_ip  = "10.214." + std::to_string(getpid() % 250) + ".2";
         std::string in_pod  = "nsenter -t " + std::to_string(pod) + " -n ";
