@@ -8,7 +8,7 @@ cd "$dir"
 
 edges=$(for f in *.c *.h; do
     unit=${f%.*}
-    sed -n 's/^#[[:space:]]*include[[:space:]]*"\(cuda_ipc_ns_[a-z0-9_]*\)\.h".*/\1/p' "$f" |
+    sed -n 's/^#[[:space:]]*include[[:space:]]*"\(cuda_\(ipc\|cpy\)_ns_[a-z0-9_]*\)\.h".*/\1/p' "$f" |
         while read -r dep; do
             [ "$dep" = "$unit" ] || echo "$unit $dep"
         done

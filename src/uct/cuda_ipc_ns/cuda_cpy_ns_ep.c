@@ -1,11 +1,11 @@
 /*
- * cuda_cpy_ns: endpoint operations (see cuda_cpy_ns_ep.h).
+ * cuda_cpy_ns: endpoint operations (see cuda_cpy_ns_iface.h).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
 #endif
 
-#include "cuda_cpy_ns_ep.h"
+#include "cuda_cpy_ns_iface.h"
 #include "cuda_cpy_ns_copy.h"
 
 #include <uct/base/uct_iov.inl>

@@ -8,7 +8,6 @@
 
 #include "cuda_cpy_ns_iface.h"
 #include "cuda_ipc_ns_iface_attr.h"
-#include "cuda_cpy_ns_ep.h"
 #include "cuda_cpy_ns_md.h"
 #include "cuda_ipc_ns_nsid.h"
 
