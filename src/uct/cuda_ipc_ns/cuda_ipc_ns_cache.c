@@ -451,9 +451,7 @@ ucs_status_t uct_cuda_ipc_ns_cache_peer_check(uct_cuda_ipc_ns_peer_t *peer,
         (key->handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) &&
         (key->broker_addr_len > 0)) {
         /* the owner of a key's broker is the key's owner */
-        if (uct_cuda_ipc_ns_watch_broker(key->broker_addr,
-                                         key->broker_addr_len, timeout,
-                                         &fd) == UCS_OK) {
+        if (uct_cuda_ipc_ns_watch_broker(key, timeout, &fd) == UCS_OK) {
             peer->watch_fd = fd;
             ucs_debug("cuda_ipc_ns: watching peer pid %u (PID namespace %"
                       PRIu64 ") through its broker", peer->id.pid,

@@ -270,6 +270,39 @@ err_close:
 }
 
 
+/* Check the broker address of @a key, print it into @a name and connect */
+static ucs_status_t
+uct_cuda_ipc_ns_fdx_broker_open(const uct_cuda_ipc_ns_rkey_info_t *key,
+                                ucs_time_t deadline,
+                                char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2],
+                                int *sock_p)
+{
+    if ((key->broker_addr_len == 0) ||
+        (key->broker_addr_len > UCT_CUDA_IPC_NS_BROKER_ADDR_MAX)) {
+        ucs_debug("cuda_ipc_ns: owner pid %u (pid_ns %" PRIu64 ") has no "
+                  "broker address in its key", key->pid, key->pid_ns);
+        return UCS_ERR_UNREACHABLE;
+    }
+
+    uct_cuda_ipc_ns_fdx_addr_str(key->broker_addr, key->broker_addr_len,
+                                 name, UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2);
+    return uct_cuda_ipc_ns_fdx_broker_connect(key, name, deadline, sock_p);
+}
+
+
+ucs_status_t
+uct_cuda_ipc_ns_fdx_broker_connect_key(const uct_cuda_ipc_ns_rkey_info_t *key,
+                                       double timeout, int *sock_p)
+{
+    char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2];
+
+    return uct_cuda_ipc_ns_fdx_broker_open(key,
+                                           ucs_get_time() +
+                                           ucs_time_from_sec(timeout),
+                                           name, sock_p);
+}
+
+
 /* Send the request for @a key and receive the reply, with its fd if any */
 static ucs_status_t
 uct_cuda_ipc_ns_fdx_broker_exchange(const uct_cuda_ipc_ns_rkey_info_t *key,
@@ -345,18 +378,8 @@ uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     int sock, fd = -1;
     size_t len;
 
-    if ((key->broker_addr_len == 0) ||
-        (key->broker_addr_len > UCT_CUDA_IPC_NS_BROKER_ADDR_MAX)) {
-        ucs_debug("cuda_ipc_ns: owner pid %u (pid_ns %" PRIu64 ") has no "
-                  "broker address in its key", key->pid, key->pid_ns);
-        return UCS_ERR_UNREACHABLE;
-    }
-
-    uct_cuda_ipc_ns_fdx_addr_str(key->broker_addr, key->broker_addr_len,
-                                 name, sizeof(name));
     deadline = ucs_get_time() + ucs_time_from_sec(timeout);
-
-    status = uct_cuda_ipc_ns_fdx_broker_connect(key, name, deadline, &sock);
+    status   = uct_cuda_ipc_ns_fdx_broker_open(key, deadline, name, &sock);
     if (status != UCS_OK) {
         goto out;
     }

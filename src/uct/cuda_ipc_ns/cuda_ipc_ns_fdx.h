@@ -59,6 +59,18 @@ ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
 
 
 /**
+ * Connect to the broker named in @a key (SOCK_SEQPACKET, O_CLOEXEC), waiting
+ * at most @a timeout seconds for room in its backlog.
+ *
+ * @return UCS_OK with *sock_p; UCS_ERR_UNREACHABLE when the key has no
+ *         broker address or nothing listens there; other connect failures.
+ */
+ucs_status_t
+uct_cuda_ipc_ns_fdx_broker_connect_key(const uct_cuda_ipc_ns_rkey_info_t *key,
+                                       double timeout, int *sock_p);
+
+
+/**
  * Whether pidfd_getfd() can be used by this process: probed once per process
  * (again after fork) by taking one of our own fds through a pidfd, which
  * fails under a seccomp filter or on a kernel without the call. Also turns

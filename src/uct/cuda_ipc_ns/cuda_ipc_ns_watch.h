@@ -12,6 +12,8 @@
 #ifndef UCT_CUDA_IPC_NS_WATCH_H
 #define UCT_CUDA_IPC_NS_WATCH_H
 
+#include "cuda_ipc_ns_rkey.h"
+
 #include <ucs/type/status.h>
 #include <stdint.h>
 
@@ -27,13 +29,13 @@ ucs_status_t uct_cuda_ipc_ns_watch_pid(uint32_t pid, uint64_t start_time,
 
 
 /**
- * Watch the owner of the fd broker listening at @a addr (sun_path bytes,
- * abstract when addr[0] is '\0'), connecting with @a timeout seconds.
+ * Watch the owner of the fd broker named in @a key (a VMM key), connecting
+ * within @a timeout seconds.
  *
  * @return UCS_OK with *fd_p; UCS_ERR_UNREACHABLE when the broker is gone;
  *         UCS_ERR_UNSUPPORTED when the kernel lacks SO_PEERPIDFD.
  */
-ucs_status_t uct_cuda_ipc_ns_watch_broker(const char *addr, uint8_t addr_len,
+ucs_status_t uct_cuda_ipc_ns_watch_broker(const uct_cuda_ipc_ns_rkey_info_t *key,
                                           double timeout, int *fd_p);
 
 
