@@ -42,8 +42,8 @@ static ucs_status_t uct_cuda_cpy_ns_ctx_push_for(const void *a, const void *b,
     if ((status != UCS_OK) || (current != NULL)) {
         return status;
     }
-    return uct_cuda_ipc_ns_ctx_ensure(uct_cuda_cpy_ns_copy_device(a, b),
-                                      pushed_p);
+    return uct_cuda_ipc_ns_ctx_push_primary(uct_cuda_cpy_ns_copy_device(a, b),
+                                            pushed_p);
 }
 
 

@@ -59,18 +59,14 @@ ucs_status_t uct_cuda_ipc_ns_primary_ctx(int device, CUcontext *ctx_p)
 }
 
 
-/* Push @a ctx unless @a current is it, or (@a keep_any) any context */
-static ucs_status_t uct_cuda_ipc_ns_ctx_push_unless(CUcontext ctx,
-                                                    int keep_any,
-                                                    int *pushed_p)
+ucs_status_t uct_cuda_ipc_ns_ctx_push(CUcontext ctx, int *pushed_p)
 {
     CUcontext current = NULL;
     ucs_status_t status;
 
     *pushed_p = 0;
     status    = UCT_CUDA_IPC_NS_CU(CtxGetCurrent, &current);
-    if ((status != UCS_OK) || (current == ctx) ||
-        (keep_any && (current != NULL))) {
+    if ((status != UCS_OK) || (current == ctx)) {
         return status;
     }
 
@@ -82,15 +78,28 @@ static ucs_status_t uct_cuda_ipc_ns_ctx_push_unless(CUcontext ctx,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_ctx_push(CUcontext ctx, int *pushed_p)
+ucs_status_t uct_cuda_ipc_ns_ctx_push_primary(int device, int *pushed_p)
 {
-    return uct_cuda_ipc_ns_ctx_push_unless(ctx, 0, pushed_p);
+    ucs_status_t status;
+    CUcontext ctx;
+
+    *pushed_p = 0;
+    status    = uct_cuda_ipc_ns_primary_ctx(device, &ctx);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = UCT_CUDA_IPC_NS_CU(CtxPushCurrent, ctx);
+    if (status == UCS_OK) {
+        *pushed_p = 1;
+    }
+    return status;
 }
 
 
 ucs_status_t uct_cuda_ipc_ns_ctx_ensure(int device, int *pushed_p)
 {
-    CUcontext current = NULL, ctx;
+    CUcontext current = NULL;
     ucs_status_t status;
 
     *pushed_p = 0;
@@ -99,11 +108,7 @@ ucs_status_t uct_cuda_ipc_ns_ctx_ensure(int device, int *pushed_p)
         return status;
     }
 
-    status = uct_cuda_ipc_ns_primary_ctx(device, &ctx);
-    if (status != UCS_OK) {
-        return status;
-    }
-    return uct_cuda_ipc_ns_ctx_push_unless(ctx, 1, pushed_p);
+    return uct_cuda_ipc_ns_ctx_push_primary(device, pushed_p);
 }
 
 

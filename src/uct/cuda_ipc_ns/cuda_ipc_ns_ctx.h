@@ -26,6 +26,10 @@ ucs_status_t uct_cuda_ipc_ns_primary_ctx(int device, CUcontext *ctx_p);
 ucs_status_t uct_cuda_ipc_ns_ctx_push(CUcontext ctx, int *pushed_p);
 
 
+/** Push the primary context of @a device, whatever is current */
+ucs_status_t uct_cuda_ipc_ns_ctx_push_primary(int device, int *pushed_p);
+
+
 /**
  * Make sure the thread has a current context: keep the caller's when it has
  * one (unified addressing lets any context copy), else push the primary
