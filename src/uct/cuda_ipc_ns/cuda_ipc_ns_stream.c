@@ -161,8 +161,7 @@ ucs_status_t uct_cuda_ipc_ns_cq_stream(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
                                        const uint8_t *remote_uuid,
                                        uct_cuda_ipc_ns_stream_t **stream_p)
 {
-    uct_cuda_ipc_ns_stream_t *ctx_streams[cq->max_streams];
-    unsigned i, count = 0;
+    unsigned i, pick, count = 0;
     uint32_t hash = 0;
 
     for (i = 0; i < cq->num_streams; ++i) {
@@ -174,9 +173,7 @@ ucs_status_t uct_cuda_ipc_ns_cq_stream(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
             *stream_p = cq->streams[i];
             return UCS_OK;
         }
-        if (count < cq->max_streams) {
-            ctx_streams[count++] = cq->streams[i];
-        }
+        ++count;
     }
 
     if (count < cq->max_streams) {
@@ -189,8 +186,13 @@ ucs_status_t uct_cuda_ipc_ns_cq_stream(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
     for (i = 0; i < UCT_CUDA_IPC_NS_UUID_SIZE; ++i) {
         hash = (hash * 31) + remote_uuid[i];
     }
-    *stream_p = ctx_streams[hash % count];
-    return UCS_OK;
+    pick = hash % count;
+    for (i = 0; ; ++i) {
+        if ((cq->streams[i]->ctx == ctx) && (pick-- == 0)) {
+            *stream_p = cq->streams[i];
+            return UCS_OK;
+        }
+    }
 }
 
 
