@@ -73,7 +73,6 @@ struct uct_cuda_ipc_ns_peer {
     int                               dead;      /* atomic */
     int                               in_table;  /* in cache.peers */
     int                               watch_fd;  /* pidfd, -1: none yet */
-    int                               watch_tried;
     pthread_rwlock_t                  lock;
     khash_t(uct_cuda_ipc_ns_regions)  regions;
 };
@@ -326,7 +325,6 @@ static void uct_cuda_ipc_ns_peer_watch_pid(uct_cuda_ipc_ns_peer_t *peer)
         return; /* not here: a broker address may tell later */
     }
 
-    peer->watch_tried = 1;
     if (uct_cuda_ipc_ns_watch_pid(peer->id.pid, peer->id.start_time,
                                   &peer->watch_fd) != UCS_OK) {
         ucs_debug("cuda_ipc_ns: cannot watch peer pid %u", peer->id.pid);
@@ -446,19 +444,29 @@ ucs_status_t uct_cuda_ipc_ns_cache_peer_check(uct_cuda_ipc_ns_peer_t *peer,
         return UCS_ERR_CONNECTION_RESET;
     }
 
-    pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
-    if ((peer->watch_fd < 0) && (key != NULL) &&
+    /* no lock while connecting: a slow broker must not stall other peers'
+     * imports. A watch found meanwhile by another thread wins. */
+    if ((key != NULL) &&
+        (__atomic_load_n(&peer->watch_fd, __ATOMIC_ACQUIRE) < 0) &&
         (key->handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) &&
-        (key->broker_addr_len > 0)) {
+        (key->broker_addr_len > 0) &&
         /* the owner of a key's broker is the key's owner */
-        if (uct_cuda_ipc_ns_watch_broker(key, timeout, &fd) == UCS_OK) {
-            peer->watch_fd = fd;
+        (uct_cuda_ipc_ns_watch_broker(key, timeout, &fd) == UCS_OK)) {
+        pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
+        if (peer->watch_fd < 0) {
+            __atomic_store_n(&peer->watch_fd, fd, __ATOMIC_RELEASE);
+            fd = -1;
             ucs_debug("cuda_ipc_ns: watching peer pid %u (PID namespace %"
                       PRIu64 ") through its broker", peer->id.pid,
                       peer->id.pid_ns);
         }
-        peer->watch_tried = 1;
+        pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
+        if (fd >= 0) {
+            close(fd);
+        }
     }
+
+    pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
     exited = (peer->watch_fd >= 0) &&
              uct_cuda_ipc_ns_watch_exited(peer->watch_fd);
     pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
