@@ -32,9 +32,19 @@ uct_component_h find_component(const char *name)
 }
 
 
+void modify_config(void *config, const config_changes_t &changes)
+{
+    for (const auto &kv : changes) {
+        EXPECT_EQ(UCS_OK, uct_config_modify(config, kv.first.c_str(),
+                                            kv.second.c_str())) << kv.first;
+    }
+}
+
+
 void open_iface(uct_md_h md, const char *tl, const char *dev,
                 ucs_async_context_t **async, uct_worker_h *worker,
-                uct_iface_h *iface)
+                uct_iface_h *iface, const config_changes_t &changes,
+                uct_error_handler_t err_handler, void *err_handler_arg)
 {
     uct_iface_config_t *config;
     uct_iface_params_t params = {};
@@ -45,8 +55,15 @@ void open_iface(uct_md_h md, const char *tl, const char *dev,
     ASSERT_EQ(UCS_OK, uct_worker_create(*async, UCS_THREAD_MODE_SINGLE,
                                         worker));
     ASSERT_EQ(UCS_OK, uct_md_iface_config_read(md, tl, NULL, NULL, &config));
+    modify_config(config, changes);
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
                                   UCT_IFACE_PARAM_FIELD_DEVICE;
+    if (err_handler != nullptr) {
+        params.field_mask     |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                                 UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG;
+        params.err_handler     = err_handler;
+        params.err_handler_arg = err_handler_arg;
+    }
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
     params.mode.device.tl_name  = tl;
     params.mode.device.dev_name = dev;

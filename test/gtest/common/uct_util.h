@@ -10,17 +10,30 @@ extern "C" {
 #include "cuda_ipc_ns_addr.h"
 }
 
+#include <map>
+#include <string>
+
 
 namespace test {
 
 /* the registered component called @a name, or nullptr */
 uct_component_h find_component(const char *name);
 
+/* Changes to a UCX configuration: variable (without prefix) -> value */
+typedef std::map<std::string, std::string> config_changes_t;
+
+/* Apply @a changes to @a config (uct_md_config_t, uct_iface_config_t, ...);
+ * a gtest failure names each one UCX refuses */
+void modify_config(void *config, const config_changes_t &changes);
+
 /* An async context, a worker and an interface of transport @a tl on device
- * @a dev of @a md; gtest failures (and *iface == nullptr) on error */
+ * @a dev of @a md, with @a changes to its configuration and @a err_handler
+ * (when not NULL); gtest failures (and *iface == nullptr) on error */
 void open_iface(uct_md_h md, const char *tl, const char *dev,
                 ucs_async_context_t **async, uct_worker_h *worker,
-                uct_iface_h *iface);
+                uct_iface_h *iface, const config_changes_t &changes = {},
+                uct_error_handler_t err_handler = nullptr,
+                void *err_handler_arg = nullptr);
 
 /* undo open_iface(); ignores what is nullptr */
 void close_iface(ucs_async_context_t *async, uct_worker_h worker,

@@ -31,51 +31,27 @@ bytes_t pattern(uint32_t seed, size_t size)
 }
 
 
-uct_node::uct_node(const std::map<std::string, std::string> &md_config,
-                   const std::map<std::string, std::string> &iface_config)
+uct_node::uct_node(const config_changes_t &md_config,
+                   const config_changes_t &iface_config)
 {
-    uct_iface_params_t params = {};
-    uct_iface_config_t *iface_cfg;
     uct_md_config_t *md_cfg;
+    ucs_status_t status;
 
     m_component = find_component("cuda_ipc_ns");
     if ((m_component == nullptr) || !cuda_init() ||
         (uct_md_config_read(m_component, NULL, NULL, &md_cfg) != UCS_OK)) {
         return;
     }
-    for (const auto &kv : md_config) {
-        EXPECT_EQ(UCS_OK, uct_config_modify(md_cfg, kv.first.c_str(),
-                                            kv.second.c_str())) << kv.first;
-    }
-    ucs_status_t status = uct_md_open(m_component, "cuda_ipc_ns", md_cfg, &m_md);
+    modify_config(md_cfg, md_config);
+    status = uct_md_open(m_component, "cuda_ipc_ns", md_cfg, &m_md);
     uct_config_release(md_cfg);
-    if ((status != UCS_OK) ||
-        (ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &m_async) !=
-         UCS_OK) ||
-        (uct_worker_create(m_async, UCS_THREAD_MODE_SINGLE, &m_worker) !=
-         UCS_OK) ||
-        (uct_md_iface_config_read(m_md, "cu_ipc_ns", NULL, NULL, &iface_cfg) !=
-         UCS_OK)) {
+    if (status != UCS_OK) {
+        m_md = nullptr;
         return;
     }
-    for (const auto &kv : iface_config) {
-        EXPECT_EQ(UCS_OK, uct_config_modify(iface_cfg, kv.first.c_str(),
-                                            kv.second.c_str())) << kv.first;
-    }
 
-    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                  UCT_IFACE_PARAM_FIELD_DEVICE |
-                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
-                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG;
-    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = "cu_ipc_ns";
-    params.mode.device.dev_name = "cuda";
-    params.err_handler          = ep_error;
-    params.err_handler_arg      = this;
-    if (uct_iface_open(m_md, m_worker, &params, iface_cfg, &m_iface) != UCS_OK) {
-        m_iface = nullptr;
-    }
-    uct_config_release(iface_cfg);
+    open_iface(m_md, "cu_ipc_ns", "cuda", &m_async, &m_worker, &m_iface,
+               iface_config, ep_error, this);
     if (m_iface != nullptr) {
         uct_iface_progress_enable(m_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     }
@@ -90,15 +66,7 @@ uct_node::~uct_node()
     while (!m_buffers.empty()) {
         free(m_buffers.begin()->first);
     }
-    if (m_iface != nullptr) {
-        uct_iface_close(m_iface);
-    }
-    if (m_worker != nullptr) {
-        uct_worker_destroy(m_worker);
-    }
-    if (m_async != nullptr) {
-        ucs_async_context_destroy(m_async);
-    }
+    close_iface(m_async, m_worker, m_iface);
     if (m_md != nullptr) {
         uct_md_close(m_md);
     }

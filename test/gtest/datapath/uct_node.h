@@ -54,8 +54,8 @@ public:
     };
 
     /* @a md_config: MD variables (without prefix) to set, e.g. CACHE=n */
-    explicit uct_node(const std::map<std::string, std::string> &md_config = {},
-                      const std::map<std::string, std::string> &iface_config = {});
+    explicit uct_node(const config_changes_t &md_config = {},
+                      const config_changes_t &iface_config = {});
     ~uct_node();
 
     bool ok() const { return m_iface != nullptr; }
