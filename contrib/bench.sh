@@ -22,13 +22,7 @@ bench=$BUILD_DIR/test/bench
 "$top/contrib/build.sh"
 mkdir -p "$out"
 
-if [ -z "${UCX_CUDA_IPC_NS_DRIVER:-}" ]; then
-    if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 ' && [ -e /dev/nvidia0 ]; then
-        UCX_CUDA_IPC_NS_DRIVER=libcuda.so.1
-    else
-        UCX_CUDA_IPC_NS_DRIVER=$BUILD_DIR/test/cudasim/.libs/libcudasim.so
-    fi
-fi
+UCX_CUDA_IPC_NS_DRIVER=$("$top/contrib/driver.sh" "$BUILD_DIR" | head -n 1)
 export UCX_CUDA_IPC_NS_DRIVER
 echo "== driver: $UCX_CUDA_IPC_NS_DRIVER"
 

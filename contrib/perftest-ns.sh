@@ -28,7 +28,7 @@
 #   MODULE       module to LD_PRELOAD on both sides; default "auto": the
 #                build's libuct_cuda_ipc_ns.so when MEM is cuda or a
 #                transport is cu_*; "" for none
-#   BUILD_DIR    where contrib/build.sh built (default: the source tree)
+#   BUILD_DIR    where contrib/build.sh built (default: build/ of the source tree)
 #   UCX_CUDA_IPC_NS_DRIVER  driver for the module; default libcuda.so.1 when
 #                it is installed and /dev/nvidia0 exists, else the emulator
 #                $BUILD_DIR/test/cudasim/.libs/libcudasim.so
@@ -107,7 +107,7 @@ PORT=${PORT:-13337}
 EXTRA_ENV=${EXTRA_ENV:-}
 PERFTEST_ARGS=${PERFTEST_ARGS:-}
 MODULE=${MODULE-auto}
-build=${BUILD_DIR:-$top}
+build=${BUILD_DIR:-$top/build}
 
 # --- checks before touching anything ----------------------------------------
 [ "$(id -u)" -eq 0 ] ||
@@ -177,17 +177,8 @@ driver=""
 if [ -n "$MODULE" ]; then
     [ -f "$MODULE" ] || die "MODULE=$MODULE does not exist"
     MODULE=$(readlink -f "$MODULE")
-    if [ -n "${UCX_CUDA_IPC_NS_DRIVER:-}" ]; then
-        driver=$UCX_CUDA_IPC_NS_DRIVER
-        driver_what="given by UCX_CUDA_IPC_NS_DRIVER"
-    elif [[ $(ldconfig -p 2>/dev/null) == *"libcuda.so.1 "* ]] && [ -e /dev/nvidia0 ]; then
-        driver=libcuda.so.1
-        driver_what="real CUDA driver (GPU /dev/nvidia0 present)"
-    else
-        driver=$(readlink -f "$build/test/cudasim/.libs/libcudasim.so" || true)
-        [ -f "$driver" ] || die "no GPU driver and no emulator at $build/test/cudasim/.libs/libcudasim.so"
-        driver_what="CPU emulator cudasim: no libcuda.so.1 with a GPU here"
-    fi
+    { read -r driver; read -r driver_what; } < <("$top/contrib/driver.sh" "$build") ||
+        die "no CUDA driver (run contrib/build.sh, or set UCX_CUDA_IPC_NS_DRIVER)"
 fi
 
 mkdir -p "$OUT_DIR/logs"
