@@ -22,7 +22,7 @@ bench=$BUILD_DIR/test/bench
 "$top/contrib/build.sh"
 mkdir -p "$out"
 
-UCX_CUDA_IPC_NS_DRIVER=$("$top/contrib/driver.sh" "$BUILD_DIR" | head -n 1)
+UCX_CUDA_IPC_NS_DRIVER=$("$top/contrib/driver.sh" "$BUILD_DIR" | sed -n 1p)
 export UCX_CUDA_IPC_NS_DRIVER
 echo "== driver: $UCX_CUDA_IPC_NS_DRIVER"
 

@@ -24,7 +24,7 @@ export TESTS=${TESTS:-uct:put_bw,uct:get_bw,ucp:tag_bw,ucp:ucp_put_bw}
 "$top/contrib/build.sh"
 
 module=$BUILD_DIR/src/uct/cuda_ipc_ns/.libs/libuct_cuda_ipc_ns.so
-driver=$("$top/contrib/driver.sh" "$BUILD_DIR" | head -n 1)
+driver=$("$top/contrib/driver.sh" "$BUILD_DIR" | sed -n 1p)
 echo "== activation: LD_PRELOAD=$module"
 LD_PRELOAD=$module UCX_CUDA_IPC_NS_DRIVER=$driver ucx_info -d |
     awk '/^# Memory domain:/ {p = ($4 == "cuda_ipc_ns" || $4 == "cuda_cpy_ns")}
