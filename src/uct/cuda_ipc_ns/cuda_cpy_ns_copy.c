@@ -47,7 +47,10 @@ static ucs_status_t uct_cuda_cpy_ns_ctx_push_for(const void *a, const void *b,
 }
 
 
-ucs_status_t uct_cuda_cpy_ns_copy(void *dst, const void *src, size_t length)
+/* Copy from @a src, or set to @a value when @a src is NULL, @a length bytes
+ * at @a dst, in a context for that memory */
+static ucs_status_t uct_cuda_cpy_ns_write(void *dst, const void *src,
+                                          int value, size_t length)
 {
     ucs_status_t status;
     int pushed;
@@ -61,37 +64,27 @@ ucs_status_t uct_cuda_cpy_ns_copy(void *dst, const void *src, size_t length)
         return status;
     }
 
-    status = UCT_CUDA_IPC_NS_CU(Memcpy, (CUdeviceptr)dst, (CUdeviceptr)src,
-                                length);
+    status = (src != NULL) ?
+             UCT_CUDA_IPC_NS_CU(Memcpy, (CUdeviceptr)dst, (CUdeviceptr)src,
+                                length) :
+             UCT_CUDA_IPC_NS_CU(MemsetD8, (CUdeviceptr)dst,
+                                (unsigned char)value, length);
     uct_cuda_ipc_ns_ctx_pop(pushed);
     if (status != UCS_OK) {
-        ucs_error("cuda_cpy_ns: copy of %zu bytes from %p to %p failed",
-                  length, src, dst);
+        ucs_error("cuda_cpy_ns: writing %zu bytes at %p from %p (value 0x%x "
+                  "when none) failed", length, dst, src, value & 0xff);
     }
     return status;
 }
 
 
+ucs_status_t uct_cuda_cpy_ns_copy(void *dst, const void *src, size_t length)
+{
+    return uct_cuda_cpy_ns_write(dst, src, 0, length);
+}
+
+
 ucs_status_t uct_cuda_cpy_ns_memset(void *dst, int value, size_t length)
 {
-    ucs_status_t status;
-    int pushed;
-
-    if (length == 0) {
-        return UCS_OK;
-    }
-
-    status = uct_cuda_cpy_ns_ctx_push_for(dst, NULL, &pushed);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = UCT_CUDA_IPC_NS_CU(MemsetD8, (CUdeviceptr)dst,
-                                (unsigned char)value, length);
-    uct_cuda_ipc_ns_ctx_pop(pushed);
-    if (status != UCS_OK) {
-        ucs_error("cuda_cpy_ns: setting %zu bytes at %p to 0x%x failed",
-                  length, dst, value & 0xff);
-    }
-    return status;
+    return uct_cuda_cpy_ns_write(dst, NULL, value, length);
 }

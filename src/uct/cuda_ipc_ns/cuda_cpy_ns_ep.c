@@ -18,10 +18,10 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_ep_t, const uct_ep_params_t *params)
 {
     uct_cuda_cpy_ns_iface_t *iface = ucs_derived_of(params->iface,
                                                     uct_cuda_cpy_ns_iface_t);
-    uct_cuda_ipc_ns_device_addr_t remote_dev     = iface->dev_addr;
+    uct_cuda_ipc_ns_device_addr_t remote_dev     = iface->super.dev_addr;
     uct_cuda_ipc_ns_iface_addr_t remote_iface;
 
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super.super);
 
     if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) ||
         (uct_cuda_ipc_ns_iface_addr_parse(params->iface_addr,
@@ -40,8 +40,9 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_ep_t, const uct_ep_params_t *params)
         return UCS_ERR_INVALID_PARAM;
     }
 
-    if (!uct_cuda_cpy_ns_addr_is_self(&iface->dev_addr, &iface->iface_addr,
-                                      &remote_dev, &remote_iface)) {
+    if (!uct_cuda_ipc_ns_addr_is_self(&iface->super.dev_addr,
+                                      &iface->super.iface_addr, &remote_dev,
+                                      &remote_iface, NULL)) {
         ucs_error("cuda_cpy_ns: cannot connect to pid %u in PID namespace %"
                   PRIu64 ": the transport reaches only its own process",
                   remote_iface.pid, remote_iface.pid_ns);
@@ -82,18 +83,19 @@ ucs_status_t uct_cuda_cpy_ns_ep_get_short(uct_ep_h tl_ep, void *buffer,
 }
 
 
-/* Copy between the local iov and the contiguous remote range; a completion
- * is delivered from progress (uct_cuda_cpy_ns_iface_complete_later) */
-static ucs_status_t uct_cuda_cpy_ns_ep_zcopy(uct_ep_h tl_ep,
-                                             const uct_iov_t *iov,
-                                             size_t iovcnt, uint64_t remote_addr,
-                                             uct_completion_t *comp, int is_put)
+ucs_status_t uct_cuda_cpy_ns_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                      size_t iovcnt, uint64_t remote_addr,
+                                      uct_rkey_t rkey, uct_completion_t *comp,
+                                      int is_put)
 {
     void *remote = (void*)remote_addr;
     ucs_status_t status;
     size_t i, j;
     void *local;
 
+    ucs_trace_data("cuda_cpy_ns: %s_zcopy %zu bytes %s 0x%" PRIx64,
+                   is_put ? "put" : "get", uct_iov_total_length(iov, iovcnt),
+                   is_put ? "->" : "<-", remote_addr);
     for (i = 0; i < iovcnt; ++i) {
         for (j = 0; j < iov[i].count; ++j) {
             local  = UCS_PTR_BYTE_OFFSET(iov[i].buffer, j * iov[i].stride);
@@ -110,26 +112,4 @@ static ucs_status_t uct_cuda_cpy_ns_ep_zcopy(uct_ep_h tl_ep,
     return (comp == NULL) ? UCS_OK :
            uct_cuda_cpy_ns_iface_complete_later(
                    ucs_derived_of(tl_ep->iface, uct_cuda_cpy_ns_iface_t), comp);
-}
-
-
-ucs_status_t uct_cuda_cpy_ns_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                          size_t iovcnt, uint64_t remote_addr,
-                                          uct_rkey_t rkey,
-                                          uct_completion_t *comp)
-{
-    ucs_trace_data("cuda_cpy_ns: put_zcopy %zu bytes -> 0x%" PRIx64,
-                   uct_iov_total_length(iov, iovcnt), remote_addr);
-    return uct_cuda_cpy_ns_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, comp, 1);
-}
-
-
-ucs_status_t uct_cuda_cpy_ns_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                          size_t iovcnt, uint64_t remote_addr,
-                                          uct_rkey_t rkey,
-                                          uct_completion_t *comp)
-{
-    ucs_trace_data("cuda_cpy_ns: get_zcopy %zu bytes <- 0x%" PRIx64,
-                   uct_iov_total_length(iov, iovcnt), remote_addr);
-    return uct_cuda_cpy_ns_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, comp, 0);
 }

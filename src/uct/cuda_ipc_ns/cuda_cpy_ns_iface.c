@@ -7,10 +7,9 @@
 #endif
 
 #include "cuda_cpy_ns_iface.h"
-#include "cuda_ipc_ns_iface_attr.h"
 #include "cuda_cpy_ns_md.h"
-#include "cuda_ipc_ns_nsid.h"
 
+#include <uct/base/uct_iov.inl>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/math.h>
@@ -20,7 +19,7 @@
 #include <string.h>
 
 
-ucs_config_field_t uct_cuda_cpy_ns_iface_config_table[] = {
+static ucs_config_field_t uct_cuda_cpy_ns_iface_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_cuda_cpy_ns_iface_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
@@ -44,27 +43,13 @@ ucs_config_field_t uct_cuda_cpy_ns_iface_config_table[] = {
 };
 
 
-ucs_status_t uct_cuda_cpy_ns_query_devices(uct_md_h md,
-                                           uct_tl_device_resource_t **devices_p,
-                                           unsigned *num_devices_p)
-{
-    return uct_single_device_resource(md, UCT_CUDA_CPY_NS_DEV_NAME,
-                                      UCT_DEVICE_TYPE_ACC,
-                                      UCS_SYS_DEVICE_ID_UNKNOWN, devices_p,
-                                      num_devices_p);
-}
-
-
 static ucs_status_t uct_cuda_cpy_ns_iface_query(uct_iface_h tl_iface,
                                                 uct_iface_attr_t *iface_attr)
 {
     uct_cuda_cpy_ns_iface_t *iface = ucs_derived_of(tl_iface,
                                                     uct_cuda_cpy_ns_iface_t);
 
-    uct_cuda_ipc_ns_iface_attr_init(&iface->super, iface_attr,
-                                    iface->config.bandwidth,
-                                    iface->config.latency,
-                                    iface->config.overhead);
+    uct_cuda_ipc_ns_iface_base_query(&iface->super, iface_attr, 1);
     /* SHORT for UCP's pack/unpack of any length (max_short is not checked
      * there), ZCOPY and PENDING for its rendezvous pipeline lanes */
     iface_attr->cap.flags         = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
@@ -76,29 +61,7 @@ static ucs_status_t uct_cuda_cpy_ns_iface_query(uct_iface_h tl_iface,
     iface_attr->cap.event_flags   = 0;
     iface_attr->cap.put.max_short = UINT_MAX;
     iface_attr->cap.get.max_short = UINT_MAX;
-    UCT_CUDA_IPC_NS_IFACE_ZCOPY_CAPS(iface_attr->cap.put, 1);
-    UCT_CUDA_IPC_NS_IFACE_ZCOPY_CAPS(iface_attr->cap.get, 1);
     return UCS_OK;
-}
-
-
-UCT_CUDA_IPC_NS_IFACE_ADDRESS_FUNCS(uct_cuda_cpy_ns_iface, uct_cuda_cpy_ns_iface_t)
-
-
-static int uct_cuda_cpy_ns_iface_is_reachable(const uct_iface_h tl_iface,
-                                              const uct_device_addr_t *dev_addr,
-                                              const uct_iface_addr_t *iface_addr)
-{
-    uct_cuda_cpy_ns_iface_t *iface = ucs_derived_of(tl_iface,
-                                                    uct_cuda_cpy_ns_iface_t);
-    uct_cuda_ipc_ns_device_addr_t remote_dev;
-    uct_cuda_ipc_ns_iface_addr_t remote_iface;
-
-    return (uct_cuda_ipc_ns_addr_parse_remote(dev_addr, iface_addr,
-                                              &remote_dev,
-                                              &remote_iface) == UCS_OK) &&
-           uct_cuda_cpy_ns_addr_is_self(&iface->dev_addr, &iface->iface_addr,
-                                        &remote_dev, &remote_iface);
 }
 
 
@@ -198,28 +161,23 @@ static ucs_status_t uct_cuda_cpy_ns_ep_flush(uct_ep_h tl_ep, unsigned flags,
 static UCS_CLASS_DECLARE_DELETE_FUNC(uct_cuda_cpy_ns_iface_t, uct_iface_t);
 
 
+UCT_CUDA_IPC_NS_EP_ZCOPY_DEFINE(static, uct_cuda_cpy_ns, uct_cuda_cpy_ns_ep_zcopy)
+
+
 static uct_iface_ops_t uct_cuda_cpy_ns_iface_ops = {
     .ep_put_short             = uct_cuda_cpy_ns_ep_put_short,
-    .ep_put_zcopy             = uct_cuda_cpy_ns_ep_put_zcopy,
     .ep_get_short             = uct_cuda_cpy_ns_ep_get_short,
-    .ep_get_zcopy             = uct_cuda_cpy_ns_ep_get_zcopy,
+    .ep_flush                 = uct_cuda_cpy_ns_ep_flush,
+    .ep_fence                 = uct_base_ep_fence,
+    .iface_flush              = uct_cuda_cpy_ns_iface_flush,
+    .iface_fence              = uct_base_iface_fence,
+    .iface_progress           = uct_cuda_cpy_ns_iface_progress,
+    .iface_query              = uct_cuda_cpy_ns_iface_query,
     /* operations never lack resources: nothing is ever pending */
     .ep_pending_add           = (uct_ep_pending_add_func_t)ucs_empty_function_return_busy,
     .ep_pending_purge         = (uct_ep_pending_purge_func_t)ucs_empty_function,
-    .ep_flush                 = uct_cuda_cpy_ns_ep_flush,
-    .ep_fence                 = uct_base_ep_fence,
-    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_cuda_cpy_ns_ep_t),
-    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_cuda_cpy_ns_ep_t),
-    .iface_flush              = uct_cuda_cpy_ns_iface_flush,
-    .iface_fence              = uct_base_iface_fence,
-    .iface_progress_enable    = uct_base_iface_progress_enable,
-    .iface_progress_disable   = uct_base_iface_progress_disable,
-    .iface_progress           = uct_cuda_cpy_ns_iface_progress,
-    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_cuda_cpy_ns_iface_t),
-    .iface_query              = uct_cuda_cpy_ns_iface_query,
-    .iface_get_device_address = uct_cuda_cpy_ns_iface_get_device_address,
-    .iface_get_address        = uct_cuda_cpy_ns_iface_get_address,
-    .iface_is_reachable       = uct_cuda_cpy_ns_iface_is_reachable
+    UCT_CUDA_IPC_NS_EP_ZCOPY_OPS(uct_cuda_cpy_ns),
+    UCT_CUDA_IPC_NS_IFACE_BASE_OPS(uct_cuda_cpy_ns)
 };
 
 
@@ -229,39 +187,25 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_iface_t, uct_md_h md,
 {
     const uct_cuda_cpy_ns_iface_config_t *config =
             ucs_derived_of(tl_config, uct_cuda_cpy_ns_iface_config_t);
-    const uct_cuda_ipc_ns_identity_t *id = uct_cuda_ipc_ns_self();
 
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_cuda_cpy_ns_iface_ops,
+    UCS_CLASS_CALL_SUPER_INIT(uct_cuda_ipc_ns_iface_base_t,
+                              &uct_cuda_cpy_ns_iface_ops,
                               &uct_cuda_cpy_ns_iface_internal_ops, md, worker,
-                              params, tl_config
-                              UCS_STATS_ARG(params->stats_root)
-                              UCS_STATS_ARG(UCT_CUDA_CPY_NS_NAME));
+                              params, tl_config, UCT_CUDA_CPY_NS_DEV_NAME, 0,
+                              uct_cuda_ipc_ns_addr_is_self);
 
-    if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
-        ucs_error("cuda_cpy_ns: the interface opens on device '%s' only",
-                  UCT_CUDA_CPY_NS_DEV_NAME);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    self->done.comps         = NULL;
-    self->done.count         = 0;
-    self->done.capacity      = 0;
-    self->config.bandwidth   = config->bandwidth;
-    self->config.latency     = config->latency;
-    self->config.overhead    = config->overhead;
-    self->dev_addr.system_id = id->system_id;
-    self->dev_addr.flags     = 0;
-    self->iface_addr.pid     = id->pid;
-    self->iface_addr.pid_ns  = id->pid_ns;
-    self->iface_addr.flags   = 0;
+    self->done.comps           = NULL;
+    self->done.count           = 0;
+    self->done.capacity        = 0;
+    self->super.perf.bandwidth = config->bandwidth;
+    self->super.perf.latency   = config->latency;
+    self->super.perf.overhead  = config->overhead;
     return UCS_OK;
 }
 
 
 static UCS_CLASS_CLEANUP_FUNC(uct_cuda_cpy_ns_iface_t)
 {
-    uct_base_iface_progress_disable(&self->super.super,
-                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     if (self->done.count != 0) {
         ucs_warn("cuda_cpy_ns: closing the interface with %u completions "
                  "not delivered", self->done.count);
@@ -270,8 +214,6 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cuda_cpy_ns_iface_t)
 }
 
 
-UCS_CLASS_DEFINE(uct_cuda_cpy_ns_iface_t, uct_base_iface_t);
-UCS_CLASS_DEFINE_NEW_FUNC(uct_cuda_cpy_ns_iface_t, uct_iface_t, uct_md_h,
-                          uct_worker_h, const uct_iface_params_t*,
-                          const uct_iface_config_t*);
-static UCS_CLASS_DEFINE_DELETE_FUNC(uct_cuda_cpy_ns_iface_t, uct_iface_t);
+/* the class, its new/delete functions, the transport and its registration */
+UCT_CUDA_IPC_NS_TL_DEFINE(&uct_cuda_cpy_ns_component, cu_cpy_ns, uct_cuda_cpy_ns,
+                          UCT_CUDA_CPY_NS_DEV_NAME, UCT_CUDA_CPY_NS_CFG_PREFIX)

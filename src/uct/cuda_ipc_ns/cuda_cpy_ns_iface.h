@@ -3,15 +3,13 @@
  * gives UCP its memory-type endpoint for CUDA memory: synchronous copies
  * between host and device memory of its own process (docs/ucp.md).
  *
- * Addresses use the cu_ipc_ns formats (cuda_ipc_ns_addr.h) with no flags:
- * device address = system id, iface address = pid + PID namespace.
+ * Addresses use the cu_ipc_ns formats (cuda_ipc_ns_addr.h) with no flags;
+ * the transport reaches only its own process (uct_cuda_ipc_ns_addr_is_self).
  */
 #ifndef UCT_CUDA_CPY_NS_IFACE_H
 #define UCT_CUDA_CPY_NS_IFACE_H
 
-#include "cuda_ipc_ns_addr.h"
-
-#include <uct/base/uct_iface.h>
+#include "cuda_ipc_ns_iface_base.h"
 
 
 typedef struct uct_cuda_cpy_ns_iface_config {
@@ -23,36 +21,18 @@ typedef struct uct_cuda_cpy_ns_iface_config {
 
 
 typedef struct uct_cuda_cpy_ns_iface {
-    uct_base_iface_t              super;
-    uct_cuda_ipc_ns_device_addr_t dev_addr;   /* ours */
-    uct_cuda_ipc_ns_iface_addr_t  iface_addr; /* ours */
+    uct_cuda_ipc_ns_iface_base_t super;
     struct {
         uct_completion_t **comps; /* to invoke from progress, in order */
         unsigned         count;
         unsigned         capacity;
     } done;
-    struct {
-        double bandwidth;
-        double latency;
-        double overhead;
-    } config;
 } uct_cuda_cpy_ns_iface_t;
 
 
 typedef struct uct_cuda_cpy_ns_ep {
     uct_base_ep_t super;
 } uct_cuda_cpy_ns_ep_t;
-
-
-extern ucs_config_field_t uct_cuda_cpy_ns_iface_config_table[];
-
-ucs_status_t uct_cuda_cpy_ns_query_devices(uct_md_h md,
-                                           uct_tl_device_resource_t **devices_p,
-                                           unsigned *num_devices_p);
-
-UCS_CLASS_DECLARE_NEW_FUNC(uct_cuda_cpy_ns_iface_t, uct_iface_t, uct_md_h,
-                           uct_worker_h, const uct_iface_params_t*,
-                           const uct_iface_config_t*);
 
 
 /*
@@ -78,15 +58,16 @@ ucs_status_t uct_cuda_cpy_ns_ep_get_short(uct_ep_h tl_ep, void *buffer,
                                           unsigned length, uint64_t remote_addr,
                                           uct_rkey_t rkey);
 
-ucs_status_t uct_cuda_cpy_ns_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                          size_t iovcnt, uint64_t remote_addr,
-                                          uct_rkey_t rkey,
-                                          uct_completion_t *comp);
-
-ucs_status_t uct_cuda_cpy_ns_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                          size_t iovcnt, uint64_t remote_addr,
-                                          uct_rkey_t rkey,
-                                          uct_completion_t *comp);
+/*
+ * Zero-copy put (@a is_put) or get between the local iov and the contiguous
+ * range at @a remote_addr; the iface defines the two operations with it
+ * (UCT_CUDA_IPC_NS_EP_ZCOPY_DEFINE). A completion is delivered from
+ * progress (uct_cuda_cpy_ns_iface_complete_later).
+ */
+ucs_status_t uct_cuda_cpy_ns_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                      size_t iovcnt, uint64_t remote_addr,
+                                      uct_rkey_t rkey, uct_completion_t *comp,
+                                      int is_put);
 
 
 /**
@@ -101,20 +82,5 @@ ucs_status_t uct_cuda_cpy_ns_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
 ucs_status_t uct_cuda_cpy_ns_iface_complete_later(uct_cuda_cpy_ns_iface_t *iface,
                                                   uct_completion_t *comp);
 
-
-/**
- * Reachability of cu_cpy_ns: only its own process, that is the same system,
- * PID namespace and pid. A pure function of both sides' addresses.
- */
-static inline int
-uct_cuda_cpy_ns_addr_is_self(const uct_cuda_ipc_ns_device_addr_t *local_dev,
-                             const uct_cuda_ipc_ns_iface_addr_t *local_iface,
-                             const uct_cuda_ipc_ns_device_addr_t *remote_dev,
-                             const uct_cuda_ipc_ns_iface_addr_t *remote_iface)
-{
-    return (local_dev->system_id == remote_dev->system_id) &&
-           (local_iface->pid_ns == remote_iface->pid_ns) &&
-           (local_iface->pid == remote_iface->pid);
-}
 
 #endif

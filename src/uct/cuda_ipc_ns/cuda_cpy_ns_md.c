@@ -41,34 +41,22 @@ ucs_config_field_t uct_cuda_cpy_ns_md_config_table[] = {
 static char uct_cuda_cpy_ns_reg_memh;
 
 
-ucs_status_t uct_cuda_cpy_ns_query_md_resources(uct_component_t *component,
-                                                uct_md_resource_desc_t **resources_p,
-                                                unsigned *num_resources_p)
+static ucs_status_t
+uct_cuda_cpy_ns_md_config_alloc_mode(const uct_md_config_t *md_config,
+                                     void *arg)
 {
-    if (uct_cuda_ipc_ns_driver_load_configured() != UCS_OK) {
-        return uct_md_query_empty_md_resource(resources_p, num_resources_p);
-    }
-
-    return uct_md_query_single_md_resource(component, resources_p,
-                                           num_resources_p);
+    *(uct_cuda_cpy_ns_alloc_mode_t*)arg =
+            ucs_derived_of(md_config, uct_cuda_cpy_ns_md_config_t)->mem_alloc;
+    return UCS_OK;
 }
 
 
 ucs_status_t
 uct_cuda_cpy_ns_config_alloc_mode(uct_cuda_cpy_ns_alloc_mode_t *mode_p)
 {
-    uct_md_config_t *md_config;
-    ucs_status_t status;
-
-    status = uct_md_config_read(&uct_cuda_cpy_ns_component, NULL, NULL,
-                                &md_config);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    *mode_p = ucs_derived_of(md_config, uct_cuda_cpy_ns_md_config_t)->mem_alloc;
-    uct_config_release(md_config);
-    return UCS_OK;
+    return uct_cuda_ipc_ns_md_config_apply(&uct_cuda_cpy_ns_component,
+                                           uct_cuda_cpy_ns_md_config_alloc_mode,
+                                           mode_p);
 }
 
 
@@ -170,9 +158,10 @@ uct_cuda_cpy_ns_md_mem_dereg(uct_md_h md,
 }
 
 
-ucs_status_t uct_cuda_cpy_ns_rkey_unpack(uct_component_t *component,
-                                         const void *rkey_buffer,
-                                         uct_rkey_t *rkey_p, void **handle_p)
+static ucs_status_t uct_cuda_cpy_ns_rkey_unpack(uct_component_t *component,
+                                                const void *rkey_buffer,
+                                                uct_rkey_t *rkey_p,
+                                                void **handle_p)
 {
     /* rkey_packed_size is 0: there is nothing to unpack */
     *rkey_p   = UCT_INVALID_RKEY;
@@ -196,36 +185,37 @@ static uct_md_ops_t uct_cuda_cpy_ns_md_ops = {
 };
 
 
-ucs_status_t uct_cuda_cpy_ns_md_open(uct_component_t *component,
-                                     const char *md_name,
-                                     const uct_md_config_t *uct_config,
-                                     uct_md_h *md_p)
+static ucs_status_t uct_cuda_cpy_ns_md_open(uct_component_t *component,
+                                            const char *md_name,
+                                            const uct_md_config_t *uct_config,
+                                            uct_md_h *md_p)
 {
-    const uct_cuda_cpy_ns_md_config_t *config =
-            ucs_derived_of(uct_config, uct_cuda_cpy_ns_md_config_t);
-    uct_cuda_cpy_ns_md_t *md;
     ucs_status_t status;
+    uct_md_t *md;
 
-    status = uct_cuda_ipc_ns_driver_load_configured();
+    /* the driver is cu_ipc_ns's: UCX_CUDA_IPC_NS_DRIVER */
+    status = uct_cuda_ipc_ns_md_alloc(component, &uct_cuda_cpy_ns_md_ops,
+                                      sizeof(uct_cuda_cpy_ns_md_t), md_name,
+                                      NULL, &md);
     if (status != UCS_OK) {
-        ucs_error("cuda_cpy_ns: cannot open memory domain '%s': no CUDA "
-                  "driver or device (see UCX_CUDA_IPC_NS_DRIVER)", md_name);
         return status;
     }
 
-    md = ucs_calloc(1, sizeof(*md), "cuda_cpy_ns_md");
-    if (md == NULL) {
-        ucs_error("cuda_cpy_ns: failed to allocate memory domain");
-        return UCS_ERR_NO_MEMORY;
-    }
-
-    md->super.ops       = &uct_cuda_cpy_ns_md_ops;
-    md->super.component = &uct_cuda_cpy_ns_component;
-    md->alloc_mode      = (uct_cuda_cpy_ns_alloc_mode_t)config->mem_alloc;
+    ucs_derived_of(md, uct_cuda_cpy_ns_md_t)->alloc_mode =
+            (uct_cuda_cpy_ns_alloc_mode_t)ucs_derived_of(
+                    uct_config, uct_cuda_cpy_ns_md_config_t)->mem_alloc;
 
     /* this MD detects memory types: make UCP's detection right */
     uct_cuda_cpy_ns_memtype_cache_setup();
 
-    *md_p = &md->super;
+    *md_p = md;
     return UCS_OK;
 }
+
+
+UCT_CUDA_IPC_NS_COMPONENT_DEFINE(uct_cuda_cpy_ns, UCT_CUDA_CPY_NS_NAME,
+                                 UCT_CUDA_CPY_NS_CFG_PREFIX,
+                                 "CUDA copy across namespaces memory domain",
+                                 uct_cuda_cpy_ns_rkey_unpack,
+                                 (uct_component_rkey_release_func_t)
+                                 ucs_empty_function_return_success);

@@ -120,13 +120,14 @@ ucs_status_t uct_cuda_ipc_ns_addr_parse_remote(const void *dev_buffer,
 }
 
 
-static int uct_cuda_ipc_ns_addr_refuse(const char *reason,
+/* @return @a reachable, after telling why through @a reason_p (may be NULL) */
+static int uct_cuda_ipc_ns_addr_answer(int reachable, const char *reason,
                                        const char **reason_p)
 {
     if (reason_p != NULL) {
         *reason_p = reason;
     }
-    return 0;
+    return reachable;
 }
 
 int uct_cuda_ipc_ns_addr_is_reachable(const uct_cuda_ipc_ns_device_addr_t *local_dev,
@@ -144,13 +145,13 @@ int uct_cuda_ipc_ns_addr_is_reachable(const uct_cuda_ipc_ns_device_addr_t *local
     remote_flags = remote_dev->flags | remote_iface->flags;
 
     if (local_dev->system_id != remote_dev->system_id) {
-        return uct_cuda_ipc_ns_addr_refuse("different system", reason_p);
+        return uct_cuda_ipc_ns_addr_answer(0, "different system", reason_p);
     }
 
     /* a pid alone is ambiguous across PID namespaces */
     if ((local_iface->pid == remote_iface->pid) &&
         (local_iface->pid_ns == remote_iface->pid_ns)) {
-        return uct_cuda_ipc_ns_addr_refuse("same process", reason_p);
+        return uct_cuda_ipc_ns_addr_answer(0, "same process", reason_p);
     }
 
     if (local_iface->pid_ns == remote_iface->pid_ns) {
@@ -158,7 +159,7 @@ int uct_cuda_ipc_ns_addr_is_reachable(const uct_cuda_ipc_ns_device_addr_t *local
         if (!((local_flags & remote_flags) &
               (UCT_CUDA_IPC_NS_ADDR_FLAG_LEGACY |
                UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD))) {
-            return uct_cuda_ipc_ns_addr_refuse(
+            return uct_cuda_ipc_ns_addr_answer(0,
                     "same PID namespace but no common handle type "
                     "(legacy IPC or POSIX fd)", reason_p);
         }
@@ -166,29 +167,42 @@ int uct_cuda_ipc_ns_addr_is_reachable(const uct_cuda_ipc_ns_device_addr_t *local
         /* legacy IPC handles do not open across PID namespaces; fds need
          * the broker since pidfd_open cannot name the peer */
         if (!(local_flags & UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD)) {
-            return uct_cuda_ipc_ns_addr_refuse(
+            return uct_cuda_ipc_ns_addr_answer(0,
                     "different PID namespace and local side cannot "
                     "exchange POSIX fds", reason_p);
         }
         if (!(remote_flags & UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD)) {
-            return uct_cuda_ipc_ns_addr_refuse(
+            return uct_cuda_ipc_ns_addr_answer(0,
                     "different PID namespace and remote side cannot "
                     "exchange POSIX fds", reason_p);
         }
         if ((local_flags & fd_caps) != fd_caps) {
-            return uct_cuda_ipc_ns_addr_refuse(
+            return uct_cuda_ipc_ns_addr_answer(0,
                     "different PID namespace and local side runs no fd "
                     "broker", reason_p);
         }
         if ((remote_flags & fd_caps) != fd_caps) {
-            return uct_cuda_ipc_ns_addr_refuse(
+            return uct_cuda_ipc_ns_addr_answer(0,
                     "different PID namespace and remote side runs no fd "
                     "broker", reason_p);
         }
     }
 
-    if (reason_p != NULL) {
-        *reason_p = "reachable";
+    return uct_cuda_ipc_ns_addr_answer(1, "reachable", reason_p);
+}
+
+
+int uct_cuda_ipc_ns_addr_is_self(const uct_cuda_ipc_ns_device_addr_t *local_dev,
+                                 const uct_cuda_ipc_ns_iface_addr_t *local_iface,
+                                 const uct_cuda_ipc_ns_device_addr_t *remote_dev,
+                                 const uct_cuda_ipc_ns_iface_addr_t *remote_iface,
+                                 const char **reason_p)
+{
+    if ((local_dev->system_id != remote_dev->system_id) ||
+        (local_iface->pid_ns != remote_iface->pid_ns) ||
+        (local_iface->pid != remote_iface->pid)) {
+        return uct_cuda_ipc_ns_addr_answer(0, "not this process", reason_p);
     }
-    return 1;
+
+    return uct_cuda_ipc_ns_addr_answer(1, "this process", reason_p);
 }

@@ -81,4 +81,25 @@ int uct_cuda_ipc_ns_addr_is_reachable(const uct_cuda_ipc_ns_device_addr_t *local
                                       const uct_cuda_ipc_ns_iface_addr_t *remote_iface,
                                       const char **reason_p);
 
+
+/**
+ * Reachability rule of the loopback copy transport cu_cpy_ns: only its own
+ * process, that is the same system, PID namespace and pid. Same contract as
+ * uct_cuda_ipc_ns_addr_is_reachable.
+ */
+int uct_cuda_ipc_ns_addr_is_self(const uct_cuda_ipc_ns_device_addr_t *local_dev,
+                                 const uct_cuda_ipc_ns_iface_addr_t *local_iface,
+                                 const uct_cuda_ipc_ns_device_addr_t *remote_dev,
+                                 const uct_cuda_ipc_ns_iface_addr_t *remote_iface,
+                                 const char **reason_p);
+
+
+/* The type of both rules above */
+typedef int (*uct_cuda_ipc_ns_addr_reach_func_t)(
+        const uct_cuda_ipc_ns_device_addr_t *local_dev,
+        const uct_cuda_ipc_ns_iface_addr_t *local_iface,
+        const uct_cuda_ipc_ns_device_addr_t *remote_dev,
+        const uct_cuda_ipc_ns_iface_addr_t *remote_iface,
+        const char **reason_p);
+
 #endif

@@ -41,7 +41,7 @@ uct_cuda_ipc_ns_ep_iface(const uct_cuda_ipc_ns_ep_t *ep)
 static UCS_F_ALWAYS_INLINE uct_cuda_ipc_ns_md_t *
 uct_cuda_ipc_ns_ep_md(const uct_cuda_ipc_ns_ep_t *ep)
 {
-    return ucs_derived_of(uct_cuda_ipc_ns_ep_iface(ep)->super.md,
+    return ucs_derived_of(uct_cuda_ipc_ns_ep_iface(ep)->super.super.md,
                           uct_cuda_ipc_ns_md_t);
 }
 
@@ -54,7 +54,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_ep_t, const uct_ep_params_t *params)
     uct_cuda_ipc_ns_identity_t id;
     ucs_status_t status;
 
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super.super);
 
     if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) ||
         !(params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR)) {
@@ -116,7 +116,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_ep_t)
     uct_cuda_ipc_ns_flush_req_t *req;
     uct_cuda_ipc_ns_op_t *op, *tmp;
 
-    ucs_callbackq_remove_if(&iface->super.worker->super.progress_q,
+    ucs_callbackq_remove_if(&iface->super.super.worker->super.progress_q,
                             uct_cuda_ipc_ns_ep_is_err_cb, self);
 
     /* UCT discards what is outstanding on a destroyed ep: the copies finish
@@ -156,7 +156,7 @@ static void uct_cuda_ipc_ns_ep_set_failed(uct_cuda_ipc_ns_ep_t *ep)
     ep->failed = 1;
     ucs_debug("cuda_ipc_ns: ep %p: peer pid %u (PID namespace %" PRIu64
               ") failed", ep, ep->remote.pid, ep->remote.pid_ns);
-    ucs_callbackq_add_safe(&iface->super.worker->super.progress_q,
+    ucs_callbackq_add_safe(&iface->super.super.worker->super.progress_q,
                            uct_cuda_ipc_ns_ep_err_progress, ep,
                            UCS_CALLBACKQ_FLAG_ONESHOT);
 }
@@ -635,32 +635,7 @@ ucs_status_t uct_cuda_ipc_ns_ep_get_bcopy(uct_ep_h tl_ep,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                          size_t iovcnt, uint64_t remote_addr,
-                                          uct_rkey_t rkey,
-                                          uct_completion_t *comp)
-{
-    ucs_status_t status = uct_cuda_ipc_ns_ep_copy(tl_ep, iov, iovcnt,
-                                                  remote_addr, rkey, comp, 1);
-
-    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t),
-                                 PUT, ZCOPY, uct_iov_total_length(iov, iovcnt));
-    return status;
-}
-
-
-ucs_status_t uct_cuda_ipc_ns_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                          size_t iovcnt, uint64_t remote_addr,
-                                          uct_rkey_t rkey,
-                                          uct_completion_t *comp)
-{
-    ucs_status_t status = uct_cuda_ipc_ns_ep_copy(tl_ep, iov, iovcnt,
-                                                  remote_addr, rkey, comp, 0);
-
-    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t),
-                                 GET, ZCOPY, uct_iov_total_length(iov, iovcnt));
-    return status;
-}
+UCT_CUDA_IPC_NS_EP_ZCOPY_DEFINE(, uct_cuda_ipc_ns, uct_cuda_ipc_ns_ep_copy)
 
 
 ucs_status_t uct_cuda_ipc_ns_ep_flush(uct_ep_h tl_ep, unsigned flags,

@@ -1,13 +1,14 @@
 /*
- * cuda_ipc_ns: interface — addresses, reachability, capabilities, progress,
- * wakeup and pending requests (docs/architecture.md).
+ * cuda_ipc_ns: the transport cu_ipc_ns and its interface — capabilities,
+ * performance figures, progress, wakeup and flush (docs/architecture.md).
+ * Addresses and reachability come from the base class
+ * (cuda_ipc_ns_iface_base.h), endpoints from cuda_ipc_ns_ep.c.
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
 #endif
 
-#include "cuda_ipc_ns_iface.h"
-#include "cuda_ipc_ns_iface_attr.h"
+#include "cuda_ipc_ns_types.h"
 #include "cuda_ipc_ns_ep.h"
 #include "cuda_ipc_ns_md.h"
 #include "cuda_ipc_ns_nsid.h"
@@ -23,7 +24,7 @@
 #include <inttypes.h>
 
 
-ucs_config_field_t uct_cuda_ipc_ns_iface_config_table[] = {
+static ucs_config_field_t uct_cuda_ipc_ns_iface_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_cuda_ipc_ns_iface_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
@@ -67,27 +68,14 @@ ucs_config_field_t uct_cuda_ipc_ns_iface_config_table[] = {
 };
 
 
-ucs_status_t uct_cuda_ipc_ns_query_devices(uct_md_h md,
-                                           uct_tl_device_resource_t **devices_p,
-                                           unsigned *num_devices_p)
-{
-    return uct_single_device_resource(md, UCT_CUDA_IPC_NS_DEV_NAME,
-                                      UCT_DEVICE_TYPE_ACC,
-                                      UCS_SYS_DEVICE_ID_UNKNOWN, devices_p,
-                                      num_devices_p);
-}
-
-
 static ucs_status_t uct_cuda_ipc_ns_iface_query(uct_iface_h tl_iface,
                                                 uct_iface_attr_t *iface_attr)
 {
     uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(tl_iface,
                                                     uct_cuda_ipc_ns_iface_t);
 
-    uct_cuda_ipc_ns_iface_attr_init(&iface->super, iface_attr,
-                                    iface->config.bandwidth,
-                                    iface->config.latency,
-                                    iface->config.overhead);
+    uct_cuda_ipc_ns_iface_base_query(&iface->super, iface_attr,
+                                     UCT_CUDA_IPC_NS_MAX_IOV);
     iface_attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
                                   UCT_IFACE_FLAG_PUT_SHORT |
                                   UCT_IFACE_FLAG_PUT_BCOPY |
@@ -103,42 +91,7 @@ static ucs_status_t uct_cuda_ipc_ns_iface_query(uct_iface_h tl_iface,
     iface_attr->cap.put.max_short = UCT_CUDA_IPC_NS_MAX_SHORT;
     iface_attr->cap.put.max_bcopy = UCT_CUDA_IPC_NS_MAX_BCOPY;
     iface_attr->cap.get.max_bcopy = UCT_CUDA_IPC_NS_MAX_BCOPY;
-    UCT_CUDA_IPC_NS_IFACE_ZCOPY_CAPS(iface_attr->cap.put,
-                                     UCT_CUDA_IPC_NS_MAX_IOV);
-    UCT_CUDA_IPC_NS_IFACE_ZCOPY_CAPS(iface_attr->cap.get,
-                                     UCT_CUDA_IPC_NS_MAX_IOV);
     return UCS_OK;
-}
-
-
-UCT_CUDA_IPC_NS_IFACE_ADDRESS_FUNCS(uct_cuda_ipc_ns_iface, uct_cuda_ipc_ns_iface_t)
-
-
-static int uct_cuda_ipc_ns_iface_is_reachable(const uct_iface_h tl_iface,
-                                              const uct_device_addr_t *dev_addr,
-                                              const uct_iface_addr_t *iface_addr)
-{
-    uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(tl_iface,
-                                                    uct_cuda_ipc_ns_iface_t);
-    uct_cuda_ipc_ns_device_addr_t remote_dev;
-    uct_cuda_ipc_ns_iface_addr_t remote_iface;
-    const char *reason;
-
-    if (uct_cuda_ipc_ns_addr_parse_remote(dev_addr, iface_addr, &remote_dev,
-                                          &remote_iface) != UCS_OK) {
-        return 0;
-    }
-
-    if (!uct_cuda_ipc_ns_addr_is_reachable(&iface->dev_addr, &iface->iface_addr,
-                                           &remote_dev, &remote_iface,
-                                           &reason)) {
-        ucs_debug("cuda_ipc_ns: pid %u in PID namespace %" PRIu64
-                  " is unreachable: %s", remote_iface.pid, remote_iface.pid_ns,
-                  reason);
-        return 0;
-    }
-
-    return 1;
 }
 
 
@@ -172,11 +125,11 @@ static ucs_status_t uct_cuda_ipc_ns_iface_flush(uct_iface_h tl_iface,
     }
 
     if ((iface->cq.num_ops == 0) && ucs_queue_is_empty(&iface->pending_q)) {
-        UCT_TL_IFACE_STAT_FLUSH(&iface->super);
+        UCT_TL_IFACE_STAT_FLUSH(&iface->super.super);
         return UCS_OK;
     }
 
-    UCT_TL_IFACE_STAT_FLUSH_WAIT(&iface->super);
+    UCT_TL_IFACE_STAT_FLUSH_WAIT(&iface->super.super);
     return UCS_INPROGRESS;
 }
 
@@ -189,7 +142,7 @@ static ucs_status_t uct_cuda_ipc_ns_iface_fence(uct_iface_h tl_iface,
 
     /* the next op, on whatever stream, waits for every busy stream */
     iface->fence = !ucs_list_is_empty(&iface->cq.active);
-    UCT_TL_IFACE_STAT_FENCE(&iface->super);
+    UCT_TL_IFACE_STAT_FENCE(&iface->super.super);
     return UCS_OK;
 }
 
@@ -226,27 +179,19 @@ static uct_iface_ops_t uct_cuda_ipc_ns_iface_ops = {
     .ep_put_short             = uct_cuda_ipc_ns_ep_put_short,
     .ep_put_bcopy             = uct_cuda_ipc_ns_ep_put_bcopy,
     .ep_get_bcopy             = uct_cuda_ipc_ns_ep_get_bcopy,
-    .ep_put_zcopy             = uct_cuda_ipc_ns_ep_put_zcopy,
-    .ep_get_zcopy             = uct_cuda_ipc_ns_ep_get_zcopy,
     .ep_pending_add           = uct_cuda_ipc_ns_ep_pending_add,
     .ep_pending_purge         = uct_cuda_ipc_ns_ep_pending_purge,
     .ep_flush                 = uct_cuda_ipc_ns_ep_flush,
     .ep_fence                 = uct_cuda_ipc_ns_ep_fence,
     .ep_check                 = uct_cuda_ipc_ns_ep_check,
-    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_cuda_ipc_ns_ep_t),
-    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_cuda_ipc_ns_ep_t),
     .iface_flush              = uct_cuda_ipc_ns_iface_flush,
     .iface_fence              = uct_cuda_ipc_ns_iface_fence,
-    .iface_progress_enable    = uct_base_iface_progress_enable,
-    .iface_progress_disable   = uct_base_iface_progress_disable,
     .iface_progress           = uct_cuda_ipc_ns_iface_progress,
     .iface_event_fd_get       = uct_cuda_ipc_ns_iface_event_fd_get,
     .iface_event_arm          = uct_cuda_ipc_ns_iface_event_arm,
-    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_cuda_ipc_ns_iface_t),
     .iface_query              = uct_cuda_ipc_ns_iface_query,
-    .iface_get_device_address = uct_cuda_ipc_ns_iface_get_device_address,
-    .iface_get_address        = uct_cuda_ipc_ns_iface_get_address,
-    .iface_is_reachable       = uct_cuda_ipc_ns_iface_is_reachable
+    UCT_CUDA_IPC_NS_EP_ZCOPY_OPS(uct_cuda_ipc_ns),
+    UCT_CUDA_IPC_NS_IFACE_BASE_OPS(uct_cuda_ipc_ns)
 };
 
 
@@ -331,24 +276,15 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
     const uct_cuda_ipc_ns_iface_config_t *config =
             ucs_derived_of(tl_config, uct_cuda_ipc_ns_iface_config_t);
     uct_cuda_ipc_ns_md_t *md = ucs_derived_of(tl_md, uct_cuda_ipc_ns_md_t);
-    const uct_cuda_ipc_ns_identity_t *id = uct_cuda_ipc_ns_self();
     double auto_bandwidth, auto_latency;
     ucs_status_t status;
 
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_cuda_ipc_ns_iface_ops,
+    UCS_CLASS_CALL_SUPER_INIT(uct_cuda_ipc_ns_iface_base_t,
+                              &uct_cuda_ipc_ns_iface_ops,
                               &uct_base_iface_internal_ops, tl_md, worker,
-                              params, tl_config
-                              UCS_STATS_ARG(params->stats_root)
-                              UCS_STATS_ARG(UCT_CUDA_IPC_NS_NAME));
-
-    if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE) ||
-        strcmp(params->mode.device.dev_name, UCT_CUDA_IPC_NS_DEV_NAME)) {
-        ucs_error("cuda_ipc_ns: no device '%s' (only '%s')",
-                  (params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE) ?
-                  params->mode.device.dev_name : "<none>",
-                  UCT_CUDA_IPC_NS_DEV_NAME);
-        return UCS_ERR_NO_DEVICE;
-    }
+                              params, tl_config, UCT_CUDA_IPC_NS_DEV_NAME,
+                              md->addr_flags,
+                              uct_cuda_ipc_ns_addr_is_reachable);
 
     if ((config->max_poll == 0) || (config->max_streams == 0) ||
         (config->max_events == 0)) {
@@ -358,20 +294,14 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
     }
 
     uct_cuda_ipc_ns_iface_auto_perf(&auto_bandwidth, &auto_latency);
-    self->config.bandwidth = UCS_CONFIG_BW_IS_AUTO(config->bandwidth) ?
-                             auto_bandwidth : config->bandwidth;
-    self->config.latency   = (config->latency == UCS_TIME_AUTO) ?
-                             auto_latency : ucs_time_to_sec(config->latency);
-    self->config.overhead  = (config->overhead == UCS_TIME_AUTO) ?
-                             4e-6 : ucs_time_to_sec(config->overhead);
-
-    self->dev_addr.system_id    = id->system_id;
-    self->dev_addr.flags        = md->addr_flags;
-    self->iface_addr.pid        = id->pid;
-    self->iface_addr.pid_ns     = id->pid_ns;
-    self->iface_addr.start_time = id->start_time;
-    self->iface_addr.flags      = md->addr_flags;
-    self->fence                 = 0;
+    self->super.perf.bandwidth = UCS_CONFIG_BW_IS_AUTO(config->bandwidth) ?
+                                 auto_bandwidth : config->bandwidth;
+    self->super.perf.latency   = (config->latency == UCS_TIME_AUTO) ?
+                                 auto_latency :
+                                 ucs_time_to_sec(config->latency);
+    self->super.perf.overhead  = (config->overhead == UCS_TIME_AUTO) ?
+                                 4e-6 : ucs_time_to_sec(config->overhead);
+    self->fence                = 0;
     ucs_queue_head_init(&self->pending_q);
 
     self->bounce = ucs_malloc(UCT_CUDA_IPC_NS_MAX_BCOPY, "cuda_ipc_ns_bounce");
@@ -392,15 +322,11 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
 
 static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_iface_t)
 {
-    uct_base_iface_progress_disable(&self->super.super,
-                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     uct_cuda_ipc_ns_cq_cleanup(&self->cq);
     ucs_free(self->bounce);
 }
 
 
-UCS_CLASS_DEFINE(uct_cuda_ipc_ns_iface_t, uct_base_iface_t);
-UCS_CLASS_DEFINE_NEW_FUNC(uct_cuda_ipc_ns_iface_t, uct_iface_t, uct_md_h,
-                          uct_worker_h, const uct_iface_params_t*,
-                          const uct_iface_config_t*);
-static UCS_CLASS_DEFINE_DELETE_FUNC(uct_cuda_ipc_ns_iface_t, uct_iface_t);
+/* the class, its new/delete functions, the transport and its registration */
+UCT_CUDA_IPC_NS_TL_DEFINE(&uct_cuda_ipc_ns_component, cu_ipc_ns, uct_cuda_ipc_ns,
+                          UCT_CUDA_IPC_NS_DEV_NAME, UCT_CUDA_IPC_NS_CFG_PREFIX)

@@ -147,22 +147,39 @@ static ucs_status_t uct_cuda_ipc_ns_md_driver_ready(const char *driver_path)
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_driver_load_configured(void)
+ucs_status_t
+uct_cuda_ipc_ns_md_config_apply(uct_component_t *component,
+                                uct_cuda_ipc_ns_md_config_func_t func,
+                                void *arg)
 {
-    uct_cuda_ipc_ns_md_config_t *config;
     uct_md_config_t *md_config;
     ucs_status_t status;
 
-    status = uct_md_config_read(&uct_cuda_ipc_ns_component, NULL, NULL,
-                                &md_config);
+    status = uct_md_config_read(component, NULL, NULL, &md_config);
     if (status != UCS_OK) {
         return status;
     }
 
-    config = ucs_derived_of(md_config, uct_cuda_ipc_ns_md_config_t);
-    status = uct_cuda_ipc_ns_md_driver_ready(config->driver_path);
+    status = func(md_config, arg);
     uct_config_release(md_config);
     return status;
+}
+
+
+static ucs_status_t
+uct_cuda_ipc_ns_md_config_driver_ready(const uct_md_config_t *md_config,
+                                       void *arg)
+{
+    return uct_cuda_ipc_ns_md_driver_ready(
+            ucs_derived_of(md_config, uct_cuda_ipc_ns_md_config_t)->driver_path);
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_driver_load_configured(void)
+{
+    return uct_cuda_ipc_ns_md_config_apply(&uct_cuda_ipc_ns_component,
+                                           uct_cuda_ipc_ns_md_config_driver_ready,
+                                           NULL);
 }
 
 
@@ -176,6 +193,37 @@ ucs_status_t uct_cuda_ipc_ns_query_md_resources(uct_component_t *component,
 
     return uct_md_query_single_md_resource(component, resources_p,
                                            num_resources_p);
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_md_alloc(uct_component_t *component,
+                                      uct_md_ops_t *ops, size_t size,
+                                      const char *md_name,
+                                      const char *driver_path, uct_md_t **md_p)
+{
+    ucs_status_t status;
+    uct_md_t *md;
+
+    status = (driver_path != NULL) ?
+             uct_cuda_ipc_ns_md_driver_ready(driver_path) :
+             uct_cuda_ipc_ns_driver_load_configured();
+    if (status != UCS_OK) {
+        ucs_error("%s: cannot open memory domain '%s': no CUDA driver or "
+                  "device (UCX_CUDA_IPC_NS_DRIVER=%s)", component->name,
+                  md_name, (driver_path != NULL) ? driver_path : "<as set>");
+        return status;
+    }
+
+    md = ucs_calloc(1, size, "cuda_ipc_ns_md");
+    if (md == NULL) {
+        ucs_error("%s: failed to allocate memory domain", component->name);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    md->ops       = ops;
+    md->component = component;
+    *md_p         = md;
+    return UCS_OK;
 }
 
 
@@ -494,7 +542,7 @@ uct_cuda_ipc_ns_mkey_pack(uct_md_h md, uct_mem_h memh_,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component,
+static ucs_status_t uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component,
                                          const void *rkey_buffer,
                                          uct_rkey_t *rkey_p, void **handle_p)
 {
@@ -539,8 +587,8 @@ err_free:
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_rkey_release(uct_component_t *component,
-                                          uct_rkey_t rkey, void *handle)
+static ucs_status_t uct_cuda_ipc_ns_rkey_release(uct_component_t *component,
+                                                 uct_rkey_t rkey, void *handle)
 {
     uct_cuda_ipc_ns_rkey_t *key = (uct_cuda_ipc_ns_rkey_t*)rkey;
 
@@ -555,46 +603,40 @@ ucs_status_t uct_cuda_ipc_ns_rkey_release(uct_component_t *component,
 static uct_md_ops_t uct_cuda_ipc_ns_md_ops = {
     .close                  = uct_cuda_ipc_ns_md_close,
     .query                  = uct_cuda_ipc_ns_md_query,
-    .mem_alloc              = (uct_md_mem_alloc_func_t)ucs_empty_function_return_unsupported,
-    .mem_free               = (uct_md_mem_free_func_t)ucs_empty_function_return_unsupported,
-    .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
     .mem_reg                = uct_cuda_ipc_ns_mem_reg,
     .mem_dereg              = uct_cuda_ipc_ns_mem_dereg,
     /* the same answer as the copy MD's: CUDA memory and its allocation */
     .mem_query              = uct_cuda_cpy_ns_md_mem_query,
     .mkey_pack              = uct_cuda_ipc_ns_mkey_pack,
+    /* UCT_MD_FLAG_ALLOC is not set: nothing is allocated through us */
+    .mem_alloc              = (uct_md_mem_alloc_func_t)ucs_empty_function_return_unsupported,
+    .mem_free               = (uct_md_mem_free_func_t)ucs_empty_function_return_unsupported,
+    .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
     .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero_int,
     .detect_memory_type     = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported
 };
 
 
-ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
-                                     const char *md_name,
-                                     const uct_md_config_t *uct_config,
-                                     uct_md_h *md_p)
+static ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
+                                            const char *md_name,
+                                            const uct_md_config_t *uct_config,
+                                            uct_md_h *md_p)
 {
     const uct_cuda_ipc_ns_md_config_t *config =
             ucs_derived_of(uct_config, uct_cuda_ipc_ns_md_config_t);
     uct_cuda_ipc_ns_cache_config_t cache_config;
     uct_cuda_ipc_ns_md_t *md;
     ucs_status_t status;
+    uct_md_t *base;
 
-    status = uct_cuda_ipc_ns_md_driver_ready(config->driver_path);
+    status = uct_cuda_ipc_ns_md_alloc(component, &uct_cuda_ipc_ns_md_ops,
+                                      sizeof(*md), md_name,
+                                      config->driver_path, &base);
     if (status != UCS_OK) {
-        ucs_error("cuda_ipc_ns: cannot open memory domain '%s': no CUDA "
-                  "driver or device (UCX_CUDA_IPC_NS_DRIVER=%s)", md_name,
-                  config->driver_path);
         return status;
     }
 
-    md = ucs_calloc(1, sizeof(*md), "cuda_ipc_ns_md");
-    if (md == NULL) {
-        ucs_error("cuda_ipc_ns: failed to allocate memory domain");
-        return UCS_ERR_NO_MEMORY;
-    }
-
-    md->super.ops       = &uct_cuda_ipc_ns_md_ops;
-    md->super.component = &uct_cuda_ipc_ns_component;
+    md = ucs_derived_of(base, uct_cuda_ipc_ns_md_t);
     md->legacy          = config->legacy;
     md->posix_fd        = config->posix_fd &&
                           uct_cuda_ipc_ns_md_posix_fd_supported();
@@ -643,3 +685,10 @@ err_free:
     ucs_free(md);
     return status;
 }
+
+
+UCT_CUDA_IPC_NS_COMPONENT_DEFINE(uct_cuda_ipc_ns, UCT_CUDA_IPC_NS_NAME,
+                                 UCT_CUDA_IPC_NS_CFG_PREFIX,
+                                 "CUDA IPC across namespaces memory domain",
+                                 uct_cuda_ipc_ns_rkey_unpack,
+                                 uct_cuda_ipc_ns_rkey_release);

@@ -5,7 +5,7 @@
 #ifndef UCT_CUDA_IPC_NS_TYPES_H
 #define UCT_CUDA_IPC_NS_TYPES_H
 
-#include "cuda_ipc_ns_addr.h"
+#include "cuda_ipc_ns_iface_base.h"
 #include "cuda_ipc_ns_cache.h"
 #include "cuda_ipc_ns_stream.h"
 
@@ -39,18 +39,11 @@ typedef struct uct_cuda_ipc_ns_iface_config {
 
 
 typedef struct uct_cuda_ipc_ns_iface {
-    uct_base_iface_t              super;
-    uct_cuda_ipc_ns_device_addr_t dev_addr;   /* ours */
-    uct_cuda_ipc_ns_iface_addr_t  iface_addr; /* ours */
-    uct_cuda_ipc_ns_cq_t          cq;         /* copies in flight */
-    ucs_queue_head_t              pending_q;  /* waiting for an event */
-    int                           fence;      /* next op waits for all */
-    void                          *bounce;    /* bcopy staging, MAX_BCOPY */
-    struct {
-        double   bandwidth;  /* bytes/s */
-        double   latency;    /* seconds */
-        double   overhead;   /* seconds */
-    } config;
+    uct_cuda_ipc_ns_iface_base_t super;
+    uct_cuda_ipc_ns_cq_t         cq;        /* copies in flight */
+    ucs_queue_head_t             pending_q; /* waiting for an event */
+    int                          fence;     /* next op waits for all */
+    void                         *bounce;   /* bcopy staging, MAX_BCOPY */
 } uct_cuda_ipc_ns_iface_t;
 
 
