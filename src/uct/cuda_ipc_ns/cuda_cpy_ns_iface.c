@@ -165,19 +165,20 @@ UCT_CUDA_IPC_NS_EP_ZCOPY_DEFINE(static, uct_cuda_cpy_ns, uct_cuda_cpy_ns_ep_zcop
 
 
 static uct_iface_ops_t uct_cuda_cpy_ns_iface_ops = {
+    UCT_CUDA_IPC_NS_IFACE_CLASS_OPS(uct_cuda_cpy_ns),
+    UCT_CUDA_IPC_NS_IFACE_BASE_OPS,
     .ep_put_short             = uct_cuda_cpy_ns_ep_put_short,
     .ep_get_short             = uct_cuda_cpy_ns_ep_get_short,
+    UCT_CUDA_IPC_NS_EP_ZCOPY_OPS(uct_cuda_cpy_ns),
     .ep_flush                 = uct_cuda_cpy_ns_ep_flush,
     .ep_fence                 = uct_base_ep_fence,
-    .iface_flush              = uct_cuda_cpy_ns_iface_flush,
-    .iface_fence              = uct_base_iface_fence,
-    .iface_progress           = uct_cuda_cpy_ns_iface_progress,
-    .iface_query              = uct_cuda_cpy_ns_iface_query,
     /* operations never lack resources: nothing is ever pending */
     .ep_pending_add           = (uct_ep_pending_add_func_t)ucs_empty_function_return_busy,
     .ep_pending_purge         = (uct_ep_pending_purge_func_t)ucs_empty_function,
-    UCT_CUDA_IPC_NS_EP_ZCOPY_OPS(uct_cuda_cpy_ns),
-    UCT_CUDA_IPC_NS_IFACE_BASE_OPS(uct_cuda_cpy_ns)
+    .iface_flush              = uct_cuda_cpy_ns_iface_flush,
+    .iface_fence              = uct_base_iface_fence,
+    .iface_progress           = uct_cuda_cpy_ns_iface_progress,
+    .iface_query              = uct_cuda_cpy_ns_iface_query
 };
 
 

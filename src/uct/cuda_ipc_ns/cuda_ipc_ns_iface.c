@@ -176,22 +176,23 @@ static UCS_CLASS_DECLARE_DELETE_FUNC(uct_cuda_ipc_ns_iface_t, uct_iface_t);
 
 
 static uct_iface_ops_t uct_cuda_ipc_ns_iface_ops = {
+    UCT_CUDA_IPC_NS_IFACE_CLASS_OPS(uct_cuda_ipc_ns),
     .ep_put_short             = uct_cuda_ipc_ns_ep_put_short,
     .ep_put_bcopy             = uct_cuda_ipc_ns_ep_put_bcopy,
     .ep_get_bcopy             = uct_cuda_ipc_ns_ep_get_bcopy,
+    .ep_check                 = uct_cuda_ipc_ns_ep_check,
+    UCT_CUDA_IPC_NS_EP_ZCOPY_OPS(uct_cuda_ipc_ns),
     .ep_pending_add           = uct_cuda_ipc_ns_ep_pending_add,
     .ep_pending_purge         = uct_cuda_ipc_ns_ep_pending_purge,
     .ep_flush                 = uct_cuda_ipc_ns_ep_flush,
     .ep_fence                 = uct_cuda_ipc_ns_ep_fence,
-    .ep_check                 = uct_cuda_ipc_ns_ep_check,
     .iface_flush              = uct_cuda_ipc_ns_iface_flush,
+    UCT_CUDA_IPC_NS_IFACE_BASE_OPS,
     .iface_fence              = uct_cuda_ipc_ns_iface_fence,
     .iface_progress           = uct_cuda_ipc_ns_iface_progress,
     .iface_event_fd_get       = uct_cuda_ipc_ns_iface_event_fd_get,
     .iface_event_arm          = uct_cuda_ipc_ns_iface_event_arm,
-    .iface_query              = uct_cuda_ipc_ns_iface_query,
-    UCT_CUDA_IPC_NS_EP_ZCOPY_OPS(uct_cuda_ipc_ns),
-    UCT_CUDA_IPC_NS_IFACE_BASE_OPS(uct_cuda_ipc_ns)
+    .iface_query              = uct_cuda_ipc_ns_iface_query
 };
 
 

@@ -62,19 +62,22 @@ int uct_cuda_ipc_ns_iface_base_is_reachable(const uct_iface_h tl_iface,
 
 
 /*
- * The operations both ops tables list alike: endpoint and interface
- * lifetime (classes _prefix##_ep_t and _prefix##_iface_t), progress control,
- * addresses and reachability.
+ * The operations both ops tables list alike. The base class's:
+ * progress control, addresses and reachability.
  */
-#define UCT_CUDA_IPC_NS_IFACE_BASE_OPS(_prefix) \
-    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(_prefix##_ep_t), \
-    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(_prefix##_ep_t), \
-    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(_prefix##_iface_t), \
+#define UCT_CUDA_IPC_NS_IFACE_BASE_OPS \
     .iface_progress_enable    = uct_base_iface_progress_enable, \
     .iface_progress_disable   = uct_base_iface_progress_disable, \
     .iface_get_device_address = uct_cuda_ipc_ns_iface_base_get_device_address, \
     .iface_get_address        = uct_cuda_ipc_ns_iface_base_get_address, \
     .iface_is_reachable       = uct_cuda_ipc_ns_iface_base_is_reachable
+
+/* Creating and destroying endpoints (class _prefix##_ep_t) and closing the
+ * interface (class _prefix##_iface_t) */
+#define UCT_CUDA_IPC_NS_IFACE_CLASS_OPS(_prefix) \
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(_prefix##_ep_t), \
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(_prefix##_ep_t), \
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(_prefix##_iface_t)
 
 
 /*

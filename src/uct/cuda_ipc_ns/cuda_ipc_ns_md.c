@@ -603,15 +603,15 @@ static ucs_status_t uct_cuda_ipc_ns_rkey_release(uct_component_t *component,
 static uct_md_ops_t uct_cuda_ipc_ns_md_ops = {
     .close                  = uct_cuda_ipc_ns_md_close,
     .query                  = uct_cuda_ipc_ns_md_query,
+    /* UCT_MD_FLAG_ALLOC is not set: nothing is allocated through us */
+    .mem_alloc              = (uct_md_mem_alloc_func_t)ucs_empty_function_return_unsupported,
+    .mem_free               = (uct_md_mem_free_func_t)ucs_empty_function_return_unsupported,
+    .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
     .mem_reg                = uct_cuda_ipc_ns_mem_reg,
     .mem_dereg              = uct_cuda_ipc_ns_mem_dereg,
     /* the same answer as the copy MD's: CUDA memory and its allocation */
     .mem_query              = uct_cuda_cpy_ns_md_mem_query,
     .mkey_pack              = uct_cuda_ipc_ns_mkey_pack,
-    /* UCT_MD_FLAG_ALLOC is not set: nothing is allocated through us */
-    .mem_alloc              = (uct_md_mem_alloc_func_t)ucs_empty_function_return_unsupported,
-    .mem_free               = (uct_md_mem_free_func_t)ucs_empty_function_return_unsupported,
-    .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
     .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero_int,
     .detect_memory_type     = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported
 };
