@@ -151,6 +151,14 @@ bool agent::call(const cmd &c, reply *r)
 }
 
 
+bool agent::call_ok(const cmd &c)
+{
+    reply r;
+
+    return call(c, &r) && (r.status == UCS_OK);
+}
+
+
 agent_buffer agent::alloc(buffer_kind kind, size_t size, uint32_t seed,
                           uint64_t hint)
 {
@@ -175,49 +183,45 @@ agent_buffer agent::alloc(buffer_kind kind, size_t size, uint32_t seed,
 bool agent::fill(int index, uint32_t seed)
 {
     cmd c = {};
-    reply r;
 
     c.op    = AG_FILL;
     c.index = index;
     c.seed  = seed;
-    return call(c, &r) && (r.status == UCS_OK);
+    return call_ok(c);
 }
 
 
 bool agent::check(int index, uint32_t seed, size_t offset, size_t size)
 {
     cmd c = {};
-    reply r;
 
     c.op     = AG_CHECK;
     c.index  = index;
     c.seed   = seed;
     c.offset = offset;
     c.size   = size;
-    return call(c, &r) && (r.status == UCS_OK);
+    return call_ok(c);
 }
 
 
 bool agent::free(int index)
 {
     cmd c = {};
-    reply r;
 
     c.op    = AG_FREE;
     c.index = index;
-    return call(c, &r) && (r.status == UCS_OK);
+    return call_ok(c);
 }
 
 
 bool agent::connect(const uct_node &node)
 {
     cmd c = {};
-    reply r;
 
     c.op = AG_CONNECT;
     memcpy(c.dev_addr, node.dev_addr().data(), sizeof(c.dev_addr));
     memcpy(c.iface_addr, node.iface_addr().data(), sizeof(c.iface_addr));
-    return call(c, &r) && (r.status == UCS_OK);
+    return call_ok(c);
 }
 
 

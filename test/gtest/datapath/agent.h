@@ -49,6 +49,8 @@ public:
 
 private:
     bool call(const cmd &c, reply *r);
+    /* the agent answered UCS_OK */
+    bool call_ok(const cmd &c);
 
     std::unique_ptr<peer> m_peer;
     bool                  m_ok = false;
