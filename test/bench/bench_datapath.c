@@ -49,7 +49,7 @@
         } \
     } while (0)
 #define BENCH_CU(_func, ...) \
-    BENCH_CHECK(uct_cuda_ipc_ns_drv._func(__VA_ARGS__) == CUDA_SUCCESS, "cu" #_func)
+    BENCH_CHECK(uct_cuda_ipc_ns_drv._func(__VA_ARGS__) == CUDA_SUCCESS, #_func)
 
 
 /* What the exporter sends: its addresses, buffer address and key */
@@ -88,9 +88,9 @@ static void bench_cuda_init(void)
     BENCH_CHECK(uct_cuda_ipc_ns_driver_load(getenv("UCX_CUDA_IPC_NS_DRIVER") ?:
                                             "libcuda.so.1") == UCS_OK,
                 "loading the CUDA driver");
-    BENCH_CU(DeviceGet, &device, 0);
-    BENCH_CU(DevicePrimaryCtxRetain, &ctx, device);
-    BENCH_CU(CtxSetCurrent, ctx);
+    BENCH_CU(cuDeviceGet, &device, 0);
+    BENCH_CU(cuDevicePrimaryCtxRetain, &ctx, device);
+    BENCH_CU(cuCtxSetCurrent, ctx);
 }
 
 
@@ -107,15 +107,15 @@ static void *bench_vmm_alloc(size_t size)
     prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id          = 0;
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    BENCH_CU(MemGetAllocationGranularity, &granularity, &prop,
+    BENCH_CU(cuMemGetAllocationGranularity, &granularity, &prop,
              CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     size = ((size + granularity - 1) / granularity) * granularity;
-    BENCH_CU(MemCreate, &handle, size, &prop, 0);
-    BENCH_CU(MemAddressReserve, &ptr, size, 0, 0, 0);
-    BENCH_CU(MemMap, ptr, size, 0, handle, 0);
+    BENCH_CU(cuMemCreate, &handle, size, &prop, 0);
+    BENCH_CU(cuMemAddressReserve, &ptr, size, 0, 0, 0);
+    BENCH_CU(cuMemMap, ptr, size, 0, handle, 0);
     access.location = prop.location;
     access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    BENCH_CU(MemSetAccess, ptr, size, &access, 1);
+    BENCH_CU(cuMemSetAccess, ptr, size, &access, 1);
     return (void*)ptr;
 }
 
@@ -259,7 +259,7 @@ static void bench_bandwidth(bench_node_t *node, uct_ep_h ep,
     size_t i;
     int it, n;
 
-    BENCH_CU(StreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    BENCH_CU(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
     /* the goal compares with cuMemcpyDtoD; the asynchronous copy on a stream
      * (what the transport does, in one process) is printed for reference */
     printf("%-10s %12s %12s %12s %12s %8s %8s %8s\n", "size", "DtoD MB/s",
@@ -269,19 +269,19 @@ static void bench_bandwidth(bench_node_t *node, uct_ep_h ep,
         n = bench_iters(sizes[i], base_iters);
         /* warm up: mappings, streams, events */
         bench_copy(node, ep, 1, local, sizes[i], exp->addr, rkey);
-        BENCH_CU(MemcpyDtoD, (CUdeviceptr)other, (CUdeviceptr)local, sizes[i]);
+        BENCH_CU(cuMemcpyDtoD, (CUdeviceptr)other, (CUdeviceptr)local, sizes[i]);
 
         /* interleaved, so all of them see the same machine state */
         local_bw = async_bw = put_bw = get_bw = 0;
         for (it = 0; it < n; ++it) {
             t = bench_now();
-            BENCH_CU(MemcpyDtoD, (CUdeviceptr)other, (CUdeviceptr)local,
+            BENCH_CU(cuMemcpyDtoD, (CUdeviceptr)other, (CUdeviceptr)local,
                      sizes[i]);
             local_bw += bench_now() - t;
             t = bench_now();
-            BENCH_CU(MemcpyDtoDAsync, (CUdeviceptr)other, (CUdeviceptr)local,
+            BENCH_CU(cuMemcpyDtoDAsync, (CUdeviceptr)other, (CUdeviceptr)local,
                      sizes[i], stream);
-            BENCH_CU(StreamSynchronize, stream);
+            BENCH_CU(cuStreamSynchronize, stream);
             async_bw += bench_now() - t;
             t = bench_now();
             bench_copy(node, ep, 1, local, sizes[i], exp->addr, rkey);
@@ -298,7 +298,7 @@ static void bench_bandwidth(bench_node_t *node, uct_ep_h ep,
                sizes[i], local_bw, async_bw, put_bw, get_bw,
                put_bw / local_bw, get_bw / local_bw, put_bw / async_bw);
     }
-    uct_cuda_ipc_ns_drv.StreamDestroy(stream);
+    uct_cuda_ipc_ns_drv.cuStreamDestroy(stream);
 }
 
 
@@ -312,16 +312,16 @@ static void bench_latency(bench_node_t *node, uct_ep_h ep,
     CUevent event;
     int it;
 
-    BENCH_CU(StreamCreate, &stream, CU_STREAM_NON_BLOCKING);
-    BENCH_CU(EventCreate, &event, CU_EVENT_DISABLE_TIMING);
+    BENCH_CU(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    BENCH_CU(cuEventCreate, &event, CU_EVENT_DISABLE_TIMING);
     bench_copy(node, ep, 1, local, 8, exp->addr, rkey);
 
     for (it = 0; it < iters; ++it) {
         t = bench_now();
-        BENCH_CU(MemcpyDtoDAsync, (CUdeviceptr)other, (CUdeviceptr)local, 8,
+        BENCH_CU(cuMemcpyDtoDAsync, (CUdeviceptr)other, (CUdeviceptr)local, 8,
                  stream);
-        BENCH_CU(EventRecord, event, stream);
-        while (uct_cuda_ipc_ns_drv.EventQuery(event) == CUDA_ERROR_NOT_READY) {
+        BENCH_CU(cuEventRecord, event, stream);
+        while (uct_cuda_ipc_ns_drv.cuEventQuery(event) == CUDA_ERROR_NOT_READY) {
         }
         ref += bench_now() - t;
 
@@ -333,8 +333,8 @@ static void bench_latency(bench_node_t *node, uct_ep_h ep,
     printf("\n8-byte put latency: %.2f us; async copy + event in one process: "
            "%.2f us; ratio %.3f (goal <= 1.5)\n", ours / iters * 1e6,
            ref / iters * 1e6, ours / ref);
-    uct_cuda_ipc_ns_drv.EventDestroy(event);
-    uct_cuda_ipc_ns_drv.StreamDestroy(stream);
+    uct_cuda_ipc_ns_drv.cuEventDestroy(event);
+    uct_cuda_ipc_ns_drv.cuStreamDestroy(stream);
 }
 
 

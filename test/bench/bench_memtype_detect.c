@@ -75,7 +75,7 @@ static double bench_driver_call(const void *ptr, long calls)
 
     start = bench_now_nsec();
     for (i = 0; i < calls; ++i) {
-        uct_cuda_ipc_ns_drv.PointerGetAttributes(4, names, values,
+        uct_cuda_ipc_ns_drv.cuPointerGetAttributes(4, names, values,
                                                  (CUdeviceptr)ptr);
     }
     return (bench_now_nsec() - start) / calls;
@@ -149,10 +149,10 @@ int main(int argc, char **argv)
         return 1;
     }
     if ((driver == NULL) || (uct_cuda_ipc_ns_driver_load(driver) != UCS_OK) ||
-        (uct_cuda_ipc_ns_drv.DeviceGet(&dev, 0) != CUDA_SUCCESS) ||
-        (uct_cuda_ipc_ns_drv.DevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) ||
-        (uct_cuda_ipc_ns_drv.CtxSetCurrent(ctx) != CUDA_SUCCESS) ||
-        (uct_cuda_ipc_ns_drv.MemAlloc(&own_cuda, 1 << 20) != CUDA_SUCCESS)) {
+        (uct_cuda_ipc_ns_drv.cuDeviceGet(&dev, 0) != CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuCtxSetCurrent(ctx) != CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuMemAlloc(&own_cuda, 1 << 20) != CUDA_SUCCESS)) {
         fprintf(stderr, "no CUDA driver or device (%s)\n",
                 driver ? driver : "set UCX_CUDA_IPC_NS_DRIVER");
         return 1;
@@ -209,6 +209,6 @@ int main(int argc, char **argv)
     ucp_mem_unmap(context, memh);
     ucp_cleanup(context);
     free(host);
-    uct_cuda_ipc_ns_drv.MemFree(own_cuda);
+    uct_cuda_ipc_ns_drv.cuMemFree(own_cuda);
     return 0;
 }

@@ -28,8 +28,8 @@ static int uct_cuda_cpy_ns_alloc_device(void)
     CUcontext ctx = NULL;
     CUdevice device;
 
-    if ((UCT_CUDA_IPC_NS_CU(CtxGetCurrent, &ctx) != UCS_OK) || (ctx == NULL) ||
-        (UCT_CUDA_IPC_NS_CU(CtxGetDevice, &device) != UCS_OK)) {
+    if ((UCT_CUDA_IPC_NS_CU(cuCtxGetCurrent, &ctx) != UCS_OK) || (ctx == NULL) ||
+        (UCT_CUDA_IPC_NS_CU(cuCtxGetDevice, &device) != UCS_OK)) {
         return 0;
     }
     return (int)device;
@@ -46,7 +46,7 @@ static ucs_status_t uct_cuda_cpy_ns_alloc_legacy(uct_cuda_cpy_ns_alloc_t *alloc)
         return status;
     }
 
-    status = UCT_CUDA_IPC_NS_CU(MemAlloc, &alloc->ptr, alloc->size);
+    status = UCT_CUDA_IPC_NS_CU(cuMemAlloc, &alloc->ptr, alloc->size);
     uct_cuda_ipc_ns_ctx_pop(pushed);
     return status;
 }
@@ -65,26 +65,26 @@ static ucs_status_t uct_cuda_cpy_ns_alloc_vmm(uct_cuda_cpy_ns_alloc_t *alloc)
     prop.location.id          = alloc->device;
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 
-    status = UCT_CUDA_IPC_NS_CU(MemGetAllocationGranularity, &granularity,
+    status = UCT_CUDA_IPC_NS_CU(cuMemGetAllocationGranularity, &granularity,
                                 &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     if (status != UCS_OK) {
         return status;
     }
 
     alloc->size = ucs_align_up(alloc->size, granularity);
-    status      = UCT_CUDA_IPC_NS_CU(MemCreate, &alloc->handle, alloc->size,
+    status      = UCT_CUDA_IPC_NS_CU(cuMemCreate, &alloc->handle, alloc->size,
                                      &prop, 0);
     if (status != UCS_OK) {
         return status;
     }
 
-    status = UCT_CUDA_IPC_NS_CU(MemAddressReserve, &alloc->ptr, alloc->size,
+    status = UCT_CUDA_IPC_NS_CU(cuMemAddressReserve, &alloc->ptr, alloc->size,
                                 granularity, 0, 0);
     if (status != UCS_OK) {
         goto err_release;
     }
 
-    status = UCT_CUDA_IPC_NS_CU(MemMap, alloc->ptr, alloc->size, 0,
+    status = UCT_CUDA_IPC_NS_CU(cuMemMap, alloc->ptr, alloc->size, 0,
                                 alloc->handle, 0);
     if (status != UCS_OK) {
         goto err_address_free;
@@ -92,7 +92,7 @@ static ucs_status_t uct_cuda_cpy_ns_alloc_vmm(uct_cuda_cpy_ns_alloc_t *alloc)
 
     access.location = prop.location;
     access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    status          = UCT_CUDA_IPC_NS_CU(MemSetAccess, alloc->ptr, alloc->size,
+    status          = UCT_CUDA_IPC_NS_CU(cuMemSetAccess, alloc->ptr, alloc->size,
                                          &access, 1);
     if (status != UCS_OK) {
         goto err_unmap;
@@ -101,11 +101,11 @@ static ucs_status_t uct_cuda_cpy_ns_alloc_vmm(uct_cuda_cpy_ns_alloc_t *alloc)
     return UCS_OK;
 
 err_unmap:
-    (void)UCT_CUDA_IPC_NS_CU(MemUnmap, alloc->ptr, alloc->size);
+    (void)UCT_CUDA_IPC_NS_CU(cuMemUnmap, alloc->ptr, alloc->size);
 err_address_free:
-    (void)UCT_CUDA_IPC_NS_CU(MemAddressFree, alloc->ptr, alloc->size);
+    (void)UCT_CUDA_IPC_NS_CU(cuMemAddressFree, alloc->ptr, alloc->size);
 err_release:
-    (void)UCT_CUDA_IPC_NS_CU(MemRelease, alloc->handle);
+    (void)UCT_CUDA_IPC_NS_CU(cuMemRelease, alloc->handle);
     return status;
 }
 
@@ -146,19 +146,19 @@ ucs_status_t uct_cuda_cpy_ns_mem_free(const uct_cuda_cpy_ns_alloc_t *alloc)
     if (alloc->mode == UCT_CUDA_CPY_NS_ALLOC_LEGACY) {
         status = uct_cuda_ipc_ns_ctx_ensure(alloc->device, &pushed);
         if (status == UCS_OK) {
-            status = UCT_CUDA_IPC_NS_CU(MemFree, alloc->ptr);
+            status = UCT_CUDA_IPC_NS_CU(cuMemFree, alloc->ptr);
             uct_cuda_ipc_ns_ctx_pop(pushed);
         }
     } else {
         /* keep the address reserved if the unmap failed: a later allocation
          * must not land on memory that is still mapped */
-        unmap_status = UCT_CUDA_IPC_NS_CU(MemUnmap, alloc->ptr, alloc->size);
+        unmap_status = UCT_CUDA_IPC_NS_CU(cuMemUnmap, alloc->ptr, alloc->size);
         status       = unmap_status;
         if (unmap_status == UCS_OK) {
-            status = UCT_CUDA_IPC_NS_CU(MemAddressFree, alloc->ptr,
+            status = UCT_CUDA_IPC_NS_CU(cuMemAddressFree, alloc->ptr,
                                         alloc->size);
         }
-        (void)UCT_CUDA_IPC_NS_CU(MemRelease, alloc->handle);
+        (void)UCT_CUDA_IPC_NS_CU(cuMemRelease, alloc->handle);
     }
 
     if (status != UCS_OK) {

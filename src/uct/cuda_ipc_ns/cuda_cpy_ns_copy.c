@@ -38,7 +38,7 @@ static ucs_status_t uct_cuda_cpy_ns_ctx_push_for(const void *a, const void *b,
 
     /* the pointers are only asked when the thread has no context */
     *pushed_p = 0;
-    status    = UCT_CUDA_IPC_NS_CU(CtxGetCurrent, &current);
+    status    = UCT_CUDA_IPC_NS_CU(cuCtxGetCurrent, &current);
     if ((status != UCS_OK) || (current != NULL)) {
         return status;
     }
@@ -65,9 +65,9 @@ static ucs_status_t uct_cuda_cpy_ns_write(void *dst, const void *src,
     }
 
     status = (src != NULL) ?
-             UCT_CUDA_IPC_NS_CU(Memcpy, (CUdeviceptr)dst, (CUdeviceptr)src,
+             UCT_CUDA_IPC_NS_CU(cuMemcpy, (CUdeviceptr)dst, (CUdeviceptr)src,
                                 length) :
-             UCT_CUDA_IPC_NS_CU(MemsetD8, (CUdeviceptr)dst,
+             UCT_CUDA_IPC_NS_CU(cuMemsetD8, (CUdeviceptr)dst,
                                 (unsigned char)value, length);
     uct_cuda_ipc_ns_ctx_pop(pushed);
     if (status != UCS_OK) {

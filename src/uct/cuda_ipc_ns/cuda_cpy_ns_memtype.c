@@ -35,7 +35,7 @@ void uct_cuda_cpy_ns_ptr_query(const void *address,
 
     memset(info, 0, sizeof(*info));
     /* unknown host memory is not an error: it answers memory type 0 */
-    status = UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, PointerGetAttributes,
+    status = UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes,
                                      ucs_static_array_size(names), names,
                                      values, (CUdeviceptr)address);
     info->is_cuda = (status == UCS_OK) &&

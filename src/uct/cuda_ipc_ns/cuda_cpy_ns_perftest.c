@@ -67,7 +67,7 @@ static ucs_status_t uct_cuda_cpy_ns_perf_init(ucx_perf_context_t *perf)
         return status;
     }
 
-    status = UCT_CUDA_IPC_NS_CU(DeviceGetCount, &count);
+    status = UCT_CUDA_IPC_NS_CU(cuDeviceGetCount, &count);
     if (status != UCS_OK) {
         return status;
     }

@@ -42,9 +42,9 @@ ucs_status_t uct_cuda_ipc_ns_primary_ctx(int device, CUcontext *ctx_p)
     pthread_mutex_lock(&uct_cuda_ipc_ns_primary_lock);
     ctx = uct_cuda_ipc_ns_primary[device];
     if (ctx == NULL) {
-        status = UCT_CUDA_IPC_NS_CU(DeviceGet, &cu_device, device);
+        status = UCT_CUDA_IPC_NS_CU(cuDeviceGet, &cu_device, device);
         if (status == UCS_OK) {
-            status = UCT_CUDA_IPC_NS_CU(DevicePrimaryCtxRetain, &ctx,
+            status = UCT_CUDA_IPC_NS_CU(cuDevicePrimaryCtxRetain, &ctx,
                                         cu_device);
         }
         if (status == UCS_OK) {
@@ -65,12 +65,12 @@ ucs_status_t uct_cuda_ipc_ns_ctx_push(CUcontext ctx, int *pushed_p)
     ucs_status_t status;
 
     *pushed_p = 0;
-    status    = UCT_CUDA_IPC_NS_CU(CtxGetCurrent, &current);
+    status    = UCT_CUDA_IPC_NS_CU(cuCtxGetCurrent, &current);
     if ((status != UCS_OK) || (current == ctx)) {
         return status;
     }
 
-    status = UCT_CUDA_IPC_NS_CU(CtxPushCurrent, ctx);
+    status = UCT_CUDA_IPC_NS_CU(cuCtxPushCurrent, ctx);
     if (status == UCS_OK) {
         *pushed_p = 1;
     }
@@ -89,7 +89,7 @@ ucs_status_t uct_cuda_ipc_ns_ctx_push_primary(int device, int *pushed_p)
         return status;
     }
 
-    status = UCT_CUDA_IPC_NS_CU(CtxPushCurrent, ctx);
+    status = UCT_CUDA_IPC_NS_CU(cuCtxPushCurrent, ctx);
     if (status == UCS_OK) {
         *pushed_p = 1;
     }
@@ -103,7 +103,7 @@ ucs_status_t uct_cuda_ipc_ns_ctx_ensure(int device, int *pushed_p)
     ucs_status_t status;
 
     *pushed_p = 0;
-    status    = UCT_CUDA_IPC_NS_CU(CtxGetCurrent, &current);
+    status    = UCT_CUDA_IPC_NS_CU(cuCtxGetCurrent, &current);
     if ((status != UCS_OK) || (current != NULL)) {
         return status;
     }
@@ -117,7 +117,7 @@ void uct_cuda_ipc_ns_ctx_pop(int pushed)
     CUcontext ctx;
 
     if (pushed) {
-        (void)UCT_CUDA_IPC_NS_CU(CtxPopCurrent, &ctx);
+        (void)UCT_CUDA_IPC_NS_CU(cuCtxPopCurrent, &ctx);
     }
 }
 
@@ -132,5 +132,5 @@ ucs_status_t uct_cuda_ipc_ns_ctx_set_primary(int device)
         return status;
     }
 
-    return UCT_CUDA_IPC_NS_CU(CtxSetCurrent, ctx);
+    return UCT_CUDA_IPC_NS_CU(cuCtxSetCurrent, ctx);
 }

@@ -75,8 +75,8 @@ const char *uct_cuda_ipc_ns_cu_error_name(CUresult result)
     size_t i;
 
     /* the driver knows every name; our table covers a driver that failed */
-    if ((uct_cuda_ipc_ns_drv.GetErrorName != NULL) &&
-        (uct_cuda_ipc_ns_drv.GetErrorName(result, &name) == CUDA_SUCCESS) &&
+    if ((uct_cuda_ipc_ns_drv.cuGetErrorName != NULL) &&
+        (uct_cuda_ipc_ns_drv.cuGetErrorName(result, &name) == CUDA_SUCCESS) &&
         (name != NULL)) {
         return name;
     }
@@ -185,13 +185,13 @@ static ucs_status_t uct_cuda_ipc_ns_driver_do_load(const char *path)
                   "entry points with dlsym", path);
     }
 
-#define UCT_CUDA_IPC_NS_DRIVER_RESOLVE(_member, _cu_name, _need) \
-    uct_cuda_ipc_ns_drv._member = (__typeof__(_cu_name)*) \
+#define UCT_CUDA_IPC_NS_DRIVER_RESOLVE(_cu_name, _need) \
+    uct_cuda_ipc_ns_drv._cu_name = (__typeof__(_cu_name)*) \
         uct_cuda_ipc_ns_driver_resolve(dl, get_proc, #_cu_name, \
                                        UCT_CUDA_IPC_NS_VERSIONED_NAME(_cu_name)); \
-    if (uct_cuda_ipc_ns_drv._member != NULL) { \
+    if (uct_cuda_ipc_ns_drv._cu_name != NULL) { \
         /* resolved */ \
-    } else if (UCT_CUDA_IPC_NS_DRIVER_NEED_##_member) { \
+    } else if (UCT_CUDA_IPC_NS_DRIVER_##_need) { \
         missing = (missing != NULL) ? missing : #_cu_name; \
     } else { \
         ucs_debug("cuda_ipc_ns: CUDA driver '%s' lacks optional %s: it " \
@@ -207,7 +207,7 @@ static ucs_status_t uct_cuda_ipc_ns_driver_do_load(const char *path)
         goto err;
     }
 
-    res = uct_cuda_ipc_ns_drv.Init(0);
+    res = uct_cuda_ipc_ns_drv.cuInit(0);
     if (res != CUDA_SUCCESS) {
         ucs_debug("cuda_ipc_ns: cuInit(0) with driver '%s' failed: %s", path,
                   uct_cuda_ipc_ns_cu_error_name(res));

@@ -15,8 +15,9 @@
 
 
 /*
- * Every driver entry point the module and its tests use: table member,
- * cuda.h name, and whether a driver must have it.
+ * Every driver entry point the module and its tests use: its cuda.h name,
+ * which is also the table member (uct_cuda_ipc_ns_drv.cuMemAlloc), and
+ * whether a driver must have it.
  *
  *  REQUIRED: the module calls it. A driver lacking one is not used: the
  *            module reports no device.
@@ -31,82 +32,90 @@
  * has its own table for a driver without it.
  *
  * The cuda.h name is a macro for the versioned symbol (cuMemAlloc ->
- * cuMemAlloc_v2), which gives both the prototype and the dlsym() fallback.
+ * cuMemAlloc_v2), which gives the prototype, the dlsym() fallback and the
+ * member's name alike; call sites and grep use the cuda.h name.
  */
 #define UCT_CUDA_IPC_NS_DRIVER_FOREACH(_F) \
-    _F(Init,                         cuInit,                         REQUIRED) \
-    _F(DriverGetVersion,             cuDriverGetVersion,             OPTIONAL) \
-    _F(GetErrorName,                 cuGetErrorName,                 OPTIONAL) \
-    _F(GetErrorString,               cuGetErrorString,               OPTIONAL) \
-    _F(DeviceGetCount,               cuDeviceGetCount,               REQUIRED) \
-    _F(DeviceGet,                    cuDeviceGet,                    REQUIRED) \
-    _F(DeviceGetName,                cuDeviceGetName,                OPTIONAL) \
-    _F(DeviceGetUuid,                cuDeviceGetUuid,                REQUIRED) \
-    _F(DeviceGetAttribute,           cuDeviceGetAttribute,           REQUIRED) \
-    _F(DeviceGetPCIBusId,            cuDeviceGetPCIBusId,            OPTIONAL) \
-    _F(DeviceCanAccessPeer,          cuDeviceCanAccessPeer,          OPTIONAL) \
-    _F(DeviceGetP2PAttribute,        cuDeviceGetP2PAttribute,        OPTIONAL) \
-    _F(DevicePrimaryCtxRetain,       cuDevicePrimaryCtxRetain,       REQUIRED) \
-    _F(DevicePrimaryCtxRelease,      cuDevicePrimaryCtxRelease,      REQUIRED) \
-    _F(CtxGetCurrent,                cuCtxGetCurrent,                REQUIRED) \
-    _F(CtxSetCurrent,                cuCtxSetCurrent,                REQUIRED) \
-    _F(CtxPushCurrent,               cuCtxPushCurrent,               REQUIRED) \
-    _F(CtxPopCurrent,                cuCtxPopCurrent,                REQUIRED) \
-    _F(CtxGetDevice,                 cuCtxGetDevice,                 REQUIRED) \
-    _F(MemAlloc,                     cuMemAlloc,                     REQUIRED) \
-    _F(MemFree,                      cuMemFree,                      REQUIRED) \
-    _F(MemGetAddressRange,           cuMemGetAddressRange,           OPTIONAL) \
-    _F(IpcGetMemHandle,              cuIpcGetMemHandle,              REQUIRED) \
-    _F(IpcOpenMemHandle,             cuIpcOpenMemHandle,             REQUIRED) \
-    _F(IpcCloseMemHandle,            cuIpcCloseMemHandle,            REQUIRED) \
-    _F(MemCreate,                    cuMemCreate,                    REQUIRED) \
-    _F(MemRelease,                   cuMemRelease,                   REQUIRED) \
-    _F(MemGetAllocationGranularity,  cuMemGetAllocationGranularity,  REQUIRED) \
-    _F(MemGetAllocationPropertiesFromHandle, \
-       cuMemGetAllocationPropertiesFromHandle,                     REQUIRED) \
-    _F(MemAddressReserve,            cuMemAddressReserve,            REQUIRED) \
-    _F(MemAddressFree,               cuMemAddressFree,               REQUIRED) \
-    _F(MemMap,                       cuMemMap,                       REQUIRED) \
-    _F(MemUnmap,                     cuMemUnmap,                     REQUIRED) \
-    _F(MemSetAccess,                 cuMemSetAccess,                 REQUIRED) \
-    _F(MemRetainAllocationHandle,    cuMemRetainAllocationHandle,    REQUIRED) \
-    _F(MemExportToShareableHandle,   cuMemExportToShareableHandle,   REQUIRED) \
-    _F(MemImportFromShareableHandle, cuMemImportFromShareableHandle, REQUIRED) \
-    _F(PointerGetAttribute,          cuPointerGetAttribute,          OPTIONAL) \
-    _F(PointerGetAttributes,         cuPointerGetAttributes,         REQUIRED) \
-    _F(StreamCreate,                 cuStreamCreate,                 REQUIRED) \
-    _F(StreamDestroy,                cuStreamDestroy,                REQUIRED) \
-    _F(StreamQuery,                  cuStreamQuery,                  OPTIONAL) \
-    _F(StreamSynchronize,            cuStreamSynchronize,            REQUIRED) \
-    _F(StreamWaitEvent,              cuStreamWaitEvent,              REQUIRED) \
-    _F(StreamAddCallback,            cuStreamAddCallback,            OPTIONAL) \
-    _F(LaunchHostFunc,               cuLaunchHostFunc,               REQUIRED) \
-    _F(Memcpy,                       cuMemcpy,                       REQUIRED) \
-    _F(MemcpyAsync,                  cuMemcpyAsync,                  REQUIRED) \
-    _F(MemcpyDtoD,                   cuMemcpyDtoD,                   OPTIONAL) \
-    _F(MemcpyDtoDAsync,              cuMemcpyDtoDAsync,              REQUIRED) \
-    _F(MemcpyHtoD,                   cuMemcpyHtoD,                   REQUIRED) \
-    _F(MemcpyHtoDAsync,              cuMemcpyHtoDAsync,              OPTIONAL) \
-    _F(MemcpyDtoH,                   cuMemcpyDtoH,                   REQUIRED) \
-    _F(MemcpyDtoHAsync,              cuMemcpyDtoHAsync,              OPTIONAL) \
-    _F(MemsetD8,                     cuMemsetD8,                     REQUIRED) \
-    _F(MemsetD8Async,                cuMemsetD8Async,                OPTIONAL) \
-    _F(EventCreate,                  cuEventCreate,                  REQUIRED) \
-    _F(EventRecord,                  cuEventRecord,                  REQUIRED) \
-    _F(EventQuery,                   cuEventQuery,                   REQUIRED) \
-    _F(EventSynchronize,             cuEventSynchronize,             OPTIONAL) \
-    _F(EventDestroy,                 cuEventDestroy,                 REQUIRED)
+    _F(cuInit,                                REQUIRED) \
+    _F(cuDriverGetVersion,                    OPTIONAL) \
+    _F(cuGetErrorName,                        OPTIONAL) \
+    _F(cuGetErrorString,                      OPTIONAL) \
+    _F(cuDeviceGetCount,                      REQUIRED) \
+    _F(cuDeviceGet,                           REQUIRED) \
+    _F(cuDeviceGetName,                       OPTIONAL) \
+    _F(cuDeviceGetUuid,                       REQUIRED) \
+    _F(cuDeviceGetAttribute,                  REQUIRED) \
+    _F(cuDeviceGetPCIBusId,                   OPTIONAL) \
+    _F(cuDeviceCanAccessPeer,                 OPTIONAL) \
+    _F(cuDeviceGetP2PAttribute,               OPTIONAL) \
+    _F(cuDevicePrimaryCtxRetain,              REQUIRED) \
+    _F(cuDevicePrimaryCtxRelease,             REQUIRED) \
+    _F(cuCtxGetCurrent,                       REQUIRED) \
+    _F(cuCtxSetCurrent,                       REQUIRED) \
+    _F(cuCtxPushCurrent,                      REQUIRED) \
+    _F(cuCtxPopCurrent,                       REQUIRED) \
+    _F(cuCtxGetDevice,                        REQUIRED) \
+    _F(cuMemAlloc,                            REQUIRED) \
+    _F(cuMemFree,                             REQUIRED) \
+    _F(cuMemGetAddressRange,                  OPTIONAL) \
+    _F(cuIpcGetMemHandle,                     REQUIRED) \
+    _F(cuIpcOpenMemHandle,                    REQUIRED) \
+    _F(cuIpcCloseMemHandle,                   REQUIRED) \
+    _F(cuMemCreate,                           REQUIRED) \
+    _F(cuMemRelease,                          REQUIRED) \
+    _F(cuMemGetAllocationGranularity,         REQUIRED) \
+    _F(cuMemGetAllocationPropertiesFromHandle, REQUIRED) \
+    _F(cuMemAddressReserve,                   REQUIRED) \
+    _F(cuMemAddressFree,                      REQUIRED) \
+    _F(cuMemMap,                              REQUIRED) \
+    _F(cuMemUnmap,                            REQUIRED) \
+    _F(cuMemSetAccess,                        REQUIRED) \
+    _F(cuMemRetainAllocationHandle,           REQUIRED) \
+    _F(cuMemExportToShareableHandle,          REQUIRED) \
+    _F(cuMemImportFromShareableHandle,        REQUIRED) \
+    _F(cuPointerGetAttribute,                 OPTIONAL) \
+    _F(cuPointerGetAttributes,                REQUIRED) \
+    _F(cuStreamCreate,                        REQUIRED) \
+    _F(cuStreamDestroy,                       REQUIRED) \
+    _F(cuStreamQuery,                         OPTIONAL) \
+    _F(cuStreamSynchronize,                   REQUIRED) \
+    _F(cuStreamWaitEvent,                     REQUIRED) \
+    _F(cuStreamAddCallback,                   OPTIONAL) \
+    _F(cuLaunchHostFunc,                      REQUIRED) \
+    _F(cuMemcpy,                              REQUIRED) \
+    _F(cuMemcpyAsync,                         REQUIRED) \
+    _F(cuMemcpyDtoD,                          OPTIONAL) \
+    _F(cuMemcpyDtoDAsync,                     REQUIRED) \
+    _F(cuMemcpyHtoD,                          REQUIRED) \
+    _F(cuMemcpyHtoDAsync,                     OPTIONAL) \
+    _F(cuMemcpyDtoH,                          REQUIRED) \
+    _F(cuMemcpyDtoHAsync,                     OPTIONAL) \
+    _F(cuMemsetD8,                            REQUIRED) \
+    _F(cuMemsetD8Async,                       OPTIONAL) \
+    _F(cuEventCreate,                         REQUIRED) \
+    _F(cuEventRecord,                         REQUIRED) \
+    _F(cuEventQuery,                          REQUIRED) \
+    _F(cuEventSynchronize,                    OPTIONAL) \
+    _F(cuEventDestroy,                        REQUIRED)
 
 
 #define UCT_CUDA_IPC_NS_DRIVER_REQUIRED 1
 #define UCT_CUDA_IPC_NS_DRIVER_OPTIONAL 0
 
-#define UCT_CUDA_IPC_NS_DRIVER_MEMBER(_member, _cu_name, _need) \
-    __typeof__(_cu_name) *_member;
+#define UCT_CUDA_IPC_NS_DRIVER_MEMBER(_cu_name, _need) \
+    __typeof__(_cu_name) *_cu_name;
 
-/* UCT_CUDA_IPC_NS_DRIVER_NEED_<member>: 1 for a REQUIRED entry, 0 otherwise */
-#define UCT_CUDA_IPC_NS_DRIVER_NEED(_member, _cu_name, _need) \
-    UCT_CUDA_IPC_NS_DRIVER_NEED_##_member = UCT_CUDA_IPC_NS_DRIVER_##_need,
+/*
+ * UCT_CUDA_IPC_NS_DRIVER_NEED_<versioned name>: 1 for a REQUIRED entry, 0
+ * otherwise. The extra level expands the cuda.h name first, so the table
+ * and every call site agree on cuMemAlloc_v2.
+ */
+#define UCT_CUDA_IPC_NS_DRIVER_NEED_NAME(_cu_name) \
+    UCT_CUDA_IPC_NS_DRIVER_NEED_PASTE(_cu_name)
+#define UCT_CUDA_IPC_NS_DRIVER_NEED_PASTE(_symbol) \
+    UCT_CUDA_IPC_NS_DRIVER_NEED_##_symbol
+#define UCT_CUDA_IPC_NS_DRIVER_NEED(_cu_name, _need) \
+    UCT_CUDA_IPC_NS_DRIVER_NEED_NAME(_cu_name) = UCT_CUDA_IPC_NS_DRIVER_##_need,
 
 enum {
     UCT_CUDA_IPC_NS_DRIVER_FOREACH(UCT_CUDA_IPC_NS_DRIVER_NEED)
@@ -140,26 +149,30 @@ ucs_status_t uct_cuda_ipc_ns_cu_status(CUresult result);
 
 
 /**
- * Call driver entry point @a _func (a REQUIRED one) with the rest of the
- * arguments; on failure, log at @a _level the call and its CUresult name.
- * Evaluates to a ucs_status_t.
+ * Call driver entry point @a _func (its cuda.h name, a REQUIRED entry) with
+ * the rest of the arguments; on failure, log at @a _level the call and its
+ * CUresult name. Evaluates to a ucs_status_t.
  */
 #define UCT_CUDA_IPC_NS_CU_CALL(_level, _func, ...) \
+    UCT_CUDA_IPC_NS_CU_CALL_NAMED(_level, #_func, _func, __VA_ARGS__)
+
+#define UCT_CUDA_IPC_NS_CU(_func, ...) \
+    UCT_CUDA_IPC_NS_CU_CALL_NAMED(UCS_LOG_LEVEL_ERROR, #_func, _func, \
+                                  __VA_ARGS__)
+
+#define UCT_CUDA_IPC_NS_CU_CALL_NAMED(_level, _name, _func, ...) \
     ({ \
-        _Static_assert(UCT_CUDA_IPC_NS_DRIVER_NEED_##_func, \
-                       "cu" #_func " is an OPTIONAL driver entry: mark it " \
+        _Static_assert(UCT_CUDA_IPC_NS_DRIVER_NEED_NAME(_func), \
+                       _name " is an OPTIONAL driver entry: mark it " \
                        "REQUIRED in UCT_CUDA_IPC_NS_DRIVER_FOREACH"); \
         CUresult _cu_res = uct_cuda_ipc_ns_drv._func(__VA_ARGS__); \
         ucs_status_t _cu_status = UCS_OK; \
         if (ucs_unlikely(_cu_res != CUDA_SUCCESS)) { \
             _cu_status = uct_cuda_ipc_ns_cu_status(_cu_res); \
-            ucs_log(_level, "cu%s() failed: %s", #_func, \
+            ucs_log(_level, "%s() failed: %s", _name, \
                     uct_cuda_ipc_ns_cu_error_name(_cu_res)); \
         } \
         _cu_status; \
     })
-
-#define UCT_CUDA_IPC_NS_CU(_func, ...) \
-    UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_ERROR, _func, __VA_ARGS__)
 
 #endif

@@ -230,7 +230,7 @@ static ucs_status_t uct_cuda_ipc_ns_ep_local_ctx(const void *buffer,
     void *values[]        = {&mem_type, &ctx, &device};
     ucs_status_t status;
 
-    status = UCT_CUDA_IPC_NS_CU(PointerGetAttributes,
+    status = UCT_CUDA_IPC_NS_CU(cuPointerGetAttributes,
                                 ucs_static_array_size(names), names, values,
                                 (CUdeviceptr)buffer);
     if (status != UCS_OK) {
@@ -356,15 +356,15 @@ uct_cuda_ipc_ns_ep_enqueue(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_op_t *op,
 
         local  = (CUdeviceptr)iov[i].buffer;
         status = is_put ?
-                 UCT_CUDA_IPC_NS_CU(MemcpyDtoDAsync, (CUdeviceptr)remote,
+                 UCT_CUDA_IPC_NS_CU(cuMemcpyDtoDAsync, (CUdeviceptr)remote,
                                     local, length, stream->stream) :
-                 UCT_CUDA_IPC_NS_CU(MemcpyDtoDAsync, local,
+                 UCT_CUDA_IPC_NS_CU(cuMemcpyDtoDAsync, local,
                                     (CUdeviceptr)remote, length,
                                     stream->stream);
         if (status != UCS_OK) {
             if (i > 0) {
                 /* earlier copies use the mapping: let them end first */
-                (void)UCT_CUDA_IPC_NS_CU(StreamSynchronize, stream->stream);
+                (void)UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, stream->stream);
             }
             return status;
         }
@@ -551,14 +551,14 @@ uct_cuda_ipc_ns_ep_copy_sync(uct_ep_h tl_ep, void *local, size_t length,
                                            key->info.dev_uuid, &stream);
         if (status == UCS_OK) {
             status = is_put ?
-                     UCT_CUDA_IPC_NS_CU(MemcpyAsync, (CUdeviceptr)target.remote,
+                     UCT_CUDA_IPC_NS_CU(cuMemcpyAsync, (CUdeviceptr)target.remote,
                                         (CUdeviceptr)local, length,
                                         stream->stream) :
-                     UCT_CUDA_IPC_NS_CU(MemcpyAsync, (CUdeviceptr)local,
+                     UCT_CUDA_IPC_NS_CU(cuMemcpyAsync, (CUdeviceptr)local,
                                         (CUdeviceptr)target.remote, length,
                                         stream->stream);
             /* even after a failed enqueue: earlier copies use the mapping */
-            if (UCT_CUDA_IPC_NS_CU(StreamSynchronize, stream->stream) !=
+            if (UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, stream->stream) !=
                 UCS_OK) {
                 status = UCS_ERR_IO_ERROR;
             }

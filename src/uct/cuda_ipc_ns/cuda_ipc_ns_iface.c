@@ -201,7 +201,7 @@ static int uct_cuda_ipc_ns_device_attr(CUdevice device,
 {
     int value = 0;
 
-    (void)UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, DeviceGetAttribute,
+    (void)UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGetAttribute,
                                   &value, attr, device);
     return value;
 }
@@ -225,7 +225,7 @@ static void uct_cuda_ipc_ns_iface_auto_perf(double *bandwidth_p,
     const char *how;
     double gbs;
 
-    if ((UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, DeviceGet, &dev0, 0) !=
+    if ((UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGet, &dev0, 0) !=
          UCS_OK)) {
         *bandwidth_p = 50e9;
         *latency_p   = 1.8e-6;
@@ -240,14 +240,14 @@ static void uct_cuda_ipc_ns_iface_auto_perf(double *bandwidth_p,
                                            CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
     bus_bits = uct_cuda_ipc_ns_device_attr(dev0,
                                            CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
-    (void)UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, DeviceGetCount, &count);
+    (void)UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGetCount, &count);
 
     if ((count > 1) &&
-        (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, DeviceGet, &dev1, 1) ==
+        (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGet, &dev1, 1) ==
          UCS_OK)) {
         /* an optional entry: without it, assume PCIe */
-        if ((uct_cuda_ipc_ns_drv.DeviceGetP2PAttribute == NULL) ||
-            (uct_cuda_ipc_ns_drv.DeviceGetP2PAttribute(&atomics,
+        if ((uct_cuda_ipc_ns_drv.cuDeviceGetP2PAttribute == NULL) ||
+            (uct_cuda_ipc_ns_drv.cuDeviceGetP2PAttribute(&atomics,
                     CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, dev0,
                     dev1) != CUDA_SUCCESS)) {
             atomics = 0;

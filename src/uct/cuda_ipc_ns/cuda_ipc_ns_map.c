@@ -38,7 +38,7 @@ uct_cuda_ipc_ns_map_legacy(const uct_cuda_ipc_ns_rkey_info_t *key, int device,
     }
 
     memcpy(&handle, key->handle.legacy, sizeof(handle));
-    status = UCT_CUDA_IPC_NS_CU(IpcOpenMemHandle, &dptr, handle,
+    status = UCT_CUDA_IPC_NS_CU(cuIpcOpenMemHandle, &dptr, handle,
                                 CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
     uct_cuda_ipc_ns_ctx_pop(pushed);
     if (status != UCS_OK) {
@@ -72,7 +72,7 @@ uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_fdx_config_t *fdx,
         return status;
     }
 
-    status = UCT_CUDA_IPC_NS_CU(MemImportFromShareableHandle, &handle,
+    status = UCT_CUDA_IPC_NS_CU(cuMemImportFromShareableHandle, &handle,
                                 (void*)(uintptr_t)fd,
                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     /* the driver holds the memory through the handle now */
@@ -81,7 +81,7 @@ uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_fdx_config_t *fdx,
         return status;
     }
 
-    status = UCT_CUDA_IPC_NS_CU(MemAddressReserve, &dptr, key->length, 0, 0,
+    status = UCT_CUDA_IPC_NS_CU(cuMemAddressReserve, &dptr, key->length, 0, 0,
                                 0);
     if (status != UCS_OK) {
         goto out_release;
@@ -89,7 +89,7 @@ uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_fdx_config_t *fdx,
 
     /* a mapping longer than the memory behind the fd fails here, so an fd
      * that is not the allocation of the key is refused */
-    status = UCT_CUDA_IPC_NS_CU(MemMap, dptr, key->length, 0, handle, 0);
+    status = UCT_CUDA_IPC_NS_CU(cuMemMap, dptr, key->length, 0, handle, 0);
     if (status != UCS_OK) {
         goto err_free_va;
     }
@@ -97,7 +97,7 @@ uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_fdx_config_t *fdx,
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location.id   = device;
     access.flags         = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    status = UCT_CUDA_IPC_NS_CU(MemSetAccess, dptr, key->length, &access, 1);
+    status = UCT_CUDA_IPC_NS_CU(cuMemSetAccess, dptr, key->length, &access, 1);
     if (status != UCS_OK) {
         goto err_unmap;
     }
@@ -106,12 +106,12 @@ uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_fdx_config_t *fdx,
     goto out_release;
 
 err_unmap:
-    (void)UCT_CUDA_IPC_NS_CU(MemUnmap, dptr, key->length);
+    (void)UCT_CUDA_IPC_NS_CU(cuMemUnmap, dptr, key->length);
 err_free_va:
-    (void)UCT_CUDA_IPC_NS_CU(MemAddressFree, dptr, key->length);
+    (void)UCT_CUDA_IPC_NS_CU(cuMemAddressFree, dptr, key->length);
 out_release:
     /* the mapping keeps the memory alive */
-    (void)UCT_CUDA_IPC_NS_CU(MemRelease, handle);
+    (void)UCT_CUDA_IPC_NS_CU(cuMemRelease, handle);
     return status;
 }
 
@@ -152,12 +152,12 @@ static void uct_cuda_ipc_ns_unmap_driver(uct_cuda_ipc_ns_mapping_t *mapping)
     if (mapping->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) {
         if ((uct_cuda_ipc_ns_primary_ctx(mapping->device, &ctx) == UCS_OK) &&
             (uct_cuda_ipc_ns_ctx_push(ctx, &pushed) == UCS_OK)) {
-            (void)UCT_CUDA_IPC_NS_CU(IpcCloseMemHandle, dptr);
+            (void)UCT_CUDA_IPC_NS_CU(cuIpcCloseMemHandle, dptr);
             uct_cuda_ipc_ns_ctx_pop(pushed);
         }
     } else {
-        (void)UCT_CUDA_IPC_NS_CU(MemUnmap, dptr, mapping->length);
-        (void)UCT_CUDA_IPC_NS_CU(MemAddressFree, dptr, mapping->length);
+        (void)UCT_CUDA_IPC_NS_CU(cuMemUnmap, dptr, mapping->length);
+        (void)UCT_CUDA_IPC_NS_CU(cuMemAddressFree, dptr, mapping->length);
     }
 }
 

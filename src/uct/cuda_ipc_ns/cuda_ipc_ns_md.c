@@ -103,16 +103,16 @@ static int uct_cuda_ipc_ns_md_posix_fd_supported(void)
     int count = 0, vmm, posix_fd, i;
     CUdevice device;
 
-    if (UCT_CUDA_IPC_NS_CU(DeviceGetCount, &count) != UCS_OK) {
+    if (UCT_CUDA_IPC_NS_CU(cuDeviceGetCount, &count) != UCS_OK) {
         return 0;
     }
 
     for (i = 0; i < count; ++i) {
-        if ((UCT_CUDA_IPC_NS_CU(DeviceGet, &device, i) == UCS_OK) &&
-            (UCT_CUDA_IPC_NS_CU(DeviceGetAttribute, &vmm,
+        if ((UCT_CUDA_IPC_NS_CU(cuDeviceGet, &device, i) == UCS_OK) &&
+            (UCT_CUDA_IPC_NS_CU(cuDeviceGetAttribute, &vmm,
                  CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
                  device) == UCS_OK) &&
-            (UCT_CUDA_IPC_NS_CU(DeviceGetAttribute, &posix_fd,
+            (UCT_CUDA_IPC_NS_CU(cuDeviceGetAttribute, &posix_fd,
                  CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
                  device) == UCS_OK) &&
             vmm && posix_fd) {
@@ -135,7 +135,7 @@ static ucs_status_t uct_cuda_ipc_ns_md_driver_ready(const char *driver_path)
         return status;
     }
 
-    status = UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, DeviceGetCount,
+    status = UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGetCount,
                                      &count);
     if ((status != UCS_OK) || (count == 0)) {
         ucs_debug("cuda_ipc_ns: driver '%s' reports no CUDA device",
@@ -295,7 +295,7 @@ uct_cuda_ipc_ns_ptr_attr_get(const void *address, uct_cuda_ipc_ns_ptr_attr_t *at
 
     memset(attr, 0, sizeof(*attr));
     /* unknown host memory is not an error: it answers memory type 0 */
-    status = UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, PointerGetAttributes,
+    status = UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes,
                                      ucs_static_array_size(names), names,
                                      values, (CUdeviceptr)address);
     if (status != UCS_OK) {
@@ -316,7 +316,7 @@ uct_cuda_ipc_ns_memh_export_legacy(uct_cuda_ipc_ns_memh_t *memh,
     ucs_status_t status;
 
     UCS_STATIC_ASSERT(sizeof(handle) == UCT_CUDA_IPC_NS_HANDLE_SIZE);
-    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, IpcGetMemHandle, &handle,
+    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, cuIpcGetMemHandle, &handle,
                                      attr->base);
     if (status != UCS_OK) {
         return status;
@@ -366,18 +366,18 @@ uct_cuda_ipc_ns_memh_export_posix_fd(uct_cuda_ipc_ns_md_t *md,
     ucs_status_t status;
     int fd = -1;
 
-    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, MemRetainAllocationHandle,
+    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, cuMemRetainAllocationHandle,
                                      &handle, (void*)attr->base);
     if (status != UCS_OK) {
         return status;
     }
 
-    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, MemExportToShareableHandle,
+    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, cuMemExportToShareableHandle,
                                      &fd, handle,
                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
                                      0);
     /* the exported fd keeps the allocation alive; drop our retain */
-    (void)UCT_CUDA_IPC_NS_CU(MemRelease, handle);
+    (void)UCT_CUDA_IPC_NS_CU(cuMemRelease, handle);
     if (status != UCS_OK) {
         return status;
     }
@@ -407,12 +407,12 @@ static ucs_status_t uct_cuda_ipc_ns_memh_set_uuid(uct_cuda_ipc_ns_memh_t *memh,
     CUuuid uuid;
     ucs_status_t status;
 
-    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, DeviceGet, &cu_device, device);
+    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, cuDeviceGet, &cu_device, device);
     if (status != UCS_OK) {
         return status;
     }
 
-    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, DeviceGetUuid, &uuid,
+    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, cuDeviceGetUuid, &uuid,
                                      cu_device);
     if (status != UCS_OK) {
         return status;

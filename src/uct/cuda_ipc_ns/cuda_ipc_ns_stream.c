@@ -36,7 +36,7 @@ static void uct_cuda_ipc_ns_op_cleanup(ucs_mpool_t *mp, void *obj)
     uct_cuda_ipc_ns_op_t *op = obj;
 
     if (op->event != NULL) {
-        (void)UCT_CUDA_IPC_NS_CU(EventDestroy, op->event);
+        (void)UCT_CUDA_IPC_NS_CU(cuEventDestroy, op->event);
     }
 }
 
@@ -99,8 +99,8 @@ void uct_cuda_ipc_ns_cq_cleanup(uct_cuda_ipc_ns_cq_t *cq)
     for (i = 0; i < cq->num_streams; ++i) {
         stream = cq->streams[i];
         if (uct_cuda_ipc_ns_ctx_push(stream->ctx, &pushed) == UCS_OK) {
-            (void)UCT_CUDA_IPC_NS_CU(StreamSynchronize, stream->stream);
-            (void)UCT_CUDA_IPC_NS_CU(StreamDestroy, stream->stream);
+            (void)UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, stream->stream);
+            (void)UCT_CUDA_IPC_NS_CU(cuStreamDestroy, stream->stream);
             uct_cuda_ipc_ns_ctx_pop(pushed);
         }
         ucs_queue_for_each_extract(op, &stream->queue, queue, 1) {
@@ -138,7 +138,7 @@ uct_cuda_ipc_ns_cq_stream_create(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
         return UCS_ERR_NO_MEMORY;
     }
 
-    status = UCT_CUDA_IPC_NS_CU(StreamCreate, &stream->stream,
+    status = UCT_CUDA_IPC_NS_CU(cuStreamCreate, &stream->stream,
                                 CU_STREAM_NON_BLOCKING);
     if (status != UCS_OK) {
         ucs_free(stream);
@@ -205,10 +205,10 @@ ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
     /* events belong to a context: reuse the op's when it matches */
     if (ucs_unlikely(op->event_ctx != stream->ctx)) {
         if (op->event != NULL) {
-            (void)UCT_CUDA_IPC_NS_CU(EventDestroy, op->event);
+            (void)UCT_CUDA_IPC_NS_CU(cuEventDestroy, op->event);
             op->event = NULL;
         }
-        status = UCT_CUDA_IPC_NS_CU(EventCreate, &op->event,
+        status = UCT_CUDA_IPC_NS_CU(cuEventCreate, &op->event,
                                     CU_EVENT_DISABLE_TIMING);
         if (status != UCS_OK) {
             op->event_ctx = NULL;
@@ -217,7 +217,7 @@ ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
         op->event_ctx = stream->ctx;
     }
 
-    status = UCT_CUDA_IPC_NS_CU(EventRecord, op->event, stream->stream);
+    status = UCT_CUDA_IPC_NS_CU(cuEventRecord, op->event, stream->stream);
     if (status != UCS_OK) {
         goto err_sync;
     }
@@ -231,7 +231,7 @@ ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
 
 err_sync:
     /* nothing will tell when the copies end: wait for them */
-    (void)UCT_CUDA_IPC_NS_CU(StreamSynchronize, stream->stream);
+    (void)UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, stream->stream);
     return status;
 }
 
@@ -239,14 +239,14 @@ err_sync:
 ucs_status_t uct_cuda_ipc_ns_cq_wait_op(uct_cuda_ipc_ns_stream_t *stream,
                                         const uct_cuda_ipc_ns_op_t *op)
 {
-    return UCT_CUDA_IPC_NS_CU(StreamWaitEvent, stream->stream, op->event, 0);
+    return UCT_CUDA_IPC_NS_CU(cuStreamWaitEvent, stream->stream, op->event, 0);
 }
 
 
 /* Whether the op's copy finished: UCS_INPROGRESS, UCS_OK or its error */
 static ucs_status_t uct_cuda_ipc_ns_op_query(const uct_cuda_ipc_ns_op_t *op)
 {
-    CUresult res = uct_cuda_ipc_ns_drv.EventQuery(op->event);
+    CUresult res = uct_cuda_ipc_ns_drv.cuEventQuery(op->event);
 
     if (ucs_likely(res == CUDA_SUCCESS)) {
         return UCS_OK;
@@ -349,7 +349,7 @@ ucs_status_t uct_cuda_ipc_ns_cq_arm(uct_cuda_ipc_ns_cq_t *cq)
             status = UCS_ERR_BUSY;
         } else {
             /* runs when the stream has done all the work queued so far */
-            status = UCT_CUDA_IPC_NS_CU(LaunchHostFunc, stream->stream,
+            status = UCT_CUDA_IPC_NS_CU(cuLaunchHostFunc, stream->stream,
                                         uct_cuda_ipc_ns_cq_signal, cq);
         }
         uct_cuda_ipc_ns_ctx_pop(pushed);

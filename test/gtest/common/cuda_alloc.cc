@@ -12,7 +12,7 @@
     do { \
         CUresult _res = TEST_CU_ENTRY(_func)(__VA_ARGS__); \
         if (_res != CUDA_SUCCESS) { \
-            throw std::runtime_error(std::string("cu" #_func " failed: ") + \
+            throw std::runtime_error(std::string(#_func " failed: ") + \
                                      uct_cuda_ipc_ns_cu_error_name(_res)); \
         } \
     } while (0)
@@ -28,27 +28,27 @@ bool cuda_init()
     int count = 0;
 
     if ((path == nullptr) || (uct_cuda_ipc_ns_driver_load(path) != UCS_OK) ||
-        (uct_cuda_ipc_ns_drv.DeviceGetCount(&count) != CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuDeviceGetCount(&count) != CUDA_SUCCESS) ||
         (count == 0)) {
         return false;
     }
 
-    TEST_CU(DeviceGet, &device, 0);
-    TEST_CU(DevicePrimaryCtxRetain, &ctx, device);
-    TEST_CU(CtxSetCurrent, ctx);
+    TEST_CU(cuDeviceGet, &device, 0);
+    TEST_CU(cuDevicePrimaryCtxRetain, &ctx, device);
+    TEST_CU(cuCtxSetCurrent, ctx);
     return true;
 }
 
 
 cuda_legacy_buffer::cuda_legacy_buffer(size_t size) : m_ptr(0), m_size(size)
 {
-    TEST_CU(MemAlloc, &m_ptr, size);
+    TEST_CU(cuMemAlloc, &m_ptr, size);
 }
 
 
 cuda_legacy_buffer::~cuda_legacy_buffer()
 {
-    uct_cuda_ipc_ns_drv.MemFree(m_ptr);
+    uct_cuda_ipc_ns_drv.cuMemFree(m_ptr);
 }
 
 
@@ -65,42 +65,42 @@ cuda_vmm_buffer::cuda_vmm_buffer(size_t size, bool posix_fd, CUdeviceptr hint) :
     prop.requestedHandleTypes = posix_fd ?
                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR :
                                 CU_MEM_HANDLE_TYPE_NONE;
-    TEST_CU(MemGetAllocationGranularity, &granularity, &prop,
+    TEST_CU(cuMemGetAllocationGranularity, &granularity, &prop,
             CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     m_size = ((size + granularity - 1) / granularity) * granularity;
 
-    TEST_CU(MemCreate, &m_handle, m_size, &prop, 0);
-    TEST_CU(MemAddressReserve, &m_ptr, m_size, 0, hint, 0);
-    TEST_CU(MemMap, m_ptr, m_size, 0, m_handle, 0);
+    TEST_CU(cuMemCreate, &m_handle, m_size, &prop, 0);
+    TEST_CU(cuMemAddressReserve, &m_ptr, m_size, 0, hint, 0);
+    TEST_CU(cuMemMap, m_ptr, m_size, 0, m_handle, 0);
     access.location = prop.location;
     access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    TEST_CU(MemSetAccess, m_ptr, m_size, &access, 1);
+    TEST_CU(cuMemSetAccess, m_ptr, m_size, &access, 1);
 }
 
 
 cuda_vmm_buffer::~cuda_vmm_buffer()
 {
-    uct_cuda_ipc_ns_drv.MemUnmap(m_ptr, m_size);
-    uct_cuda_ipc_ns_drv.MemAddressFree(m_ptr, m_size);
-    uct_cuda_ipc_ns_drv.MemRelease(m_handle);
+    uct_cuda_ipc_ns_drv.cuMemUnmap(m_ptr, m_size);
+    uct_cuda_ipc_ns_drv.cuMemAddressFree(m_ptr, m_size);
+    uct_cuda_ipc_ns_drv.cuMemRelease(m_handle);
 }
 
 
 void cuda_fill(void *dst, unsigned char value, size_t size)
 {
-    TEST_CU(MemsetD8, (CUdeviceptr)dst, value, size);
+    TEST_CU(cuMemsetD8, (CUdeviceptr)dst, value, size);
 }
 
 
 void cuda_write(void *dev_dst, const void *host_src, size_t size)
 {
-    TEST_CU(MemcpyHtoD, (CUdeviceptr)dev_dst, host_src, size);
+    TEST_CU(cuMemcpyHtoD, (CUdeviceptr)dev_dst, host_src, size);
 }
 
 
 void cuda_read(void *host_dst, const void *dev_src, size_t size)
 {
-    TEST_CU(MemcpyDtoH, host_dst, (CUdeviceptr)dev_src, size);
+    TEST_CU(cuMemcpyDtoH, host_dst, (CUdeviceptr)dev_src, size);
 }
 
 

@@ -28,7 +28,7 @@ template <typename F> F *cu_entry(F *func, const char *name)
 }
 
 #define TEST_CU_ENTRY(_func) \
-    test::cu_entry(uct_cuda_ipc_ns_drv._func, "cu" #_func)
+    test::cu_entry(uct_cuda_ipc_ns_drv._func, #_func)
 
 /* Load the driver named by UCX_CUDA_IPC_NS_DRIVER, make device 0's primary
  * context current on this thread; false when there is no driver/device */

@@ -36,7 +36,7 @@ void allocation_range(const void *ptr, CUdeviceptr *base, size_t *size)
 {
     *base = 0;
     *size = 0;
-    uct_cuda_ipc_ns_drv.MemGetAddressRange(base, size, (CUdeviceptr)ptr);
+    uct_cuda_ipc_ns_drv.cuMemGetAddressRange(base, size, (CUdeviceptr)ptr);
 }
 
 

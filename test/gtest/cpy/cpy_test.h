@@ -35,7 +35,7 @@ template <typename T>
 T pointer_attribute(const void *ptr, CUpointer_attribute attribute)
 {
     T value = T();
-    EXPECT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.PointerGetAttribute(
+    EXPECT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuPointerGetAttribute(
                             &value, attribute, (CUdeviceptr)ptr));
     return value;
 }

@@ -219,12 +219,12 @@ TEST_F(cpy_iface_test, copy_without_current_context) {
     CUcontext before = (CUcontext)1, after = (CUcontext)1;
 
     std::thread thread([&]() {
-        uct_cuda_ipc_ns_drv.CtxGetCurrent(&before);
+        uct_cuda_ipc_ns_drv.cuCtxGetCurrent(&before);
         put_status = uct_ep_put_short(m_ep, data.data(), data.size(),
                                       (uint64_t)vmm.ptr(), UCT_INVALID_RKEY);
         get_status = uct_ep_get_short(m_ep, back.data(), back.size(),
                                       (uint64_t)vmm.ptr(), UCT_INVALID_RKEY);
-        uct_cuda_ipc_ns_drv.CtxGetCurrent(&after);
+        uct_cuda_ipc_ns_drv.cuCtxGetCurrent(&after);
     });
     thread.join();
 

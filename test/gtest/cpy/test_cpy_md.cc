@@ -18,7 +18,7 @@ bool driver_knows(const void *ptr)
 {
     CUdeviceptr base;
     size_t size;
-    return uct_cuda_ipc_ns_drv.MemGetAddressRange(&base, &size,
+    return uct_cuda_ipc_ns_drv.cuMemGetAddressRange(&base, &size,
                                                   (CUdeviceptr)ptr) ==
            CUDA_SUCCESS;
 }
@@ -132,8 +132,8 @@ TEST_F(cpy_md_test, alloc_legacy) {
 /* Allocation and free work on a thread without a current context */
 TEST_F(cpy_md_test, alloc_without_context) {
     CUcontext ctx;
-    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.CtxGetCurrent(&ctx));
-    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.CtxSetCurrent(nullptr));
+    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxGetCurrent(&ctx));
+    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxSetCurrent(nullptr));
 
     for (const char *mode : {"vmm", "legacy"}) {
         uct_allocated_memory_t mem;
@@ -142,11 +142,11 @@ TEST_F(cpy_md_test, alloc_without_context) {
         EXPECT_EQ(UCS_OK, uct_mem_free(&mem)) << mode;
 
         CUcontext current;
-        EXPECT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.CtxGetCurrent(&current));
+        EXPECT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxGetCurrent(&current));
         EXPECT_EQ(nullptr, current) << mode << ": pushed context not popped";
     }
 
-    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.CtxSetCurrent(ctx));
+    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxSetCurrent(ctx));
 }
 
 

@@ -74,10 +74,10 @@ TEST_F(cpy_perftest_test, init_sets_the_group_device) {
     CUcontext ctx = nullptr;
     CUdevice device;
     int count;
-    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.DeviceGetCount(&count));
-    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.CtxGetCurrent(&ctx));
+    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuDeviceGetCount(&count));
+    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxGetCurrent(&ctx));
     ASSERT_NE(nullptr, ctx);
-    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.CtxGetDevice(&device));
+    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxGetDevice(&device));
     EXPECT_EQ(1 % count, (int)device);
     test::cuda_init(); /* back to device 0 for the other tests */
 }

@@ -16,10 +16,10 @@
 #include <string>
 
 #define CU_EXPECT(_expected, _func, ...) \
-    EXPECT_EQ(_expected, TEST_CU_ENTRY(_func)(__VA_ARGS__)) << "cu" #_func
+    EXPECT_EQ(_expected, TEST_CU_ENTRY(_func)(__VA_ARGS__)) << #_func
 
 #define CU_ASSERT(_expected, _func, ...) \
-    ASSERT_EQ(_expected, TEST_CU_ENTRY(_func)(__VA_ARGS__)) << "cu" #_func
+    ASSERT_EQ(_expected, TEST_CU_ENTRY(_func)(__VA_ARGS__)) << #_func
 
 #define CU_OK(_func, ...)  CU_ASSERT(CUDA_SUCCESS, _func, __VA_ARGS__)
 
@@ -84,7 +84,7 @@ protected:
         prop.type          = CU_MEM_ALLOCATION_TYPE_PINNED;
         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         prop.location.id   = 0;
-        uct_cuda_ipc_ns_drv.MemGetAllocationGranularity(
+        uct_cuda_ipc_ns_drv.cuMemGetAllocationGranularity(
                 &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
         return gran;
     }

@@ -22,13 +22,13 @@ TEST_F(test_cudasim_core, error_names)
 {
     const char *str = nullptr;
 
-    CU_OK(GetErrorName, CUDA_SUCCESS, &str);
+    CU_OK(cuGetErrorName, CUDA_SUCCESS, &str);
     EXPECT_STREQ("CUDA_SUCCESS", str);
-    CU_OK(GetErrorName, CUDA_ERROR_INVALID_CONTEXT, &str);
+    CU_OK(cuGetErrorName, CUDA_ERROR_INVALID_CONTEXT, &str);
     EXPECT_STREQ("CUDA_ERROR_INVALID_CONTEXT", str);
-    CU_OK(GetErrorName, CUDA_ERROR_ALREADY_MAPPED, &str);
+    CU_OK(cuGetErrorName, CUDA_ERROR_ALREADY_MAPPED, &str);
     EXPECT_STREQ("CUDA_ERROR_ALREADY_MAPPED", str);
-    CU_OK(GetErrorString, CUDA_ERROR_OUT_OF_MEMORY, &str);
+    CU_OK(cuGetErrorString, CUDA_ERROR_OUT_OF_MEMORY, &str);
     EXPECT_STREQ("out of memory", str);
 
     /* every CUresult the emulator returns has a name and a string */
@@ -41,15 +41,15 @@ TEST_F(test_cudasim_core, error_names)
                          CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_NOT_PERMITTED,
                          CUDA_ERROR_UNKNOWN}) {
         str = nullptr;
-        CU_OK(GetErrorName, res, &str);
+        CU_OK(cuGetErrorName, res, &str);
         EXPECT_NE(nullptr, str);
         str = nullptr;
-        CU_OK(GetErrorString, res, &str);
+        CU_OK(cuGetErrorString, res, &str);
         EXPECT_NE(nullptr, str);
     }
 
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, GetErrorName, (CUresult)123456, &str);
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, GetErrorString, (CUresult)123456,
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGetErrorName, (CUresult)123456, &str);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuGetErrorString, (CUresult)123456,
               &str);
 }
 
@@ -58,11 +58,11 @@ TEST_F(test_cudasim_core, init_and_version)
 {
     int version = 0;
 
-    CU_OK(Init, 0); /* again: fine */
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, Init, 1);
-    CU_OK(DriverGetVersion, &version);
+    CU_OK(cuInit, 0); /* again: fine */
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuInit, 1);
+    CU_OK(cuDriverGetVersion, &version);
     EXPECT_GE(version, 12000);
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, DriverGetVersion, nullptr);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuDriverGetVersion, nullptr);
 }
 
 
@@ -113,39 +113,39 @@ TEST_F(test_cudasim_core, devices)
     CUuuid uuid1, uuid2;
     CUdevice dev;
 
-    CU_OK(DeviceGetCount, &count);
+    CU_OK(cuDeviceGetCount, &count);
     ASSERT_GE(count, 1);
-    CU_OK(DeviceGet, &dev, 0);
+    CU_OK(cuDeviceGet, &dev, 0);
     EXPECT_EQ(0, dev);
-    CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, DeviceGet, &dev, count);
-    CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, DeviceGet, &dev, -1);
+    CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, cuDeviceGet, &dev, count);
+    CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, cuDeviceGet, &dev, -1);
 
-    CU_OK(DeviceGetName, name, sizeof(name), 0);
+    CU_OK(cuDeviceGetName, name, sizeof(name), 0);
     EXPECT_GT(strlen(name), 0u);
-    CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, DeviceGetName, name, sizeof(name),
+    CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, cuDeviceGetName, name, sizeof(name),
               count);
 
-    CU_OK(DeviceGetUuid, &uuid1, 0);
-    CU_OK(DeviceGetUuid, &uuid2, 0);
+    CU_OK(cuDeviceGetUuid, &uuid1, 0);
+    CU_OK(cuDeviceGetUuid, &uuid2, 0);
     EXPECT_EQ(0, memcmp(&uuid1, &uuid2, sizeof(uuid1)));
-    CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, DeviceGetUuid, &uuid1, count);
+    CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, cuDeviceGetUuid, &uuid1, count);
 
-    CU_OK(DeviceGetAttribute, &value, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING,
+    CU_OK(cuDeviceGetAttribute, &value, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING,
           0);
     EXPECT_EQ(1, value);
-    CU_OK(DeviceGetAttribute, &value,
+    CU_OK(cuDeviceGetAttribute, &value,
           CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0);
     EXPECT_GE(value, 1);
-    CU_OK(DeviceGetAttribute, &value, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+    CU_OK(cuDeviceGetAttribute, &value, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
           0);
     EXPECT_GE(value, 1);
-    CU_OK(DeviceGetAttribute, &value, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 0);
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, DeviceGetAttribute, &value,
+    CU_OK(cuDeviceGetAttribute, &value, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 0);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuDeviceGetAttribute, &value,
               CU_DEVICE_ATTRIBUTE_MAX, 0);
-    CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, DeviceGetAttribute, &value,
+    CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, cuDeviceGetAttribute, &value,
               CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, count);
 
-    CU_OK(DeviceGetPCIBusId, bus_id, sizeof(bus_id), 0);
+    CU_OK(cuDeviceGetPCIBusId, bus_id, sizeof(bus_id), 0);
     EXPECT_EQ(12u, strlen(bus_id)) << bus_id; /* dddd:bb:dd.f */
 }
 
@@ -156,24 +156,24 @@ TEST_F(test_cudasim_core, emulated_device_attributes)
     char name[256];
     int value, can = -1;
 
-    CU_OK(DeviceGetName, name, sizeof(name), 0);
+    CU_OK(cuDeviceGetName, name, sizeof(name), 0);
     EXPECT_STREQ("CUDA Sim Device", name);
-    CU_OK(DeviceCanAccessPeer, &can, 0, 0);
+    CU_OK(cuDeviceCanAccessPeer, &can, 0, 0);
     EXPECT_EQ(0, can);
-    CU_OK(DeviceGetAttribute, &value,
+    CU_OK(cuDeviceGetAttribute, &value,
           CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0);
     EXPECT_EQ(1, value);
-    CU_OK(DeviceGetAttribute, &value,
+    CU_OK(cuDeviceGetAttribute, &value,
           CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 0);
     EXPECT_EQ(1, value);
-    CU_OK(DeviceGetAttribute, &value,
+    CU_OK(cuDeviceGetAttribute, &value,
           CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, 0);
     EXPECT_EQ(0, value);
-    CU_OK(DeviceGetAttribute, &value, CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED,
+    CU_OK(cuDeviceGetAttribute, &value, CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED,
           0);
     EXPECT_EQ(1, value);
     /* a valid attribute the emulator has no value for */
-    CU_OK(DeviceGetAttribute, &value,
+    CU_OK(cuDeviceGetAttribute, &value,
           CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH, 0);
 }
 
@@ -183,24 +183,24 @@ TEST_F(test_cudasim_core, contexts)
     CUcontext ctx1, ctx2, cur, popped;
     CUdevice dev;
 
-    CU_OK(DevicePrimaryCtxRetain, &ctx1, 0);
-    CU_OK(DevicePrimaryCtxRetain, &ctx2, 0);
+    CU_OK(cuDevicePrimaryCtxRetain, &ctx1, 0);
+    CU_OK(cuDevicePrimaryCtxRetain, &ctx2, 0);
     EXPECT_EQ(ctx1, ctx2); /* one primary context per device */
 
-    CU_OK(CtxGetCurrent, &cur);
+    CU_OK(cuCtxGetCurrent, &cur);
     EXPECT_EQ(ctx1, cur);
-    CU_OK(CtxGetDevice, &dev);
+    CU_OK(cuCtxGetDevice, &dev);
     EXPECT_EQ(0, dev);
 
-    CU_OK(CtxPushCurrent, ctx1);
-    CU_OK(CtxPopCurrent, &popped);
+    CU_OK(cuCtxPushCurrent, ctx1);
+    CU_OK(cuCtxPopCurrent, &popped);
     EXPECT_EQ(ctx1, popped);
-    CU_OK(CtxGetCurrent, &cur);
+    CU_OK(cuCtxGetCurrent, &cur);
     EXPECT_EQ(ctx1, cur);
 
-    CU_OK(DevicePrimaryCtxRelease, 0);
-    CU_OK(DevicePrimaryCtxRelease, 0);
-    CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, DevicePrimaryCtxRetain, &ctx2, -1);
+    CU_OK(cuDevicePrimaryCtxRelease, 0);
+    CU_OK(cuDevicePrimaryCtxRelease, 0);
+    CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, cuDevicePrimaryCtxRetain, &ctx2, -1);
 }
 
 
@@ -208,7 +208,7 @@ TEST_F(test_cudasim_core, no_context_on_new_thread)
 {
     CUcontext ctx;
 
-    CU_OK(CtxGetCurrent, &ctx);
+    CU_OK(cuCtxGetCurrent, &ctx);
     std::thread thr([ctx] {
         CUdeviceptr ptr;
         CUcontext cur = (CUcontext)1, popped;
@@ -216,21 +216,21 @@ TEST_F(test_cudasim_core, no_context_on_new_thread)
         CUevent event;
         CUdevice dev;
 
-        CU_EXPECT(CUDA_SUCCESS, CtxGetCurrent, &cur);
+        CU_EXPECT(CUDA_SUCCESS, cuCtxGetCurrent, &cur);
         EXPECT_EQ(nullptr, cur);
-        CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, CtxGetDevice, &dev);
-        CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, MemAlloc, &ptr, 4096);
-        CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, StreamCreate, &stream, 0);
-        CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, EventCreate, &event, 0);
-        CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, CtxPopCurrent, &popped);
+        CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, cuCtxGetDevice, &dev);
+        CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, cuMemAlloc, &ptr, 4096);
+        CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, cuStreamCreate, &stream, 0);
+        CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, cuEventCreate, &event, 0);
+        CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, cuCtxPopCurrent, &popped);
 
         /* SetCurrent(NULL) on an empty stack is a no-op */
-        CU_EXPECT(CUDA_SUCCESS, CtxSetCurrent, nullptr);
-        CU_EXPECT(CUDA_SUCCESS, CtxPushCurrent, ctx);
-        CU_EXPECT(CUDA_SUCCESS, MemAlloc, &ptr, 4096);
-        CU_EXPECT(CUDA_SUCCESS, MemFree, ptr);
-        CU_EXPECT(CUDA_SUCCESS, CtxSetCurrent, nullptr); /* pops */
-        CU_EXPECT(CUDA_SUCCESS, CtxGetCurrent, &cur);
+        CU_EXPECT(CUDA_SUCCESS, cuCtxSetCurrent, nullptr);
+        CU_EXPECT(CUDA_SUCCESS, cuCtxPushCurrent, ctx);
+        CU_EXPECT(CUDA_SUCCESS, cuMemAlloc, &ptr, 4096);
+        CU_EXPECT(CUDA_SUCCESS, cuMemFree, ptr);
+        CU_EXPECT(CUDA_SUCCESS, cuCtxSetCurrent, nullptr); /* pops */
+        CU_EXPECT(CUDA_SUCCESS, cuCtxGetCurrent, &cur);
         EXPECT_EQ(nullptr, cur);
     });
     thr.join();
@@ -352,7 +352,7 @@ TEST_F(test_cudasim_core, uuid_same_in_every_process)
     CUuuid uuid;
     env_probe_reply reply = env_probe("CUDASIM_UNUSED_VAR", nullptr);
 
-    CU_OK(DeviceGetUuid, &uuid, 0);
+    CU_OK(cuDeviceGetUuid, &uuid, 0);
     ASSERT_EQ(CUDA_SUCCESS, reply.init_res);
     EXPECT_EQ(0, memcmp(&uuid, &reply.uuid, sizeof(uuid)));
 }
@@ -376,7 +376,7 @@ TEST_F(test_cudasim_core, env_uuid_seed)
     CUuuid uuid;
     env_probe_reply reply = env_probe("CUDASIM_UUID_SEED", "12345");
 
-    CU_OK(DeviceGetUuid, &uuid, 0);
+    CU_OK(cuDeviceGetUuid, &uuid, 0);
     ASSERT_EQ(CUDA_SUCCESS, reply.init_res);
     EXPECT_NE(0, memcmp(&uuid, &reply.uuid, sizeof(uuid)));
 }
@@ -387,9 +387,9 @@ TEST_F(test_cudasim_core, device_memory_limit)
     CUdeviceptr ptr;
 
     /* default limit: 4 GiB per device */
-    CU_EXPECT(CUDA_ERROR_OUT_OF_MEMORY, MemAlloc, &ptr, 5ull << 30);
-    CU_OK(MemAlloc, &ptr, 1 << 20);
-    CU_OK(MemFree, ptr);
+    CU_EXPECT(CUDA_ERROR_OUT_OF_MEMORY, cuMemAlloc, &ptr, 5ull << 30);
+    CU_OK(cuMemAlloc, &ptr, 1 << 20);
+    CU_OK(cuMemFree, ptr);
 }
 
 
@@ -422,13 +422,13 @@ TEST_F(test_cudasim_faults, nth_call)
     CUdeviceptr ptr[4];
 
     set_faults("cuMemAlloc:3:CUDA_ERROR_OUT_OF_MEMORY");
-    CU_OK(MemAlloc, &ptr[0], 4096);
-    CU_OK(MemAlloc, &ptr[1], 4096);
-    CU_EXPECT(CUDA_ERROR_OUT_OF_MEMORY, MemAlloc, &ptr[2], 4096);
-    CU_OK(MemAlloc, &ptr[3], 4096);
-    CU_OK(MemFree, ptr[0]);
-    CU_OK(MemFree, ptr[1]);
-    CU_OK(MemFree, ptr[3]);
+    CU_OK(cuMemAlloc, &ptr[0], 4096);
+    CU_OK(cuMemAlloc, &ptr[1], 4096);
+    CU_EXPECT(CUDA_ERROR_OUT_OF_MEMORY, cuMemAlloc, &ptr[2], 4096);
+    CU_OK(cuMemAlloc, &ptr[3], 4096);
+    CU_OK(cuMemFree, ptr[0]);
+    CU_OK(cuMemFree, ptr[1]);
+    CU_OK(cuMemFree, ptr[3]);
 }
 
 
@@ -441,17 +441,17 @@ TEST_F(test_cudasim_faults, every_call_and_by_number)
     set_faults("cuIpcOpenMemHandle:*:CUDA_ERROR_INVALID_CONTEXT,"
                "cuDeviceGetCount:2:801");
     for (int i = 0; i < 5; ++i) {
-        CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, IpcOpenMemHandle, &ptr, handle,
+        CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, cuIpcOpenMemHandle, &ptr, handle,
                   CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
     }
-    CU_OK(DeviceGetCount, &count);
-    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, DeviceGetCount, &count);
-    CU_OK(DeviceGetCount, &count);
+    CU_OK(cuDeviceGetCount, &count);
+    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuDeviceGetCount, &count);
+    CU_OK(cuDeviceGetCount, &count);
 
     /* reload resets the counters */
     ASSERT_TRUE(fault_reload());
-    CU_OK(DeviceGetCount, &count);
-    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, DeviceGetCount, &count);
+    CU_OK(cuDeviceGetCount, &count);
+    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuDeviceGetCount, &count);
 }
 
 
@@ -461,10 +461,10 @@ TEST_F(test_cudasim_faults, stream_functions)
 
     set_faults("cuStreamSynchronize:*:CUDA_ERROR_ILLEGAL_ADDRESS,"
                "cuStreamCreate:1:CUDA_ERROR_OUT_OF_MEMORY");
-    CU_EXPECT(CUDA_ERROR_OUT_OF_MEMORY, StreamCreate, &stream, 0);
-    CU_OK(StreamCreate, &stream, 0);
-    CU_EXPECT(CUDA_ERROR_ILLEGAL_ADDRESS, StreamSynchronize, stream);
-    CU_OK(StreamDestroy, stream);
+    CU_EXPECT(CUDA_ERROR_OUT_OF_MEMORY, cuStreamCreate, &stream, 0);
+    CU_OK(cuStreamCreate, &stream, 0);
+    CU_EXPECT(CUDA_ERROR_ILLEGAL_ADDRESS, cuStreamSynchronize, stream);
+    CU_OK(cuStreamDestroy, stream);
 }
 
 

@@ -48,9 +48,9 @@ bool check(CUdeviceptr ptr, size_t size, unsigned char seed, CUstream stream)
 {
     std::vector<unsigned char> got(size, 0);
 
-    if ((uct_cuda_ipc_ns_drv.MemcpyDtoHAsync(got.data(), ptr, size, stream) !=
+    if ((uct_cuda_ipc_ns_drv.cuMemcpyDtoHAsync(got.data(), ptr, size, stream) !=
          CUDA_SUCCESS) ||
-        (uct_cuda_ipc_ns_drv.StreamSynchronize(stream) != CUDA_SUCCESS)) {
+        (uct_cuda_ipc_ns_drv.cuStreamSynchronize(stream) != CUDA_SUCCESS)) {
         return false;
     }
     return got == pattern(size, seed);
@@ -60,9 +60,9 @@ bool write(CUdeviceptr ptr, size_t size, unsigned char seed, CUstream stream)
 {
     std::vector<unsigned char> buf = pattern(size, seed);
 
-    return (uct_cuda_ipc_ns_drv.MemcpyHtoDAsync(ptr, buf.data(), size,
+    return (uct_cuda_ipc_ns_drv.cuMemcpyHtoDAsync(ptr, buf.data(), size,
                                                 stream) == CUDA_SUCCESS) &&
-           (uct_cuda_ipc_ns_drv.StreamSynchronize(stream) == CUDA_SUCCESS);
+           (uct_cuda_ipc_ns_drv.cuStreamSynchronize(stream) == CUDA_SUCCESS);
 }
 
 CUmemAccessDesc rw_access()
@@ -96,18 +96,18 @@ TEST_PEER_ROLE(cudasim_share_peer)
     if (!chan.recv_obj(msg, 30000, &fd)) {
         return 11;
     }
-    if (uct_cuda_ipc_ns_drv.StreamCreate(&stream, CU_STREAM_NON_BLOCKING) !=
+    if (uct_cuda_ipc_ns_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) !=
         CUDA_SUCCESS) {
         return 12;
     }
 
-    reply.legacy_open = uct_cuda_ipc_ns_drv.IpcOpenMemHandle(
+    reply.legacy_open = uct_cuda_ipc_ns_drv.cuIpcOpenMemHandle(
             &legacy, msg.legacy, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
     if (reply.legacy_open == CUDA_SUCCESS) {
-        reply.legacy_reopen = uct_cuda_ipc_ns_drv.IpcOpenMemHandle(
+        reply.legacy_reopen = uct_cuda_ipc_ns_drv.cuIpcOpenMemHandle(
                 &legacy2, msg.legacy, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
         if (reply.legacy_reopen == CUDA_SUCCESS) {
-            uct_cuda_ipc_ns_drv.IpcCloseMemHandle(legacy2);
+            uct_cuda_ipc_ns_drv.cuIpcCloseMemHandle(legacy2);
         }
         reply.legacy_data_ok =
                 check(legacy, msg.legacy_size, SEED_LEGACY_EXPORTER, stream) &&
@@ -116,32 +116,32 @@ TEST_PEER_ROLE(cudasim_share_peer)
         CUdeviceptr start = 0;
         unsigned int mem_type = 0;
         reply.legacy_attr_ok =
-                (uct_cuda_ipc_ns_drv.PointerGetAttribute(
+                (uct_cuda_ipc_ns_drv.cuPointerGetAttribute(
                         &mem_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                         legacy + 8) == CUDA_SUCCESS) &&
                 (mem_type == CU_MEMORYTYPE_DEVICE) &&
-                (uct_cuda_ipc_ns_drv.MemGetAddressRange(
+                (uct_cuda_ipc_ns_drv.cuMemGetAddressRange(
                         &start, nullptr, legacy + 8) == CUDA_SUCCESS) &&
                 (start == legacy);
     }
-    reply.freed_open = uct_cuda_ipc_ns_drv.IpcOpenMemHandle(
+    reply.freed_open = uct_cuda_ipc_ns_drv.cuIpcOpenMemHandle(
             &freed, msg.freed, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
     if (reply.freed_open == CUDA_SUCCESS) {
-        uct_cuda_ipc_ns_drv.IpcCloseMemHandle(freed);
+        uct_cuda_ipc_ns_drv.cuIpcCloseMemHandle(freed);
     }
 
     if ((msg.vmm_size > 0) && (fd >= 0)) {
-        reply.vmm_import = uct_cuda_ipc_ns_drv.MemImportFromShareableHandle(
+        reply.vmm_import = uct_cuda_ipc_ns_drv.cuMemImportFromShareableHandle(
                 &vmm_handle, (void*)(uintptr_t)fd,
                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
         close(fd);
         if ((reply.vmm_import == CUDA_SUCCESS) &&
-            (uct_cuda_ipc_ns_drv.MemAddressReserve(&vmm, msg.vmm_size, 0, 0,
+            (uct_cuda_ipc_ns_drv.cuMemAddressReserve(&vmm, msg.vmm_size, 0, 0,
                                                    0) == CUDA_SUCCESS) &&
-            (uct_cuda_ipc_ns_drv.MemMap(vmm, msg.vmm_size, 0, vmm_handle,
+            (uct_cuda_ipc_ns_drv.cuMemMap(vmm, msg.vmm_size, 0, vmm_handle,
                                         0) == CUDA_SUCCESS) &&
-            (uct_cuda_ipc_ns_drv.MemRelease(vmm_handle) == CUDA_SUCCESS) &&
-            (uct_cuda_ipc_ns_drv.MemSetAccess(vmm, msg.vmm_size, &access,
+            (uct_cuda_ipc_ns_drv.cuMemRelease(vmm_handle) == CUDA_SUCCESS) &&
+            (uct_cuda_ipc_ns_drv.cuMemSetAccess(vmm, msg.vmm_size, &access,
                                               1) == CUDA_SUCCESS)) {
             reply.vmm_data_ok =
                     check(vmm, msg.vmm_size, SEED_VMM_EXPORTER, stream) &&
@@ -157,15 +157,15 @@ TEST_PEER_ROLE(cudasim_share_peer)
         return 14;
     }
     if (vmm != 0) {
-        uct_cuda_ipc_ns_drv.MemUnmap(vmm, msg.vmm_size);
-        uct_cuda_ipc_ns_drv.MemAddressFree(vmm, msg.vmm_size);
+        uct_cuda_ipc_ns_drv.cuMemUnmap(vmm, msg.vmm_size);
+        uct_cuda_ipc_ns_drv.cuMemAddressFree(vmm, msg.vmm_size);
     }
     if (reply.legacy_open == CUDA_SUCCESS) {
-        if (uct_cuda_ipc_ns_drv.IpcCloseMemHandle(legacy) != CUDA_SUCCESS) {
+        if (uct_cuda_ipc_ns_drv.cuIpcCloseMemHandle(legacy) != CUDA_SUCCESS) {
             return 15;
         }
     }
-    uct_cuda_ipc_ns_drv.StreamDestroy(stream);
+    uct_cuda_ipc_ns_drv.cuStreamDestroy(stream);
     return 0;
 }
 
@@ -197,26 +197,26 @@ void test_cudasim_ipc::run(const test::peer_options &opts,
     prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id          = 0;
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    CU_OK(MemGetAllocationGranularity, &gran, &prop,
+    CU_OK(cuMemGetAllocationGranularity, &gran, &prop,
           CU_MEM_ALLOC_GRANULARITY_MINIMUM);
 
-    CU_OK(StreamCreate, &stream, CU_STREAM_NON_BLOCKING);
-    CU_OK(MemAlloc, &legacy, legacy_size);
+    CU_OK(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    CU_OK(cuMemAlloc, &legacy, legacy_size);
     ASSERT_TRUE(write(legacy, legacy_size, SEED_LEGACY_EXPORTER, stream));
-    CU_OK(IpcGetMemHandle, &msg.legacy, legacy);
+    CU_OK(cuIpcGetMemHandle, &msg.legacy, legacy);
     msg.legacy_size = legacy_size;
 
-    CU_OK(MemAlloc, &freed, 4096);
-    CU_OK(IpcGetMemHandle, &msg.freed, freed);
-    CU_OK(MemFree, freed);
+    CU_OK(cuMemAlloc, &freed, 4096);
+    CU_OK(cuIpcGetMemHandle, &msg.freed, freed);
+    CU_OK(cuMemFree, freed);
 
     msg.vmm_size = 2 * gran;
-    CU_OK(MemCreate, &vmm_handle, msg.vmm_size, &prop, 0);
-    CU_OK(MemAddressReserve, &vmm, msg.vmm_size, 0, 0, 0);
-    CU_OK(MemMap, vmm, msg.vmm_size, 0, vmm_handle, 0);
-    CU_OK(MemSetAccess, vmm, msg.vmm_size, &access, 1);
+    CU_OK(cuMemCreate, &vmm_handle, msg.vmm_size, &prop, 0);
+    CU_OK(cuMemAddressReserve, &vmm, msg.vmm_size, 0, 0, 0);
+    CU_OK(cuMemMap, vmm, msg.vmm_size, 0, vmm_handle, 0);
+    CU_OK(cuMemSetAccess, vmm, msg.vmm_size, &access, 1);
     ASSERT_TRUE(write(vmm, msg.vmm_size, SEED_VMM_EXPORTER, stream));
-    CU_OK(MemExportToShareableHandle, &fd, vmm_handle,
+    CU_OK(cuMemExportToShareableHandle, &fd, vmm_handle,
           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
 
     {
@@ -245,11 +245,11 @@ void test_cudasim_ipc::run(const test::peer_options &opts,
         EXPECT_EQ(0, peer.wait());
     }
 
-    CU_OK(MemUnmap, vmm, msg.vmm_size);
-    CU_OK(MemAddressFree, vmm, msg.vmm_size);
-    CU_OK(MemRelease, vmm_handle);
-    CU_OK(MemFree, legacy);
-    CU_OK(StreamDestroy, stream);
+    CU_OK(cuMemUnmap, vmm, msg.vmm_size);
+    CU_OK(cuMemAddressFree, vmm, msg.vmm_size);
+    CU_OK(cuMemRelease, vmm_handle);
+    CU_OK(cuMemFree, legacy);
+    CU_OK(cuStreamDestroy, stream);
 }
 
 

@@ -41,21 +41,21 @@ TEST_F(test_cudasim_mem, legacy_alloc_and_range)
     size_t range = 0;
     std::vector<unsigned char> host(size, 0xaa), back(size);
 
-    CU_OK(MemAlloc, &ptr, size);
+    CU_OK(cuMemAlloc, &ptr, size);
     ASSERT_NE(0u, ptr);
-    CU_OK(MemGetAddressRange, &base_addr, &range, ptr + 1234);
+    CU_OK(cuMemGetAddressRange, &base_addr, &range, ptr + 1234);
     EXPECT_EQ(ptr, base_addr);
     EXPECT_GE(range, size);
-    CU_OK(MemGetAddressRange, nullptr, &range, ptr);
+    CU_OK(cuMemGetAddressRange, nullptr, &range, ptr);
 
-    CU_OK(MemcpyHtoD, ptr, host.data(), size);
-    CU_OK(MemcpyDtoH, back.data(), ptr, size);
+    CU_OK(cuMemcpyHtoD, ptr, host.data(), size);
+    CU_OK(cuMemcpyDtoH, back.data(), ptr, size);
     EXPECT_EQ(host, back);
 
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemFree, ptr + 16);
-    CU_OK(MemFree, ptr);
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemFree, ptr);
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemAlloc, &ptr, 0);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemFree, ptr + 16);
+    CU_OK(cuMemFree, ptr);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemFree, ptr);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemAlloc, &ptr, 0);
 }
 
 
@@ -66,7 +66,7 @@ TEST_F(test_cudasim_mem, address_range_of_host_memory)
     CUdeviceptr base_addr;
     size_t range;
 
-    CU_EXPECT(CUDA_ERROR_NOT_FOUND, MemGetAddressRange, &base_addr, &range,
+    CU_EXPECT(CUDA_ERROR_NOT_FOUND, cuMemGetAddressRange, &base_addr, &range,
               (CUdeviceptr)host.data());
 }
 
@@ -81,35 +81,35 @@ TEST_F(test_cudasim_mem, legacy_pointer_attributes)
     size_t range  = 0;
     int ordinal   = -1;
 
-    CU_OK(CtxGetCurrent, &cur);
-    CU_OK(MemAlloc, &ptr, size);
-    CU_OK(MemAlloc, &ptr2, size);
+    CU_OK(cuCtxGetCurrent, &cur);
+    CU_OK(cuMemAlloc, &ptr, size);
+    CU_OK(cuMemAlloc, &ptr2, size);
 
-    CU_OK(PointerGetAttribute, &mem_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+    CU_OK(cuPointerGetAttribute, &mem_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
           ptr + 10);
     EXPECT_EQ((unsigned)CU_MEMORYTYPE_DEVICE, mem_type);
-    CU_OK(PointerGetAttribute, &ctx, CU_POINTER_ATTRIBUTE_CONTEXT, ptr);
+    CU_OK(cuPointerGetAttribute, &ctx, CU_POINTER_ATTRIBUTE_CONTEXT, ptr);
     EXPECT_EQ(cur, ctx);
-    CU_OK(PointerGetAttribute, &ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+    CU_OK(cuPointerGetAttribute, &ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
           ptr);
     EXPECT_EQ(0, ordinal);
-    CU_OK(PointerGetAttribute, &legacy,
+    CU_OK(cuPointerGetAttribute, &legacy,
           CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, ptr);
     EXPECT_EQ(1u, legacy);
-    CU_OK(PointerGetAttribute, &managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr);
+    CU_OK(cuPointerGetAttribute, &managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr);
     EXPECT_EQ(0u, managed);
-    CU_OK(PointerGetAttribute, &start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+    CU_OK(cuPointerGetAttribute, &start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
           ptr + 100);
     EXPECT_EQ(ptr, start);
-    CU_OK(PointerGetAttribute, &range, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+    CU_OK(cuPointerGetAttribute, &range, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
           ptr + 100);
     EXPECT_GE(range, size);
-    CU_OK(PointerGetAttribute, &mapped, CU_POINTER_ATTRIBUTE_MAPPED, ptr);
+    CU_OK(cuPointerGetAttribute, &mapped, CU_POINTER_ATTRIBUTE_MAPPED, ptr);
     EXPECT_EQ(1u, mapped);
 
-    CU_OK(PointerGetAttribute, &buffer_id, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+    CU_OK(cuPointerGetAttribute, &buffer_id, CU_POINTER_ATTRIBUTE_BUFFER_ID,
           ptr);
-    CU_OK(PointerGetAttribute, &buffer_id2, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+    CU_OK(cuPointerGetAttribute, &buffer_id2, CU_POINTER_ATTRIBUTE_BUFFER_ID,
           ptr2);
     EXPECT_NE(buffer_id, buffer_id2);
 
@@ -123,14 +123,14 @@ TEST_F(test_cudasim_mem, legacy_pointer_attributes)
     unsigned long long bid = 0;
     CUcontext c     = nullptr;
     void *data[]    = {&mt, &ord, &bid, &c};
-    CU_OK(PointerGetAttributes, 4, attrs, data, ptr2);
+    CU_OK(cuPointerGetAttributes, 4, attrs, data, ptr2);
     EXPECT_EQ((unsigned)CU_MEMORYTYPE_DEVICE, mt);
     EXPECT_EQ(0, ord);
     EXPECT_EQ(buffer_id2, bid);
     EXPECT_EQ(cur, c);
 
-    CU_OK(MemFree, ptr);
-    CU_OK(MemFree, ptr2);
+    CU_OK(cuMemFree, ptr);
+    CU_OK(cuMemFree, ptr2);
 }
 
 
@@ -142,7 +142,7 @@ TEST_F(test_cudasim_mem, host_pointer_attributes)
     int ordinal;
 
     /* unregistered host memory: an error for a single attribute ... */
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, PointerGetAttribute, &mem_type,
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuPointerGetAttribute, &mem_type,
               CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)host.data());
 
     /* ... but "default NULL values" from cuPointerGetAttributes */
@@ -150,7 +150,7 @@ TEST_F(test_cudasim_mem, host_pointer_attributes)
                                    CU_POINTER_ATTRIBUTE_CONTEXT,
                                    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
     void *data[] = {&mem_type, &ctx, &ordinal};
-    CU_OK(PointerGetAttributes, 3, attrs, data, (CUdeviceptr)host.data());
+    CU_OK(cuPointerGetAttributes, 3, attrs, data, (CUdeviceptr)host.data());
     EXPECT_EQ(0u, mem_type);
     EXPECT_EQ(nullptr, ctx);
 }
@@ -161,12 +161,12 @@ TEST_F(test_cudasim_mem, legacy_ipc_same_process)
     CUipcMemHandle handle;
     CUdeviceptr ptr, mapped;
 
-    CU_OK(MemAlloc, &ptr, 1 << 20);
-    CU_OK(IpcGetMemHandle, &handle, ptr);
+    CU_OK(cuMemAlloc, &ptr, 1 << 20);
+    CU_OK(cuIpcGetMemHandle, &handle, ptr);
     /* the exporting process cannot open its own handle */
-    CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, IpcOpenMemHandle, &mapped, handle,
+    CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, cuIpcOpenMemHandle, &mapped, handle,
               CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-    CU_OK(MemFree, ptr);
+    CU_OK(cuMemFree, ptr);
 }
 
 
@@ -177,16 +177,16 @@ TEST_F(test_cudasim_mem, vmm_not_legacy_ipc_capable)
     CUipcMemHandle handle;
     int ordinal = -1;
 
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, IpcGetMemHandle, &handle,
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuIpcGetMemHandle, &handle,
               (CUdeviceptr)buf.ptr());
-    CU_OK(PointerGetAttribute, &legacy,
+    CU_OK(cuPointerGetAttribute, &legacy,
           CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
           (CUdeviceptr)buf.ptr());
     EXPECT_EQ(0u, legacy);
-    CU_OK(PointerGetAttribute, &handle_types,
+    CU_OK(cuPointerGetAttribute, &handle_types,
           CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, (CUdeviceptr)buf.ptr());
     EXPECT_TRUE(handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-    CU_OK(PointerGetAttribute, &ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+    CU_OK(cuPointerGetAttribute, &ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
           (CUdeviceptr)buf.ptr());
     EXPECT_EQ(0, ordinal);
 }
@@ -198,7 +198,7 @@ TEST_F(test_cudasim_mem, legacy_allowed_handle_types)
     test::cuda_legacy_buffer buf(4096);
     unsigned int handle_types = 123;
 
-    CU_OK(PointerGetAttribute, &handle_types,
+    CU_OK(cuPointerGetAttribute, &handle_types,
           CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, (CUdeviceptr)buf.ptr());
     EXPECT_EQ((unsigned)CU_MEM_HANDLE_TYPE_NONE, handle_types);
 }
@@ -213,19 +213,19 @@ TEST_F(test_cudasim_mem, vmm_granularity_and_create_errors)
     int count  = 0;
 
     ASSERT_GT(gran, 0u);
-    CU_OK(MemGetAllocationGranularity, &rec, &prop,
+    CU_OK(cuMemGetAllocationGranularity, &rec, &prop,
           CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
     EXPECT_GE(rec, gran);
 
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemCreate, &handle, gran + 1, &prop,
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemCreate, &handle, gran + 1, &prop,
               0);
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemCreate, &handle, 0, &prop, 0);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemCreate, &handle, 0, &prop, 0);
 
-    CU_OK(DeviceGetCount, &count);
+    CU_OK(cuDeviceGetCount, &count);
     prop.location.id = count;
-    CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, MemCreate, &handle, gran, &prop, 0);
+    CU_EXPECT(CUDA_ERROR_INVALID_DEVICE, cuMemCreate, &handle, gran, &prop, 0);
 
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemRelease,
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemRelease,
               (CUmemGenericAllocationHandle)0xdead000);
 }
 
@@ -234,14 +234,14 @@ TEST_F(test_cudasim_mem, vmm_fabric_not_supported)
 {
     int fabric = 1;
 
-    CU_OK(DeviceGetAttribute, &fabric,
+    CU_OK(cuDeviceGetAttribute, &fabric,
           CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, 0);
     if (fabric) {
         GTEST_SKIP() << "this device supports fabric handles";
     }
     CUmemAllocationProp prop = vmm_prop(CU_MEM_HANDLE_TYPE_FABRIC);
     CUmemGenericAllocationHandle handle;
-    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, MemCreate, &handle, granularity(),
+    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuMemCreate, &handle, granularity(),
               &prop, 0);
 }
 
@@ -260,72 +260,72 @@ TEST_F(test_cudasim_mem, vmm_map_access_export_import)
     size_t range;
     int fd = -1;
 
-    CU_OK(MemCreate, &handle, size, &prop, 0);
-    CU_OK(MemGetAllocationPropertiesFromHandle, &got_prop, handle);
+    CU_OK(cuMemCreate, &handle, size, &prop, 0);
+    CU_OK(cuMemGetAllocationPropertiesFromHandle, &got_prop, handle);
     EXPECT_EQ(CU_MEM_ALLOCATION_TYPE_PINNED, got_prop.type);
     EXPECT_EQ(0, got_prop.location.id);
     EXPECT_TRUE(got_prop.requestedHandleTypes &
                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
 
-    CU_OK(MemAddressReserve, &va1, size, 0, 0, 0);
+    CU_OK(cuMemAddressReserve, &va1, size, 0, 0, 0);
     EXPECT_EQ(0u, va1 % gran);
-    CU_OK(MemMap, va1, size, 0, handle, 0);
+    CU_OK(cuMemMap, va1, size, 0, handle, 0);
     EXPECT_NE(CUDA_SUCCESS,
-              uct_cuda_ipc_ns_drv.MemMap(va1, size, 0, handle, 0));
-    CU_OK(MemSetAccess, va1, size, &access, 1);
+              uct_cuda_ipc_ns_drv.cuMemMap(va1, size, 0, handle, 0));
+    CU_OK(cuMemSetAccess, va1, size, &access, 1);
 
     for (size_t i = 0; i < size; ++i) {
         host[i] = (unsigned char)(i * 13);
     }
-    CU_OK(MemcpyHtoD, va1, host.data(), size);
+    CU_OK(cuMemcpyHtoD, va1, host.data(), size);
 
-    CU_OK(MemGetAddressRange, &base_addr, &range, va1 + gran + 5);
+    CU_OK(cuMemGetAddressRange, &base_addr, &range, va1 + gran + 5);
     EXPECT_EQ(va1, base_addr);
     EXPECT_EQ(size, range);
 
     /* export: a new fd, owned by the caller */
-    CU_OK(MemExportToShareableHandle, &fd, handle,
+    CU_OK(cuMemExportToShareableHandle, &fd, handle,
           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     ASSERT_GE(fd, 0);
-    CU_OK(MemImportFromShareableHandle, &imported, (void*)(uintptr_t)fd,
+    CU_OK(cuMemImportFromShareableHandle, &imported, (void*)(uintptr_t)fd,
           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     /* the import did not take the fd */
     EXPECT_EQ(0, fcntl(fd, F_GETFD) < 0);
     close(fd);
 
-    CU_OK(MemAddressReserve, &va2, size, 0, 0, 0);
-    CU_OK(MemMap, va2, size, 0, imported, 0);
-    CU_OK(MemRelease, imported); /* the mapping keeps it alive */
-    CU_OK(MemSetAccess, va2, size, &access, 1);
-    CU_OK(MemcpyDtoH, back.data(), va2, size);
+    CU_OK(cuMemAddressReserve, &va2, size, 0, 0, 0);
+    CU_OK(cuMemMap, va2, size, 0, imported, 0);
+    CU_OK(cuMemRelease, imported); /* the mapping keeps it alive */
+    CU_OK(cuMemSetAccess, va2, size, &access, 1);
+    CU_OK(cuMemcpyDtoH, back.data(), va2, size);
     EXPECT_EQ(host, back);
 
     /* same bytes through both mappings */
-    CU_OK(MemsetD8, va2 + 100, 0x5a, 10);
-    CU_OK(MemcpyDtoH, back.data(), va1, size);
+    CU_OK(cuMemsetD8, va2 + 100, 0x5a, 10);
+    CU_OK(cuMemcpyDtoH, back.data(), va1, size);
     EXPECT_EQ(0x5a, back[105]);
     EXPECT_EQ(host[99], back[99]);
 
-    CU_OK(PointerGetAttribute, &id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, va1);
-    CU_OK(PointerGetAttribute, &id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, va2);
+    CU_OK(cuPointerGetAttribute, &id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, va1);
+    CU_OK(cuPointerGetAttribute, &id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, va2);
     EXPECT_NE(0u, id1);
 
     /* retain a handle from a mapped address */
-    CU_OK(MemRetainAllocationHandle, &retained, (void*)(va2 + 17));
-    CU_OK(MemGetAllocationPropertiesFromHandle, &got_prop, retained);
-    CU_OK(MemRelease, retained);
+    CU_OK(cuMemRetainAllocationHandle, &retained, (void*)(va2 + 17));
+    CU_OK(cuMemGetAllocationPropertiesFromHandle, &got_prop, retained);
+    CU_OK(cuMemRelease, retained);
     if (is_emulator()) {
-        CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemAddressFree, va2, size);
+        CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemAddressFree, va2, size);
     }
-    CU_OK(MemUnmap, va2, size);
-    CU_OK(MemAddressFree, va2, size);
+    CU_OK(cuMemUnmap, va2, size);
+    CU_OK(cuMemAddressFree, va2, size);
 
-    CU_OK(MemRelease, handle);
+    CU_OK(cuMemRelease, handle);
     /* still mapped at va1: the memory stays */
-    CU_OK(MemcpyDtoH, back.data(), va1, size);
+    CU_OK(cuMemcpyDtoH, back.data(), va1, size);
     EXPECT_EQ(0x5a, back[100]);
-    CU_OK(MemUnmap, va1, size);
-    CU_OK(MemAddressFree, va1, size);
+    CU_OK(cuMemUnmap, va1, size);
+    CU_OK(cuMemAddressFree, va1, size);
 }
 
 
@@ -338,20 +338,20 @@ TEST_F(test_cudasim_mem, vmm_two_maps_contiguous)
     std::vector<unsigned char> host(2 * gran, 0x11), back(2 * gran);
     CUdeviceptr va;
 
-    CU_OK(MemCreate, &h1, gran, &prop, 0);
-    CU_OK(MemCreate, &h2, gran, &prop, 0);
-    CU_OK(MemAddressReserve, &va, 2 * gran, 0, 0, 0);
-    CU_OK(MemMap, va, gran, 0, h1, 0);
-    CU_OK(MemMap, va + gran, gran, 0, h2, 0);
-    CU_OK(MemSetAccess, va, 2 * gran, &access, 1);
+    CU_OK(cuMemCreate, &h1, gran, &prop, 0);
+    CU_OK(cuMemCreate, &h2, gran, &prop, 0);
+    CU_OK(cuMemAddressReserve, &va, 2 * gran, 0, 0, 0);
+    CU_OK(cuMemMap, va, gran, 0, h1, 0);
+    CU_OK(cuMemMap, va + gran, gran, 0, h2, 0);
+    CU_OK(cuMemSetAccess, va, 2 * gran, &access, 1);
     /* a copy may span both mappings */
-    CU_OK(MemcpyHtoD, va, host.data(), 2 * gran);
-    CU_OK(MemcpyDtoH, back.data(), va, 2 * gran);
+    CU_OK(cuMemcpyHtoD, va, host.data(), 2 * gran);
+    CU_OK(cuMemcpyDtoH, back.data(), va, 2 * gran);
     EXPECT_EQ(host, back);
-    CU_OK(MemUnmap, va, 2 * gran);
-    CU_OK(MemAddressFree, va, 2 * gran);
-    CU_OK(MemRelease, h1);
-    CU_OK(MemRelease, h2);
+    CU_OK(cuMemUnmap, va, 2 * gran);
+    CU_OK(cuMemAddressFree, va, 2 * gran);
+    CU_OK(cuMemRelease, h1);
+    CU_OK(cuMemRelease, h2);
 }
 
 
@@ -362,16 +362,16 @@ TEST_F(test_cudasim_mem, vmm_export_not_requested)
     CUmemGenericAllocationHandle handle;
     int fd = -1;
 
-    CU_OK(MemCreate, &handle, gran, &prop, 0);
-    CUresult res = uct_cuda_ipc_ns_drv.MemExportToShareableHandle(
+    CU_OK(cuMemCreate, &handle, gran, &prop, 0);
+    CUresult res = uct_cuda_ipc_ns_drv.cuMemExportToShareableHandle(
             &fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     EXPECT_TRUE((res == CUDA_ERROR_INVALID_VALUE) ||
                 (res == CUDA_ERROR_NOT_PERMITTED) ||
                 (res == CUDA_ERROR_NOT_SUPPORTED))
             << uct_cuda_ipc_ns_cu_error_name(res);
-    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, MemExportToShareableHandle, &fd,
+    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuMemExportToShareableHandle, &fd,
               handle, CU_MEM_HANDLE_TYPE_FABRIC, 0);
-    CU_OK(MemRelease, handle);
+    CU_OK(cuMemRelease, handle);
 }
 
 
@@ -381,7 +381,7 @@ TEST_F(test_cudasim_mem, vmm_import_foreign_fd)
     int pipefd[2];
 
     ASSERT_EQ(0, pipe(pipefd));
-    CUresult res = uct_cuda_ipc_ns_drv.MemImportFromShareableHandle(
+    CUresult res = uct_cuda_ipc_ns_drv.cuMemImportFromShareableHandle(
             &handle, (void*)(uintptr_t)pipefd[0],
             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     EXPECT_NE(CUDA_SUCCESS, res);
@@ -390,7 +390,7 @@ TEST_F(test_cudasim_mem, vmm_import_foreign_fd)
 
     int fd = open("/dev/null", O_RDONLY);
     ASSERT_GE(fd, 0);
-    res = uct_cuda_ipc_ns_drv.MemImportFromShareableHandle(
+    res = uct_cuda_ipc_ns_drv.cuMemImportFromShareableHandle(
             &handle, (void*)(uintptr_t)fd,
             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     EXPECT_NE(CUDA_SUCCESS, res);
@@ -409,25 +409,25 @@ TEST_F(test_cudasim_mem, vmm_emulated_access_checks)
     CUdeviceptr va;
 
     EXPECT_EQ(2u << 20, gran); /* like real GPUs, unless overridden */
-    CU_OK(MemCreate, &handle, gran, &prop, 0);
-    CU_OK(MemAddressReserve, &va, 2 * gran, 0, 0, 0);
+    CU_OK(cuMemCreate, &handle, gran, &prop, 0);
+    CU_OK(cuMemAddressReserve, &va, 2 * gran, 0, 0, 0);
     /* reserved, not mapped */
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemcpyHtoD, va, host.data(), 16);
-    CU_OK(MemMap, va, gran, 0, handle, 0);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemcpyHtoD, va, host.data(), 16);
+    CU_OK(cuMemMap, va, gran, 0, handle, 0);
     /* mapped, no access yet */
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemcpyHtoD, va, host.data(), 16);
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemSetAccess, va, 2 * gran, &access,
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemcpyHtoD, va, host.data(), 16);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemSetAccess, va, 2 * gran, &access,
               1);
-    CU_OK(MemSetAccess, va, gran, &access, 1);
-    CU_OK(MemcpyHtoD, va, host.data(), 16);
+    CU_OK(cuMemSetAccess, va, gran, &access, 1);
+    CU_OK(cuMemcpyHtoD, va, host.data(), 16);
     /* past the mapping */
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemcpyHtoD, va + gran - 8,
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemcpyHtoD, va + gran - 8,
               host.data(), 16);
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemUnmap, va, 2 * gran);
-    CU_OK(MemUnmap, va, gran);
-    CU_OK(MemAddressFree, va, 2 * gran);
-    CU_OK(MemRelease, handle);
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemRelease, handle);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemUnmap, va, 2 * gran);
+    CU_OK(cuMemUnmap, va, gran);
+    CU_OK(cuMemAddressFree, va, 2 * gran);
+    CU_OK(cuMemRelease, handle);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemRelease, handle);
 }
 
 
@@ -437,16 +437,16 @@ TEST_F(test_cudasim_mem, emulated_copy_bounds)
     std::vector<unsigned char> host(8192);
     CUdeviceptr a, b;
 
-    CU_OK(MemAlloc, &a, 4096);
-    CU_OK(MemAlloc, &b, 4096);
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemcpyHtoD, a, host.data(), 4097);
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemcpyDtoH, host.data(), a + 1, 4096);
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemcpyDtoD, a, b + 4000, 100);
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemsetD8, a + 4000, 0, 100);
+    CU_OK(cuMemAlloc, &a, 4096);
+    CU_OK(cuMemAlloc, &b, 4096);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemcpyHtoD, a, host.data(), 4097);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemcpyDtoH, host.data(), a + 1, 4096);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemcpyDtoD, a, b + 4000, 100);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemsetD8, a + 4000, 0, 100);
     /* a DtoD needs device memory on both sides */
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, MemcpyDtoD, a,
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemcpyDtoD, a,
               (CUdeviceptr)host.data(), 16);
-    CU_OK(MemcpyDtoD, a, b, 4096);
-    CU_OK(MemFree, a);
-    CU_OK(MemFree, b);
+    CU_OK(cuMemcpyDtoD, a, b, 4096);
+    CU_OK(cuMemFree, a);
+    CU_OK(cuMemFree, b);
 }

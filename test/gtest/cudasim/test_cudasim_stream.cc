@@ -36,15 +36,15 @@ TEST_F(test_cudasim_stream, create_destroy)
 {
     CUstream s1, s2;
 
-    CU_OK(StreamCreate, &s1, CU_STREAM_DEFAULT);
-    CU_OK(StreamCreate, &s2, CU_STREAM_NON_BLOCKING);
-    CU_OK(StreamQuery, s1);
-    CU_OK(StreamSynchronize, s2);
-    CU_OK(StreamSynchronize, nullptr);
-    CU_OK(StreamQuery, nullptr);
-    CU_OK(StreamDestroy, s1);
-    CU_OK(StreamDestroy, s2);
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, StreamCreate, &s1, 0x80);
+    CU_OK(cuStreamCreate, &s1, CU_STREAM_DEFAULT);
+    CU_OK(cuStreamCreate, &s2, CU_STREAM_NON_BLOCKING);
+    CU_OK(cuStreamQuery, s1);
+    CU_OK(cuStreamSynchronize, s2);
+    CU_OK(cuStreamSynchronize, nullptr);
+    CU_OK(cuStreamQuery, nullptr);
+    CU_OK(cuStreamDestroy, s1);
+    CU_OK(cuStreamDestroy, s2);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuStreamCreate, &s1, 0x80);
 }
 
 
@@ -57,35 +57,35 @@ TEST_F(test_cudasim_stream, query_pending_and_event)
     CUdeviceptr dev;
     gate g;
 
-    CU_OK(MemAlloc, &dev, size);
-    CU_OK(StreamCreate, &stream, CU_STREAM_NON_BLOCKING);
-    CU_OK(EventCreate, &event, CU_EVENT_DISABLE_TIMING);
-    CU_OK(EventCreate, &never, CU_EVENT_DEFAULT);
-    CU_OK(EventQuery, never); /* never recorded: complete */
+    CU_OK(cuMemAlloc, &dev, size);
+    CU_OK(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    CU_OK(cuEventCreate, &event, CU_EVENT_DISABLE_TIMING);
+    CU_OK(cuEventCreate, &never, CU_EVENT_DEFAULT);
+    CU_OK(cuEventQuery, never); /* never recorded: complete */
 
-    CU_OK(LaunchHostFunc, stream, gate_func, &g);
-    CU_OK(MemcpyHtoDAsync, dev, host.data(), size, stream);
-    CU_OK(MemcpyDtoHAsync, back.data(), dev, size, stream);
-    CU_OK(EventRecord, event, stream);
+    CU_OK(cuLaunchHostFunc, stream, gate_func, &g);
+    CU_OK(cuMemcpyHtoDAsync, dev, host.data(), size, stream);
+    CU_OK(cuMemcpyDtoHAsync, back.data(), dev, size, stream);
+    CU_OK(cuEventRecord, event, stream);
 
     while (!g.reached) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    CU_EXPECT(CUDA_ERROR_NOT_READY, StreamQuery, stream);
-    CU_EXPECT(CUDA_ERROR_NOT_READY, EventQuery, event);
+    CU_EXPECT(CUDA_ERROR_NOT_READY, cuStreamQuery, stream);
+    CU_EXPECT(CUDA_ERROR_NOT_READY, cuEventQuery, event);
     EXPECT_EQ(0, back[0]); /* the copies wait behind the host function */
 
     g.open = true;
-    CU_OK(EventSynchronize, event);
-    CU_OK(EventQuery, event);
+    CU_OK(cuEventSynchronize, event);
+    CU_OK(cuEventQuery, event);
     EXPECT_EQ(host, back);
-    CU_OK(StreamSynchronize, stream);
-    CU_OK(StreamQuery, stream);
+    CU_OK(cuStreamSynchronize, stream);
+    CU_OK(cuStreamQuery, stream);
 
-    CU_OK(EventDestroy, event);
-    CU_OK(EventDestroy, never);
-    CU_OK(StreamDestroy, stream);
-    CU_OK(MemFree, dev);
+    CU_OK(cuEventDestroy, event);
+    CU_OK(cuEventDestroy, never);
+    CU_OK(cuStreamDestroy, stream);
+    CU_OK(cuMemFree, dev);
 }
 
 
@@ -97,41 +97,41 @@ TEST_F(test_cudasim_stream, wait_event_across_streams)
     CUevent event;
     gate g;
 
-    CU_OK(MemAlloc, &a, 4096);
-    CU_OK(MemAlloc, &b, 4096);
-    CU_OK(MemsetD8, a, 0, 4096);
-    CU_OK(MemsetD8, b, 0, 4096);
-    CU_OK(StreamCreate, &producer, CU_STREAM_NON_BLOCKING);
-    CU_OK(StreamCreate, &consumer, CU_STREAM_NON_BLOCKING);
-    CU_OK(EventCreate, &event, CU_EVENT_DISABLE_TIMING);
+    CU_OK(cuMemAlloc, &a, 4096);
+    CU_OK(cuMemAlloc, &b, 4096);
+    CU_OK(cuMemsetD8, a, 0, 4096);
+    CU_OK(cuMemsetD8, b, 0, 4096);
+    CU_OK(cuStreamCreate, &producer, CU_STREAM_NON_BLOCKING);
+    CU_OK(cuStreamCreate, &consumer, CU_STREAM_NON_BLOCKING);
+    CU_OK(cuEventCreate, &event, CU_EVENT_DISABLE_TIMING);
 
-    CU_OK(LaunchHostFunc, producer, gate_func, &g);
-    CU_OK(MemsetD8Async, a, 0x42, 4096, producer);
-    CU_OK(EventRecord, event, producer);
-    CU_OK(StreamWaitEvent, consumer, event, 0);
-    CU_OK(MemcpyDtoDAsync, b, a, 4096, consumer);
-    CU_OK(MemcpyDtoHAsync, &out, b + 4095, 1, consumer);
+    CU_OK(cuLaunchHostFunc, producer, gate_func, &g);
+    CU_OK(cuMemsetD8Async, a, 0x42, 4096, producer);
+    CU_OK(cuEventRecord, event, producer);
+    CU_OK(cuStreamWaitEvent, consumer, event, 0);
+    CU_OK(cuMemcpyDtoDAsync, b, a, 4096, consumer);
+    CU_OK(cuMemcpyDtoHAsync, &out, b + 4095, 1, consumer);
 
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    CU_EXPECT(CUDA_ERROR_NOT_READY, StreamQuery, consumer);
+    CU_EXPECT(CUDA_ERROR_NOT_READY, cuStreamQuery, consumer);
     g.open = true;
-    CU_OK(StreamSynchronize, consumer);
+    CU_OK(cuStreamSynchronize, consumer);
     EXPECT_EQ(0x42, out);
 
     /* the event may be destroyed while a wait on it is pending */
     g.open = false;
     g.reached = false;
-    CU_OK(LaunchHostFunc, producer, gate_func, &g);
-    CU_OK(EventRecord, event, producer);
-    CU_OK(StreamWaitEvent, consumer, event, 0);
-    CU_OK(EventDestroy, event);
+    CU_OK(cuLaunchHostFunc, producer, gate_func, &g);
+    CU_OK(cuEventRecord, event, producer);
+    CU_OK(cuStreamWaitEvent, consumer, event, 0);
+    CU_OK(cuEventDestroy, event);
     g.open = true;
-    CU_OK(StreamSynchronize, consumer);
+    CU_OK(cuStreamSynchronize, consumer);
 
-    CU_OK(StreamDestroy, producer);
-    CU_OK(StreamDestroy, consumer);
-    CU_OK(MemFree, a);
-    CU_OK(MemFree, b);
+    CU_OK(cuStreamDestroy, producer);
+    CU_OK(cuStreamDestroy, consumer);
+    CU_OK(cuMemFree, a);
+    CU_OK(cuMemFree, b);
 }
 
 
@@ -156,23 +156,23 @@ TEST_F(test_cudasim_stream, host_functions_in_order)
     CUstream stream;
 
     args.reserve(n);
-    CU_OK(StreamCreate, &stream, 0);
+    CU_OK(cuStreamCreate, &stream, 0);
     for (int i = 0; i < n; ++i) {
         args.emplace_back(&order, i);
         if (i % 2) {
-            CU_OK(StreamAddCallback, stream, append_cb, &args.back(), 0);
+            CU_OK(cuStreamAddCallback, stream, append_cb, &args.back(), 0);
         } else {
-            CU_OK(LaunchHostFunc, stream, append_fn, &args.back());
+            CU_OK(cuLaunchHostFunc, stream, append_fn, &args.back());
         }
     }
-    CU_OK(StreamSynchronize, stream);
+    CU_OK(cuStreamSynchronize, stream);
     ASSERT_EQ((size_t)n, order.size());
     for (int i = 0; i < n; ++i) {
         EXPECT_EQ(i, order[i]);
     }
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, StreamAddCallback, stream, append_cb,
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuStreamAddCallback, stream, append_cb,
               nullptr, 1);
-    CU_OK(StreamDestroy, stream);
+    CU_OK(cuStreamDestroy, stream);
 }
 
 
@@ -183,17 +183,17 @@ TEST_F(test_cudasim_stream, ordering_many_streams_and_threads)
     CUcontext ctx;
     CUdeviceptr dev;
 
-    CU_OK(CtxGetCurrent, &ctx);
-    CU_OK(MemAlloc, &dev, num_threads * streams_per_thread * slot);
+    CU_OK(cuCtxGetCurrent, &ctx);
+    CU_OK(cuMemAlloc, &dev, num_threads * streams_per_thread * slot);
 
     auto worker = [&](int t) {
         std::vector<CUstream> streams(streams_per_thread);
         std::vector<std::vector<unsigned char>> src(iters),
                 results(streams_per_thread * iters);
 
-        ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.CtxSetCurrent(ctx));
+        ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxSetCurrent(ctx));
         for (auto &s : streams) {
-            ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.StreamCreate(
+            ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuStreamCreate(
                               &s, CU_STREAM_NON_BLOCKING));
         }
         for (int i = 0; i < iters; ++i) {
@@ -208,16 +208,16 @@ TEST_F(test_cudasim_stream, ordering_many_streams_and_threads)
         for (int i = 0; i < iters; ++i) {
             for (int k = 0; k < streams_per_thread; ++k) {
                 CUdeviceptr p = dev + (t * streams_per_thread + k) * slot;
-                ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.MemcpyHtoDAsync(
+                ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuMemcpyHtoDAsync(
                                   p, src[i].data(), slot, streams[k]));
-                ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.MemcpyDtoHAsync(
+                ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuMemcpyDtoHAsync(
                                   results[k * iters + i].data(), p, slot,
                                   streams[k]));
             }
         }
         for (auto &s : streams) {
-            ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.StreamSynchronize(s));
-            ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.StreamDestroy(s));
+            ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuStreamSynchronize(s));
+            ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuStreamDestroy(s));
         }
         for (int k = 0; k < streams_per_thread; ++k) {
             for (int i = 0; i < iters; ++i) {
@@ -234,7 +234,7 @@ TEST_F(test_cudasim_stream, ordering_many_streams_and_threads)
     for (auto &thr : threads) {
         thr.join();
     }
-    CU_OK(MemFree, dev);
+    CU_OK(cuMemFree, dev);
 }
 
 
@@ -246,27 +246,27 @@ TEST_F(test_cudasim_stream, events_complete_in_order)
     CUdeviceptr dev;
     gate g;
 
-    CU_OK(MemAlloc, &dev, 1 << 20);
-    CU_OK(StreamCreate, &stream, CU_STREAM_NON_BLOCKING);
-    CU_OK(LaunchHostFunc, stream, gate_func, &g);
+    CU_OK(cuMemAlloc, &dev, 1 << 20);
+    CU_OK(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    CU_OK(cuLaunchHostFunc, stream, gate_func, &g);
     for (int i = 0; i < n; ++i) {
-        CU_OK(EventCreate, &events[i], CU_EVENT_DISABLE_TIMING);
-        CU_OK(MemsetD8Async, dev, (unsigned char)i, 1 << 20, stream);
-        CU_OK(EventRecord, events[i], stream);
+        CU_OK(cuEventCreate, &events[i], CU_EVENT_DISABLE_TIMING);
+        CU_OK(cuMemsetD8Async, dev, (unsigned char)i, 1 << 20, stream);
+        CU_OK(cuEventRecord, events[i], stream);
     }
     for (int i = 0; i < n; ++i) {
-        CU_EXPECT(CUDA_ERROR_NOT_READY, EventQuery, events[i]);
+        CU_EXPECT(CUDA_ERROR_NOT_READY, cuEventQuery, events[i]);
     }
     g.open = true;
-    CU_OK(EventSynchronize, events[n / 2]);
-    CU_OK(EventQuery, events[0]);
-    CU_OK(StreamSynchronize, stream);
+    CU_OK(cuEventSynchronize, events[n / 2]);
+    CU_OK(cuEventQuery, events[0]);
+    CU_OK(cuStreamSynchronize, stream);
     for (int i = 0; i < n; ++i) {
-        CU_OK(EventQuery, events[i]);
-        CU_OK(EventDestroy, events[i]);
+        CU_OK(cuEventQuery, events[i]);
+        CU_OK(cuEventDestroy, events[i]);
     }
-    CU_OK(StreamDestroy, stream);
-    CU_OK(MemFree, dev);
+    CU_OK(cuStreamDestroy, stream);
+    CU_OK(cuMemFree, dev);
 }
 
 
@@ -280,40 +280,40 @@ TEST_F(test_cudasim_stream, copies_and_memset)
     for (size_t i = 0; i < size; ++i) {
         host[i] = (unsigned char)(i ^ (i >> 8));
     }
-    CU_OK(MemAlloc, &a, size);
-    CU_OK(MemAlloc, &b, size);
-    CU_OK(StreamCreate, &stream, 0);
+    CU_OK(cuMemAlloc, &a, size);
+    CU_OK(cuMemAlloc, &b, size);
+    CU_OK(cuStreamCreate, &stream, 0);
 
-    CU_OK(MemcpyHtoD, a, host.data(), size);
-    CU_OK(MemcpyDtoD, b, a, size);
-    CU_OK(MemcpyDtoH, back.data(), b, size);
+    CU_OK(cuMemcpyHtoD, a, host.data(), size);
+    CU_OK(cuMemcpyDtoD, b, a, size);
+    CU_OK(cuMemcpyDtoH, back.data(), b, size);
     EXPECT_EQ(host, back);
 
     /* unified copies: host and device pointers told apart by the driver */
     std::fill(back.begin(), back.end(), 0);
-    CU_OK(Memcpy, (CUdeviceptr)back.data(), a, size);
+    CU_OK(cuMemcpy, (CUdeviceptr)back.data(), a, size);
     EXPECT_EQ(host, back);
-    CU_OK(MemcpyAsync, b + 10, (CUdeviceptr)host.data(), 100, stream);
-    CU_OK(MemcpyAsync, (CUdeviceptr)back.data(), b, size, stream);
-    CU_OK(StreamSynchronize, stream);
+    CU_OK(cuMemcpyAsync, b + 10, (CUdeviceptr)host.data(), 100, stream);
+    CU_OK(cuMemcpyAsync, (CUdeviceptr)back.data(), b, size, stream);
+    CU_OK(cuStreamSynchronize, stream);
     EXPECT_EQ(host[0], back[10]);
 
-    CU_OK(MemsetD8Async, a + 5, 0xee, 1000, stream);
-    CU_OK(MemcpyDtoHAsync, back.data(), a, size, stream);
-    CU_OK(StreamSynchronize, stream);
+    CU_OK(cuMemsetD8Async, a + 5, 0xee, 1000, stream);
+    CU_OK(cuMemcpyDtoHAsync, back.data(), a, size, stream);
+    CU_OK(cuStreamSynchronize, stream);
     EXPECT_EQ(host[4], back[4]);
     EXPECT_EQ(0xee, back[5]);
     EXPECT_EQ(0xee, back[1004]);
     EXPECT_EQ(host[1005], back[1005]);
 
-    CU_OK(MemsetD8, b, 0x3c, size);
-    CU_OK(MemcpyDtoHAsync, back.data(), b, size, nullptr);
+    CU_OK(cuMemsetD8, b, 0x3c, size);
+    CU_OK(cuMemcpyDtoHAsync, back.data(), b, size, nullptr);
     EXPECT_EQ(std::vector<unsigned char>(size, 0x3c), back);
 
-    CU_OK(MemcpyHtoDAsync, a, host.data(), 0, stream); /* empty: fine */
-    CU_OK(StreamDestroy, stream);
-    CU_OK(MemFree, a);
-    CU_OK(MemFree, b);
+    CU_OK(cuMemcpyHtoDAsync, a, host.data(), 0, stream); /* empty: fine */
+    CU_OK(cuStreamDestroy, stream);
+    CU_OK(cuMemFree, a);
+    CU_OK(cuMemFree, b);
 }
 
 
@@ -324,22 +324,22 @@ TEST_F(test_cudasim_stream, legacy_stream_waits_for_blocking_streams)
     unsigned char out = 0;
     gate g;
 
-    CU_OK(MemAlloc, &dev, 4096);
-    CU_OK(MemsetD8, dev, 0, 4096);
-    CU_OK(StreamCreate, &blocking, CU_STREAM_DEFAULT);
-    CU_OK(LaunchHostFunc, blocking, gate_func, &g);
-    CU_OK(MemsetD8Async, dev, 0x77, 4096, blocking);
+    CU_OK(cuMemAlloc, &dev, 4096);
+    CU_OK(cuMemsetD8, dev, 0, 4096);
+    CU_OK(cuStreamCreate, &blocking, CU_STREAM_DEFAULT);
+    CU_OK(cuLaunchHostFunc, blocking, gate_func, &g);
+    CU_OK(cuMemsetD8Async, dev, 0x77, 4096, blocking);
 
     std::thread opener([&g] {
         std::this_thread::sleep_for(std::chrono::milliseconds(30));
         g.open = true;
     });
     /* the legacy default stream waits for prior work of blocking streams */
-    CU_OK(MemcpyDtoHAsync, &out, dev, 1, CU_STREAM_LEGACY);
+    CU_OK(cuMemcpyDtoHAsync, &out, dev, 1, CU_STREAM_LEGACY);
     EXPECT_EQ(0x77, out);
     opener.join();
-    CU_OK(StreamDestroy, blocking);
-    CU_OK(MemFree, dev);
+    CU_OK(cuStreamDestroy, blocking);
+    CU_OK(cuMemFree, dev);
 }
 
 
@@ -349,14 +349,14 @@ TEST_F(test_cudasim_stream, emulated_copy_latency_and_bad_handles)
     CUstream stream;
     CUevent event;
 
-    CU_OK(StreamCreate, &stream, 0);
-    CU_OK(StreamDestroy, stream);
-    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, StreamQuery, stream);
-    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, StreamDestroy, stream);
-    CU_OK(EventCreate, &event, 0);
-    CU_OK(EventDestroy, event);
-    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, EventQuery, event);
-    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, EventCreate, &event,
+    CU_OK(cuStreamCreate, &stream, 0);
+    CU_OK(cuStreamDestroy, stream);
+    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, cuStreamQuery, stream);
+    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, cuStreamDestroy, stream);
+    CU_OK(cuEventCreate, &event, 0);
+    CU_OK(cuEventDestroy, event);
+    CU_EXPECT(CUDA_ERROR_INVALID_HANDLE, cuEventQuery, event);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuEventCreate, &event,
               CU_EVENT_INTERPROCESS);
 }
 
@@ -377,23 +377,23 @@ TEST_F(test_cudasim_stream, emulated_sticky_illegal_address)
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location    = prop.location;
     access.flags       = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CU_OK(MemCreate, &handle, gran, &prop, 0);
-    CU_OK(MemAddressReserve, &va, gran, 0, 0, 0);
-    CU_OK(MemMap, va, gran, 0, handle, 0);
-    CU_OK(MemSetAccess, va, gran, &access, 1);
-    CU_OK(StreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    CU_OK(cuMemCreate, &handle, gran, &prop, 0);
+    CU_OK(cuMemAddressReserve, &va, gran, 0, 0, 0);
+    CU_OK(cuMemMap, va, gran, 0, handle, 0);
+    CU_OK(cuMemSetAccess, va, gran, &access, 1);
+    CU_OK(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
 
     /* queue a copy, then unmap its destination before it runs */
-    CU_OK(LaunchHostFunc, stream, gate_func, &g);
-    CU_OK(MemcpyHtoDAsync, va, host.data(), host.size(), stream);
-    CU_OK(MemUnmap, va, gran);
+    CU_OK(cuLaunchHostFunc, stream, gate_func, &g);
+    CU_OK(cuMemcpyHtoDAsync, va, host.data(), host.size(), stream);
+    CU_OK(cuMemUnmap, va, gran);
     g.open = true;
-    CU_EXPECT(CUDA_ERROR_ILLEGAL_ADDRESS, StreamSynchronize, stream);
-    CU_EXPECT(CUDA_ERROR_ILLEGAL_ADDRESS, StreamQuery, stream);
+    CU_EXPECT(CUDA_ERROR_ILLEGAL_ADDRESS, cuStreamSynchronize, stream);
+    CU_EXPECT(CUDA_ERROR_ILLEGAL_ADDRESS, cuStreamQuery, stream);
 
-    CU_OK(StreamDestroy, stream);
-    CU_OK(MemAddressFree, va, gran);
-    CU_OK(MemRelease, handle);
+    CU_OK(cuStreamDestroy, stream);
+    CU_OK(cuMemAddressFree, va, gran);
+    CU_OK(cuMemRelease, handle);
 }
 
 
@@ -403,18 +403,18 @@ TEST_PEER_ROLE(cudasim_latency_peer)
     char byte = 0;
 
     if (!test::cuda_init() ||
-        (uct_cuda_ipc_ns_drv.MemAlloc(&dev, 4096) != CUDA_SUCCESS)) {
+        (uct_cuda_ipc_ns_drv.cuMemAlloc(&dev, 4096) != CUDA_SUCCESS)) {
         return 1;
     }
     auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < 10; ++i) {
-        if (uct_cuda_ipc_ns_drv.MemcpyHtoD(dev, &byte, 1) != CUDA_SUCCESS) {
+        if (uct_cuda_ipc_ns_drv.cuMemcpyHtoD(dev, &byte, 1) != CUDA_SUCCESS) {
             return 2;
         }
     }
     long long us = std::chrono::duration_cast<std::chrono::microseconds>(
                            std::chrono::steady_clock::now() - start).count();
-    uct_cuda_ipc_ns_drv.MemFree(dev);
+    uct_cuda_ipc_ns_drv.cuMemFree(dev);
     return chan.send_obj(us) ? 0 : 3;
 }
 

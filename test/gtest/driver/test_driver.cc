@@ -87,14 +87,14 @@ TEST_PEER_ROLE(driver_partial)
 
     report.load_status      = uct_cuda_ipc_ns_driver_load(
                                       CUDASIM_PARTIAL_LIB_PATH);
-    report.has_memset       = uct_cuda_ipc_ns_drv.MemsetD8 != nullptr;
-    report.has_memset_async = uct_cuda_ipc_ns_drv.MemsetD8Async != nullptr;
+    report.has_memset       = uct_cuda_ipc_ns_drv.cuMemsetD8 != nullptr;
+    report.has_memset_async = uct_cuda_ipc_ns_drv.cuMemsetD8Async != nullptr;
     report.listed           = transport_listed();
     if (test::cuda_init()) {
         try {
             /* a test helper asking for the missing optional entry */
             test::cuda_legacy_buffer buf(4096);
-            TEST_CU_ENTRY(MemsetD8Async)((CUdeviceptr)buf.ptr(), 0x5a,
+            TEST_CU_ENTRY(cuMemsetD8Async)((CUdeviceptr)buf.ptr(), 0x5a,
                                          buf.size(), NULL);
         } catch (const std::exception &e) {
             snprintf(report.fill_error, sizeof(report.fill_error), "%s",
