@@ -52,7 +52,7 @@ if [ ! -f "$build/Makefile" ] || [ "$top/configure" -nt "$build/Makefile" ] ||
         [ "$(cat "$logs/configure.args" 2>/dev/null)" != "${conf_args[*]}" ]; then
     rm -f "$logs/configure.args"
     step "$logs/configure.log" "configure${ucx_prefix:+ (UCX $ucx_prefix)}" \
-        sh -c 'cd "$1" && shift && "$@"' sh "$build" "$top/configure" "${conf_args[@]}"
+        in_dir "$build" "$top/configure" "${conf_args[@]}"
     echo "${conf_args[*]}" >"$logs/configure.args"
 fi
 step "$logs/make.log" "make" make -C "$build" -j"$(nproc)"

@@ -45,6 +45,7 @@ if [ ! -f "$tarball" ]; then
     say "skipped: no UCX $ver tarball at $tarball (set UCX122_TARBALL=FILE)"
     exit 77
 fi
+tarball=$(readlink -f "$tarball")
 
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # what autogen, configure and make need (setup-deps.sh installs them too)
@@ -73,9 +74,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         { say "$tarball did not unpack to $srcdir"; exit 1; }
     # (autogen.sh tries a git submodule update and warns: no git tree here)
     step "$logs/ucx-$ver-autogen.log" "autogen (UCX $ver)" \
-        sh -c 'cd "$1" && ./autogen.sh' sh "$srcdir"
+        in_dir "$srcdir" ./autogen.sh
     step "$logs/ucx-$ver-configure.log" "configure (UCX $ver)" \
-        sh -c 'cd "$1" && shift && ./configure "$@"' sh "$srcdir" "${flags[@]}"
+        in_dir "$srcdir" ./configure "${flags[@]}"
     step "$logs/ucx-$ver-make.log" "make -j$(nproc) (UCX $ver, a few minutes)" \
         make -C "$srcdir" -j"$(nproc)"
     step "$logs/ucx-$ver-install.log" "make install (UCX $ver)" \

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154
 # Sourced by the contrib scripts (not run): one progress line per step, the
 # step's tool output in a log file, and on failure the log's last lines.
 #
@@ -6,6 +7,7 @@
 #   step LOG "configure" cmd args   # say, then run cmd >LOG 2>&1; on failure
 #                                   # print LOG's last 40 lines and its path
 #                                   # and exit 1
+#   step LOG "make" in_dir DIR cmd  # the same, cmd run in DIR
 # cmd may be a shell function; it runs in a subshell (a cd stays there) in
 # which set -e does not apply (it is on the left of ||): chain its commands
 # with &&. Progress goes to stderr, so that a script's
@@ -29,3 +31,5 @@ step() {
     mkdir -p "$(dirname "$log")"
     ("$@") </dev/null >"$log" 2>&1 || fail_log "$log" "$what"
 }
+
+in_dir() { cd "$1" && shift && "$@"; }
