@@ -38,14 +38,14 @@ flags=(--prefix="$prefix" --without-cuda --enable-mt
        --without-java --without-go --without-fuse3 --without-mpi
        --disable-doxygen-doc)
 stamp=$prefix/.cuda_ipc_ns-installed
-# the stamp holds what was built: another tarball or other flags rebuild
-want="$ver $(cksum <"$tarball" 2>/dev/null | cut -d' ' -f1) ${flags[*]}"
 
 if [ ! -f "$tarball" ]; then
     say "skipped: no UCX $ver tarball at $tarball (set UCX122_TARBALL=FILE)"
     exit 77
 fi
 tarball=$(readlink -f "$tarball")
+# the stamp holds what was built: another tarball or other flags rebuild
+want="$ver $(cksum <"$tarball" | cut -d' ' -f1) ${flags[*]}"
 
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # what autogen, configure and make need (setup-deps.sh installs them too)
