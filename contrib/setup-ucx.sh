@@ -17,7 +17,7 @@
 # InfiniBand/verbs, the other hardware transports and the language bindings
 # (none is used here, and they would double the build time).
 # Idempotent: a stamp file marks a finished install; a re-run takes a second.
-# A cold build takes about 4 minutes on 2 cores.
+# A cold build takes about 3 minutes on 2 cores (2 min 49 s measured).
 #
 # Output: progress lines on stderr; on stdout, two lines: the configured
 # source dir, then the install prefix (build.sh reads them). Exits 77 with
