@@ -13,6 +13,7 @@
 #include "cuda_ipc_ns_md.h"
 #include "cuda_ipc_ns_md_base.h"
 #include "cuda_ipc_ns_driver.h"
+#include "cuda_ipc_ns_compat.h"
 
 #include <ucs/sys/math.h>
 #include <ucs/time/time.h>
@@ -197,6 +198,15 @@ static ucs_status_t uct_cuda_ipc_ns_iface_event_arm(uct_iface_h tl_iface,
 }
 
 
+static uct_iface_internal_ops_t uct_cuda_ipc_ns_iface_internal_ops = {
+    .iface_estimate_perf = uct_base_iface_estimate_perf,
+    .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
+    .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
+    .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported,
+    UCT_CUDA_IPC_NS_IFACE_INTERNAL_OPS_ADDED
+};
+
+
 static UCS_CLASS_DECLARE_DELETE_FUNC(uct_cuda_ipc_ns_iface_t, uct_iface_t);
 
 
@@ -314,7 +324,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
 
     UCS_CLASS_CALL_SUPER_INIT(uct_cuda_ipc_ns_iface_base_t,
                               &uct_cuda_ipc_ns_iface_ops,
-                              &uct_base_iface_internal_ops, tl_md, worker,
+                              &uct_cuda_ipc_ns_iface_internal_ops, tl_md, worker,
                               params, tl_config, UCT_CUDA_IPC_NS_DEV_NAME,
                               md->addr_flags,
                               uct_cuda_ipc_ns_addr_is_reachable);
@@ -327,7 +337,8 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
     }
 
     uct_cuda_ipc_ns_iface_auto_perf(&auto_bandwidth, &auto_latency);
-    self->super.perf.bandwidth = UCS_CONFIG_BW_IS_AUTO(config->bandwidth) ?
+    self->super.perf.bandwidth = uct_cuda_ipc_ns_compat_config_bw_is_auto(
+                                         config->bandwidth) ?
                                  auto_bandwidth : config->bandwidth;
     self->super.perf.latency   = (config->latency == UCS_TIME_AUTO) ?
                                  auto_latency :

@@ -13,6 +13,7 @@
 #include "cuda_ipc_ns_nsid.h"
 #include "cuda_ipc_ns_addr.h"
 #include "cuda_ipc_ns_ptr.h"
+#include "cuda_ipc_ns_compat.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -131,22 +132,24 @@ static void uct_cuda_ipc_ns_md_close(uct_md_h uct_md)
 }
 
 
-static ucs_status_t uct_cuda_ipc_ns_md_query(uct_md_h md, uct_md_attr_t *md_attr)
+static ucs_status_t uct_cuda_ipc_ns_md_query(uct_md_h md,
+                                             uct_cuda_ipc_ns_md_attr_t *md_attr)
 {
-    md_attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
-    md_attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
-    /* UCX 1.13.1 resolves RMA rkeys as host memory and skips a lane whose
-     * MD lists HOST in neither reg nor alloc types (docs/ucp.md); without
-     * UCT_MD_FLAG_ALLOC nothing is ever allocated through us */
-    md_attr->cap.alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    md_attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
-    /* UCP classifies buffers through the copy MD (cuda_cpy_ns) */
-    md_attr->cap.detect_mem_types = 0;
-    md_attr->cap.max_alloc        = 0;
-    md_attr->cap.max_reg          = ULONG_MAX;
-    md_attr->rkey_packed_size     = UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE;
-    md_attr->reg_cost             = ucs_linear_func_make(0, 0);
-    memset(&md_attr->local_cpus, 0xff, sizeof(md_attr->local_cpus));
+    uct_cuda_ipc_ns_md_caps_t caps = {
+        .flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY,
+        .reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_CUDA),
+        /* UCX 1.13.1 resolves RMA rkeys as host memory and skips a lane
+         * whose MD lists HOST in neither reg nor alloc types (docs/ucp.md);
+         * without UCT_MD_FLAG_ALLOC nothing is ever allocated through us */
+        .alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST),
+        .access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA),
+        /* UCP classifies buffers through the copy MD (cuda_cpy_ns) */
+        .detect_mem_types = 0,
+        .max_alloc        = 0,
+        .rkey_packed_size = UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE
+    };
+
+    uct_cuda_ipc_ns_compat_md_attr_set(md_attr, &caps);
     return UCS_OK;
 }
 
@@ -317,8 +320,9 @@ static ucs_status_t uct_cuda_ipc_ns_memh_set_uuid(uct_cuda_ipc_ns_memh_t *memh,
 
 static ucs_status_t
 uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
-                        unsigned flags, uct_mem_h *memh_p)
+                        uct_cuda_ipc_ns_mem_reg_arg_t reg_arg, uct_mem_h *memh_p)
 {
+    unsigned flags = uct_cuda_ipc_ns_compat_mem_reg_flags(reg_arg);
     uct_cuda_ipc_ns_md_t *md = ucs_derived_of(uct_md, uct_cuda_ipc_ns_md_t);
     const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
     ucs_log_level_t log_level;
@@ -424,6 +428,7 @@ uct_cuda_ipc_ns_mem_dereg(uct_md_h uct_md,
 
 static ucs_status_t
 uct_cuda_ipc_ns_mkey_pack(uct_md_h md, uct_mem_h memh_,
+                          UCT_CUDA_IPC_NS_MKEY_PACK_RANGE_ARGS
                           const uct_md_mkey_pack_params_t *params,
                           void *rkey_buffer)
 {
@@ -433,9 +438,10 @@ uct_cuda_ipc_ns_mkey_pack(uct_md_h md, uct_mem_h memh_,
 }
 
 
-static ucs_status_t uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component,
-                                         const void *rkey_buffer,
-                                         uct_rkey_t *rkey_p, void **handle_p)
+static ucs_status_t
+uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
+                            UCT_CUDA_IPC_NS_RKEY_UNPACK_PARAMS_ARG
+                            uct_rkey_t *rkey_p, void **handle_p)
 {
     const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
     uct_cuda_ipc_ns_rkey_t *rkey;
@@ -503,7 +509,6 @@ static uct_md_ops_t uct_cuda_ipc_ns_md_ops = {
     /* the shared layer's: CUDA memory and its allocation */
     .mem_query              = uct_cuda_ipc_ns_ptr_mem_query,
     .mkey_pack              = uct_cuda_ipc_ns_mkey_pack,
-    .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero_int,
     .detect_memory_type     = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported
 };
 
@@ -585,6 +590,7 @@ uct_component_t uct_cuda_ipc_ns_component = {
     .rkey_ptr           = (uct_component_rkey_ptr_func_t)
                           ucs_empty_function_return_unsupported,
     .rkey_release       = uct_cuda_ipc_ns_rkey_release,
+    UCT_CUDA_IPC_NS_COMPONENT_RKEY_COMPARE
     .name               = UCT_CUDA_IPC_NS_NAME,
     .md_config          = {
         .name           = "CUDA IPC across namespaces memory domain",
