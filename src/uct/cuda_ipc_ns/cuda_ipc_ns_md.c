@@ -13,6 +13,7 @@
 #include "cuda_ipc_ns_addr.h"
 #include "cuda_cpy_ns_memtype.h"
 
+#include <uct/base/uct_iface.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
@@ -240,9 +241,17 @@ static void uct_cuda_ipc_ns_md_close(uct_md_h uct_md)
 }
 
 
+/* mem_dereg with UCT_MD_MEM_DEREG_FLAG_INVALIDATE revokes the registration
+ * for new imports and completes at once (docs/security.md, "Invalidation").
+ * UCP's peer error mode wants it on rendezvous lanes: UCT_MD_FLAG_INVALIDATE
+ * in UCX 1.13.1, UCT_MD_FLAG_INVALIDATE_RMA from 1.15 (no _AMO: no atomics) */
+#define UCT_CUDA_IPC_NS_MD_FLAG_INVALIDATE UCT_MD_FLAG_INVALIDATE
+
+
 static ucs_status_t uct_cuda_ipc_ns_md_query(uct_md_h md, uct_md_attr_t *md_attr)
 {
-    md_attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
+    md_attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY |
+                                    UCT_CUDA_IPC_NS_MD_FLAG_INVALIDATE;
     md_attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
     /* UCX 1.13.1 resolves RMA rkeys as host memory and skips a lane whose
      * MD lists HOST in neither reg nor alloc types (docs/ucp.md); without
@@ -513,10 +522,18 @@ uct_cuda_ipc_ns_mem_dereg(uct_md_h uct_md,
                           const uct_md_mem_dereg_params_t *params)
 {
     uct_cuda_ipc_ns_memh_t *memh;
+    uct_completion_t *comp;
+    unsigned flags;
 
-    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
+    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 1);
 
-    memh = params->memh;
+    memh  = params->memh;
+    flags = UCT_MD_MEM_DEREG_FIELD_VALUE(params, flags, FIELD_FLAGS, 0);
+    comp  = UCT_MD_MEM_DEREG_FIELD_VALUE(params, comp, FIELD_COMPLETION, NULL);
+    if ((flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE) && (comp == NULL)) {
+        ucs_error("cuda_ipc_ns: invalidating memh %p needs a completion", memh);
+        return UCS_ERR_INVALID_PARAM;
+    }
 
     /* the broker must never hand out the fd once we close it */
     if (memh->reg != NULL) {
@@ -525,6 +542,15 @@ uct_cuda_ipc_ns_mem_dereg(uct_md_h uct_md,
     }
     if (memh->fd >= 0) {
         close(memh->fd);
+    }
+
+    if (flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE) {
+        /* revoked for new imports now: nothing is left to wait for. UCX 1.13.1
+         * counts this completion, 1.22 requires it before we return */
+        ucs_debug("cuda_ipc_ns: invalidated registration of allocation "
+                  "0x%" PRIx64 " (handle type %d)", memh->info.base,
+                  memh->info.handle_type);
+        uct_invoke_completion(comp, UCS_OK);
     }
     ucs_free(memh);
     return UCS_OK;
