@@ -59,6 +59,7 @@ enum { BUF_VMM = 0, BUF_LEGACY = 1, BUF_COUNT };
 enum nixl_op : uint32_t {
     OP_FILL = 1, /* fill buffer buf with seed */
     OP_CHECK,    /* wait for notif notifications, check buf holds seed */
+    OP_TAG_SEND, /* fill buf with seed, send it as tag message seed */
     OP_EXIT
 };
 
@@ -72,6 +73,7 @@ struct nixl_cmd {
 
 struct nixl_setup {
     int32_t legacy; /* also a cuMemAlloc buffer */
+    int32_t rndv;   /* rendezvous from 8 KiB, not NIXL's "inf" */
 };
 
 /* What the target sends after its worker address */
@@ -170,6 +172,10 @@ std::string list_non_socket_fds()
 /* A NIXL-like UCP agent: context (RMA, AM, TAG), worker, one peer-mode ep */
 class agent {
 public:
+    /* @a rndv_thresh: NIXL's "inf" when NULL. With a rendezvous threshold
+     * the context has TAG but not WAKEUP: UCX 1.13.1 wants
+     * UCT_IFACE_FLAG_EVENT_RECV on rendezvous lanes of TAG+WAKEUP contexts,
+     * which cu_ipc_ns (no receives) does not report */
     agent(ucs_thread_mode_t thread_mode, const char *rndv_thresh = nullptr)
     {
         ucp_params_t params               = {};
@@ -186,7 +192,7 @@ public:
         params.field_mask = UCP_PARAM_FIELD_FEATURES |
                             UCP_PARAM_FIELD_MT_WORKERS_SHARED;
         params.features   = UCP_FEATURE_RMA | UCP_FEATURE_AM |
-                            UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+                            (rndv_thresh ? UCP_FEATURE_TAG : UCP_FEATURE_WAKEUP);
         params.mt_workers_shared = 1;
         status = ucp_init(&params, config, &context);
         ucp_config_release(config);
@@ -354,7 +360,18 @@ struct notif_box {
     std::condition_variable cond;
     uint32_t                count     = 0;
     uint32_t                last_seed = 0;
+    int                     sent      = 0;
+    ucs_status_t            send_status = UCS_OK;
 };
+
+void send_done_cb(void *request, ucs_status_t status, void *user_data)
+{
+    notif_box *box = (notif_box*)user_data;
+    std::lock_guard<std::mutex> guard(box->lock);
+    box->send_status = status;
+    box->sent        = 1;
+    box->cond.notify_all();
+}
 
 ucs_status_t notif_cb(void *arg, const void *header, size_t header_length,
                       void *data, size_t length,
@@ -392,7 +409,7 @@ TEST_PEER_ROLE(nixl_target)
         bufs[BUF_LEGACY] = legacy->ptr();
     }
 
-    agent ag(UCS_THREAD_MODE_MULTI);
+    agent ag(UCS_THREAD_MODE_MULTI, setup.rndv ? "8192" : nullptr);
     if (!ag.ok()) {
         return 2;
     }
@@ -440,12 +457,22 @@ TEST_PEER_ROLE(nixl_target)
         return 6;
     }
 
-    /* the progress thread, as NIXL's: progress, arm, sleep on the fd */
-    int efd, stop_fd = eventfd(0, EFD_CLOEXEC);
-    if ((stop_fd < 0) || (ucp_worker_get_efd(ag.worker, &efd) != UCS_OK)) {
+    /* the progress thread, as NIXL's: progress, arm, sleep on the fd (a
+     * context without WAKEUP, for the rendezvous test: progress, poll the
+     * stop fd) */
+    int efd = -1, stop_fd = eventfd(0, EFD_CLOEXEC);
+    if ((stop_fd < 0) ||
+        (!setup.rndv && (ucp_worker_get_efd(ag.worker, &efd) != UCS_OK))) {
         return 7;
     }
     std::thread progress([&]() {
+        while (setup.rndv) {
+            struct pollfd pfd = {stop_fd, POLLIN, 0};
+            ucp_worker_progress(ag.worker);
+            if ((poll(&pfd, 1, 0) > 0) && (pfd.revents & POLLIN)) {
+                return;
+            }
+        }
         for (;;) {
             while (ucp_worker_progress(ag.worker) != 0) {
             }
@@ -469,6 +496,27 @@ TEST_PEER_ROLE(nixl_target)
             result = UCS_ERR_INVALID_PARAM;
         } else if (cmd.op == OP_FILL) {
             fill(buf, cmd.seed, cmd.size);
+        } else if (cmd.op == OP_TAG_SEND) {
+            /* completed on the progress thread */
+            fill(buf, cmd.seed, cmd.size);
+            ucp_request_param_t param = {};
+            param.op_attr_mask        = UCP_OP_ATTR_FIELD_CALLBACK |
+                                        UCP_OP_ATTR_FIELD_USER_DATA;
+            param.cb.send             = send_done_cb;
+            param.user_data           = &box;
+            std::unique_lock<std::mutex> guard(box.lock);
+            box.sent = 0;
+            ucs_status_ptr_t req = ucp_tag_send_nbx(ag.ep, buf, cmd.size,
+                                                    cmd.seed, &param);
+            if (UCS_PTR_IS_PTR(req)) {
+                box.cond.wait_for(guard, std::chrono::milliseconds(WAIT_MS),
+                                  [&]() { return box.sent != 0; });
+                result = (box.sent != 0) ? box.send_status : UCS_ERR_TIMED_OUT;
+                guard.unlock();
+                ucp_request_free(req);
+            } else {
+                result = UCS_PTR_STATUS(req);
+            }
         } else if (cmd.op == OP_CHECK) {
             std::unique_lock<std::mutex> guard(box.lock);
             if (!box.cond.wait_for(guard, std::chrono::milliseconds(WAIT_MS),
@@ -581,7 +629,7 @@ protected:
 
     /* start the target (and its network: before our agent reads
      * UCX_NET_DEVICES) */
-    void start_target()
+    void start_target(bool rndv = false)
     {
         test::peer_options opts;
 
@@ -591,7 +639,7 @@ protected:
         if (opts.new_net_ns) {
             connect_pod(m_peer->pid());
         }
-        nixl_setup setup = {legacy()};
+        nixl_setup setup = {legacy(), rndv};
         ASSERT_TRUE(m_peer->chan().send_obj(setup));
     }
 
@@ -748,7 +796,7 @@ TEST_P(ucp_nixl, put_get_bursts_flush_notify) {
  * exported fds nor the mappings of the dead target stay behind */
 TEST_P(ucp_nixl, killed_target_fails_requests) {
     /* rendezvous from 8 KiB for the tag message (NIXL itself uses RMA only) */
-    start_target();
+    start_target(true);
     ASSERT_FALSE(HasFatalFailure());
     agent ag(UCS_THREAD_MODE_SINGLE, "8192");
     ASSERT_TRUE(ag.ok());
@@ -764,6 +812,8 @@ TEST_P(ucp_nixl, killed_target_fails_requests) {
     connect_target(ag);
     ASSERT_FALSE(HasFatalFailure());
 
+    ucp_request_param_t param = {};
+
     /* a transfer that works, mapping the target's buffer here */
     fill(vmm.ptr(), 1, MAX_SIZE);
     EXPECT_EQ(UCS_OK, wait_all(ag, ag.burst(true, vmm.ptr(), m_hello.addr[0],
@@ -772,9 +822,22 @@ TEST_P(ucp_nixl, killed_target_fails_requests) {
     uct_cuda_ipc_ns_cache_get_stats(&during);
     EXPECT_GT(during.regions, before.regions) << "the target's buffer mapped";
 
+    /* a rendezvous from the target: we read its buffer with cu_ipc_ns only
+     * if UCP put it on the rendezvous lanes, which in peer mode takes
+     * UCT_MD_FLAG_INVALIDATE (1.13.1 ucp/wireup/select.c) */
+    ucs_status_ptr_t rreq = ucp_tag_recv_nbx(ag.worker, rndv_buf.ptr(),
+                                             MAX_SIZE, 77, (ucp_tag_t)-1,
+                                             &param);
+    EXPECT_EQ(UCS_OK, call(ag, OP_TAG_SEND, BUF_VMM, 77, MAX_SIZE));
+    EXPECT_EQ(UCS_OK, ag.wait(rreq));
+    EXPECT_TRUE(holds(rndv_buf.ptr(), 77, MAX_SIZE));
+    uct_cuda_ipc_ns_cache_stats_t rndv_stats;
+    uct_cuda_ipc_ns_cache_get_stats(&rndv_stats);
+    EXPECT_GT(rndv_stats.hits + rndv_stats.misses, during.hits + during.misses)
+            << "the rendezvous went through cu_ipc_ns";
+
     /* a rendezvous the target never receives: UCP registered rndv_buf and
      * sent its key; then an RMA burst; then the target dies */
-    ucp_request_param_t param = {};
     ucs_status_ptr_t rndv = ucp_tag_send_nbx(ag.ep, rndv_buf.ptr(), MAX_SIZE,
                                              42, &param);
     ASSERT_FALSE(UCS_PTR_IS_ERR(rndv));
