@@ -28,6 +28,8 @@ echo "== driver: $UCX_CUDA_IPC_NS_DRIVER"
 
 echo "== data path: test/bench/bench_datapath"
 "$bench/bench_datapath" | tee "$out/datapath.txt"
+echo "== mapping cache: test/bench/bench_cache"
+"$bench/bench_cache" | tee "$out/cache.txt"
 echo "== fd import: test/bench/bench_fd_import"
 "$bench/bench_fd_import" | tee "$out/fd_import.txt"
 echo "== memory-type detection: test/bench/bench_memtype_detect"

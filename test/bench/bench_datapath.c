@@ -8,8 +8,8 @@
  *  2. latency of an 8-byte put (post + progress to completion) vs one
  *     cuMemcpyDtoDAsync + cuEventRecord + polling cuEventQuery in one
  *     process (goal <= 1.5x);
- *  3. mapping cache hit cost with 100,000 vs 1,000 cached regions (goal
- *     <= 2x), on the cache itself with a mapping stub.
+ *
+ * The mapping cache's figures come from bench_cache.
  *
  * The exporter is this program again (fork + exec: a CUDA driver cannot be
  * used in a forked child), talking over a socketpair.
@@ -20,7 +20,6 @@
 #  include "config.h"
 #endif
 
-#include "cuda_ipc_ns_cache.h"
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_addr.h"
 #include "cuda_ipc_ns_rkey.h"
@@ -338,126 +337,6 @@ static void bench_latency(bench_node_t *node, uct_ep_h ep,
 }
 
 
-/* Mapping stub: the cache alone, without driver calls */
-static ucs_status_t bench_stub_map(void *arg,
-                                   const uct_cuda_ipc_ns_rkey_info_t *key,
-                                   int device,
-                                   uct_cuda_ipc_ns_mapping_t *mapping)
-{
-    mapping->addr        = (void*)(uintptr_t)key->base;
-    mapping->length      = key->length;
-    mapping->handle_type = key->handle_type;
-    mapping->device      = device;
-    return UCS_OK;
-}
-
-static void bench_stub_unmap(uct_cuda_ipc_ns_mapping_t *mapping)
-{
-}
-
-static const uct_cuda_ipc_ns_map_ops_t bench_stub_ops = {
-    .map   = bench_stub_map,
-    .unmap = bench_stub_unmap
-};
-
-
-/* Cache with @a count regions of one peer (mapping stub) */
-static uct_cuda_ipc_ns_peer_t *bench_cache_fill(uint64_t peer_pid, unsigned count)
-{
-    uct_cuda_ipc_ns_identity_t id = {1, 2, peer_pid, 4};
-    uct_cuda_ipc_ns_rkey_info_t key;
-    uct_cuda_ipc_ns_region_t *region;
-    uct_cuda_ipc_ns_peer_t *peer;
-    unsigned i;
-
-    BENCH_CHECK(uct_cuda_ipc_ns_cache_peer_get(&id, &peer) == UCS_OK, "peer");
-    memset(&key, 0, sizeof(key));
-    key.handle_type = UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
-    key.length      = 1ul << 21;
-    for (i = 0; i < count; ++i) {
-        key.base                  = (uint64_t)(i + 1) << 21;
-        key.handle.posix.alloc_id = i;
-        BENCH_CHECK(uct_cuda_ipc_ns_cache_map(peer, &key, 0, NULL, &region) ==
-                    UCS_OK, "insert");
-        uct_cuda_ipc_ns_cache_unpin(region);
-    }
-    return peer;
-}
-
-
-/* ns per hit (map + unpin) on random regions among @a span of the @a count
- * cached, spread evenly over them */
-static double bench_cache_hits(uct_cuda_ipc_ns_peer_t *peer, unsigned count,
-                               unsigned span, int lookups)
-{
-    uct_cuda_ipc_ns_rkey_info_t key;
-    uct_cuda_ipc_ns_region_t *region;
-    uint64_t seed = 12345;
-    double t;
-    unsigned i;
-    int it;
-
-    memset(&key, 0, sizeof(key));
-    key.handle_type = UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
-    key.length      = 1ul << 21;
-    t               = bench_now();
-    for (it = 0; it < lookups; ++it) {
-        seed                      = seed * 6364136223846793005ull + 1;
-        i                         = ((seed >> 33) % span) * (count / span);
-        key.base                  = (uint64_t)(i + 1) << 21;
-        key.handle.posix.alloc_id = i;
-        uct_cuda_ipc_ns_cache_map(peer, &key, 0, NULL, &region);
-        uct_cuda_ipc_ns_cache_unpin(region);
-    }
-    return (bench_now() - t) / lookups * 1e9;
-}
-
-
-static int bench_cmp_double(const void *a, const void *b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-
-    return (x > y) - (x < y);
-}
-
-
-/*
- * Median over rounds that alternate the two sizes (same machine state), for
- * lookups over a working set of 1,000 regions (the algorithm: what a bigger
- * cache costs a lookup) and over every cached region (the memory system too:
- * 100,000 regions do not fit the CPU caches).
- */
-static void bench_cache(unsigned span, double *small_p, double *large_p)
-{
-    uct_cuda_ipc_ns_cache_config_t config = {1, UINT_MAX, SIZE_MAX};
-    uct_cuda_ipc_ns_cache_stats_t before, after;
-    uct_cuda_ipc_ns_peer_t *small, *large;
-    double s[9], l[9];
-    int round;
-
-    BENCH_CHECK(uct_cuda_ipc_ns_cache_get(&config, &bench_stub_ops) == UCS_OK,
-                "cache");
-    small = bench_cache_fill(1000, 1000);
-    large = bench_cache_fill(100000, 100000);
-    uct_cuda_ipc_ns_cache_get_stats(&before);
-    for (round = 0; round < 9; ++round) {
-        s[round] = bench_cache_hits(small, 1000, 1000, 200000);
-        l[round] = bench_cache_hits(large, 100000, span ? span : 100000,
-                                    200000);
-    }
-    uct_cuda_ipc_ns_cache_get_stats(&after);
-    BENCH_CHECK(after.misses == before.misses, "every lookup a hit");
-    qsort(s, 9, sizeof(double), bench_cmp_double);
-    qsort(l, 9, sizeof(double), bench_cmp_double);
-    *small_p = s[4];
-    *large_p = l[4];
-
-    uct_cuda_ipc_ns_cache_peer_put(small);
-    uct_cuda_ipc_ns_cache_peer_put(large);
-    uct_cuda_ipc_ns_cache_put();
-}
-
-
 int main(int argc, char **argv)
 {
     int iters = 40, sv[2], opt;
@@ -465,7 +344,6 @@ int main(int argc, char **argv)
     uct_rkey_bundle_t rkey;
     bench_export_t exp;
     bench_node_t node;
-    double small, large, small_all, large_all;
     char fd_str[16];
     uct_ep_h ep;
     pid_t pid;
@@ -493,10 +371,6 @@ int main(int argc, char **argv)
     }
     close(sv[1]);
 
-    /* the cache alone first, before any MD configures the shared one */
-    bench_cache(1000, &small, &large);
-    bench_cache(0, &small_all, &large_all);
-
     bench_cuda_init();
     bench_node_open(&node);
     BENCH_CHECK(recv(sv[0], &exp, sizeof(exp), 0) == sizeof(exp),
@@ -514,13 +388,6 @@ int main(int argc, char **argv)
            getenv("UCX_CUDA_IPC_NS_DRIVER") ?: "libcuda.so.1");
     bench_bandwidth(&node, ep, &exp, rkey.rkey, iters);
     bench_latency(&node, ep, &exp, rkey.rkey, iters * 50);
-    printf("mapping cache hit, 1,000 regions in use: %.1f ns with 1,000 "
-           "cached, %.1f ns with 100,000 cached; ratio %.3f (goal <= 2)\n",
-           small, large, large / small);
-    printf("mapping cache hit, every cached region in use: %.1f ns with "
-           "1,000, %.1f ns with 100,000; ratio %.3f (memory-bound: 100,000 "
-           "regions exceed the CPU caches)\n", small_all, large_all,
-           large_all / small_all);
 
     uct_rkey_release(node.component, &rkey);
     uct_ep_destroy(ep);

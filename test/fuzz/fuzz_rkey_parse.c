@@ -11,8 +11,8 @@
 #  include "config.h"
 #endif
 
-#include "../../src/uct/cuda_ipc_ns/cuda_ipc_ns_rkey.h"
-#include "../../src/uct/cuda_ipc_ns/cuda_ipc_ns_addr.h"
+#include "cuda_ipc_ns_rkey.h"
+#include "cuda_ipc_ns_addr.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -48,10 +48,11 @@ if [ ! -d "$corpus" ] || [ -z "$(ls -A "$corpus" 2>/dev/null)" ]; then
     python3 "$here/make_corpus.py" "$corpus"
 fi
 
+module=$top/src/uct/cuda_ipc_ns
 cppflags=(-I"$ucx_src" -I"$ucx_src/src" -DHAVE_CONFIG_H
-          -I"$cuda_include")
-sources=("$top/src/uct/cuda_ipc_ns/cuda_ipc_ns_rkey.c"
-         "$top/src/uct/cuda_ipc_ns/cuda_ipc_ns_addr.c"
+          -I"$cuda_include" -I"$module/base" -I"$module/ipc")
+sources=("$module/ipc/cuda_ipc_ns_rkey.c"
+         "$module/base/cuda_ipc_ns_addr.c"
          "$here/fuzz_rkey_parse.c")
 libs=(-lucs)
 # ASan: libucs keeps some allocations for the process lifetime

@@ -10,6 +10,7 @@
 #include "cuda_ipc_ns_ctx.h"
 
 #include <ucs/datastruct/queue.h>
+#include <uct/base/uct_iface.h>
 #include <ucs/arch/cpu.h>
 #include <ucs/sys/math.h>
 #include <ucs/debug/log.h>
@@ -20,6 +21,7 @@
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
+#include <limits.h>
 
 
 static void uct_cuda_ipc_ns_op_init(ucs_mpool_t *mp, void *obj, void *chunk)
@@ -50,11 +52,18 @@ static ucs_mpool_ops_t uct_cuda_ipc_ns_op_mpool_ops = {
 };
 
 
+static ucs_mpool_ops_t uct_cuda_ipc_ns_flush_mpool_ops = {
+    .chunk_alloc   = ucs_mpool_chunk_malloc,
+    .chunk_release = ucs_mpool_chunk_free,
+    .obj_init      = NULL,
+    .obj_cleanup   = NULL,
+    .obj_str       = NULL
+};
+
+
 ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
                                      unsigned max_streams, unsigned max_poll,
-                                     unsigned max_events,
-                                     uct_cuda_ipc_ns_op_done_cb_t done_cb,
-                                     void *done_arg)
+                                     unsigned max_events)
 {
     ucs_status_t status;
 
@@ -62,8 +71,6 @@ ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
     cq->max_streams = max_streams;
     cq->max_poll    = max_poll;
     cq->max_ops     = max_events;
-    cq->done_cb     = done_cb;
-    cq->done_arg    = done_arg;
     ucs_list_head_init(&cq->active);
 
     status = ucs_mpool_init(&cq->op_mp, 0, sizeof(uct_cuda_ipc_ns_op_t), 0,
@@ -76,14 +83,133 @@ ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
         return status;
     }
 
+    status = ucs_mpool_init(&cq->flush_mp, 0,
+                            sizeof(uct_cuda_ipc_ns_flush_req_t), 0,
+                            UCS_SYS_CACHE_LINE_SIZE, 16, UINT_MAX,
+                            &uct_cuda_ipc_ns_flush_mpool_ops,
+                            "cuda_ipc_ns_flush_reqs");
+    if (status != UCS_OK) {
+        ucs_error("cuda_ipc_ns: failed to create the flush request pool: %s",
+                  ucs_status_string(status));
+        goto err_op_mp;
+    }
+
     cq->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (cq->event_fd < 0) {
         ucs_error("cuda_ipc_ns: eventfd() failed: %m");
-        ucs_mpool_cleanup(&cq->op_mp, 0);
-        return UCS_ERR_IO_ERROR;
+        status = UCS_ERR_IO_ERROR;
+        goto err_flush_mp;
     }
 
     return UCS_OK;
+
+err_flush_mp:
+    ucs_mpool_cleanup(&cq->flush_mp, 0);
+err_op_mp:
+    ucs_mpool_cleanup(&cq->op_mp, 0);
+    return status;
+}
+
+
+/* Complete the endpoint's flushes that no op in flight holds back */
+static void uct_cuda_ipc_ns_cq_ep_progress_flush(uct_cuda_ipc_ns_cq_ep_t *cq_ep)
+{
+    uint64_t oldest = ucs_list_is_empty(&cq_ep->ops) ? UINT64_MAX :
+                      ucs_list_head(&cq_ep->ops, uct_cuda_ipc_ns_op_t,
+                                    ep_elem)->seq;
+    uct_cuda_ipc_ns_flush_req_t *req;
+
+    while (!ucs_queue_is_empty(&cq_ep->flush_q)) {
+        req = ucs_queue_head_elem_non_empty(&cq_ep->flush_q,
+                                            uct_cuda_ipc_ns_flush_req_t, queue);
+        if (req->seq >= oldest) {
+            break;
+        }
+        ucs_queue_pull_non_empty(&cq_ep->flush_q);
+        uct_invoke_completion(req->comp, UCS_OK);
+        ucs_mpool_put(req);
+    }
+}
+
+
+/*
+ * The op's copy ended with @a status: a copy whose other end is gone is moot
+ * (the peer died), the mapping is unpinned, the user's completion called,
+ * the endpoint's flushes advanced, and the op and its event go back.
+ */
+static void uct_cuda_ipc_ns_cq_op_complete(uct_cuda_ipc_ns_cq_t *cq,
+                                           uct_cuda_ipc_ns_op_t *op,
+                                           ucs_status_t status)
+{
+    uct_cuda_ipc_ns_cq_ep_t *cq_ep = op->ep;
+
+    if ((status == UCS_OK) &&
+        uct_cuda_ipc_ns_cache_peer_is_dead(op->region->peer)) {
+        status = UCS_ERR_CONNECTION_RESET;
+    }
+
+    uct_cuda_ipc_ns_cache_unpin(op->region);
+
+    if (cq_ep != NULL) {
+        ucs_list_del(&op->ep_elem);
+        if (op->comp != NULL) {
+            uct_invoke_completion(op->comp, status);
+        }
+        uct_cuda_ipc_ns_cq_ep_progress_flush(cq_ep);
+    }
+
+    uct_cuda_ipc_ns_cq_op_put(cq, op);
+}
+
+
+void uct_cuda_ipc_ns_cq_ep_init(uct_cuda_ipc_ns_cq_ep_t *cq_ep)
+{
+    ucs_list_head_init(&cq_ep->ops);
+    ucs_queue_head_init(&cq_ep->flush_q);
+    cq_ep->seq = 0;
+}
+
+
+void uct_cuda_ipc_ns_cq_ep_cleanup(uct_cuda_ipc_ns_cq_t *cq,
+                                   uct_cuda_ipc_ns_cq_ep_t *cq_ep)
+{
+    uct_cuda_ipc_ns_flush_req_t *req;
+    uct_cuda_ipc_ns_op_t *op, *tmp;
+
+    ucs_list_for_each_safe(op, tmp, &cq_ep->ops, ep_elem) {
+        ucs_list_del(&op->ep_elem);
+        op->ep   = NULL;
+        op->comp = NULL;
+    }
+    ucs_queue_for_each_extract(req, &cq_ep->flush_q, queue, 1) {
+        ucs_mpool_put(req);
+    }
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_cq_ep_flush(uct_cuda_ipc_ns_cq_t *cq,
+                                         uct_cuda_ipc_ns_cq_ep_t *cq_ep,
+                                         uct_completion_t *comp)
+{
+    uct_cuda_ipc_ns_flush_req_t *req;
+
+    if (ucs_list_is_empty(&cq_ep->ops)) {
+        return UCS_OK;
+    }
+
+    /* copies are in flight: never OK, with or without a completion */
+    if (comp != NULL) {
+        req = ucs_mpool_get(&cq->flush_mp);
+        if (req == NULL) {
+            ucs_error("cuda_ipc_ns: failed to allocate a flush request");
+            return UCS_ERR_NO_MEMORY;
+        }
+        req->comp = comp;
+        req->seq  = cq_ep->seq;
+        ucs_queue_push(&cq_ep->flush_q, &req->queue);
+    }
+
+    return UCS_INPROGRESS;
 }
 
 
@@ -104,13 +230,14 @@ void uct_cuda_ipc_ns_cq_cleanup(uct_cuda_ipc_ns_cq_t *cq)
             uct_cuda_ipc_ns_ctx_pop(pushed);
         }
         ucs_queue_for_each_extract(op, &stream->queue, queue, 1) {
-            cq->done_cb(op, UCS_ERR_CANCELED, cq->done_arg);
+            uct_cuda_ipc_ns_cq_op_complete(cq, op, UCS_ERR_CANCELED);
         }
         ucs_free(stream);
     }
 
     ucs_free(cq->streams);
     close(cq->event_fd);
+    ucs_mpool_cleanup(&cq->flush_mp, 1);
     ucs_mpool_cleanup(&cq->op_mp, 1);
 }
 
@@ -197,8 +324,11 @@ ucs_status_t uct_cuda_ipc_ns_cq_stream(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
 
 
 ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
+                                     uct_cuda_ipc_ns_cq_ep_t *cq_ep,
                                      uct_cuda_ipc_ns_op_t *op,
-                                     uct_cuda_ipc_ns_stream_t *stream)
+                                     uct_cuda_ipc_ns_stream_t *stream,
+                                     uct_cuda_ipc_ns_region_t *region,
+                                     uct_completion_t *comp)
 {
     ucs_status_t status;
 
@@ -222,7 +352,12 @@ ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
         goto err_sync;
     }
 
+    op->ep     = cq_ep;
+    op->region = region;
+    op->comp   = comp;
+    op->seq    = ++cq_ep->seq;
     op->stream = stream;
+    ucs_list_add_tail(&cq_ep->ops, &op->ep_elem);
     if (ucs_queue_is_empty(&stream->queue)) {
         ucs_list_add_tail(&cq->active, &stream->active);
     }
@@ -288,7 +423,7 @@ static unsigned uct_cuda_ipc_ns_cq_progress_stream(uct_cuda_ipc_ns_cq_t *cq,
             ucs_list_del(&stream->active);
         }
         ++count;
-        cq->done_cb(op, status, cq->done_arg);
+        uct_cuda_ipc_ns_cq_op_complete(cq, op, status);
     } while ((count < budget) && !ucs_queue_is_empty(&stream->queue));
 
     uct_cuda_ipc_ns_ctx_pop(pushed);

@@ -10,8 +10,7 @@
 #include "cuda_ipc_ns_stream.h"
 
 #include <uct/base/uct_iface.h>
-#include <ucs/datastruct/list.h>
-#include <ucs/datastruct/queue_types.h>
+#include <ucs/datastruct/arbiter.h>
 
 
 /* Copies one put/get may gather (one per iov entry, one event) */
@@ -40,10 +39,10 @@ typedef struct uct_cuda_ipc_ns_iface_config {
 
 typedef struct uct_cuda_ipc_ns_iface {
     uct_cuda_ipc_ns_iface_base_t super;
-    uct_cuda_ipc_ns_cq_t         cq;        /* copies in flight */
-    ucs_queue_head_t             pending_q; /* waiting for an event */
-    int                          fence;     /* next op waits for all */
-    void                         *bounce;   /* bcopy staging, MAX_BCOPY */
+    uct_cuda_ipc_ns_cq_t         cq;       /* copies in flight */
+    ucs_arbiter_t                arbiter;  /* endpoints waiting for an event */
+    int                          fence;    /* next op waits for all */
+    void                         *bounce;  /* bcopy staging, MAX_BCOPY */
 } uct_cuda_ipc_ns_iface_t;
 
 
@@ -51,21 +50,12 @@ typedef struct uct_cuda_ipc_ns_ep {
     uct_base_ep_t                super;
     uct_cuda_ipc_ns_iface_addr_t remote;      /* peer's iface address */
     uct_cuda_ipc_ns_peer_t       *peer;       /* its cache entry */
-    ucs_list_link_t              ops;         /* in flight, post order */
-    ucs_queue_head_t             flush_q;     /* flushes waiting for ops */
-    uint64_t                     seq;         /* ops posted */
+    uct_cuda_ipc_ns_cq_ep_t      cq_ep;       /* its copies in flight */
+    ucs_arbiter_group_t          arb_group;   /* its pending requests */
     uint64_t                     fence_seq;   /* ops up to it finish first */
-    unsigned                     num_pending; /* in the iface pending queue */
     int                          watch_tried; /* broker watch attempted */
     int                          failed;      /* peer failure reported */
 } uct_cuda_ipc_ns_ep_t;
-
-
-/* Private data of a pending request */
-typedef struct {
-    ucs_queue_elem_t     queue;
-    uct_cuda_ipc_ns_ep_t *ep;
-} uct_cuda_ipc_ns_pending_priv_t;
 
 
 #endif

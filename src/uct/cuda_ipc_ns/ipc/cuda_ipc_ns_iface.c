@@ -11,7 +11,6 @@
 #include "cuda_ipc_ns_types.h"
 #include "cuda_ipc_ns_ep.h"
 #include "cuda_ipc_ns_md.h"
-#include "cuda_ipc_ns_nsid.h"
 #include "cuda_ipc_ns_driver.h"
 
 #include <ucs/sys/math.h>
@@ -19,9 +18,6 @@
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/type/class.h>
-#include <string.h>
-#include <limits.h>
-#include <inttypes.h>
 
 
 static ucs_config_field_t uct_cuda_ipc_ns_iface_config_table[] = {
@@ -95,6 +91,33 @@ static ucs_status_t uct_cuda_ipc_ns_iface_query(uct_iface_h tl_iface,
 }
 
 
+/* Start a pending request while events are available */
+static ucs_arbiter_cb_result_t
+uct_cuda_ipc_ns_iface_pending_dispatch_cb(ucs_arbiter_t *arbiter,
+                                          ucs_arbiter_group_t *group,
+                                          ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_cuda_ipc_ns_iface_t *iface = arg;
+    uct_pending_req_t *req         = ucs_container_of(elem, uct_pending_req_t,
+                                                      priv);
+    ucs_status_t status;
+
+    if (!uct_cuda_ipc_ns_cq_has_resources(&iface->cq)) {
+        return UCS_ARBITER_CB_RESULT_STOP;
+    }
+
+    status = req->func(req);
+    if (status == UCS_OK) {
+        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+    } else if (status == UCS_INPROGRESS) {
+        return UCS_ARBITER_CB_RESULT_NEXT_GROUP; /* partly done: stays */
+    }
+
+    /* not done: it keeps its place at the head of its endpoint's group */
+    return UCS_ARBITER_CB_RESULT_STOP;
+}
+
+
 static unsigned uct_cuda_ipc_ns_iface_progress(uct_iface_h tl_iface)
 {
     uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(tl_iface,
@@ -107,7 +130,8 @@ static unsigned uct_cuda_ipc_ns_iface_progress(uct_iface_h tl_iface)
 
     count = uct_cuda_ipc_ns_cq_progress(&iface->cq);
     if (count > 0) {
-        uct_cuda_ipc_ns_ep_dispatch_pending(iface);
+        ucs_arbiter_dispatch(&iface->arbiter, 1,
+                             uct_cuda_ipc_ns_iface_pending_dispatch_cb, iface);
     }
     return count;
 }
@@ -124,7 +148,7 @@ static ucs_status_t uct_cuda_ipc_ns_iface_flush(uct_iface_h tl_iface,
         return UCS_ERR_UNSUPPORTED;
     }
 
-    if ((iface->cq.num_ops == 0) && ucs_queue_is_empty(&iface->pending_q)) {
+    if ((iface->cq.num_ops == 0) && ucs_arbiter_is_empty(&iface->arbiter)) {
         UCT_TL_IFACE_STAT_FLUSH(&iface->super.super);
         return UCS_OK;
     }
@@ -176,23 +200,30 @@ static UCS_CLASS_DECLARE_DELETE_FUNC(uct_cuda_ipc_ns_iface_t, uct_iface_t);
 
 
 static uct_iface_ops_t uct_cuda_ipc_ns_iface_ops = {
-    UCT_CUDA_IPC_NS_IFACE_CLASS_OPS(uct_cuda_ipc_ns),
     .ep_put_short             = uct_cuda_ipc_ns_ep_put_short,
     .ep_put_bcopy             = uct_cuda_ipc_ns_ep_put_bcopy,
+    .ep_put_zcopy             = uct_cuda_ipc_ns_ep_put_zcopy,
     .ep_get_bcopy             = uct_cuda_ipc_ns_ep_get_bcopy,
-    .ep_check                 = uct_cuda_ipc_ns_ep_check,
-    UCT_CUDA_IPC_NS_EP_ZCOPY_OPS(uct_cuda_ipc_ns),
+    .ep_get_zcopy             = uct_cuda_ipc_ns_ep_get_zcopy,
     .ep_pending_add           = uct_cuda_ipc_ns_ep_pending_add,
     .ep_pending_purge         = uct_cuda_ipc_ns_ep_pending_purge,
     .ep_flush                 = uct_cuda_ipc_ns_ep_flush,
     .ep_fence                 = uct_cuda_ipc_ns_ep_fence,
+    .ep_check                 = uct_cuda_ipc_ns_ep_check,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_cuda_ipc_ns_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_cuda_ipc_ns_ep_t),
     .iface_flush              = uct_cuda_ipc_ns_iface_flush,
-    UCT_CUDA_IPC_NS_IFACE_BASE_OPS,
     .iface_fence              = uct_cuda_ipc_ns_iface_fence,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
     .iface_progress           = uct_cuda_ipc_ns_iface_progress,
     .iface_event_fd_get       = uct_cuda_ipc_ns_iface_event_fd_get,
     .iface_event_arm          = uct_cuda_ipc_ns_iface_event_arm,
-    .iface_query              = uct_cuda_ipc_ns_iface_query
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_cuda_ipc_ns_iface_t),
+    .iface_query              = uct_cuda_ipc_ns_iface_query,
+    .iface_get_device_address = uct_cuda_ipc_ns_iface_base_get_device_address,
+    .iface_get_address        = uct_cuda_ipc_ns_iface_base_get_address,
+    .iface_is_reachable       = uct_cuda_ipc_ns_iface_base_is_reachable
 };
 
 
@@ -245,11 +276,11 @@ static void uct_cuda_ipc_ns_iface_auto_perf(double *bandwidth_p,
     if ((count > 1) &&
         (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGet, &dev1, 1) ==
          UCS_OK)) {
-        /* an optional entry: without it, assume PCIe */
-        if ((uct_cuda_ipc_ns_drv.cuDeviceGetP2PAttribute == NULL) ||
-            (uct_cuda_ipc_ns_drv.cuDeviceGetP2PAttribute(&atomics,
-                    CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, dev0,
-                    dev1) != CUDA_SUCCESS)) {
+        /* when the driver cannot tell, assume PCIe */
+        if (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG,
+                                    cuDeviceGetP2PAttribute, &atomics,
+                                    CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED,
+                                    dev0, dev1) != UCS_OK) {
             atomics = 0;
         }
         gbs = atomics ? nvlink_gbs[major] : pcie_gbs[major];
@@ -303,7 +334,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
     self->super.perf.overhead  = (config->overhead == UCS_TIME_AUTO) ?
                                  4e-6 : ucs_time_to_sec(config->overhead);
     self->fence                = 0;
-    ucs_queue_head_init(&self->pending_q);
+    ucs_arbiter_init(&self->arbiter);
 
     self->bounce = ucs_malloc(UCT_CUDA_IPC_NS_MAX_BCOPY, "cuda_ipc_ns_bounce");
     if (self->bounce == NULL) {
@@ -312,8 +343,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
     }
 
     status = uct_cuda_ipc_ns_cq_init(&self->cq, config->max_streams,
-                                     config->max_poll, config->max_events,
-                                     uct_cuda_ipc_ns_ep_op_done, self);
+                                     config->max_poll, config->max_events);
     if (status != UCS_OK) {
         ucs_free(self->bounce);
     }
@@ -324,10 +354,41 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
 static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_iface_t)
 {
     uct_cuda_ipc_ns_cq_cleanup(&self->cq);
+    ucs_arbiter_cleanup(&self->arbiter);
     ucs_free(self->bounce);
 }
 
 
-/* the class, its new/delete functions, the transport and its registration */
-UCT_CUDA_IPC_NS_TL_DEFINE(&uct_cuda_ipc_ns_component, cu_ipc_ns, uct_cuda_ipc_ns,
-                          UCT_CUDA_IPC_NS_DEV_NAME, UCT_CUDA_IPC_NS_CFG_PREFIX)
+UCS_CLASS_DEFINE(uct_cuda_ipc_ns_iface_t, uct_cuda_ipc_ns_iface_base_t);
+
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_cuda_ipc_ns_iface_t, uct_iface_t, uct_md_h,
+                                 uct_worker_h, const uct_iface_params_t*,
+                                 const uct_iface_config_t*);
+
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_cuda_ipc_ns_iface_t, uct_iface_t);
+
+
+
+static ucs_status_t
+uct_cuda_ipc_ns_query_devices(uct_md_h md,
+                              uct_tl_device_resource_t **devices_p,
+                              unsigned *num_devices_p)
+{
+    return uct_single_device_resource(md, UCT_CUDA_IPC_NS_DEV_NAME,
+                                      UCT_DEVICE_TYPE_ACC,
+                                      UCS_SYS_DEVICE_ID_UNKNOWN, devices_p,
+                                      num_devices_p);
+}
+
+
+/* UCX 1.13.1 keeps transport names in char[UCT_TL_NAME_MAX] */
+_Static_assert(sizeof("cu_ipc_ns") <= UCT_TL_NAME_MAX, "transport name too long");
+
+UCT_TL_DEFINE_ENTRY(&uct_cuda_ipc_ns_component, cu_ipc_ns,
+                    uct_cuda_ipc_ns_query_devices, uct_cuda_ipc_ns_iface_t,
+                    UCT_CUDA_IPC_NS_CFG_PREFIX,
+                    uct_cuda_ipc_ns_iface_config_table,
+                    uct_cuda_ipc_ns_iface_config_t);
+
+/* registers the component and the transport: preloading is the activation */
+UCT_SINGLE_TL_INIT(&uct_cuda_ipc_ns_component, cu_ipc_ns, ctor,,)

@@ -11,6 +11,9 @@
 
 #include "cuda_ipc_ns_iface_base.h"
 
+#include <ucs/datastruct/mpool.h>
+#include <ucs/datastruct/queue_types.h>
+
 
 typedef struct uct_cuda_cpy_ns_iface_config {
     uct_iface_config_t super;
@@ -22,12 +25,16 @@ typedef struct uct_cuda_cpy_ns_iface_config {
 
 typedef struct uct_cuda_cpy_ns_iface {
     uct_cuda_ipc_ns_iface_base_t super;
-    struct {
-        uct_completion_t **comps; /* to invoke from progress, in order */
-        unsigned         count;
-        unsigned         capacity;
-    } done;
+    ucs_mpool_t                  done_mp; /* uct_cuda_cpy_ns_done_t */
+    ucs_queue_head_t             done_q;  /* to invoke from progress */
 } uct_cuda_cpy_ns_iface_t;
+
+
+/* A completion to deliver from progress */
+typedef struct uct_cuda_cpy_ns_done {
+    ucs_queue_elem_t queue;
+    uct_completion_t *comp;
+} uct_cuda_cpy_ns_done_t;
 
 
 typedef struct uct_cuda_cpy_ns_ep {
@@ -59,15 +66,30 @@ ucs_status_t uct_cuda_cpy_ns_ep_get_short(uct_ep_h tl_ep, void *buffer,
                                           uct_rkey_t rkey);
 
 /*
- * Zero-copy put (@a is_put) or get between the local iov and the contiguous
- * range at @a remote_addr; the iface defines the two operations with it
- * (UCT_CUDA_IPC_NS_EP_ZCOPY_DEFINE). A completion is delivered from
- * progress (uct_cuda_cpy_ns_iface_complete_later).
+ * Zero-copy put and get between the local iov and the contiguous range at
+ * @a remote_addr. A completion is delivered from progress
+ * (uct_cuda_cpy_ns_iface_complete_later).
  */
-ucs_status_t uct_cuda_cpy_ns_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                      size_t iovcnt, uint64_t remote_addr,
-                                      uct_rkey_t rkey, uct_completion_t *comp,
-                                      int is_put);
+ucs_status_t uct_cuda_cpy_ns_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                          size_t iovcnt, uint64_t remote_addr,
+                                          uct_rkey_t rkey,
+                                          uct_completion_t *comp);
+
+ucs_status_t uct_cuda_cpy_ns_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                          size_t iovcnt, uint64_t remote_addr,
+                                          uct_rkey_t rkey,
+                                          uct_completion_t *comp);
+
+ucs_status_t uct_cuda_cpy_ns_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                      uct_completion_t *comp);
+
+
+/**
+ * Flush of the interface: operations are done when their completions were
+ * delivered.
+ */
+ucs_status_t uct_cuda_cpy_ns_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                         uct_completion_t *comp);
 
 
 /**

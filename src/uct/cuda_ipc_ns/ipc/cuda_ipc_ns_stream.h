@@ -1,18 +1,21 @@
 /*
- * cuda_ipc_ns: asynchronous completion of copies (docs/architecture.md,
- * "Completion path").
+ * cuda_ipc_ns: the completion queue — asynchronous completion of copies,
+ * end to end (docs/architecture.md, "Completion path").
  *
  * Copies run on streams created lazily per (local context, remote device),
  * at most max_streams per context (more remote devices share them). Each
  * copy records an event from a pool bounded by max_events and waits in its
- * stream's queue; progress completes up to max_poll copies per call, in
- * stream order. For blocking waits an eventfd is signalled by a host
- * function that arm() enqueues behind the work of each busy stream.
+ * stream's queue and in its endpoint's list. Progress completes up to
+ * max_poll copies per call, in stream order: it turns the copy's outcome
+ * into the op's status, unpins the mapping, calls the user's completion,
+ * completes the endpoint's flushes that no longer wait, and returns the op
+ * and its event to the pool. For blocking waits an eventfd is signalled by a
+ * host function that arm() enqueues behind the work of each busy stream.
  */
 #ifndef UCT_CUDA_IPC_NS_STREAM_H
 #define UCT_CUDA_IPC_NS_STREAM_H
 
-#include "cuda_ipc_ns_rkey.h"
+#include "cuda_ipc_ns_cache.h"
 
 #include <uct/api/uct.h>
 #include <ucs/datastruct/list.h>
@@ -21,23 +24,38 @@
 #include <cuda.h>
 
 
-struct uct_cuda_ipc_ns_ep;
-struct uct_cuda_ipc_ns_region;
 typedef struct uct_cuda_ipc_ns_stream uct_cuda_ipc_ns_stream_t;
+
+
+/* What the completion queue keeps of one endpoint (embedded in it): its
+ * copies in flight in post order, and its flushes waiting for them */
+typedef struct uct_cuda_ipc_ns_cq_ep {
+    ucs_list_link_t  ops;     /* uct_cuda_ipc_ns_op_t, post order */
+    ucs_queue_head_t flush_q; /* uct_cuda_ipc_ns_flush_req_t, post order */
+    uint64_t         seq;     /* ops posted */
+} uct_cuda_ipc_ns_cq_ep_t;
 
 
 /* One copy in flight */
 typedef struct uct_cuda_ipc_ns_op {
     ucs_queue_elem_t              queue;    /* in its stream's queue */
     ucs_list_link_t               ep_elem;  /* in its endpoint's list */
-    struct uct_cuda_ipc_ns_ep     *ep;      /* NULL once the ep is gone */
-    struct uct_cuda_ipc_ns_region *region;  /* pinned until completion */
+    uct_cuda_ipc_ns_cq_ep_t       *ep;      /* NULL once the ep is gone */
+    uct_cuda_ipc_ns_region_t      *region;  /* pinned until completion */
     uct_completion_t              *comp;    /* user's, may be NULL */
     uint64_t                      seq;      /* endpoint post order */
     uct_cuda_ipc_ns_stream_t      *stream;
     CUevent                       event;
     CUcontext                     event_ctx; /* context the event belongs to */
 } uct_cuda_ipc_ns_op_t;
+
+
+/* An ep_flush with a completion, waiting for the ops posted before it */
+typedef struct uct_cuda_ipc_ns_flush_req {
+    ucs_queue_elem_t queue;
+    uct_completion_t *comp;
+    uint64_t         seq;  /* last op it waits for */
+} uct_cuda_ipc_ns_flush_req_t;
 
 
 struct uct_cuda_ipc_ns_stream {
@@ -49,11 +67,6 @@ struct uct_cuda_ipc_ns_stream {
 };
 
 
-/* Called for each completed op, in stream order, with the copy's status */
-typedef void (*uct_cuda_ipc_ns_op_done_cb_t)(uct_cuda_ipc_ns_op_t *op,
-                                             ucs_status_t status, void *arg);
-
-
 typedef struct uct_cuda_ipc_ns_cq {
     unsigned                     max_streams; /* per context */
     unsigned                     max_poll;
@@ -63,20 +76,37 @@ typedef struct uct_cuda_ipc_ns_cq {
     unsigned                     num_streams;
     ucs_list_link_t              active;      /* streams with queued ops */
     ucs_mpool_t                  op_mp;
+    ucs_mpool_t                  flush_mp;    /* uct_cuda_ipc_ns_flush_req_t */
     int                          event_fd;
-    uct_cuda_ipc_ns_op_done_cb_t done_cb;
-    void                         *done_arg;
 } uct_cuda_ipc_ns_cq_t;
 
 
 ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
                                      unsigned max_streams, unsigned max_poll,
-                                     unsigned max_events,
-                                     uct_cuda_ipc_ns_op_done_cb_t done_cb,
-                                     void *done_arg);
+                                     unsigned max_events);
 
 /* Waits for the streams, then completes what is left with UCS_ERR_CANCELED */
 void uct_cuda_ipc_ns_cq_cleanup(uct_cuda_ipc_ns_cq_t *cq);
+
+
+void uct_cuda_ipc_ns_cq_ep_init(uct_cuda_ipc_ns_cq_ep_t *cq_ep);
+
+/**
+ * The endpoint is going away: its copies finish (their mappings stay pinned
+ * until then) but nobody is told, and its waiting flushes are dropped, as
+ * UCT discards what is outstanding on a destroyed endpoint.
+ */
+void uct_cuda_ipc_ns_cq_ep_cleanup(uct_cuda_ipc_ns_cq_t *cq,
+                                   uct_cuda_ipc_ns_cq_ep_t *cq_ep);
+
+/**
+ * Flush of one endpoint: UCS_OK when none of its copies is in flight, else
+ * UCS_INPROGRESS, and @a comp (if not NULL) is called once the copies posted
+ * so far have completed; UCS_ERR_NO_MEMORY when it cannot be queued.
+ */
+ucs_status_t uct_cuda_ipc_ns_cq_ep_flush(uct_cuda_ipc_ns_cq_t *cq,
+                                         uct_cuda_ipc_ns_cq_ep_t *cq_ep,
+                                         uct_completion_t *comp);
 
 
 /**
@@ -119,13 +149,16 @@ static inline int uct_cuda_ipc_ns_cq_has_resources(const uct_cuda_ipc_ns_cq_t *c
 
 /**
  * Record the op's event on @a stream behind the copies just enqueued there
- * (the stream's context current) and queue the op for completion. On
- * failure the copies are waited for, so the caller may release what they
- * use.
+ * (the stream's context current) and queue the op for completion: from then
+ * on the queue owns it, its pinned @a region and @a comp. On failure the
+ * copies are waited for, so the caller may release what they use.
  */
 ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
+                                     uct_cuda_ipc_ns_cq_ep_t *cq_ep,
                                      uct_cuda_ipc_ns_op_t *op,
-                                     uct_cuda_ipc_ns_stream_t *stream);
+                                     uct_cuda_ipc_ns_stream_t *stream,
+                                     uct_cuda_ipc_ns_region_t *region,
+                                     uct_completion_t *comp);
 
 
 /** Make @a stream wait for the op's event (fences across streams) */

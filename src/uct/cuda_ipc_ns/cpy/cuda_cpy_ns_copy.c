@@ -7,7 +7,7 @@
 #endif
 
 #include "cuda_cpy_ns_copy.h"
-#include "cuda_cpy_ns_memtype.h"
+#include "cuda_ipc_ns_ptr.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
 
@@ -19,11 +19,11 @@
  * asked when the thread has no current context */
 static int uct_cuda_cpy_ns_copy_device(const void *a, const void *b)
 {
-    uct_cuda_cpy_ns_ptr_info_t info;
+    uct_cuda_ipc_ns_ptr_info_t info;
 
-    uct_cuda_cpy_ns_ptr_query(a, &info);
+    uct_cuda_ipc_ns_ptr_query(a, &info);
     if (!info.is_cuda && (b != NULL)) {
-        uct_cuda_cpy_ns_ptr_query(b, &info);
+        uct_cuda_ipc_ns_ptr_query(b, &info);
     }
     return info.is_cuda ? info.device : 0;
 }

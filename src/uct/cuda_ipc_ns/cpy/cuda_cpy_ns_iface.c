@@ -11,12 +11,10 @@
 
 #include <uct/base/uct_iov.inl>
 #include <ucs/debug/log.h>
-#include <ucs/debug/memtrack_int.h>
+#include <ucs/arch/cpu.h>
 #include <ucs/sys/math.h>
 #include <ucs/type/class.h>
-#include <inttypes.h>
 #include <limits.h>
-#include <string.h>
 
 
 static ucs_config_field_t uct_cuda_cpy_ns_iface_config_table[] = {
@@ -93,22 +91,16 @@ static uct_iface_internal_ops_t uct_cuda_cpy_ns_iface_internal_ops = {
 ucs_status_t uct_cuda_cpy_ns_iface_complete_later(uct_cuda_cpy_ns_iface_t *iface,
                                                   uct_completion_t *comp)
 {
-    unsigned capacity;
-    uct_completion_t **comps;
+    uct_cuda_cpy_ns_done_t *done;
 
-    if (iface->done.count == iface->done.capacity) {
-        capacity = ucs_max(16, iface->done.capacity * 2);
-        comps    = ucs_realloc(iface->done.comps, capacity * sizeof(*comps),
-                               "cuda_cpy_ns_comps");
-        if (comps == NULL) {
-            ucs_error("cuda_cpy_ns: failed to queue a completion");
-            return UCS_ERR_NO_MEMORY;
-        }
-        iface->done.comps    = comps;
-        iface->done.capacity = capacity;
+    done = ucs_mpool_get(&iface->done_mp);
+    if (done == NULL) {
+        ucs_error("cuda_cpy_ns: failed to queue a completion");
+        return UCS_ERR_NO_MEMORY;
     }
 
-    iface->done.comps[iface->done.count++] = comp;
+    done->comp = comp;
+    ucs_queue_push(&iface->done_q, &done->queue);
     return UCS_INPROGRESS;
 }
 
@@ -117,32 +109,39 @@ static unsigned uct_cuda_cpy_ns_iface_progress(uct_iface_h tl_iface)
 {
     uct_cuda_cpy_ns_iface_t *iface = ucs_derived_of(tl_iface,
                                                     uct_cuda_cpy_ns_iface_t);
-    unsigned count                 = iface->done.count;
+    uct_cuda_cpy_ns_done_t *done, *last;
     uct_completion_t *comp;
-    unsigned i;
+    unsigned count                 = 0;
 
-    /* each completion leaves the queue before it is invoked, so a callback
-     * may post operations (queued behind, for the next call) or progress */
-    for (i = 0; (i < count) && (iface->done.count > 0); ++i) {
-        comp = iface->done.comps[0];
-        --iface->done.count;
-        memmove(iface->done.comps, iface->done.comps + 1,
-                iface->done.count * sizeof(*iface->done.comps));
-        uct_invoke_completion(comp, UCS_OK);
+    if (ucs_queue_is_empty(&iface->done_q)) {
+        return 0;
     }
-    return i;
+
+    /* up to the completions queued now: each leaves the queue before it is
+     * invoked, so a callback may post operations (queued behind, for the
+     * next call) or progress */
+    last = ucs_queue_tail_elem_non_empty(&iface->done_q,
+                                         uct_cuda_cpy_ns_done_t, queue);
+    do {
+        done = ucs_queue_pull_elem_non_empty(&iface->done_q,
+                                             uct_cuda_cpy_ns_done_t, queue);
+        comp = done->comp;
+        ucs_mpool_put(done);
+        ++count;
+        uct_invoke_completion(comp, UCS_OK);
+    } while ((done != last) && !ucs_queue_is_empty(&iface->done_q));
+
+    return count;
 }
 
 
-/* Operations are done when their completions were delivered */
-static ucs_status_t
-uct_cuda_cpy_ns_iface_flush(uct_iface_h tl_iface, unsigned flags,
-                            uct_completion_t *comp)
+ucs_status_t uct_cuda_cpy_ns_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                         uct_completion_t *comp)
 {
     uct_cuda_cpy_ns_iface_t *iface = ucs_derived_of(tl_iface,
                                                     uct_cuda_cpy_ns_iface_t);
 
-    if (iface->done.count == 0) {
+    if (ucs_queue_is_empty(&iface->done_q)) {
         return UCS_OK;
     }
 
@@ -151,34 +150,42 @@ uct_cuda_cpy_ns_iface_flush(uct_iface_h tl_iface, unsigned flags,
 }
 
 
-static ucs_status_t uct_cuda_cpy_ns_ep_flush(uct_ep_h tl_ep, unsigned flags,
-                                             uct_completion_t *comp)
-{
-    return uct_cuda_cpy_ns_iface_flush(tl_ep->iface, flags, comp);
-}
-
-
 static UCS_CLASS_DECLARE_DELETE_FUNC(uct_cuda_cpy_ns_iface_t, uct_iface_t);
 
 
-UCT_CUDA_IPC_NS_EP_ZCOPY_DEFINE(static, uct_cuda_cpy_ns, uct_cuda_cpy_ns_ep_zcopy)
-
-
 static uct_iface_ops_t uct_cuda_cpy_ns_iface_ops = {
-    UCT_CUDA_IPC_NS_IFACE_CLASS_OPS(uct_cuda_cpy_ns),
-    UCT_CUDA_IPC_NS_IFACE_BASE_OPS,
     .ep_put_short             = uct_cuda_cpy_ns_ep_put_short,
+    .ep_put_zcopy             = uct_cuda_cpy_ns_ep_put_zcopy,
     .ep_get_short             = uct_cuda_cpy_ns_ep_get_short,
-    UCT_CUDA_IPC_NS_EP_ZCOPY_OPS(uct_cuda_cpy_ns),
+    .ep_get_zcopy             = uct_cuda_cpy_ns_ep_get_zcopy,
+    /* operations never lack resources: nothing is ever pending */
+    .ep_pending_add           = (uct_ep_pending_add_func_t)
+                                ucs_empty_function_return_busy,
+    .ep_pending_purge         = (uct_ep_pending_purge_func_t)
+                                ucs_empty_function,
     .ep_flush                 = uct_cuda_cpy_ns_ep_flush,
     .ep_fence                 = uct_base_ep_fence,
-    /* operations never lack resources: nothing is ever pending */
-    .ep_pending_add           = (uct_ep_pending_add_func_t)ucs_empty_function_return_busy,
-    .ep_pending_purge         = (uct_ep_pending_purge_func_t)ucs_empty_function,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_cuda_cpy_ns_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_cuda_cpy_ns_ep_t),
     .iface_flush              = uct_cuda_cpy_ns_iface_flush,
     .iface_fence              = uct_base_iface_fence,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
     .iface_progress           = uct_cuda_cpy_ns_iface_progress,
-    .iface_query              = uct_cuda_cpy_ns_iface_query
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_cuda_cpy_ns_iface_t),
+    .iface_query              = uct_cuda_cpy_ns_iface_query,
+    .iface_get_device_address = uct_cuda_ipc_ns_iface_base_get_device_address,
+    .iface_get_address        = uct_cuda_ipc_ns_iface_base_get_address,
+    .iface_is_reachable       = uct_cuda_ipc_ns_iface_base_is_reachable
+};
+
+
+static ucs_mpool_ops_t uct_cuda_cpy_ns_done_mpool_ops = {
+    .chunk_alloc   = ucs_mpool_chunk_malloc,
+    .chunk_release = ucs_mpool_chunk_free,
+    .obj_init      = NULL,
+    .obj_cleanup   = NULL,
+    .obj_str       = NULL
 };
 
 
@@ -195,26 +202,63 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_iface_t, uct_md_h md,
                               params, tl_config, UCT_CUDA_CPY_NS_DEV_NAME, 0,
                               uct_cuda_ipc_ns_addr_is_self);
 
-    self->done.comps           = NULL;
-    self->done.count           = 0;
-    self->done.capacity        = 0;
     self->super.perf.bandwidth = config->bandwidth;
     self->super.perf.latency   = config->latency;
     self->super.perf.overhead  = config->overhead;
-    return UCS_OK;
+    ucs_queue_head_init(&self->done_q);
+    return ucs_mpool_init(&self->done_mp, 0, sizeof(uct_cuda_cpy_ns_done_t), 0,
+                          UCS_SYS_CACHE_LINE_SIZE, 16, UINT_MAX,
+                          &uct_cuda_cpy_ns_done_mpool_ops,
+                          "cuda_cpy_ns_completions");
 }
 
 
 static UCS_CLASS_CLEANUP_FUNC(uct_cuda_cpy_ns_iface_t)
 {
-    if (self->done.count != 0) {
-        ucs_warn("cuda_cpy_ns: closing the interface with %u completions "
-                 "not delivered", self->done.count);
+    uct_cuda_cpy_ns_done_t *done;
+    unsigned count = 0;
+
+    ucs_queue_for_each_extract(done, &self->done_q, queue, 1) {
+        ucs_mpool_put(done);
+        ++count;
     }
-    ucs_free(self->done.comps);
+    if (count != 0) {
+        ucs_warn("cuda_cpy_ns: closing the interface with %u completions "
+                 "not delivered", count);
+    }
+    ucs_mpool_cleanup(&self->done_mp, 1);
 }
 
 
-/* the class, its new/delete functions, the transport and its registration */
-UCT_CUDA_IPC_NS_TL_DEFINE(&uct_cuda_cpy_ns_component, cu_cpy_ns, uct_cuda_cpy_ns,
-                          UCT_CUDA_CPY_NS_DEV_NAME, UCT_CUDA_CPY_NS_CFG_PREFIX)
+UCS_CLASS_DEFINE(uct_cuda_cpy_ns_iface_t, uct_cuda_ipc_ns_iface_base_t);
+
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_cuda_cpy_ns_iface_t, uct_iface_t, uct_md_h,
+                                 uct_worker_h, const uct_iface_params_t*,
+                                 const uct_iface_config_t*);
+
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_cuda_cpy_ns_iface_t, uct_iface_t);
+
+
+static ucs_status_t
+uct_cuda_cpy_ns_query_devices(uct_md_h md,
+                              uct_tl_device_resource_t **devices_p,
+                              unsigned *num_devices_p)
+{
+    return uct_single_device_resource(md, UCT_CUDA_CPY_NS_DEV_NAME,
+                                      UCT_DEVICE_TYPE_ACC,
+                                      UCS_SYS_DEVICE_ID_UNKNOWN, devices_p,
+                                      num_devices_p);
+}
+
+
+/* UCX 1.13.1 keeps transport names in char[UCT_TL_NAME_MAX] */
+_Static_assert(sizeof("cu_cpy_ns") <= UCT_TL_NAME_MAX, "transport name too long");
+
+UCT_TL_DEFINE_ENTRY(&uct_cuda_cpy_ns_component, cu_cpy_ns,
+                    uct_cuda_cpy_ns_query_devices, uct_cuda_cpy_ns_iface_t,
+                    UCT_CUDA_CPY_NS_CFG_PREFIX,
+                    uct_cuda_cpy_ns_iface_config_table,
+                    uct_cuda_cpy_ns_iface_config_t);
+
+/* registers the component and the transport: preloading is the activation */
+UCT_SINGLE_TL_INIT(&uct_cuda_cpy_ns_component, cu_cpy_ns, ctor,,)

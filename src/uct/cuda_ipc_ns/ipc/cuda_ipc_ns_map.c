@@ -116,9 +116,9 @@ out_release:
 }
 
 
-static ucs_status_t
-uct_cuda_ipc_ns_map_driver(void *arg, const uct_cuda_ipc_ns_rkey_info_t *key,
-                           int device, uct_cuda_ipc_ns_mapping_t *mapping)
+ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
+                                 const uct_cuda_ipc_ns_rkey_info_t *key,
+                                 int device, uct_cuda_ipc_ns_mapping_t *mapping)
 {
     ucs_status_t status;
 
@@ -128,7 +128,7 @@ uct_cuda_ipc_ns_map_driver(void *arg, const uct_cuda_ipc_ns_rkey_info_t *key,
     if (key->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) {
         status = uct_cuda_ipc_ns_map_legacy(key, device, mapping);
     } else {
-        status = uct_cuda_ipc_ns_map_posix_fd(arg, key, device, mapping);
+        status = uct_cuda_ipc_ns_map_posix_fd(fdx, key, device, mapping);
     }
 
     if (status == UCS_OK) {
@@ -141,7 +141,7 @@ uct_cuda_ipc_ns_map_driver(void *arg, const uct_cuda_ipc_ns_rkey_info_t *key,
 }
 
 
-static void uct_cuda_ipc_ns_unmap_driver(uct_cuda_ipc_ns_mapping_t *mapping)
+void uct_cuda_ipc_ns_unmap(uct_cuda_ipc_ns_mapping_t *mapping)
 {
     CUdeviceptr dptr = (CUdeviceptr)mapping->addr;
     CUcontext ctx;
@@ -161,8 +161,3 @@ static void uct_cuda_ipc_ns_unmap_driver(uct_cuda_ipc_ns_mapping_t *mapping)
     }
 }
 
-
-const uct_cuda_ipc_ns_map_ops_t uct_cuda_ipc_ns_map_driver_ops = {
-    .map   = uct_cuda_ipc_ns_map_driver,
-    .unmap = uct_cuda_ipc_ns_unmap_driver
-};

@@ -83,10 +83,12 @@ ucs_status_t uct_cuda_cpy_ns_ep_get_short(uct_ep_h tl_ep, void *buffer,
 }
 
 
-ucs_status_t uct_cuda_cpy_ns_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                      size_t iovcnt, uint64_t remote_addr,
-                                      uct_rkey_t rkey, uct_completion_t *comp,
-                                      int is_put)
+/* Zero-copy in either direction, counted when it succeeds */
+static ucs_status_t uct_cuda_cpy_ns_ep_zcopy(uct_ep_h tl_ep,
+                                             const uct_iov_t *iov,
+                                             size_t iovcnt,
+                                             uint64_t remote_addr,
+                                             uct_completion_t *comp, int is_put)
 {
     void *remote = (void*)remote_addr;
     ucs_status_t status;
@@ -112,4 +114,41 @@ ucs_status_t uct_cuda_cpy_ns_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     return (comp == NULL) ? UCS_OK :
            uct_cuda_cpy_ns_iface_complete_later(
                    ucs_derived_of(tl_ep->iface, uct_cuda_cpy_ns_iface_t), comp);
+}
+
+
+ucs_status_t uct_cuda_cpy_ns_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                          size_t iovcnt, uint64_t remote_addr,
+                                          uct_rkey_t rkey,
+                                          uct_completion_t *comp)
+{
+    ucs_status_t status;
+
+    status = uct_cuda_cpy_ns_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, comp,
+                                      1);
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t),
+                                 PUT, ZCOPY, uct_iov_total_length(iov, iovcnt));
+    return status;
+}
+
+
+ucs_status_t uct_cuda_cpy_ns_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                          size_t iovcnt, uint64_t remote_addr,
+                                          uct_rkey_t rkey,
+                                          uct_completion_t *comp)
+{
+    ucs_status_t status;
+
+    status = uct_cuda_cpy_ns_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, comp,
+                                      0);
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t),
+                                 GET, ZCOPY, uct_iov_total_length(iov, iovcnt));
+    return status;
+}
+
+
+ucs_status_t uct_cuda_cpy_ns_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                      uct_completion_t *comp)
+{
+    return uct_cuda_cpy_ns_iface_flush(tl_ep->iface, flags, comp);
 }

@@ -26,17 +26,16 @@ typedef struct uct_cuda_ipc_ns_mapping {
 } uct_cuda_ipc_ns_mapping_t;
 
 
-/* Operations the mapping cache uses; replaceable for benchmarks */
-typedef struct uct_cuda_ipc_ns_map_ops {
-    ucs_status_t (*map)(void *arg, const uct_cuda_ipc_ns_rkey_info_t *key,
-                        int device, uct_cuda_ipc_ns_mapping_t *mapping);
-    void         (*unmap)(uct_cuda_ipc_ns_mapping_t *mapping);
-} uct_cuda_ipc_ns_map_ops_t;
+/**
+ * Map @a key's allocation for local @a device, importing a POSIX fd through
+ * the fd exchange configured by @a fdx.
+ */
+ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
+                                 const uct_cuda_ipc_ns_rkey_info_t *key,
+                                 int device, uct_cuda_ipc_ns_mapping_t *mapping);
 
-
-/* Driver mapping; the map arg is the uct_cuda_ipc_ns_fdx_config_t to import
- * fds with */
-extern const uct_cuda_ipc_ns_map_ops_t uct_cuda_ipc_ns_map_driver_ops;
+/** Undo uct_cuda_ipc_ns_map() */
+void uct_cuda_ipc_ns_unmap(uct_cuda_ipc_ns_mapping_t *mapping);
 
 
 #endif

@@ -8,7 +8,8 @@
 
 #include "cuda_cpy_ns_md.h"
 #include "cuda_cpy_ns_memtype.h"
-#include "cuda_ipc_ns_md.h"
+#include "cuda_ipc_ns_md_base.h"
+#include "cuda_ipc_ns_ptr.h"
 
 #include <ucs/debug/assert.h>
 #include <ucs/debug/log.h>
@@ -178,7 +179,7 @@ static uct_md_ops_t uct_cuda_cpy_ns_md_ops = {
     .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
     .mem_reg                = uct_cuda_cpy_ns_md_mem_reg,
     .mem_dereg              = uct_cuda_cpy_ns_md_mem_dereg,
-    .mem_query              = uct_cuda_cpy_ns_md_mem_query,
+    .mem_query              = uct_cuda_ipc_ns_ptr_mem_query,
     .mkey_pack              = (uct_md_mkey_pack_func_t)ucs_empty_function_return_success,
     .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero_int,
     .detect_memory_type     = uct_cuda_cpy_ns_md_detect_memory_type
@@ -193,10 +194,10 @@ static ucs_status_t uct_cuda_cpy_ns_md_open(uct_component_t *component,
     ucs_status_t status;
     uct_md_t *md;
 
-    /* the driver is cu_ipc_ns's: UCX_CUDA_IPC_NS_DRIVER */
+    /* the library's driver: UCX_CUDA_IPC_NS_DRIVER */
     status = uct_cuda_ipc_ns_md_alloc(component, &uct_cuda_cpy_ns_md_ops,
                                       sizeof(uct_cuda_cpy_ns_md_t), md_name,
-                                      NULL, &md);
+                                      &md);
     if (status != UCS_OK) {
         return status;
     }
@@ -213,9 +214,27 @@ static ucs_status_t uct_cuda_cpy_ns_md_open(uct_component_t *component,
 }
 
 
-UCT_CUDA_IPC_NS_COMPONENT_DEFINE(uct_cuda_cpy_ns, UCT_CUDA_CPY_NS_NAME,
-                                 UCT_CUDA_CPY_NS_CFG_PREFIX,
-                                 "CUDA copy across namespaces memory domain",
-                                 uct_cuda_cpy_ns_rkey_unpack,
-                                 (uct_component_rkey_release_func_t)
-                                 ucs_empty_function_return_success);
+uct_component_t uct_cuda_cpy_ns_component = {
+    .query_md_resources = uct_cuda_ipc_ns_query_md_resources,
+    .md_open            = uct_cuda_cpy_ns_md_open,
+    .cm_open            = (uct_component_cm_open_func_t)
+                          ucs_empty_function_return_unsupported,
+    .rkey_unpack        = uct_cuda_cpy_ns_rkey_unpack,
+    .rkey_ptr           = (uct_component_rkey_ptr_func_t)
+                          ucs_empty_function_return_unsupported,
+    .rkey_release       = (uct_component_rkey_release_func_t)
+                          ucs_empty_function_return_success,
+    .name               = UCT_CUDA_CPY_NS_NAME,
+    .md_config          = {
+        .name           = "CUDA copy across namespaces memory domain",
+        .prefix         = UCT_CUDA_CPY_NS_CFG_PREFIX,
+        .table          = uct_cuda_cpy_ns_md_config_table,
+        .size           = sizeof(uct_cuda_cpy_ns_md_config_t),
+    },
+    .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
+    .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(
+                                  &uct_cuda_cpy_ns_component),
+    .flags              = 0,
+    .md_vfs_init        = (uct_component_md_vfs_init_func_t)
+                          ucs_empty_function
+};

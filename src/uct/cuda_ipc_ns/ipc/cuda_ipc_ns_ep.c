@@ -3,8 +3,8 @@
  *
  * A put or get maps the remote allocation through the cache (pinned until
  * the copy completes), enqueues cuMemcpyDtoDAsync on the stream of (local
- * buffer's context, remote device) and records an event; the iface's
- * progress completes it (cuda_ipc_ns_stream.h).
+ * buffer's context, remote device) and hands the op to the completion queue
+ * (cuda_ipc_ns_stream.h), which owns it from then on.
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -15,20 +15,10 @@
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
 
-#include <ucs/datastruct/queue.h>
 #include <uct/base/uct_iov.inl>
 #include <ucs/debug/log.h>
-#include <ucs/debug/memtrack_int.h>
 #include <ucs/type/class.h>
 #include <inttypes.h>
-
-
-/* An ep_flush with a completion, waiting for the ops posted before it */
-typedef struct {
-    ucs_queue_elem_t queue;
-    uct_completion_t *comp;
-    uint64_t         seq;  /* last op it waits for */
-} uct_cuda_ipc_ns_flush_req_t;
 
 
 static UCS_F_ALWAYS_INLINE uct_cuda_ipc_ns_iface_t *
@@ -80,11 +70,9 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_ep_t, const uct_ep_params_t *params)
         return status;
     }
 
-    ucs_list_head_init(&self->ops);
-    ucs_queue_head_init(&self->flush_q);
-    self->seq         = 0;
+    uct_cuda_ipc_ns_cq_ep_init(&self->cq_ep);
+    ucs_arbiter_group_init(&self->arb_group);
     self->fence_seq   = 0;
-    self->num_pending = 0;
     self->watch_tried = 0;
     self->failed      = 0;
     ucs_debug("cuda_ipc_ns: ep %p to pid %u (PID namespace %" PRIu64 ")",
@@ -113,27 +101,16 @@ static int uct_cuda_ipc_ns_ep_is_err_cb(const ucs_callbackq_elem_t *elem,
 static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_ep_t)
 {
     uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(self);
-    uct_cuda_ipc_ns_flush_req_t *req;
-    uct_cuda_ipc_ns_op_t *op, *tmp;
 
     ucs_callbackq_remove_if(&iface->super.super.worker->super.progress_q,
                             uct_cuda_ipc_ns_ep_is_err_cb, self);
 
-    /* UCT discards what is outstanding on a destroyed ep: the copies finish
-     * (their mappings stay pinned until then), nobody is told */
-    ucs_list_for_each_safe(op, tmp, &self->ops, ep_elem) {
-        ucs_list_del(&op->ep_elem);
-        op->ep   = NULL;
-        op->comp = NULL;
-    }
-    ucs_queue_for_each_extract(req, &self->flush_q, queue, 1) {
-        ucs_free(req);
-    }
-    if (self->num_pending > 0) {
-        ucs_warn("cuda_ipc_ns: ep %p destroyed with %u pending requests",
-                 self, self->num_pending);
+    uct_cuda_ipc_ns_cq_ep_cleanup(&iface->cq, &self->cq_ep);
+    if (!ucs_arbiter_group_is_empty(&self->arb_group)) {
+        ucs_warn("cuda_ipc_ns: ep %p destroyed with pending requests", self);
         uct_cuda_ipc_ns_ep_pending_purge(&self->super.super, NULL, NULL);
     }
+    ucs_arbiter_group_cleanup(&self->arb_group);
 
     /* UCP destroys the ep of a peer it found failed (keepalive on another
      * lane): ask the watch, so that a dead peer's mappings go now, not at
@@ -163,53 +140,6 @@ static void uct_cuda_ipc_ns_ep_set_failed(uct_cuda_ipc_ns_ep_t *ep)
     ucs_callbackq_add_safe(&iface->super.super.worker->super.progress_q,
                            uct_cuda_ipc_ns_ep_err_progress, ep,
                            UCS_CALLBACKQ_FLAG_ONESHOT);
-}
-
-
-/* Complete the flushes that no op in flight holds back */
-static void uct_cuda_ipc_ns_ep_progress_flush(uct_cuda_ipc_ns_ep_t *ep)
-{
-    uint64_t oldest = ucs_list_is_empty(&ep->ops) ? UINT64_MAX :
-                      ucs_list_head(&ep->ops, uct_cuda_ipc_ns_op_t,
-                                    ep_elem)->seq;
-    uct_cuda_ipc_ns_flush_req_t *req;
-
-    while (!ucs_queue_is_empty(&ep->flush_q)) {
-        req = ucs_queue_head_elem_non_empty(&ep->flush_q,
-                                            uct_cuda_ipc_ns_flush_req_t, queue);
-        if (req->seq >= oldest) {
-            break;
-        }
-        ucs_queue_pull_non_empty(&ep->flush_q);
-        uct_invoke_completion(req->comp, UCS_OK);
-        ucs_free(req);
-    }
-}
-
-
-void uct_cuda_ipc_ns_ep_op_done(uct_cuda_ipc_ns_op_t *op, ucs_status_t status,
-                                void *arg)
-{
-    uct_cuda_ipc_ns_iface_t *iface = arg;
-    uct_cuda_ipc_ns_ep_t *ep       = op->ep;
-
-    if ((status == UCS_OK) &&
-        uct_cuda_ipc_ns_cache_peer_is_dead(op->region->peer)) {
-        /* the other end of the copy is gone: whatever was copied is moot */
-        status = UCS_ERR_CONNECTION_RESET;
-    }
-
-    uct_cuda_ipc_ns_cache_unpin(op->region);
-
-    if (ep != NULL) {
-        ucs_list_del(&op->ep_elem);
-        if (op->comp != NULL) {
-            uct_invoke_completion(op->comp, status);
-        }
-        uct_cuda_ipc_ns_ep_progress_flush(ep);
-    }
-
-    uct_cuda_ipc_ns_cq_op_put(&iface->cq, op);
 }
 
 
@@ -317,7 +247,7 @@ static ucs_status_t uct_cuda_ipc_ns_ep_apply_fence(uct_cuda_ipc_ns_ep_t *ep,
     }
 
     if (ep->fence_seq != 0) {
-        ucs_list_for_each(op, &ep->ops, ep_elem) {
+        ucs_list_for_each(op, &ep->cq_ep.ops, ep_elem) {
             if (op->seq > ep->fence_seq) {
                 break;
             }
@@ -335,12 +265,13 @@ static ucs_status_t uct_cuda_ipc_ns_ep_apply_fence(uct_cuda_ipc_ns_ep_t *ep,
 }
 
 
-/* Enqueue the copies of @a iov and the op's event on @a stream */
+/* Enqueue the copies of @a iov on @a stream and post the op */
 static ucs_status_t
 uct_cuda_ipc_ns_ep_enqueue(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_op_t *op,
                            uct_cuda_ipc_ns_stream_t *stream,
                            const uct_iov_t *iov, size_t iovcnt,
-                           void *remote, int is_put)
+                           uct_cuda_ipc_ns_region_t *region, void *remote,
+                           uct_completion_t *comp, int is_put)
 {
     uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
     ucs_status_t status;
@@ -375,7 +306,8 @@ uct_cuda_ipc_ns_ep_enqueue(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_op_t *op,
         remote = UCS_PTR_BYTE_OFFSET(remote, length);
     }
 
-    return uct_cuda_ipc_ns_cq_post(&iface->cq, op, stream);
+    return uct_cuda_ipc_ns_cq_post(&iface->cq, &ep->cq_ep, op, stream, region,
+                                   comp);
 }
 
 
@@ -495,19 +427,15 @@ uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     status = uct_cuda_ipc_ns_cq_stream(&iface->cq, target.ctx,
                                        key->info.dev_uuid, &stream);
     if (status == UCS_OK) {
-        op->ep     = ep;
-        op->region = target.region;
-        op->comp   = comp;
-        op->seq    = ++ep->seq;
-        status     = uct_cuda_ipc_ns_ep_enqueue(ep, op, stream, iov, iovcnt,
-                                                target.remote, is_put);
+        status = uct_cuda_ipc_ns_ep_enqueue(ep, op, stream, iov, iovcnt,
+                                            target.region, target.remote,
+                                            comp, is_put);
     }
     uct_cuda_ipc_ns_ctx_pop(pushed);
     if (status != UCS_OK) {
         goto err_unpin;
     }
 
-    ucs_list_add_tail(&ep->ops, &op->ep_elem);
     ucs_trace_data("cuda_ipc_ns: ep %p %s %zu bytes remote 0x%" PRIx64
                    " (mapped %p) local %p op %p", ep, is_put ? "put" : "get",
                    length, remote_addr, target.remote, iov[0].buffer, op);
@@ -639,38 +567,54 @@ ucs_status_t uct_cuda_ipc_ns_ep_get_bcopy(uct_ep_h tl_ep,
 }
 
 
-UCT_CUDA_IPC_NS_EP_ZCOPY_DEFINE(, uct_cuda_ipc_ns, uct_cuda_ipc_ns_ep_copy)
+ucs_status_t uct_cuda_ipc_ns_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                          size_t iovcnt, uint64_t remote_addr,
+                                          uct_rkey_t rkey,
+                                          uct_completion_t *comp)
+{
+    ucs_status_t status;
+
+    status = uct_cuda_ipc_ns_ep_copy(tl_ep, iov, iovcnt, remote_addr, rkey,
+                                     comp, 1);
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t),
+                                 PUT, ZCOPY, uct_iov_total_length(iov, iovcnt));
+    return status;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                          size_t iovcnt, uint64_t remote_addr,
+                                          uct_rkey_t rkey,
+                                          uct_completion_t *comp)
+{
+    ucs_status_t status;
+
+    status = uct_cuda_ipc_ns_ep_copy(tl_ep, iov, iovcnt, remote_addr, rkey,
+                                     comp, 0);
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t),
+                                 GET, ZCOPY, uct_iov_total_length(iov, iovcnt));
+    return status;
+}
 
 
 ucs_status_t uct_cuda_ipc_ns_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                       uct_completion_t *comp)
 {
     uct_cuda_ipc_ns_ep_t *ep = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
-    uct_cuda_ipc_ns_flush_req_t *req;
+    ucs_status_t status;
 
-    if (ep->num_pending > 0) {
+    if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
         return UCS_ERR_NO_RESOURCE;
     }
 
-    if (ucs_list_is_empty(&ep->ops)) {
+    status = uct_cuda_ipc_ns_cq_ep_flush(&uct_cuda_ipc_ns_ep_iface(ep)->cq,
+                                         &ep->cq_ep, comp);
+    if (status == UCS_OK) {
         UCT_TL_EP_STAT_FLUSH(&ep->super);
-        return UCS_OK;
+    } else if (status == UCS_INPROGRESS) {
+        UCT_TL_EP_STAT_FLUSH_WAIT(&ep->super);
     }
-
-    /* copies are in flight: never OK, with or without a completion */
-    if (comp != NULL) {
-        req = ucs_malloc(sizeof(*req), "cuda_ipc_ns_flush_req");
-        if (req == NULL) {
-            ucs_error("cuda_ipc_ns: failed to allocate a flush request");
-            return UCS_ERR_NO_MEMORY;
-        }
-        req->comp = comp;
-        req->seq  = ep->seq;
-        ucs_queue_push(&ep->flush_q, &req->queue);
-    }
-
-    UCT_TL_EP_STAT_FLUSH_WAIT(&ep->super);
-    return UCS_INPROGRESS;
+    return status;
 }
 
 
@@ -680,8 +624,8 @@ ucs_status_t uct_cuda_ipc_ns_ep_fence(uct_ep_h tl_ep, unsigned flags)
 
     /* one stream keeps order by itself; across streams the next op waits
      * for the events of those before the fence */
-    if (!ucs_list_is_empty(&ep->ops)) {
-        ep->fence_seq = ep->seq;
+    if (!ucs_list_is_empty(&ep->cq_ep.ops)) {
+        ep->fence_seq = ep->cq_ep.seq;
     }
     UCT_TL_EP_STAT_FENCE(&ep->super);
     return UCS_OK;
@@ -710,20 +654,31 @@ ucs_status_t uct_cuda_ipc_ns_ep_pending_add(uct_ep_h tl_ep,
 {
     uct_cuda_ipc_ns_ep_t *ep       = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
     uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
-    uct_cuda_ipc_ns_pending_priv_t *priv;
-
-    UCS_STATIC_ASSERT(sizeof(*priv) <= UCT_PENDING_REQ_PRIV_LEN);
 
     if (uct_cuda_ipc_ns_cq_has_resources(&iface->cq)) {
         return UCS_ERR_BUSY; /* the caller may post now */
     }
 
-    priv     = (uct_cuda_ipc_ns_pending_priv_t*)req->priv;
-    priv->ep = ep;
-    ucs_queue_push(&iface->pending_q, &priv->queue);
-    ++ep->num_pending;
+    uct_pending_req_arb_group_push(&ep->arb_group, req);
+    ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
     UCT_TL_EP_STAT_PEND(&ep->super);
     return UCS_OK;
+}
+
+
+static ucs_arbiter_cb_result_t
+uct_cuda_ipc_ns_ep_pending_purge_cb(ucs_arbiter_t *arbiter,
+                                    ucs_arbiter_group_t *group,
+                                    ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_purge_cb_args_t *args = arg;
+    uct_pending_req_t *req    = ucs_container_of(elem, uct_pending_req_t,
+                                                 priv);
+
+    if (args->cb != NULL) {
+        args->cb(req, args->arg);
+    }
+    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
 }
 
 
@@ -731,41 +686,10 @@ void uct_cuda_ipc_ns_ep_pending_purge(uct_ep_h tl_ep,
                                       uct_pending_purge_callback_t cb,
                                       void *arg)
 {
-    uct_cuda_ipc_ns_ep_t *ep       = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
-    uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
-    uct_cuda_ipc_ns_pending_priv_t *priv;
-    ucs_queue_iter_t iter;
+    uct_cuda_ipc_ns_ep_t *ep = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
+    uct_purge_cb_args_t args = {cb, arg};
 
-    ucs_queue_for_each_safe(priv, iter, &iface->pending_q, queue) {
-        if (priv->ep != ep) {
-            continue;
-        }
-        ucs_queue_del_iter(&iface->pending_q, iter);
-        --ep->num_pending;
-        if (cb != NULL) {
-            cb(ucs_container_of(priv, uct_pending_req_t, priv), arg);
-        }
-    }
-}
-
-
-void uct_cuda_ipc_ns_ep_dispatch_pending(uct_cuda_ipc_ns_iface_t *iface)
-{
-    uct_cuda_ipc_ns_pending_priv_t *priv;
-    uct_pending_req_t *req;
-
-    while (!ucs_queue_is_empty(&iface->pending_q) &&
-           uct_cuda_ipc_ns_cq_has_resources(&iface->cq)) {
-        priv = ucs_queue_pull_elem_non_empty(&iface->pending_q,
-                                             uct_cuda_ipc_ns_pending_priv_t,
-                                             queue);
-        --priv->ep->num_pending;
-        req = ucs_container_of(priv, uct_pending_req_t, priv);
-        if (req->func(req) != UCS_OK) {
-            /* not done: it keeps its place at the head */
-            ucs_queue_push_head(&iface->pending_q, &priv->queue);
-            ++priv->ep->num_pending;
-            break;
-        }
-    }
+    ucs_arbiter_group_purge(&uct_cuda_ipc_ns_ep_iface(ep)->arbiter,
+                            &ep->arb_group,
+                            uct_cuda_ipc_ns_ep_pending_purge_cb, &args);
 }

@@ -14,30 +14,6 @@
 #include <cuda.h>
 
 
-/* What the driver says about one address */
-typedef struct uct_cuda_cpy_ns_ptr_info {
-    int         is_cuda; /* device memory known to the driver */
-    int         device;  /* its device ordinal */
-    CUdeviceptr base;    /* its allocation (range) */
-    size_t      size;
-} uct_cuda_cpy_ns_ptr_info_t;
-
-
-/**
- * Classify @a address with one driver call (cuPointerGetAttributes). Host and
- * unknown memory give is_cuda == 0; a failing driver call is logged at debug
- * level and classifies the address as host memory.
- */
-void uct_cuda_cpy_ns_ptr_query(const void *address,
-                               uct_cuda_cpy_ns_ptr_info_t *info);
-
-
-/** The copy MD's mem_query: UCS_ERR_INVALID_ADDR for non-CUDA memory */
-ucs_status_t uct_cuda_cpy_ns_md_mem_query(uct_md_h md, const void *address,
-                                          size_t length,
-                                          uct_md_mem_attr_t *mem_attr);
-
-
 /** The copy MD's detect_memory_type: CUDA or host */
 ucs_status_t uct_cuda_cpy_ns_md_detect_memory_type(uct_md_h md,
                                                    const void *address,

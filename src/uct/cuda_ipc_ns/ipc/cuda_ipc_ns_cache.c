@@ -82,7 +82,6 @@ static struct {
     pthread_mutex_t                lock;
     unsigned                       refcount;
     uct_cuda_ipc_ns_cache_config_t config;
-    const uct_cuda_ipc_ns_map_ops_t *ops;
     khash_t(uct_cuda_ipc_ns_peers) peers;
     ucs_list_link_t                lru;       /* oldest first */
     uint64_t                       num_regions;
@@ -99,13 +98,11 @@ static struct {
     __atomic_fetch_add(&uct_cuda_ipc_ns_cache._name, (_n), __ATOMIC_RELAXED)
 
 
-ucs_status_t uct_cuda_ipc_ns_cache_get(const uct_cuda_ipc_ns_cache_config_t *config,
-                                       const uct_cuda_ipc_ns_map_ops_t *ops)
+ucs_status_t uct_cuda_ipc_ns_cache_get(const uct_cuda_ipc_ns_cache_config_t *config)
 {
     pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
     if (uct_cuda_ipc_ns_cache.refcount++ == 0) {
         uct_cuda_ipc_ns_cache.config  = *config;
-        uct_cuda_ipc_ns_cache.ops     = ops;
         kh_init_inplace(uct_cuda_ipc_ns_peers, &uct_cuda_ipc_ns_cache.peers);
         ucs_list_head_init(&uct_cuda_ipc_ns_cache.lru);
         ucs_debug("cuda_ipc_ns: mapping cache %s, at most %u regions and "
@@ -124,7 +121,7 @@ ucs_status_t uct_cuda_ipc_ns_cache_get(const uct_cuda_ipc_ns_cache_config_t *con
 
 static void uct_cuda_ipc_ns_region_unmap(uct_cuda_ipc_ns_region_t *region)
 {
-    uct_cuda_ipc_ns_cache.ops->unmap(&region->mapping);
+    uct_cuda_ipc_ns_unmap(&region->mapping);
     UCT_CUDA_IPC_NS_STAT_ADD(unmaps, 1);
     uct_cuda_ipc_ns_cache_peer_put(region->peer);
     ucs_free(region);
@@ -578,7 +575,8 @@ uct_cuda_ipc_ns_cache_insert(uct_cuda_ipc_ns_region_t *region,
 
 ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
                                        const uct_cuda_ipc_ns_rkey_info_t *key,
-                                       int device, void *map_arg,
+                                       int device,
+                                       const uct_cuda_ipc_ns_fdx_config_t *fdx,
                                        uct_cuda_ipc_ns_region_t **region_p)
 {
     uct_cuda_ipc_ns_region_t *region, *found;
@@ -611,8 +609,7 @@ ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
     }
 
     /* no lock held: a fd exchange may wait for a slow broker */
-    status = uct_cuda_ipc_ns_cache.ops->map(map_arg, key, device,
-                                            &region->mapping);
+    status = uct_cuda_ipc_ns_map(fdx, key, device, &region->mapping);
     if (status != UCS_OK) {
         ucs_free(region);
         return status;
@@ -622,7 +619,7 @@ ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
     uct_cuda_ipc_ns_cache_unmap_victims(&victims);
     if (found != region) {
         /* not inserted: the region holds no peer reference yet */
-        uct_cuda_ipc_ns_cache.ops->unmap(&region->mapping);
+        uct_cuda_ipc_ns_unmap(&region->mapping);
         UCT_CUDA_IPC_NS_STAT_ADD(unmaps, 1);
         ucs_free(region);
         if (found == NULL) {

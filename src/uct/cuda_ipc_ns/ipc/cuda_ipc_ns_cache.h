@@ -64,11 +64,10 @@ struct uct_cuda_ipc_ns_region {
 
 /**
  * Take a reference on the process-wide cache, creating it on first use with
- * @a config and @a ops (later callers share the first configuration; a
- * differing one is logged).
+ * @a config (later callers share the first configuration; a differing one is
+ * logged).
  */
-ucs_status_t uct_cuda_ipc_ns_cache_get(const uct_cuda_ipc_ns_cache_config_t *config,
-                                       const uct_cuda_ipc_ns_map_ops_t *ops);
+ucs_status_t uct_cuda_ipc_ns_cache_get(const uct_cuda_ipc_ns_cache_config_t *config);
 
 /* Drop the reference; the last one unmaps everything */
 void uct_cuda_ipc_ns_cache_put(void);
@@ -108,12 +107,12 @@ void uct_cuda_ipc_ns_cache_peer_fail(uct_cuda_ipc_ns_peer_t *peer);
 
 /**
  * The region of @a peer holding @a key's allocation, mapped for @a device,
- * pinned for the caller; imports and maps it on a miss, passing @a map_arg
- * to the map operation.
+ * pinned for the caller; imports (through @a fdx) and maps it on a miss.
  */
 ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
                                        const uct_cuda_ipc_ns_rkey_info_t *key,
-                                       int device, void *map_arg,
+                                       int device,
+                                       const uct_cuda_ipc_ns_fdx_config_t *fdx,
                                        uct_cuda_ipc_ns_region_t **region_p);
 
 /** Unpin; with the cache disabled (or the region stale) this may unmap */

@@ -19,17 +19,17 @@
  * which is also the table member (uct_cuda_ipc_ns_drv.cuMemAlloc), and
  * whether a driver must have it.
  *
- *  REQUIRED: the module calls it. A driver lacking one is not used: the
- *            module reports no device.
- *  OPTIONAL: only tests and tools call it. Resolved when present, NULL
- *            otherwise (with a debug line); a caller that needs a missing
- *            one gets a clear error (see the test helpers), and the device
- *            is still listed.
+ *  REQUIRED: the module calls it (exactly those). A driver lacking one is
+ *            not used: the module reports no device.
+ *  OPTIONAL: only tests and tools call it, and cuGetErrorName, which
+ *            uct_cuda_ipc_ns_cu_error_name() replaces with its own table.
+ *            Resolved when present, NULL otherwise (with a debug line); a
+ *            caller that needs a missing one gets a clear error (see the
+ *            test helpers), and the device is still listed.
  *
  * UCT_CUDA_IPC_NS_CU_CALL accepts REQUIRED entries only, so module code that
  * starts calling an entry fails to build until that entry's word is flipped
- * to REQUIRED here. cuGetErrorName is optional: uct_cuda_ipc_ns_cu_error_name()
- * has its own table for a driver without it.
+ * to REQUIRED here.
  *
  * The cuda.h name is a macro for the versioned symbol (cuMemAlloc ->
  * cuMemAlloc_v2), which gives the prototype, the dlsym() fallback and the
@@ -47,9 +47,9 @@
     _F(cuDeviceGetAttribute,                  REQUIRED) \
     _F(cuDeviceGetPCIBusId,                   OPTIONAL) \
     _F(cuDeviceCanAccessPeer,                 OPTIONAL) \
-    _F(cuDeviceGetP2PAttribute,               OPTIONAL) \
+    _F(cuDeviceGetP2PAttribute,               REQUIRED) \
     _F(cuDevicePrimaryCtxRetain,              REQUIRED) \
-    _F(cuDevicePrimaryCtxRelease,             REQUIRED) \
+    _F(cuDevicePrimaryCtxRelease,             OPTIONAL) \
     _F(cuCtxGetCurrent,                       REQUIRED) \
     _F(cuCtxSetCurrent,                       REQUIRED) \
     _F(cuCtxPushCurrent,                      REQUIRED) \
@@ -64,7 +64,7 @@
     _F(cuMemCreate,                           REQUIRED) \
     _F(cuMemRelease,                          REQUIRED) \
     _F(cuMemGetAllocationGranularity,         REQUIRED) \
-    _F(cuMemGetAllocationPropertiesFromHandle, REQUIRED) \
+    _F(cuMemGetAllocationPropertiesFromHandle, OPTIONAL) \
     _F(cuMemAddressReserve,                   REQUIRED) \
     _F(cuMemAddressFree,                      REQUIRED) \
     _F(cuMemMap,                              REQUIRED) \
@@ -86,9 +86,9 @@
     _F(cuMemcpyAsync,                         REQUIRED) \
     _F(cuMemcpyDtoD,                          OPTIONAL) \
     _F(cuMemcpyDtoDAsync,                     REQUIRED) \
-    _F(cuMemcpyHtoD,                          REQUIRED) \
+    _F(cuMemcpyHtoD,                          OPTIONAL) \
     _F(cuMemcpyHtoDAsync,                     OPTIONAL) \
-    _F(cuMemcpyDtoH,                          REQUIRED) \
+    _F(cuMemcpyDtoH,                          OPTIONAL) \
     _F(cuMemcpyDtoHAsync,                     OPTIONAL) \
     _F(cuMemsetD8,                            REQUIRED) \
     _F(cuMemsetD8Async,                       OPTIONAL) \

@@ -22,7 +22,7 @@
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_cpy_ns_md.h"
 #include "cuda_ipc_ns_driver.h"
-#include "cuda_ipc_ns_md.h"
+#include "cuda_ipc_ns_md_base.h"
 
 #include <tools/perf/lib/libperf_int.h>
 #include <ucs/datastruct/list.h>

@@ -1,6 +1,7 @@
 /*
- * cuda_ipc_ns: endpoint — put/get zero-copy, flush, fence, pending requests
- * and peer checks (docs/architecture.md).
+ * cuda_ipc_ns: endpoint — put/get zero-copy, put short, put/get bcopy,
+ * flush, fence, pending requests and peer checks (docs/architecture.md).
+ * The interface's ops table lists these.
  */
 #ifndef UCT_CUDA_IPC_NS_EP_H
 #define UCT_CUDA_IPC_NS_EP_H
@@ -50,12 +51,5 @@ ucs_status_t uct_cuda_ipc_ns_ep_pending_add(uct_ep_h tl_ep,
 void uct_cuda_ipc_ns_ep_pending_purge(uct_ep_h tl_ep,
                                       uct_pending_purge_callback_t cb,
                                       void *arg);
-
-/* Start pending requests while events are available */
-void uct_cuda_ipc_ns_ep_dispatch_pending(uct_cuda_ipc_ns_iface_t *iface);
-
-/* Completion of an op (uct_cuda_ipc_ns_op_done_cb_t; arg: the iface) */
-void uct_cuda_ipc_ns_ep_op_done(uct_cuda_ipc_ns_op_t *op, ucs_status_t status,
-                                void *arg);
 
 #endif

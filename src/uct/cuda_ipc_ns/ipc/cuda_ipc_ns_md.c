@@ -1,7 +1,7 @@
 /*
- * cuda_ipc_ns: memory domain — registration and export of CUDA memory,
- * remote key unpack. Memory-type detection and mem_query are the copy MD's
- * (cuda_cpy_ns_memtype.c).
+ * cuda_ipc_ns: the component and memory domain cuda_ipc_ns — registration
+ * and export of CUDA memory, remote key unpack. Driver loading and mem_query
+ * come from the shared layer (cuda_ipc_ns_md_base.h, cuda_ipc_ns_ptr.h).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -11,7 +11,7 @@
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_nsid.h"
 #include "cuda_ipc_ns_addr.h"
-#include "cuda_cpy_ns_memtype.h"
+#include "cuda_ipc_ns_ptr.h"
 
 #include <uct/base/uct_iface.h>
 #include <ucs/debug/log.h>
@@ -27,13 +27,6 @@ ucs_config_field_t uct_cuda_ipc_ns_md_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_cuda_ipc_ns_md_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
-
-    {"DRIVER", "libcuda.so.1",
-     "CUDA driver library to load at run time (a file name searched like\n"
-     "dlopen() does, or a path). Without a loadable driver or a device the\n"
-     "transport reports no resources.",
-     ucs_offsetof(uct_cuda_ipc_ns_md_config_t, driver_path),
-     UCS_CONFIG_TYPE_STRING},
 
     {"LEGACY", "y",
      "Export memory allocated with cuMemAlloc as legacy CUDA IPC handles.\n"
@@ -122,109 +115,6 @@ static int uct_cuda_ipc_ns_md_posix_fd_supported(void)
     }
 
     return 0;
-}
-
-
-/* Load the configured driver; UCS_OK when it has at least one device */
-static ucs_status_t uct_cuda_ipc_ns_md_driver_ready(const char *driver_path)
-{
-    ucs_status_t status;
-    int count = 0;
-
-    status = uct_cuda_ipc_ns_driver_load(driver_path);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGetCount,
-                                     &count);
-    if ((status != UCS_OK) || (count == 0)) {
-        ucs_debug("cuda_ipc_ns: driver '%s' reports no CUDA device",
-                  driver_path);
-        return UCS_ERR_NO_DEVICE;
-    }
-
-    return UCS_OK;
-}
-
-
-ucs_status_t
-uct_cuda_ipc_ns_md_config_apply(uct_component_t *component,
-                                uct_cuda_ipc_ns_md_config_func_t func,
-                                void *arg)
-{
-    uct_md_config_t *md_config;
-    ucs_status_t status;
-
-    status = uct_md_config_read(component, NULL, NULL, &md_config);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = func(md_config, arg);
-    uct_config_release(md_config);
-    return status;
-}
-
-
-static ucs_status_t
-uct_cuda_ipc_ns_md_config_driver_ready(const uct_md_config_t *md_config,
-                                       void *arg)
-{
-    return uct_cuda_ipc_ns_md_driver_ready(
-            ucs_derived_of(md_config, uct_cuda_ipc_ns_md_config_t)->driver_path);
-}
-
-
-ucs_status_t uct_cuda_ipc_ns_driver_load_configured(void)
-{
-    return uct_cuda_ipc_ns_md_config_apply(&uct_cuda_ipc_ns_component,
-                                           uct_cuda_ipc_ns_md_config_driver_ready,
-                                           NULL);
-}
-
-
-ucs_status_t uct_cuda_ipc_ns_query_md_resources(uct_component_t *component,
-                                                uct_md_resource_desc_t **resources_p,
-                                                unsigned *num_resources_p)
-{
-    if (uct_cuda_ipc_ns_driver_load_configured() != UCS_OK) {
-        return uct_md_query_empty_md_resource(resources_p, num_resources_p);
-    }
-
-    return uct_md_query_single_md_resource(component, resources_p,
-                                           num_resources_p);
-}
-
-
-ucs_status_t uct_cuda_ipc_ns_md_alloc(uct_component_t *component,
-                                      uct_md_ops_t *ops, size_t size,
-                                      const char *md_name,
-                                      const char *driver_path, uct_md_t **md_p)
-{
-    ucs_status_t status;
-    uct_md_t *md;
-
-    status = (driver_path != NULL) ?
-             uct_cuda_ipc_ns_md_driver_ready(driver_path) :
-             uct_cuda_ipc_ns_driver_load_configured();
-    if (status != UCS_OK) {
-        ucs_error("%s: cannot open memory domain '%s': no CUDA driver or "
-                  "device (UCX_CUDA_IPC_NS_DRIVER=%s)", component->name,
-                  md_name, (driver_path != NULL) ? driver_path : "<as set>");
-        return status;
-    }
-
-    md = ucs_calloc(1, size, "cuda_ipc_ns_md");
-    if (md == NULL) {
-        ucs_error("%s: failed to allocate memory domain", component->name);
-        return UCS_ERR_NO_MEMORY;
-    }
-
-    md->ops       = ops;
-    md->component = component;
-    *md_p         = md;
-    return UCS_OK;
 }
 
 
@@ -635,8 +525,8 @@ static uct_md_ops_t uct_cuda_ipc_ns_md_ops = {
     .mem_advise             = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
     .mem_reg                = uct_cuda_ipc_ns_mem_reg,
     .mem_dereg              = uct_cuda_ipc_ns_mem_dereg,
-    /* the same answer as the copy MD's: CUDA memory and its allocation */
-    .mem_query              = uct_cuda_cpy_ns_md_mem_query,
+    /* the shared layer's: CUDA memory and its allocation */
+    .mem_query              = uct_cuda_ipc_ns_ptr_mem_query,
     .mkey_pack              = uct_cuda_ipc_ns_mkey_pack,
     .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero_int,
     .detect_memory_type     = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported
@@ -656,8 +546,7 @@ static ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
     uct_md_t *base;
 
     status = uct_cuda_ipc_ns_md_alloc(component, &uct_cuda_ipc_ns_md_ops,
-                                      sizeof(*md), md_name,
-                                      config->driver_path, &base);
+                                      sizeof(*md), md_name, &base);
     if (status != UCS_OK) {
         return status;
     }
@@ -693,8 +582,7 @@ static ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
     cache_config.enable      = config->cache_enable;
     cache_config.max_regions = config->cache_max_regions;
     cache_config.max_size    = config->cache_max_size;
-    status = uct_cuda_ipc_ns_cache_get(&cache_config,
-                                       &uct_cuda_ipc_ns_map_driver_ops);
+    status = uct_cuda_ipc_ns_cache_get(&cache_config);
     if (status != UCS_OK) {
         goto err_put_broker;
     }
@@ -713,8 +601,26 @@ err_free:
 }
 
 
-UCT_CUDA_IPC_NS_COMPONENT_DEFINE(uct_cuda_ipc_ns, UCT_CUDA_IPC_NS_NAME,
-                                 UCT_CUDA_IPC_NS_CFG_PREFIX,
-                                 "CUDA IPC across namespaces memory domain",
-                                 uct_cuda_ipc_ns_rkey_unpack,
-                                 uct_cuda_ipc_ns_rkey_release);
+uct_component_t uct_cuda_ipc_ns_component = {
+    .query_md_resources = uct_cuda_ipc_ns_query_md_resources,
+    .md_open            = uct_cuda_ipc_ns_md_open,
+    .cm_open            = (uct_component_cm_open_func_t)
+                          ucs_empty_function_return_unsupported,
+    .rkey_unpack        = uct_cuda_ipc_ns_rkey_unpack,
+    .rkey_ptr           = (uct_component_rkey_ptr_func_t)
+                          ucs_empty_function_return_unsupported,
+    .rkey_release       = uct_cuda_ipc_ns_rkey_release,
+    .name               = UCT_CUDA_IPC_NS_NAME,
+    .md_config          = {
+        .name           = "CUDA IPC across namespaces memory domain",
+        .prefix         = UCT_CUDA_IPC_NS_CFG_PREFIX,
+        .table          = uct_cuda_ipc_ns_md_config_table,
+        .size           = sizeof(uct_cuda_ipc_ns_md_config_t),
+    },
+    .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
+    .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(
+                                  &uct_cuda_ipc_ns_component),
+    .flags              = 0,
+    .md_vfs_init        = (uct_component_md_vfs_init_func_t)
+                          ucs_empty_function
+};

@@ -1,0 +1,71 @@
+/*
+ * cuda_ipc_ns: pointer classification (see cuda_ipc_ns_ptr.h).
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cuda_ipc_ns_ptr.h"
+#include "cuda_ipc_ns_driver.h"
+
+#include <uct/base/uct_md.h>
+#include <ucs/debug/log.h>
+#include <ucs/sys/compiler_def.h>
+#include <string.h>
+
+
+void uct_cuda_ipc_ns_ptr_query(const void *address,
+                               uct_cuda_ipc_ns_ptr_info_t *info)
+{
+    CUpointer_attribute names[] = {
+        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        CU_POINTER_ATTRIBUTE_RANGE_SIZE
+    };
+    CUmemorytype memory_type = (CUmemorytype)0;
+    void *values[]           = {
+        &memory_type, &info->device, &info->base, &info->size
+    };
+    ucs_status_t status;
+
+    memset(info, 0, sizeof(*info));
+    /* unknown host memory is not an error: it answers memory type 0 */
+    status = UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes,
+                                     ucs_static_array_size(names), names,
+                                     values, (CUdeviceptr)address);
+    info->is_cuda = (status == UCS_OK) &&
+                    (memory_type == CU_MEMORYTYPE_DEVICE);
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_ptr_mem_query(uct_md_h md, const void *address,
+                                           size_t length,
+                                           uct_md_mem_attr_t *mem_attr)
+{
+    uct_cuda_ipc_ns_ptr_info_t info;
+
+    uct_cuda_ipc_ns_ptr_query(address, &info);
+    if (!info.is_cuda) {
+        return UCS_ERR_INVALID_ADDR;
+    }
+
+    ucs_trace("%s: %p..%p is CUDA memory of device %d, allocation 0x%llx/%zu",
+              md->component->name, address,
+              UCS_PTR_BYTE_OFFSET(address, length), info.device,
+              (unsigned long long)info.base, info.size);
+
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_MEM_TYPE) {
+        mem_attr->mem_type = UCS_MEMORY_TYPE_CUDA;
+    }
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_SYS_DEV) {
+        mem_attr->sys_dev = UCS_SYS_DEVICE_ID_UNKNOWN;
+    }
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS) {
+        mem_attr->base_address = (void*)info.base;
+    }
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH) {
+        mem_attr->alloc_length = info.size;
+    }
+    return UCS_OK;
+}

@@ -1,0 +1,40 @@
+/*
+ * cuda_ipc_ns: what the driver says about a pointer, for both memory domains
+ * (docs/architecture.md, "Shared layer"): one cuPointerGetAttributes call
+ * classifies an address, and mem_query answers UCP with it.
+ */
+#ifndef UCT_CUDA_IPC_NS_PTR_H
+#define UCT_CUDA_IPC_NS_PTR_H
+
+#include <uct/api/uct.h>
+#include <cuda.h>
+
+
+/* What the driver says about one address */
+typedef struct uct_cuda_ipc_ns_ptr_info {
+    int         is_cuda; /* device memory known to the driver */
+    int         device;  /* its device ordinal */
+    CUdeviceptr base;    /* its allocation (range) */
+    size_t      size;
+} uct_cuda_ipc_ns_ptr_info_t;
+
+
+/**
+ * Classify @a address with one driver call (cuPointerGetAttributes). Host and
+ * unknown memory give is_cuda == 0; a failing driver call is logged at debug
+ * level and classifies the address as host memory.
+ */
+void uct_cuda_ipc_ns_ptr_query(const void *address,
+                               uct_cuda_ipc_ns_ptr_info_t *info);
+
+
+/**
+ * mem_query of both memory domains: CUDA memory type and the allocation that
+ * holds @a address; UCS_ERR_INVALID_ADDR for non-CUDA memory (UCP then asks
+ * the next MD, then assumes host memory).
+ */
+ucs_status_t uct_cuda_ipc_ns_ptr_mem_query(uct_md_h md, const void *address,
+                                           size_t length,
+                                           uct_md_mem_attr_t *mem_attr);
+
+#endif

@@ -1,0 +1,62 @@
+/*
+ * cuda_ipc_ns: memory domain — registration and export of CUDA memory.
+ */
+#ifndef UCT_CUDA_IPC_NS_MD_H
+#define UCT_CUDA_IPC_NS_MD_H
+
+#include "cuda_ipc_ns_rkey.h"
+#include "cuda_ipc_ns_broker.h"
+#include "cuda_ipc_ns_cache.h"
+#include "cuda_ipc_ns_md_base.h"
+
+
+#define UCT_CUDA_IPC_NS_NAME      "cuda_ipc_ns" /* component and MD */
+#define UCT_CUDA_IPC_NS_DEV_NAME  "cuda"   /* as UCX names CUDA devices */
+
+
+typedef struct uct_cuda_ipc_ns_md_config {
+    uct_md_config_t          super;
+    int                      legacy;        /* export legacy IPC handles */
+    int                      posix_fd;      /* export VMM POSIX fds */
+    int                      fdx_mode;      /* uct_cuda_ipc_ns_fdx_mode_t */
+    char                     *sock_dir;     /* broker socket directory */
+    double                   sock_timeout;  /* fd exchange timeout, seconds */
+    int                      allowed_uid;   /* extra uid served by the broker */
+    int                      cache_enable;  /* keep peer mappings */
+    unsigned                 cache_max_regions;
+    size_t                   cache_max_size;
+} uct_cuda_ipc_ns_md_config_t;
+
+
+typedef struct uct_cuda_ipc_ns_md {
+    uct_md_t   super;
+    int        legacy;    /* export legacy handles */
+    int        posix_fd;  /* export VMM POSIX fds */
+    uint8_t    addr_flags; /* UCT_CUDA_IPC_NS_ADDR_FLAG_*: what we can do */
+    uct_cuda_ipc_ns_fdx_config_t fdx;     /* importing peers' fds */
+    char                         *sock_dir; /* owns fdx.sock_dir */
+    uct_cuda_ipc_ns_broker_t     *broker; /* serves our fds, or NULL */
+} uct_cuda_ipc_ns_md_t;
+
+
+/* Registration of a CUDA allocation: what mkey_pack needs */
+typedef struct uct_cuda_ipc_ns_memh {
+    uct_cuda_ipc_ns_rkey_info_t info;
+    int                         fd;       /* exported POSIX fd, or -1 */
+    uct_cuda_ipc_ns_broker_reg_t *reg;    /* fd registered with the broker */
+} uct_cuda_ipc_ns_memh_t;
+
+
+/* Unpacked remote key */
+typedef struct uct_cuda_ipc_ns_rkey {
+    uct_cuda_ipc_ns_rkey_info_t info;
+    /* owner's cache entry when it is not the endpoint's peer, found on
+     * first use; referenced until the key is released */
+    uct_cuda_ipc_ns_peer_t      *peer;
+} uct_cuda_ipc_ns_rkey_t;
+
+
+extern uct_component_t uct_cuda_ipc_ns_component;
+extern ucs_config_field_t uct_cuda_ipc_ns_md_config_table[];
+
+#endif
