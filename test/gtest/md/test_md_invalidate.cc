@@ -101,7 +101,7 @@ int count_non_socket_fds()
 }
 
 
-/* what an importer does with @a key (uct_cuda_ipc_ns_map_driver_ops):
+/* what an importer does with @a key (uct_cuda_ipc_ns_map()):
  * obtain the fd (pidfd_getfd or the owner's broker, per @a mode), import it
  * with the driver and map it for device 0; unmaps; returns the status */
 ucs_status_t map_status(uct_cuda_ipc_ns_fdx_mode_t mode,
@@ -111,9 +111,9 @@ ucs_status_t map_status(uct_cuda_ipc_ns_fdx_mode_t mode,
     uct_cuda_ipc_ns_mapping_t mapping;
     ucs_status_t status;
 
-    status = uct_cuda_ipc_ns_map_driver_ops.map(&cfg, &key, 0, &mapping);
+    status = uct_cuda_ipc_ns_map(&cfg, &key, 0, &mapping);
     if (status == UCS_OK) {
-        uct_cuda_ipc_ns_map_driver_ops.unmap(&mapping);
+        uct_cuda_ipc_ns_unmap(&mapping);
     }
     return status;
 }
