@@ -74,6 +74,8 @@ static pthread_mutex_t cudasim_lock          = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t  cudasim_progress_cond = PTHREAD_COND_INITIALIZER;
 static CUstream        cudasim_streams;  /* including draining destroyed */
 static CUevent         cudasim_events;   /* live (not destroyed) */
+/* test hook: devices whose copy engine is held (bit = ordinal) */
+static uint64_t        cudasim_held_devices;
 
 
 /* ------------------------------------------------------------------ */
@@ -169,6 +171,67 @@ static CUresult cudasim_exec_mem_op(const cudasim_op_t *op)
 }
 
 
+/* with cudasim_lock held: op, at the head of s, is a copy or memset that the
+ * copy-engine hold keeps from starting */
+static int cudasim_op_held(CUstream s, const cudasim_op_t *op)
+{
+    return ((op->type == CUDASIM_OP_COPY) || (op->type == CUDASIM_OP_MEMSET)) &&
+           (s->ctx != NULL) && (s->ctx->device >= 0) && (s->ctx->device < 64) &&
+           (cudasim_held_devices & (1ull << s->ctx->device));
+}
+
+
+/* Exported for tests: hold (hold != 0) or release the copy engine of device
+ * @ordinal (-1: of every device). While held, no copy or memset starts on a
+ * non-default stream of that device's context (one already running ends);
+ * the stream waits at that op, so the ops after it wait too. Returns 0, or
+ * -1 for a bad ordinal. */
+CUDASIM_API int cudasim_hold_copies(int ordinal, int hold)
+{
+    uint64_t mask;
+
+    if ((ordinal < -1) || (ordinal >= 64)) {
+        return -1;
+    }
+    mask = (ordinal == -1) ? ~0ull : (1ull << ordinal);
+    pthread_mutex_lock(&cudasim_lock);
+    if (hold) {
+        cudasim_held_devices |= mask;
+    } else {
+        cudasim_held_devices &= ~mask;
+    }
+    pthread_cond_broadcast(&cudasim_progress_cond);
+    pthread_mutex_unlock(&cudasim_lock);
+    return 0;
+}
+
+
+/* Exported for tests: wait until no stream can make progress: each stream is
+ * empty, or waits at a held copy, or waits for an event not yet reached.
+ * Work that can run has run. Returns 0. (A host function or callback that
+ * blocks forever keeps this from returning.) */
+CUDASIM_API int cudasim_wait_quiescent(void)
+{
+    cudasim_op_t *op;
+    CUstream s;
+
+    pthread_mutex_lock(&cudasim_lock);
+again:
+    for (s = cudasim_streams; s != NULL; s = s->next) {
+        op = s->head;
+        if ((op == NULL) || cudasim_op_held(s, op) ||
+            ((op->type == CUDASIM_OP_WAIT) &&
+             (op->event->done_seq < op->seq))) {
+            continue;
+        }
+        pthread_cond_wait(&cudasim_progress_cond, &cudasim_lock);
+        goto again;
+    }
+    pthread_mutex_unlock(&cudasim_lock);
+    return 0;
+}
+
+
 static void *cudasim_stream_worker(void *arg)
 {
     CUstream s = arg;
@@ -185,6 +248,11 @@ static void *cudasim_stream_worker(void *arg)
             break; /* destroyed and drained */
         }
         op = s->head; /* stays queued while running: cuStreamQuery sees it */
+        if (cudasim_op_held(s, op)) {
+            /* the copy engine is held (test hook): wait for the release */
+            pthread_cond_wait(&cudasim_progress_cond, &cudasim_lock);
+            continue;
+        }
 
         switch (op->type) {
         case CUDASIM_OP_WAIT:

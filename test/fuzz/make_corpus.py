@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """
 Seed corpus for fuzz_rkey_parse: valid cuda_ipc_ns rkeys and edge cases,
-encoded here from the layout in src/uct/cuda_ipc_ns/cuda_ipc_ns_rkey.h
+encoded here from the layout in src/uct/cuda_ipc_ns/ipc/cuda_ipc_ns_rkey.h
 (independently of the C packer).
 
 usage: make_corpus.py [OUTDIR]   (default: corpus/ next to this script)

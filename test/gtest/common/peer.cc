@@ -197,26 +197,35 @@ peer::peer(const std::string &role, const peer_options &opts) :
 }
 
 
+/* a pidfd becomes readable when the process exits: poll() on it is the
+ * event; timeout_ms is a safety net that turns a hang into a failure */
 int peer::wait(int timeout_ms)
 {
     int status = 0;
+    int pidfd  = (int)syscall(SYS_pidfd_open, m_pid, 0);
+    bool timed_out = false;
+    pid_t ret;
 
-    for (int waited_ms = 0; ; waited_ms += 10) {
-        pid_t ret = waitpid(m_pid, &status, WNOHANG);
-        if (ret == m_pid) {
-            break;
-        } else if ((ret < 0) && (errno != EINTR)) {
-            return -1;
-        } else if (waited_ms >= timeout_ms) {
+    if (pidfd >= 0) {
+        struct pollfd pfd = {pidfd, POLLIN, 0};
+        int n;
+        do {
+            n = poll(&pfd, 1, timeout_ms);
+        } while ((n < 0) && (errno == EINTR));
+        close(pidfd);
+        if (n == 0) {
             kill(m_pid, SIGKILL);
-            waitpid(m_pid, &status, 0);
-            m_waited = true;
-            return -1;
+            timed_out = true;
         }
-        usleep(10000);
     }
-
+    /* exited (or killed just above, or no pidfd: a plain blocking wait) */
+    do {
+        ret = waitpid(m_pid, &status, 0);
+    } while ((ret < 0) && (errno == EINTR));
     m_waited = true;
+    if ((ret != m_pid) || timed_out) {
+        return -1;
+    }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 

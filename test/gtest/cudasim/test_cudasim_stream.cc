@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -16,18 +18,58 @@ using namespace cudasim_test;
 
 class test_cudasim_stream : public base {
 protected:
-    /* a host function that blocks its stream until released */
+    /* a host function that blocks its stream until released; the test
+     * waits for it to be reached on a condition variable, never on time */
     struct gate {
-        std::atomic<bool> open{false};
-        std::atomic<bool> reached{false};
+        std::mutex              lock;
+        std::condition_variable cond;
+        bool                    open    = false;
+        bool                    reached = false;
+
+        void wait_reached()
+        {
+            std::unique_lock<std::mutex> guard(lock);
+            cond.wait(guard, [this] { return reached; });
+        }
+        void set_open(bool value)
+        {
+            std::lock_guard<std::mutex> guard(lock);
+            open = value;
+            if (!value) {
+                reached = false;
+            }
+            cond.notify_all();
+        }
     };
 
     static void CUDA_CB gate_func(void *arg) {
         gate *g = (gate*)arg;
+        std::unique_lock<std::mutex> guard(g->lock);
         g->reached = true;
-        while (!g->open) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        g->cond.notify_all();
+        g->cond.wait(guard, [g] { return g->open; });
+    }
+
+    /* the emulator's copy-engine hold (test/cudasim/README.md), released
+     * on every exit path */
+    struct copy_hold {
+        int (*hold)(int, int) = (int (*)(int, int))driver_sym(
+                "cudasim_hold_copies");
+        bool held = (hold != nullptr) && (hold(-1, 1) == 0);
+        ~copy_hold() { release(); }
+        void release()
+        {
+            if (held) {
+                hold(-1, 0);
+                held = false;
+            }
         }
+    };
+
+    static bool wait_quiescent()
+    {
+        auto fn = (int (*)(void))driver_sym("cudasim_wait_quiescent");
+        return (fn != nullptr) && (fn() == 0);
     }
 };
 
@@ -68,14 +110,12 @@ TEST_F(test_cudasim_stream, query_pending_and_event)
     CU_OK(cuMemcpyDtoHAsync, back.data(), dev, size, stream);
     CU_OK(cuEventRecord, event, stream);
 
-    while (!g.reached) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    g.wait_reached();
     CU_EXPECT(CUDA_ERROR_NOT_READY, cuStreamQuery, stream);
     CU_EXPECT(CUDA_ERROR_NOT_READY, cuEventQuery, event);
     EXPECT_EQ(0, back[0]); /* the copies wait behind the host function */
 
-    g.open = true;
+    g.set_open(true);
     CU_OK(cuEventSynchronize, event);
     CU_OK(cuEventQuery, event);
     EXPECT_EQ(host, back);
@@ -105,27 +145,34 @@ TEST_F(test_cudasim_stream, wait_event_across_streams)
     CU_OK(cuStreamCreate, &consumer, CU_STREAM_NON_BLOCKING);
     CU_OK(cuEventCreate, &event, CU_EVENT_DISABLE_TIMING);
 
-    CU_OK(cuLaunchHostFunc, producer, gate_func, &g);
-    CU_OK(cuMemsetD8Async, a, 0x42, 4096, producer);
-    CU_OK(cuEventRecord, event, producer);
-    CU_OK(cuStreamWaitEvent, consumer, event, 0);
-    CU_OK(cuMemcpyDtoDAsync, b, a, 4096, consumer);
-    CU_OK(cuMemcpyDtoHAsync, &out, b + 4095, 1, consumer);
+    {
+        /* the producer's memset is held; once every stream that can run has
+         * run, the consumer must still wait for the event */
+        copy_hold hold;
+        if (!hold.held) {
+            GTEST_SKIP() << "needs the emulator's copy-engine hold";
+        }
+        CU_OK(cuMemsetD8Async, a, 0x42, 4096, producer);
+        CU_OK(cuEventRecord, event, producer);
+        CU_OK(cuStreamWaitEvent, consumer, event, 0);
+        CU_OK(cuMemcpyDtoDAsync, b, a, 4096, consumer);
+        CU_OK(cuMemcpyDtoHAsync, &out, b + 4095, 1, consumer);
 
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    CU_EXPECT(CUDA_ERROR_NOT_READY, cuStreamQuery, consumer);
-    g.open = true;
+        ASSERT_TRUE(wait_quiescent());
+        CU_EXPECT(CUDA_ERROR_NOT_READY, cuStreamQuery, consumer);
+        EXPECT_EQ(0, out) << "the consumer ran before the event";
+        hold.release();
+    }
     CU_OK(cuStreamSynchronize, consumer);
     EXPECT_EQ(0x42, out);
 
     /* the event may be destroyed while a wait on it is pending */
-    g.open = false;
-    g.reached = false;
+    g.set_open(false);
     CU_OK(cuLaunchHostFunc, producer, gate_func, &g);
     CU_OK(cuEventRecord, event, producer);
     CU_OK(cuStreamWaitEvent, consumer, event, 0);
     CU_OK(cuEventDestroy, event);
-    g.open = true;
+    g.set_open(true);
     CU_OK(cuStreamSynchronize, consumer);
 
     CU_OK(cuStreamDestroy, producer);
@@ -257,7 +304,7 @@ TEST_F(test_cudasim_stream, events_complete_in_order)
     for (int i = 0; i < n; ++i) {
         CU_EXPECT(CUDA_ERROR_NOT_READY, cuEventQuery, events[i]);
     }
-    g.open = true;
+    g.set_open(true);
     CU_OK(cuEventSynchronize, events[n / 2]);
     CU_OK(cuEventQuery, events[0]);
     CU_OK(cuStreamSynchronize, stream);
@@ -330,9 +377,11 @@ TEST_F(test_cudasim_stream, legacy_stream_waits_for_blocking_streams)
     CU_OK(cuLaunchHostFunc, blocking, gate_func, &g);
     CU_OK(cuMemsetD8Async, dev, 0x77, 4096, blocking);
 
+    /* opened once the blocking stream is at the gate: the legacy copy
+     * below is then either waiting (correct) or done with 0 (broken) */
     std::thread opener([&g] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(30));
-        g.open = true;
+        g.wait_reached();
+        g.set_open(true);
     });
     /* the legacy default stream waits for prior work of blocking streams */
     CU_OK(cuMemcpyDtoHAsync, &out, dev, 1, CU_STREAM_LEGACY);
@@ -387,7 +436,7 @@ TEST_F(test_cudasim_stream, emulated_sticky_illegal_address)
     CU_OK(cuLaunchHostFunc, stream, gate_func, &g);
     CU_OK(cuMemcpyHtoDAsync, va, host.data(), host.size(), stream);
     CU_OK(cuMemUnmap, va, gran);
-    g.open = true;
+    g.set_open(true);
     CU_EXPECT(CUDA_ERROR_ILLEGAL_ADDRESS, cuStreamSynchronize, stream);
     CU_EXPECT(CUDA_ERROR_ILLEGAL_ADDRESS, cuStreamQuery, stream);
 

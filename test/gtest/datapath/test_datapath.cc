@@ -301,9 +301,12 @@ TEST_F(datapath_pair, max_poll_bounds_completions_per_progress) {
                                        i * MiB, MiB, r.buf.addr + i * MiB,
                                        r.rkey.rkey, &comps[i]));
     }
-    /* let every copy finish before anyone looks */
+    /* let every copy finish before anyone looks: the emulator runs all it
+     * can (cudasim_wait_quiescent) */
     EXPECT_EQ(UCS_INPROGRESS, uct_ep_flush(m_ep, 0, nullptr));
-    usleep(200000);
+    if (!wait_copy_engine_quiescent()) {
+        GTEST_SKIP() << "needs the emulator's cudasim_wait_quiescent";
+    }
     for (size_t i = 0; i < comps.size(); ++i) {
         EXPECT_EQ(1u, m_node->progress()) << "MAX_POLL=1";
         EXPECT_TRUE(comps[i].done) << "completed in order";
@@ -377,25 +380,129 @@ TEST_F(datapath_pair, flush_waits_for_every_op) {
 }
 
 
-TEST_F(datapath_pair, fence_orders_ops) {
-    start();
-    remote r  = export_buffer(BUF_VMM, 16 * MiB, 0);
-    int local = m_node->alloc(BUF_VMM, 32 * MiB);
-    m_node->fill(local, 4, 0, 16 * MiB);
-    completion put, get;
+/* What the fence scenario on two devices saw (fence_orders_ops) */
+struct fence_result {
+    int          setup_ok;   /* node, agent, buffers, hold */
+    int          put_status; /* at post */
+    int          get_status;
+    int          fence_status;
+    int          done;       /* both completed */
+    ucs_status_t put_comp;
+    ucs_status_t get_comp;
+    int          get_saw_put; /* the get's bytes are the put's */
+    int          remote_ok;   /* the remote buffer holds the put's bytes */
+};
 
-    /* put, fence, get of the same bytes: the get sees the put */
-    ASSERT_EQ(UCS_INPROGRESS, post(true, m_node->buf(local).ptr, 16 * MiB,
-                                   r.buf.addr, r.rkey.rkey, &put));
-    ASSERT_EQ(UCS_OK, uct_ep_fence(m_ep, 0));
-    ASSERT_EQ(UCS_INPROGRESS, post(false, (char*)m_node->buf(local).ptr +
-                                   16 * MiB, 16 * MiB, r.buf.addr,
-                                   r.rkey.rkey, &get));
-    ASSERT_TRUE(m_node->progress_until([&] { return put.done && get.done; }));
-    EXPECT_TRUE(m_node->check(local, 4, 0, 16 * MiB));
-    bytes_t second(16 * MiB);
-    cuda_read(second.data(), (char*)m_node->buf(local).ptr + 16 * MiB, 16 * MiB);
-    EXPECT_EQ(pattern(4, 16 * MiB), second);
+
+/*
+ * Runs in a peer with two emulated devices (CUDASIM_DEVICE_COUNT=2, read at
+ * the first cuInit): a put from a buffer of device 0 and a get into a buffer
+ * of device 1 use two streams (one per local context and remote device), so
+ * only the fence orders them. Device 0's copy engine is held while both are
+ * posted and until every stream that can run has run: without the fence the
+ * get has read the remote bytes before the put wrote them.
+ */
+#define FENCE_CU(_func, ...) \
+    (TEST_CU_ENTRY(_func)(__VA_ARGS__) == CUDA_SUCCESS)
+
+TEST_PEER_ROLE(datapath_fence_two_devices)
+{
+    const size_t size  = 16 * MiB;
+    fence_result res   = {};
+    uct_rkey_bundle_t rkey;
+    CUdevice dev0, dev1 = 0;
+    CUcontext ctx0, ctx1;
+    int go;
+
+    if (!chan.recv_obj(go) || !cuda_init()) {
+        chan.send_obj(res);
+        return 1;
+    }
+    {
+        uct_node node({}, {});
+        agent ag;
+        if (!node.ok() || !ag.ok()) {
+            chan.send_obj(res);
+            return 1;
+        }
+        uct_ep_h ep = node.connect(ag.dev_addr(), ag.iface_addr());
+        agent_buffer r = ag.alloc(BUF_VMM, size, 0);
+        if ((ep == nullptr) || (r.index < 0) ||
+            (uct_rkey_unpack(node.component(), r.rkey.data(), &rkey) !=
+             UCS_OK)) {
+            chan.send_obj(res);
+            return 1;
+        }
+
+        /* the put's source on device 0, the get's destination on device 1 */
+        int src = node.alloc(BUF_LEGACY, size);
+        node.fill(src, 4);
+        bool cu_ok = FENCE_CU(cuCtxGetCurrent, &ctx0) &&
+                     FENCE_CU(cuDeviceGet, &dev0, 0) &&
+                     FENCE_CU(cuDeviceGet, &dev1, 1) &&
+                     FENCE_CU(cuDevicePrimaryCtxRetain, &ctx1, dev1) &&
+                     FENCE_CU(cuCtxSetCurrent, ctx1);
+        if (!cu_ok) {
+            chan.send_obj(res);
+            return 1;
+        }
+        int dst = node.alloc(BUF_LEGACY, size);
+        node.fill(dst, 9);
+        (void)FENCE_CU(cuCtxSetCurrent, ctx0);
+
+        completion put, get;
+        uct_iov_t put_iov = {node.buf(src).ptr, size, nullptr, 0, 1};
+        uct_iov_t get_iov = {node.buf(dst).ptr, size, nullptr, 0, 1};
+        {
+            copy_engine_hold hold(0);
+            res.setup_ok     = hold.ok() && (src >= 0) && (dst >= 0);
+            res.put_status   = uct_ep_put_zcopy(ep, &put_iov, 1, r.addr,
+                                                rkey.rkey, &put.comp);
+            res.fence_status = uct_ep_fence(ep, 0);
+            res.get_status   = uct_ep_get_zcopy(ep, &get_iov, 1, r.addr,
+                                                rkey.rkey, &get.comp);
+            /* everything that may run has run: an unfenced get is done */
+            wait_copy_engine_quiescent();
+        }
+        res.done        = node.progress_until([&] {
+            return put.done && get.done;
+        });
+        res.put_comp    = put.status;
+        res.get_comp    = get.status;
+        bytes_t got(size);
+        cuda_read(got.data(), node.buf(dst).ptr, size);
+        res.get_saw_put = (got == pattern(4, size));
+        res.remote_ok   = ag.check(r.index, 4, 0, size);
+        uct_rkey_release(node.component(), &rkey);
+    }
+    (void)FENCE_CU(cuDevicePrimaryCtxRelease, dev1);
+    chan.send_obj(res);
+    return 0;
+}
+
+
+TEST_F(datapath_pair, fence_orders_ops) {
+    if (!copy_engine_hold_supported()) {
+        GTEST_SKIP() << "needs the emulator's copy-engine hold and 2 devices";
+    }
+    scoped_env two_devices("CUDASIM_DEVICE_COUNT", "2");
+    peer runner("datapath_fence_two_devices");
+    fence_result res = {};
+    int go           = 1;
+
+    ASSERT_TRUE(runner.chan().send_obj(go));
+    ASSERT_TRUE(runner.chan().recv_obj(res, 300000));
+    EXPECT_EQ(0, runner.wait());
+    ASSERT_TRUE(res.setup_ok);
+    EXPECT_EQ(UCS_INPROGRESS, res.put_status);
+    EXPECT_EQ(UCS_OK, res.fence_status);
+    EXPECT_EQ(UCS_INPROGRESS, res.get_status);
+    ASSERT_TRUE(res.done);
+    EXPECT_EQ(UCS_OK, res.put_comp);
+    EXPECT_EQ(UCS_OK, res.get_comp);
+    EXPECT_TRUE(res.remote_ok);
+    EXPECT_TRUE(res.get_saw_put)
+            << "the get after the fence ran before the put it follows";
 }
 
 

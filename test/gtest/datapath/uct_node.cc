@@ -261,4 +261,38 @@ bool fault_reload(const char *faults)
     return reload() >= 0;
 }
 
+
+/* a test hook of the emulator; nullptr on a real driver */
+static void *cudasim_sym(const char *name)
+{
+    void *dl = dlopen(getenv("UCX_CUDA_IPC_NS_DRIVER"), RTLD_NOW | RTLD_NOLOAD);
+    if (dl == nullptr) {
+        return nullptr;
+    }
+    void *sym = dlsym(dl, name);
+    dlclose(dl);
+    return sym;
+}
+
+
+bool copy_engine_hold_supported()
+{
+    return (cudasim_sym("cudasim_hold_copies") != nullptr) &&
+           (cudasim_sym("cudasim_wait_quiescent") != nullptr);
+}
+
+
+bool hold_copies(int device, bool hold)
+{
+    auto fn = (int (*)(int, int))cudasim_sym("cudasim_hold_copies");
+    return (fn != nullptr) && (fn(device, hold) == 0);
+}
+
+
+bool wait_copy_engine_quiescent()
+{
+    auto fn = (int (*)(void))cudasim_sym("cudasim_wait_quiescent");
+    return (fn != nullptr) && (fn() == 0);
+}
+
 } // namespace test

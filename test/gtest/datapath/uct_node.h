@@ -124,6 +124,36 @@ uct_cuda_ipc_ns_cache_stats_t cache_stats();
 /* Load CUDASIM_FAULTS again from the environment (emulator only) */
 bool fault_reload(const char *faults);
 
+/* The emulator's copy-engine hold (test/cudasim/README.md): false on a real
+ * driver. hold_copies(device or -1, hold); wait_copy_engine_quiescent()
+ * returns when every stream is idle, at a held copy, or waiting for an
+ * event not reached yet. */
+bool copy_engine_hold_supported();
+bool hold_copies(int device, bool hold);
+bool wait_copy_engine_quiescent();
+
+/* Holds the copy engine of a device for its lifetime: released on every
+ * exit path, so that a failing test does not hang the next one */
+class copy_engine_hold {
+public:
+    explicit copy_engine_hold(int device = -1) : m_device(device)
+    {
+        m_held = hold_copies(device, true);
+    }
+    ~copy_engine_hold() { release(); }
+    bool ok() const { return m_held; }
+    void release()
+    {
+        if (m_held) {
+            hold_copies(m_device, false);
+            m_held = false;
+        }
+    }
+private:
+    int  m_device;
+    bool m_held;
+};
+
 
 uint64_t now_ms();
 

@@ -585,8 +585,8 @@ TEST_F(test_fdx, importer_in_other_net_ns_abstract_socket_unreachable)
     ASSERT_EQ('\0', desc.broker_addr[0]);
     import_result res = run_importer(opts, UCT_CUDA_IPC_NS_FDX_BROKER, desc,
                                      0x55, 2.0);
+    /* refused, not timed out (the status tells them apart) */
     EXPECT_EQ(UCS_ERR_UNREACHABLE, res.status);
-    EXPECT_LT(res.elapsed, 2.0);
     EXPECT_EQ(0u, res.broker_delta);
     EXPECT_EQ(0, res.fd_delta);
 
@@ -704,11 +704,9 @@ TEST_F(test_fdx, start_time_mismatch_refused)
 
     stop_owner(*owner);
 
-    /* the owner is gone: nothing to import, quickly */
-    double elapsed;
+    /* the owner is gone: nothing to import; refused, not timed out */
     EXPECT_EQ(UCS_ERR_UNREACHABLE, import_here(UCT_CUDA_IPC_NS_FDX_AUTO, desc,
-                                               0x99, &pd, &bd, 2.0, &elapsed));
-    EXPECT_LT(elapsed, 1.0);
+                                               0x99, &pd, &bd, 2.0));
 }
 
 
@@ -739,15 +737,13 @@ TEST_F(test_fdx, silent_broker_times_out)
         EXPECT_EQ(UCS_ERR_TIMED_OUT,
                   import_here(UCT_CUDA_IPC_NS_FDX_BROKER, desc, 0, &pd, &bd,
                               0.5, &elapsed));
-        EXPECT_GE(elapsed, 0.45);
-        EXPECT_LT(elapsed, 1.5);
+        EXPECT_GE(elapsed, 0.45) << "the timeout really waited";
         close(lfd);
 
-        /* 2) nobody listens any more: refused at once */
+        /* 2) nobody listens any more: refused (UNREACHABLE, not TIMED_OUT) */
         EXPECT_EQ(UCS_ERR_UNREACHABLE,
                   import_here(UCT_CUDA_IPC_NS_FDX_AUTO, desc, 0, &pd, &bd,
                               0.5, &elapsed));
-        EXPECT_LT(elapsed, 0.4);
     }
 
     /* 3) accepts, never answers */
@@ -761,8 +757,7 @@ TEST_F(test_fdx, silent_broker_times_out)
         EXPECT_EQ(UCS_ERR_TIMED_OUT,
                   import_here(UCT_CUDA_IPC_NS_FDX_BROKER, desc, 0, &pd, &bd,
                               0.5, &elapsed));
-        EXPECT_GE(elapsed, 0.45);
-        EXPECT_LT(elapsed, 1.5);
+        EXPECT_GE(elapsed, 0.45) << "the timeout really waited";
         int done = 1;
         silent.chan().send_obj(done);
         EXPECT_EQ(0, silent.wait());
@@ -816,7 +811,7 @@ TEST_F(test_fdx, reply_with_two_fds_refused)
 /* Silent or hostile clients do not stall the broker for others */
 TEST_F(test_fdx, broker_survives_bad_clients)
 {
-    auto owner = start_owner(test::peer_options(), "", -1, 5.0);
+    auto owner = start_owner(test::peer_options(), "", -1, 3600.0);
     auto desc  = owner_register(*owner, 0xa00a, 0xaa);
     struct sockaddr_un sa = {};
     socklen_t salen;
@@ -866,11 +861,11 @@ TEST_F(test_fdx, broker_survives_bad_clients)
     EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION, bstatus);
     close(bad);
 
-    /* served at once despite three silent connections (timeout 5 s) */
-    double elapsed;
+    /* served despite three silent connections: the broker's client
+     * timeout is an hour, so a broker stalled by them would make this
+     * import (timeout 30 s, a safety net) time out */
     EXPECT_EQ(UCS_OK, import_here(UCT_CUDA_IPC_NS_FDX_BROKER, desc, 0xaa, &pd,
-                                  &bd, 2.0, &elapsed));
-    EXPECT_LT(elapsed, 1.0);
+                                  &bd, 30.0));
 
     for (int i = 0; i < 3; ++i) {
         close(silent[i]);

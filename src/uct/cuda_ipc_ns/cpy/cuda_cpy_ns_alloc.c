@@ -6,7 +6,6 @@
 #endif
 
 #include "cuda_cpy_ns_alloc.h"
-#include "cuda_cpy_ns_copy.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
 

@@ -11,6 +11,7 @@
 #include "cuda_ipc_ns_types.h"
 #include "cuda_ipc_ns_ep.h"
 #include "cuda_ipc_ns_md.h"
+#include "cuda_ipc_ns_md_base.h"
 #include "cuda_ipc_ns_driver.h"
 
 #include <ucs/sys/math.h>

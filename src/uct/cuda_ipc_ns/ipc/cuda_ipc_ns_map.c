@@ -6,6 +6,7 @@
 #endif
 
 #include "cuda_ipc_ns_map.h"
+#include "cuda_ipc_ns_fdx.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
 

@@ -13,7 +13,7 @@
 #define UCT_CUDA_IPC_NS_MAP_H
 
 #include "cuda_ipc_ns_rkey.h"
-#include "cuda_ipc_ns_fdx.h"
+#include "cuda_ipc_ns_broker_proto.h"
 
 #include <cuda.h>
 

@@ -8,6 +8,7 @@
 #endif
 
 #include "cuda_ipc_ns_md.h"
+#include "cuda_ipc_ns_md_base.h"
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_nsid.h"
 #include "cuda_ipc_ns_addr.h"

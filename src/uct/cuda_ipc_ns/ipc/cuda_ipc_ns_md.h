@@ -7,7 +7,8 @@
 #include "cuda_ipc_ns_rkey.h"
 #include "cuda_ipc_ns_broker.h"
 #include "cuda_ipc_ns_cache.h"
-#include "cuda_ipc_ns_md_base.h"
+
+#include <uct/base/uct_md.h>
 
 
 #define UCT_CUDA_IPC_NS_NAME      "cuda_ipc_ns" /* component and MD */
