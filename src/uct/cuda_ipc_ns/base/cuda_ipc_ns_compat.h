@@ -43,6 +43,16 @@ typedef unsigned uct_cuda_ipc_ns_mem_reg_arg_t;
 #endif
 
 
+/* The invalidation a memory domain offers (docs/security.md): UCP's peer
+ * error mode wants UCT_MD_FLAG_INVALIDATE in 1.13, UCT_MD_FLAG_INVALIDATE_RMA
+ * from 1.15 (no _AMO: no atomics) */
+#if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 15)
+#  define UCT_CUDA_IPC_NS_MD_FLAG_INVALIDATE UCT_MD_FLAG_INVALIDATE_RMA
+#else
+#  define UCT_CUDA_IPC_NS_MD_FLAG_INVALIDATE UCT_MD_FLAG_INVALIDATE
+#endif
+
+
 /* mkey_pack(md, memh, [address, length,] params, buffer) */
 #if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 16)
 #  define UCT_CUDA_IPC_NS_MKEY_PACK_RANGE_ARGS void *address, size_t length,

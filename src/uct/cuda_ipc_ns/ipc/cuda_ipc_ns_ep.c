@@ -101,6 +101,10 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_ep_t)
     }
     ucs_arbiter_group_cleanup(&self->arb_group);
 
+    /* UCP destroys the ep of a peer it found failed (keepalive on another
+     * lane): ask the watch, so that a dead peer's mappings go now, not at
+     * eviction or exit. A live peer costs one poll of its pidfd */
+    (void)uct_cuda_ipc_ns_cache_peer_check(self->peer, NULL, 0);
     uct_cuda_ipc_ns_cache_peer_put(self->peer);
 }
 

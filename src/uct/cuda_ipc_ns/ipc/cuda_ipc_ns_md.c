@@ -15,6 +15,7 @@
 #include "cuda_ipc_ns_ptr.h"
 #include "cuda_ipc_ns_compat.h"
 
+#include <uct/base/uct_iface.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
@@ -136,7 +137,12 @@ static ucs_status_t uct_cuda_ipc_ns_md_query(uct_md_h md,
                                              uct_cuda_ipc_ns_md_attr_t *md_attr)
 {
     uct_cuda_ipc_ns_md_caps_t caps = {
-        .flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY,
+        /* mem_dereg with UCT_MD_MEM_DEREG_FLAG_INVALIDATE revokes the
+         * registration for new imports and completes at once
+         * (docs/security.md, "Invalidation"); UCP's peer error mode wants
+         * it on rendezvous lanes */
+        .flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY |
+                            UCT_CUDA_IPC_NS_MD_FLAG_INVALIDATE,
         .reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_CUDA),
         /* UCX 1.13.1 resolves RMA rkeys as host memory and skips a lane
          * whose MD lists HOST in neither reg nor alloc types (docs/ucp.md);
@@ -408,10 +414,18 @@ uct_cuda_ipc_ns_mem_dereg(uct_md_h uct_md,
                           const uct_md_mem_dereg_params_t *params)
 {
     uct_cuda_ipc_ns_memh_t *memh;
+    uct_completion_t *comp;
+    unsigned flags;
 
-    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
+    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 1);
 
-    memh = params->memh;
+    memh  = params->memh;
+    flags = UCT_MD_MEM_DEREG_FIELD_VALUE(params, flags, FIELD_FLAGS, 0);
+    comp  = UCT_MD_MEM_DEREG_FIELD_VALUE(params, comp, FIELD_COMPLETION, NULL);
+    if ((flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE) && (comp == NULL)) {
+        ucs_error("cuda_ipc_ns: invalidating memh %p needs a completion", memh);
+        return UCS_ERR_INVALID_PARAM;
+    }
 
     /* the broker must never hand out the fd once we close it */
     if (memh->reg != NULL) {
@@ -420,6 +434,15 @@ uct_cuda_ipc_ns_mem_dereg(uct_md_h uct_md,
     }
     if (memh->fd >= 0) {
         close(memh->fd);
+    }
+
+    if (flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE) {
+        /* revoked for new imports now: nothing is left to wait for. UCX 1.13.1
+         * counts this completion, 1.22 requires it before we return */
+        ucs_debug("cuda_ipc_ns: invalidated registration of allocation "
+                  "0x%" PRIx64 " (handle type %d)", memh->info.base,
+                  memh->info.handle_type);
+        uct_invoke_completion(comp, UCS_OK);
     }
     ucs_free(memh);
     return UCS_OK;
