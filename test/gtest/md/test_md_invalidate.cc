@@ -205,9 +205,14 @@ protected:
 TEST_F(md_invalidate, query_advertises_invalidate) {
     uct_md_attr_t attr;
     ASSERT_EQ(UCS_OK, uct_md_query(m_md, &attr));
-    /* UCP 1.13.1 selects rendezvous lanes in peer error mode only with it
-     * (ucp/wireup/select.c) */
+    /* UCP selects rendezvous lanes in peer error mode only with it
+     * (ucp/wireup/select.c): UCT_MD_FLAG_INVALIDATE in 1.13,
+     * UCT_MD_FLAG_INVALIDATE_RMA from 1.15 */
+#if UCT_API >= UCT_VERSION(1, 15)
+    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_INVALIDATE_RMA);
+#else
     EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_INVALIDATE);
+#endif
 }
 
 

@@ -18,17 +18,17 @@ void uct_cuda_ipc_ns_compat_md_attr_set(uct_cuda_ipc_ns_md_attr_t *md_attr,
                                         const uct_cuda_ipc_ns_md_caps_t *caps)
 {
 #if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 22)
-    /* the base fills the fields we do not know, e.g. cache_mem_types 0:
-     * UCP registers what it asks for, never a cached, widened range */
     uct_md_base_md_query(md_attr);
     md_attr->flags            = caps->flags;
     md_attr->reg_mem_types    = caps->reg_mem_types;
     md_attr->alloc_mem_types  = caps->alloc_mem_types;
     md_attr->access_mem_types = caps->access_mem_types;
     md_attr->detect_mem_types = caps->detect_mem_types;
+    md_attr->cache_mem_types  = caps->cache_mem_types;
     md_attr->max_alloc        = caps->max_alloc;
     md_attr->rkey_packed_size = caps->rkey_packed_size;
 #else
+    /* 1.13 has no per-MD registration cache types */
     md_attr->cap.flags            = caps->flags;
     md_attr->cap.reg_mem_types    = caps->reg_mem_types;
     md_attr->cap.alloc_mem_types  = caps->alloc_mem_types;

@@ -110,6 +110,7 @@ typedef struct uct_cuda_ipc_ns_md_caps {
     uint64_t alloc_mem_types;
     uint64_t access_mem_types;
     uint64_t detect_mem_types;
+    uint64_t cache_mem_types;  /* UCP may cache registrations (1.22) */
     size_t   max_alloc;
     size_t   rkey_packed_size;
 } uct_cuda_ipc_ns_md_caps_t;

@@ -78,9 +78,15 @@ static ucs_status_t uct_cuda_cpy_ns_md_query(uct_md_h md,
         .reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST) |
                             UCS_BIT(UCS_MEMORY_TYPE_CUDA),
         .alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA),
-        .access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA),
+        /* HOST too: UCX 1.22 wants the memory-type endpoint's copies to
+         * reach host memory as well (ucp_wireup_add_rma_lanes) */
+        .access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST) |
+                            UCS_BIT(UCS_MEMORY_TYPE_CUDA),
         .detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA),
         .max_alloc        = ULONG_MAX,
+        /* registration is free and records nothing: caching it is safe */
+        .cache_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST) |
+                            UCS_BIT(UCS_MEMORY_TYPE_CUDA),
         .rkey_packed_size = 0
     };
 
