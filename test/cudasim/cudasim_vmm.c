@@ -439,6 +439,7 @@ CUDASIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size,
     region->buffer_id    = alloc->buffer_id;
     region->handle_types = alloc->handle_types;
     region->access       = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    region->access_devices = 0;
     region->owner        = alloc;
     cudasim_region_insert(region);
     ++alloc->map_refs;
@@ -529,6 +530,7 @@ CUDASIM_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
 {
     cudasim_region_t **maps;
     int access = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    uint64_t grant = 0, revoke = 0;
     int prot, i, n;
     CUresult res;
     size_t k;
@@ -549,6 +551,11 @@ CUDASIM_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
             /* every device shares one (host) address space here: the
              * widest access granted to any device applies */
             access |= desc[k].flags;
+            if (desc[k].flags == CU_MEM_ACCESS_FLAGS_PROT_NONE) {
+                revoke |= 1ull << desc[k].location.id;
+            } else {
+                grant |= 1ull << desc[k].location.id;
+            }
             break;
         default:
             return CUDA_ERROR_INVALID_VALUE;
@@ -565,12 +572,25 @@ CUDASIM_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
         return CUDA_ERROR_INVALID_VALUE;
     }
     for (i = 0; i < n; ++i) {
+        /* another device reaches the memory only over peer access */
+        for (k = 0; k < count; ++k) {
+            if ((desc[k].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE) &&
+                (desc[k].location.id != maps[i]->device) &&
+                !cudasim_cfg.peer_access) {
+                cudasim_registry_unlock();
+                free(maps);
+                return CUDA_ERROR_INVALID_DEVICE;
+            }
+        }
+    }
+    for (i = 0; i < n; ++i) {
         if (mprotect((void*)maps[i]->base, maps[i]->size, prot) != 0) {
             cudasim_registry_unlock();
             free(maps);
             return CUDA_ERROR_INVALID_VALUE;
         }
-        maps[i]->access = access;
+        maps[i]->access          = access;
+        maps[i]->access_devices  = (maps[i]->access_devices | grant) & ~revoke;
     }
     cudasim_registry_unlock();
     free(maps);
