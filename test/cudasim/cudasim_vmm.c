@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CUDASIM_VMM_HDR_SIZE   4096
@@ -687,6 +688,62 @@ static int cudasim_vmm_fd_name_ok(int fd)
 }
 
 
+/*
+ * Test hook: the next @a n calls of cuMemImportFromShareableHandle wait for
+ * each other, so that @a n threads are importing at once (a test of racing
+ * first uses syncs on it). A guard of 60 s lets them go if fewer come (the
+ * test then fails on cudasim_import_barrier_met() instead of hanging).
+ */
+static pthread_mutex_t cudasim_import_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t  cudasim_import_cond = PTHREAD_COND_INITIALIZER;
+static int cudasim_import_want, cudasim_import_arrived, cudasim_import_met;
+
+CUDASIM_API int cudasim_import_barrier(int n)
+{
+    if (n < 0) {
+        return -1;
+    }
+    pthread_mutex_lock(&cudasim_import_lock);
+    cudasim_import_want    = n;
+    cudasim_import_arrived = 0;
+    cudasim_import_met     = 0;
+    pthread_mutex_unlock(&cudasim_import_lock);
+    return 0;
+}
+
+CUDASIM_API int cudasim_import_barrier_met(void)
+{
+    int met;
+
+    pthread_mutex_lock(&cudasim_import_lock);
+    met = cudasim_import_met;
+    pthread_mutex_unlock(&cudasim_import_lock);
+    return met;
+}
+
+static void cudasim_import_barrier_wait(void)
+{
+    struct timespec guard;
+
+    pthread_mutex_lock(&cudasim_import_lock);
+    if (cudasim_import_arrived < cudasim_import_want) {
+        if (++cudasim_import_arrived == cudasim_import_want) {
+            cudasim_import_met = 1;
+            pthread_cond_broadcast(&cudasim_import_cond);
+        } else {
+            clock_gettime(CLOCK_REALTIME, &guard);
+            guard.tv_sec += 60;
+            while (!cudasim_import_met &&
+                   (pthread_cond_timedwait(&cudasim_import_cond,
+                                           &cudasim_import_lock,
+                                           &guard) == 0)) {
+            }
+        }
+    }
+    pthread_mutex_unlock(&cudasim_import_lock);
+}
+
+
 CUDASIM_API CUresult CUDAAPI
 cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
                                void *osHandle,
@@ -702,6 +759,7 @@ cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
     if (handle == NULL) {
         return CUDA_ERROR_INVALID_VALUE;
     }
+    cudasim_import_barrier_wait();
     if ((shHandleType == CU_MEM_HANDLE_TYPE_FABRIC) ||
         (shHandleType == CU_MEM_HANDLE_TYPE_WIN32) ||
         (shHandleType == CU_MEM_HANDLE_TYPE_WIN32_KMT)) {
