@@ -27,10 +27,21 @@
 #              table at the end has every run                        (QUIET=1)
 #   -h         this help
 # More environment:
+#   BUILD_DIR    where contrib/build.sh built (default: build/ of the source
+#                tree). Its configuration (BUILD_DIR/Makefile: UCX_VERSION,
+#                UCX_PERFTEST) decides how the module is activated, on both sides:
+#                UCX 1.13.1 (build/): LD_PRELOAD of the module, ucx_perftest
+#                from PATH; UCX 1.22 (build-1.22/): that UCX's own ucx_perftest
+#                and UCX_PLUGIN_PATH=BUILD_DIR/src/uct/cuda_ipc_ns/plugin, no
+#                LD_PRELOAD (UCX loads the module itself)
 #   MODULE       module to LD_PRELOAD on both sides; default "auto": the
 #                build's libuct_cuda_ipc_ns.so when MEM is cuda or a
-#                transport is cu_*; "" for none
-#   BUILD_DIR    where contrib/build.sh built (default: build/ of the source tree)
+#                transport is cu_*, and the build is for 1.13.1; "" for none
+#   PLUGIN_PATH  UCX_PLUGIN_PATH of both sides; default "auto": the build's
+#                plugin/ directory when the build is for UCX 1.22 and MEM is
+#                cuda or a transport is cu_*; "" for none
+#   PERFTEST     the ucx_perftest to run; default: the build's UCX_PERFTEST
+#                for a UCX 1.22 build, else ucx_perftest from PATH
 #   UCX_CUDA_IPC_NS_DRIVER  driver for the module; default libcuda.so.1 when
 #                it is installed and /dev/nvidia0 exists, else the emulator
 #                $BUILD_DIR/test/cudasim/.libs/libcudasim.so
@@ -111,12 +122,21 @@ PORT=${PORT:-13337}
 EXTRA_ENV=${EXTRA_ENV:-}
 PERFTEST_ARGS=${PERFTEST_ARGS:-}
 MODULE=${MODULE-auto}
+PLUGIN_PATH=${PLUGIN_PATH-auto}
 build=${BUILD_DIR:-$top/build}
+# the UCX the build is configured against: 1.22 loads plugins by itself
+ucx_version=$(sed -n 's/^UCX_VERSION = //p' "$build/Makefile" 2>/dev/null || true)
+plugin_build=0
+case $ucx_version in "" | 1.1[0-9].*) ;; *) plugin_build=1 ;; esac
+if [ -z "${PERFTEST:-}" ]; then
+    PERFTEST=ucx_perftest
+    [ $plugin_build = 0 ] || PERFTEST=$(sed -n 's/^UCX_PERFTEST = //p' "$build/Makefile")
+fi
 
 # --- checks before touching anything ----------------------------------------
 [ "$(id -u)" -eq 0 ] ||
     skip "needs root (ip netns, veth, unshare --pid); run it with sudo. Nothing was changed."
-for tool in ip ss unshare timeout ucx_perftest awk readlink; do
+for tool in ip ss unshare timeout "$PERFTEST" awk readlink; do
     command -v "$tool" >/dev/null || skip "'$tool' is not installed (contrib/setup-deps.sh installs it)"
 done
 
@@ -145,6 +165,9 @@ for s in ${SIZES//,/ }; do sizes+=("$(bytes "$s")"); done
 [ ${#sizes[@]} -gt 0 ] || die "no message sizes"
 iter_bytes=$(bytes "$ITER_BYTES")
 
+# 1.13.1 names its get tests get/ucp_get; 1.22 has get_bw too
+has_get_bw=0
+[[ $("$PERFTEST" -h 2>&1) != *" get_bw - "* ]] || has_get_bw=1
 # specs: label api name
 specs=()
 for t in ${TESTS//,/ }; do
@@ -154,7 +177,7 @@ for t in ${TESTS//,/ }; do
         t=$api:$t
     fi
     case $api:$name in
-    uct:get_bw) name="get" ;;      # 1.13.1 names: get, ucp_get
+    uct:get_bw) [ $has_get_bw = 1 ] || name="get" ;;   # 1.13.1 names: get, ucp_get
     ucp:ucp_get_bw) name=ucp_get ;;
     uct:* | ucp:*) ;;
     *) die "bad test '$t': expected uct:NAME or ucp:NAME" ;;
@@ -169,18 +192,26 @@ uses=$MEM_TYPE
 [[ " ${specs[*]} " != *" ucp "* ]] || uses+=",$UCP_TLS"
 uses_cuda=0
 case $uses in *cuda* | *cu_ipc_ns* | *cu_cpy_ns*) uses_cuda=1 ;; esac
+if [ "$PLUGIN_PATH" = auto ]; then
+    PLUGIN_PATH=""
+    if [ $uses_cuda = 1 ] && [ $plugin_build = 1 ]; then
+        PLUGIN_PATH=$build/src/uct/cuda_ipc_ns/plugin
+        [ -e "$PLUGIN_PATH/libuct_cudaipcns.so.0" ] ||
+            die "no plugin links in $PLUGIN_PATH: run UCX=1.22 BUILD_DIR=$build contrib/build.sh"
+    fi
+fi
 if [ "$MODULE" = auto ]; then
     MODULE=""
-    if [ $uses_cuda = 1 ]; then
+    if [ $uses_cuda = 1 ] && [ $plugin_build = 0 ]; then
         MODULE=$build/src/uct/cuda_ipc_ns/.libs/libuct_cuda_ipc_ns.so
         [ -f "$MODULE" ] ||
             die "module $MODULE not built: run BUILD_DIR=$build contrib/build.sh (or set MODULE/BUILD_DIR)"
     fi
 fi
 driver=""
-if [ -n "$MODULE" ]; then
-    [ -f "$MODULE" ] || die "MODULE=$MODULE does not exist"
-    MODULE=$(readlink -f "$MODULE")
+[ -z "$MODULE" ] || [ -f "$MODULE" ] || die "MODULE=$MODULE does not exist"
+[ -z "$MODULE" ] || MODULE=$(readlink -f "$MODULE")
+if [ -n "$MODULE$PLUGIN_PATH" ]; then
     { read -r driver; read -r driver_what; } < <("$top/contrib/driver.sh" "$build") ||
         die "no CUDA driver (run contrib/build.sh, or set UCX_CUDA_IPC_NS_DRIVER)"
 fi
@@ -251,9 +282,10 @@ if [ -z "${UCT_DEV:-}" ]; then
 fi
 
 env_common=()
-if [ -n "$MODULE" ]; then
-    env_common+=("LD_PRELOAD=$MODULE" "UCX_CUDA_IPC_NS_DRIVER=$driver"
-                 "UCX_CUDA_IPC_NS_SOCK_DIR=$sockdir")
+[ -z "$MODULE" ] || env_common+=("LD_PRELOAD=$MODULE")
+[ -z "$PLUGIN_PATH" ] || env_common+=("UCX_PLUGIN_PATH=$PLUGIN_PATH")
+if [ -n "$MODULE$PLUGIN_PATH" ]; then
+    env_common+=("UCX_CUDA_IPC_NS_DRIVER=$driver" "UCX_CUDA_IPC_NS_SOCK_DIR=$sockdir")
 fi
 for e in $EXTRA_ENV; do
     [[ $e == *=* ]] || die "EXTRA_ENV entry '$e' is not VAR=value"
@@ -263,8 +295,10 @@ done
 say "pod: netns $ns, PID namespace of its own, $veth $host_ip (host) <-> $pod_ip (pod)"
 say "shared socket dir: $sockdir"
 say "memory: $MEM_TYPE; UCT: -x $UCT_TL -d $UCT_DEV -D $UCT_LAYOUT; UCP: UCX_TLS=$UCP_TLS${UCP_NET_DEVICES:+ UCX_NET_DEVICES=$UCP_NET_DEVICES}"
-if [ -n "$MODULE" ]; then
-    say "module: LD_PRELOAD=$MODULE"
+[ -z "$ucx_version" ] || say "UCX $ucx_version (build $build): $PERFTEST"
+[ -z "$MODULE" ] || say "module: LD_PRELOAD=$MODULE"
+[ -z "$PLUGIN_PATH" ] || say "module: UCX_PLUGIN_PATH=$PLUGIN_PATH (UCX loads it; no LD_PRELOAD)"
+if [ -n "$MODULE$PLUGIN_PATH" ]; then
     say "driver: UCX_CUDA_IPC_NS_DRIVER=$driver ($driver_what)"
 fi
 say "output: $OUT_DIR"
@@ -291,7 +325,7 @@ diagnose() {
             [ -f "$f" ] && grep -q -- "$pat" "$f" && { echo "$why"; return; }
         done
     done <<EOF2
-unsupported memory type|ucx_perftest has no allocator for memory type '$MEM_TYPE' (UCX 1.13.1 is built without CUDA: the preloaded module must register one)
+nsupported memory type|ucx_perftest has no allocator for memory type '$MEM_TYPE' (UCX 1.13.1 and this 1.22 are built without CUDA: the module must register one)
 no copy across memory types transport|UCP finds no copy transport for a memory type a memory domain detects (cuda: needs cu_cpy_ns)
 is not available, please use|UCX_TLS names a transport that is not registered (module not preloaded, or not implemented yet)
 does not support operation|the transport does not support this operation/data layout
@@ -301,11 +335,12 @@ Endpoint timeout|the peers could not connect (endpoint timeout)
 EOF2
 }
 
+perftest_comm=$(basename "$PERFTEST" | cut -c1-15)   # as /proc/PID/comm shows it
 nscheck_printed=0
 failures=0
 run_one() {
     local label=$1 api=$2 name=$3 size=$4 iters warm tag clog slog nsf rc=0 i
-    local p spid="" args env_side line status diag row cmd
+    local p spid="" args srv_args env_side line status diag row cmd
     iters=$(iters_for "$size")
     warm=$((iters / 10)); [ $warm -ge 1 ] || warm=1; [ $warm -le 1000 ] || warm=1000
     tag=${label//:/_}-$(human "$size")
@@ -313,8 +348,11 @@ run_one() {
     nsf=$OUT_DIR/logs/$tag.ns   # the client writes its namespaces, we add the server's
     args=(-t "$name" -s "$size" -n "$iters" -w "$warm" -p "$PORT" -m "$MEM_TYPE")
     env_side=("${env_common[@]}")
+    srv_args=(-p "$PORT")
     if [ "$api" = uct ]; then
         args+=(-x "$UCT_TL" -d "$UCT_DEV" -D "$UCT_LAYOUT")
+        # 1.22's server checks -x/-d itself before it takes the client's test
+        [ $plugin_build = 0 ] || srv_args+=(-x "$UCT_TL" -d "$UCT_DEV")
     else
         env_side+=("UCX_TLS=$UCP_TLS")
         [ -z "$UCP_NET_DEVICES" ] || env_side+=("UCX_NET_DEVICES=$UCP_NET_DEVICES")
@@ -322,10 +360,10 @@ run_one() {
     # shellcheck disable=SC2206
     args+=($PERFTEST_ARGS)
     row=$(printf '%-16s %6s  n=%-7s' "$label" "$(human "$size")" "$iters")
-    cmd=ucx_perftest
-    [ ${#env_side[@]} -eq 0 ] || cmd="env ${env_side[*]} ucx_perftest"
+    cmd=$PERFTEST
+    [ ${#env_side[@]} -eq 0 ] || cmd="env ${env_side[*]} $PERFTEST"
     {
-        echo "server (pod: ip netns exec $ns unshare --pid --fork --mount-proc): $cmd -p $PORT"
+        echo "server (pod: ip netns exec $ns unshare --pid --fork --mount-proc): $cmd ${srv_args[*]}"
         echo "client (root namespaces): $cmd $pod_ip ${args[*]}"
     } >"$OUT_DIR/logs/$tag.cmd"
 
@@ -333,7 +371,7 @@ run_one() {
     set -m
     timeout -s KILL $((RUN_TIMEOUT + 15)) ip netns exec "$ns" \
         unshare --pid --fork --kill-child --mount-proc \
-        env "${env_side[@]}" ucx_perftest -p "$PORT" </dev/null >"$slog" 2>&1 &
+        env "${env_side[@]}" "$PERFTEST" "${srv_args[@]}" </dev/null >"$slog" 2>&1 &
     srv=$!
     set +m
 
@@ -349,7 +387,7 @@ run_one() {
     if [ "$status" = ok ]; then
         for p in $(ip netns pids "$ns"); do
             [ "$(readlink "/proc/$p/ns/pid" 2>/dev/null)" != "$(readlink /proc/self/ns/pid)" ] || continue
-            [ "$(cat "/proc/$p/comm" 2>/dev/null)" = ucx_perftest ] && spid=$p && break
+            [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$perftest_comm" ] && spid=$p && break
         done
         [ -n "$spid" ] || status="FAIL(no ucx_perftest in a PID namespace of its own)"
     fi
@@ -359,7 +397,7 @@ run_one() {
         # client: its own namespaces, read by itself just before exec
         # shellcheck disable=SC2016
         timeout -k 5 "$RUN_TIMEOUT" bash -c 'readlink /proc/self/ns/pid /proc/self/ns/net >"$0"; exec "$@"' \
-            "$nsf" env "${env_side[@]}" ucx_perftest "$pod_ip" "${args[@]}" </dev/null >"$clog" 2>&1 &
+            "$nsf" env "${env_side[@]}" "$PERFTEST" "$pod_ip" "${args[@]}" </dev/null >"$clog" 2>&1 &
         cli=$!
         wait "$cli" || rc=$?
         cli=""
