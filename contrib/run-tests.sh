@@ -1,44 +1,100 @@
 #!/usr/bin/env bash
-# Test command: builds (installing what is missing) in ${BUILD_DIR:-build/}
-# and runs the whole suite: the gtest suite through `make check`, the module
-# activation checks against the installed ucx_info, a short run of the demo
-# (ucx_perftest between two pods over cu_ipc_ns, a few sizes), and the rkey
-# parser fuzz run (FUZZ_SECONDS, default 30).
+# Test command: builds (installing what is missing) and runs the whole suite
+# against UCX 1.13.1 (Debian's, in ${BUILD_DIR:-build/}), then against
+# UCX 1.22 (in ${BUILD_DIR_122:-build-1.22/}) when one is at hand.
+#
+# UCX 1.13.1: the gtest suite through `make check`, the module activation
+# checks against the installed ucx_info (module preloaded), a short run of
+# the demo (ucx_perftest between two pods over cu_ipc_ns, a few sizes), and
+# the rkey parser fuzz run (FUZZ_SECONDS, default 30).
+# UCX 1.22: the build (UCX=1.22 contrib/build.sh), `make check`, the
+# activation checks against 1.22's own ucx_info/ucx_perftest through
+# UCX_PLUGIN_PATH and after make install into (a scratch copy of) its module
+# dir (test/activation/check_activation.sh BUILD plugin), and the same short
+# pod demo with 1.22's ucx_perftest and UCX_PLUGIN_PATH on both sides.
+# Which UCX 1.22:
+#   UCX_PREFIX=DIR UCX_SRC=DIR   your own installed UCX 1.22 and its configured
+#                                source tree (as for contrib/build.sh)
+#   otherwise                    contrib/setup-ucx.sh builds and caches one from
+#                                ../shared/ucx/ucx-1.22.0.tar.gz (UCX122_TARBALL)
+#   SKIP_UCX122=1                only 1.13.1; without a tarball and without
+#                                UCX_PREFIX, 1.22 is skipped with a line saying so
+#
 # One progress line per step; make check and the fuzz run write to
-# $BUILD_DIR/logs/{check,fuzz}.log, shown when they fail. The output ends
-# with the results CI reads: the gtest summary ("[  PASSED  ] N tests."),
-# the activation checks ("N passed, N failed"), "perftest-ns: all runs
-# passed" and "tests: fuzz run OK".
+# BUILD/logs/{check,fuzz}.log, shown when they fail. The output carries the
+# results CI reads, once per UCX version: the gtest summary ("[  PASSED  ] N
+# tests."), the activation checks ("N passed, N failed"), "perftest-ns: all
+# runs passed"; then "tests: fuzz run OK" (1.13.1) and the last line,
+# "tests: all passed (UCX ...)".
 set -euo pipefail
 prog=tests
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/contrib/steps.sh"
 build=${BUILD_DIR:-$top/build}
+build122=${BUILD_DIR_122:-$top/build-1.22}
+# the user's UCX 1.22 (UCX_PREFIX/UCX_SRC) is for the second pass only
+ucx_prefix=${UCX_PREFIX:-} ucx_src=${UCX_SRC:-}
+unset UCX UCX_PREFIX UCX_SRC
 export BUILD_DIR=$build
+t0=$SECONDS
 
+# make check in build dir $1; the gtest summary on stdout
+make_check() {
+    cd "$1"
+    say "make check (the gtest suite)"
+    if ! make -j"$(nproc)" check >logs/check.log 2>&1; then
+        if [ -f test/gtest/gtest.log ]; then
+            grep -E '^\[  (FAILED|SKIPPED) ' test/gtest/gtest.log >&2 || true
+            echo "$prog: gtest output: $1/test/gtest/gtest.log" >&2
+        fi
+        fail_log "$1/logs/check.log" "make check"
+    fi
+    grep -E '^\[  (PASSED|SKIPPED|FAILED) ' test/gtest/gtest.log || true
+}
+
+# ---- UCX 1.13.1 (Debian's), module preloaded ----------------------------
+say "== UCX 1.13.1 (Debian's; module activated with LD_PRELOAD) in $build"
 "$top/contrib/build.sh"
 
-cd "$build"
-say "make check (the gtest suite)"
-if ! make -j"$(nproc)" check >logs/check.log 2>&1; then
-    if [ -f test/gtest/gtest.log ]; then
-        grep -E '^\[  (FAILED|SKIPPED) ' test/gtest/gtest.log >&2 || true
-        echo "$prog: gtest output: $build/test/gtest/gtest.log" >&2
-    fi
-    fail_log "$build/logs/check.log" "make check"
-fi
-grep -E '^\[  (PASSED|SKIPPED|FAILED) ' test/gtest/gtest.log || true
+make_check "$build"
 
 say "activation checks (installed ucx_info, module preloaded)"
-"$top/test/activation/check_activation.sh" "$build"
+"$top/test/activation/check_activation.sh" "$build" preload
 say "the plain driver-API program (no module) on the emulator"
 "$build/test/cudasim/cuda_ipc_demo" "$build/test/cudasim/.libs/libcudasim.so"
 # the demo, short: every run must cross PID and network namespaces and pass
+pod_tests=uct:put_bw,uct:get_bw,uct:put_lat,ucp:tag_bw,ucp:tag_lat,ucp:stream_bw,ucp:ucp_put_bw,ucp:ucp_get
 say "ucx_perftest between two pods, short"
-SHORT=1 BUILD_DIR=$build OUT_DIR=$build/perftest-ci \
-    TESTS=uct:put_bw,uct:get_bw,uct:put_lat,ucp:tag_bw,ucp:tag_lat,ucp:stream_bw,ucp:ucp_put_bw,ucp:ucp_get \
+SHORT=1 BUILD_DIR=$build OUT_DIR=$build/perftest-ci TESTS=$pod_tests \
     "$top/contrib/perftest-ns.sh"
 step "$build/logs/fuzz.log" "fuzz run of the rkey parser (${FUZZ_SECONDS:-30} s)" \
     make -s fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
 grep -E '^(#[0-9]+.*DONE|Done [0-9]+ runs|== corpus)' logs/fuzz.log | sed "s/^/$prog: /" || true
 say "fuzz run OK (log: $build/logs/fuzz.log)"
+versions="1.13.1"
+
+# ---- UCX 1.22, the module loaded as a plugin ------------------------------
+tarball=${UCX122_TARBALL:-$top/../shared/ucx/ucx-1.22.0.tar.gz}
+if [ "${SKIP_UCX122:-0}" = 1 ]; then
+    say "UCX 1.22: skipped (SKIP_UCX122=1)"
+elif [ -z "$ucx_prefix" ] && [ ! -f "$tarball" ]; then
+    say "UCX 1.22: skipped: no tarball at $tarball (UCX122_TARBALL=FILE, or UCX_PREFIX=DIR UCX_SRC=DIR)"
+else
+    if [ -n "$ucx_prefix" ]; then
+        [ -n "$ucx_src" ] || { say "UCX_PREFIX=$ucx_prefix needs UCX_SRC (its configured source tree)"; exit 2; }
+        say "== UCX from $ucx_prefix (UCX_PREFIX; module loaded through UCX_PLUGIN_PATH) in $build122"
+        BUILD_DIR=$build122 UCX_PREFIX=$ucx_prefix UCX_SRC=$ucx_src "$top/contrib/build.sh"
+    else
+        say "== UCX 1.22.0 (contrib/setup-ucx.sh; module loaded through UCX_PLUGIN_PATH) in $build122"
+        BUILD_DIR=$build122 UCX=1.22 "$top/contrib/build.sh"
+    fi
+    ver=$(sed -n 's/^UCX_VERSION = //p' "$build122/Makefile")
+    make_check "$build122"
+    say "activation checks (UCX $ver's ucx_info, UCX_PLUGIN_PATH; make install into its module dir)"
+    "$top/test/activation/check_activation.sh" "$build122" plugin
+    say "ucx_perftest between two pods, short (UCX $ver's ucx_perftest, UCX_PLUGIN_PATH)"
+    SHORT=1 BUILD_DIR=$build122 OUT_DIR=$build122/perftest-ci TESTS=$pod_tests \
+        "$top/contrib/perftest-ns.sh"
+    versions+=" and $ver"
+fi
+say "all passed (UCX $versions) in $((SECONDS - t0)) s"

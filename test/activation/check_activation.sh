@@ -23,7 +23,7 @@
 # plugin only:
 #  - the links UCX scans for (plugin/lib{uct,ucx_perftest}_cudaipcns.so.0);
 #  - ucx_info -c -f lists exactly the variables docs/configuration.md names;
-#  - make install into UCX's own module dir (a scratch copy of the UCX prefix,
+#  - make install into UCX's own module dir (a scratch copy of that directory,
 #    bind-mounted over it in a private mount namespace: needs root): ucx_info
 #    with no environment at all loads the module (-c -f lists its variables),
 #    lists both transports once UCX_CUDA_IPC_NS_DRIVER names the emulator
@@ -51,7 +51,6 @@ preload)
     ;;
 plugin)
     ucx_info=$(mkvar UCX_INFO) ucx_perftest=$(mkvar UCX_PERFTEST)
-    ucx_prefix=$(dirname "$(mkvar UCX_LIBDIR)")
     plugin_dir=$build/src/uct/cuda_ipc_ns/plugin
     unset LD_PRELOAD UCX_PLUGIN_PATH
     act=("UCX_PLUGIN_PATH=$plugin_dir")
@@ -67,6 +66,7 @@ check() {
         echo "PASS: $name"; pass=$((pass + 1))
     else
         echo "FAIL: $name"; fail=$((fail + 1))
+        return 1
     fi
 }
 
@@ -183,59 +183,63 @@ if [ "$flavour" = plugin ]; then
     check "ucx_info -c -f lists every UCX_CUDA_{IPC,CPY}_NS_* variable docs/configuration.md names" \
         all_variables_documented
 
-    # make install into UCX's module dir: a scratch copy of the UCX prefix,
-    # bind-mounted over the prefix in a private mount namespace per command
-    # (UCX's tools carry a RUNPATH to the prefix, and UCX scans the ucx/ dir
-    # beside the libucs it loaded), so that the real prefix stays untouched
+    # make install into UCX's module dir (configure's default with
+    # --with-ucx: UCX's <libdir>/ucx, the directory 1.22 scans beside the
+    # libucs it loaded): a scratch copy of that directory is bind-mounted
+    # over it in a private mount namespace for each command, so that the
+    # install and the runs see the module there while the real directory
+    # (and every other process) stays untouched
     copy="" install_log=$build/logs/activation-install.log
+    moduledir=$(mkvar moduledir)
     cleanup_copy() { [ -z "$copy" ] || rm -rf "$copy"; }
     trap cleanup_copy EXIT
     in_installed() {
         unshare --mount --propagation private \
             bash -c 'mount --bind "$0" "$1" && shift && exec "$@"' \
-            "$copy" "$ucx_prefix" "$@"
+            "$copy" "$moduledir" "$@"
     }
     installed() {
         local link
-        copy=$(mktemp -d /tmp/ucx-prefix.XXXXXX) &&
-        cp -a "$ucx_prefix/." "$copy/" &&
+        [ -d "$moduledir" ] || { echo "    no module dir $moduledir"; return 1; }
+        copy=$(mktemp -d /tmp/ucx-moduledir.XXXXXX) &&
+        cp -a "$moduledir/." "$copy/" &&
         in_installed make -C "$build" install >"$install_log" 2>&1 ||
             { echo "    make install failed: $install_log"; return 1; }
-        [ -f "$copy/lib/ucx/libuct_cuda_ipc_ns.so" ] || return 1
+        [ -f "$copy/libuct_cuda_ipc_ns.so" ] || return 1
         for link in libuct_cudaipcns libucx_perftest_cudaipcns; do
-            [ "$(readlink "$copy/lib/ucx/$link.so.0")" = libuct_cuda_ipc_ns.so ] || return 1
+            [ "$(readlink "$copy/$link.so.0")" = libuct_cuda_ipc_ns.so ] || return 1
         done
     }
     installed_config_no_env() {
         local out
-        out=$(in_installed env -i "$ucx_prefix/bin/ucx_info" -c -f) || return 1
+        out=$(in_installed env -i "$ucx_info" -c -f) || return 1
         grep -q '^UCX_CUDA_IPC_NS_DRIVER=libcuda.so.1$' <<<"$out" &&
         grep -q '^UCX_CUDA_CPY_NS_MEM_ALLOC=vmm$' <<<"$out"
     }
     installed_lists_both() {
         local out
         out=$(in_installed env -i UCX_CUDA_IPC_NS_DRIVER="$cudasim" \
-              "$ucx_prefix/bin/ucx_info" -d) || return 1
+              "$ucx_info" -d) || return 1
         grep -q '^#      Transport: cu_ipc_ns$' <<<"$(md_block cuda_ipc_ns <<<"$out")" &&
         grep -q '^#      Transport: cu_cpy_ns$' <<<"$(md_block cuda_cpy_ns <<<"$out")"
     }
     installed_without_driver() {
         local out
         out=$(in_installed env -i UCX_CUDA_IPC_NS_DRIVER=/nonexistent/libcuda.so.1 \
-              "$ucx_prefix/bin/ucx_info" -d) || return 1
+              "$ucx_info" -d) || return 1
         grep -q '^#      Transport: tcp$' <<<"$out" &&
         ! grep -q -e cu_ipc_ns -e cu_cpy_ns <<<"$out"
     }
     installed_perftest_cuda() {
         local out
         out=$(in_installed env -i UCX_CUDA_IPC_NS_DRIVER="$cudasim" UCX_TLS=self,cu_cpy_ns \
-              timeout 120 "$ucx_prefix/bin/ucx_perftest" -l -m cuda -n 20 -w 2 \
+              timeout 120 "$ucx_perftest" -l -m cuda -n 20 -w 2 \
               -t tag_bw -s 1048576 2>&1) || { echo "$out"; return 1; }
         ! grep -qi -e 'unsupported' -e 'error' <<<"$out"
     }
     if [ "$(id -u)" -ne 0 ]; then
         echo "SKIP: make install into UCX's module dir (needs root: a private mount namespace)"
-    elif check "make install puts the module and its links into UCX's module dir (scratch copy of $ucx_prefix)" installed; then
+    elif check "make install puts the module and its links into UCX's module dir $moduledir (a scratch copy)" installed; then
         check "installed: ucx_info -c -f with no environment lists the module's variables" \
             installed_config_no_env
         check "installed: ucx_info -d lists cu_ipc_ns and cu_cpy_ns (environment: the driver only)" \
