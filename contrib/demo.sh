@@ -16,12 +16,17 @@
 # Quiet: one line per setup/build step (the tools' output goes to logs, see
 # contrib/build.sh), the activation, one line per test and the table.
 #
+# Against UCX 1.22: UCX=1.22 contrib/demo.sh (builds in build-1.22/; the
+# module is loaded through UCX_PLUGIN_PATH, with 1.22's ucx_info/ucx_perftest).
 # Environment: BUILD_DIR, OUT_DIR, TESTS, SIZES, SHORT=1 (a few sizes),
 # QUIET=0 (a line per ucx_perftest run), and the rest of
 # contrib/perftest-ns.sh -h.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-export BUILD_DIR=${BUILD_DIR:-$top/build}
+case ${UCX:-} in
+"") export BUILD_DIR=${BUILD_DIR:-$top/build} ;;
+*) export BUILD_DIR=${BUILD_DIR:-$top/build-1.22} ;;   # as contrib/build.sh (UCX=1.22)
+esac
 export OUT_DIR=${OUT_DIR:-$BUILD_DIR/perftest-out}
 export TESTS=${TESTS:-uct:put_bw,uct:get_bw,ucp:tag_bw,ucp:ucp_put_bw}
 export QUIET=${QUIET:-1}
@@ -30,8 +35,16 @@ export QUIET=${QUIET:-1}
 
 module=$BUILD_DIR/src/uct/cuda_ipc_ns/.libs/libuct_cuda_ipc_ns.so
 driver=$("$top/contrib/driver.sh" "$BUILD_DIR" | sed -n 1p)
-echo "== activation: LD_PRELOAD=$module"
-LD_PRELOAD=$module UCX_CUDA_IPC_NS_DRIVER=$driver ucx_info -d |
+ucx_version=$(sed -n 's/^UCX_VERSION = //p' "$BUILD_DIR/Makefile")
+case $ucx_version in
+1.1[0-9].*)   # 1.13.1: the module preloaded
+    activation=("LD_PRELOAD=$module") ucx_info=ucx_info ;;
+*)            # 1.22: that UCX's own ucx_info, the module as a plugin
+    activation=("UCX_PLUGIN_PATH=$BUILD_DIR/src/uct/cuda_ipc_ns/plugin")
+    ucx_info=$(sed -n 's/^UCX_INFO = //p' "$BUILD_DIR/Makefile") ;;
+esac
+echo "== activation (UCX $ucx_version): ${activation[*]}"
+env "${activation[@]}" UCX_CUDA_IPC_NS_DRIVER="$driver" "$ucx_info" -d |
     awk '/^# Memory domain:/ {p = ($4 == "cuda_ipc_ns" || $4 == "cuda_cpy_ns")}
          p && /(Memory domain|Component|Transport|Device):/'
 
