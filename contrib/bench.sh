@@ -77,8 +77,8 @@ GP
         grep -E '^(1048576|16777216|67108864) ' "$out/datapath.txt" |
             awk '{printf "put/DtoD and get/DtoD at %3d MiB: %s %s (goal >= 0.90); put/async copy: %s\n", $1 / 1048576, $6, $7, $8}'
         sed -n 's/^8-byte put latency.*ratio \([0-9.]*\).*/8 B put latency vs async copy + event: \1 (goal <= 1.5)/p' "$out/datapath.txt"
-        sed -n 's/^mapping cache hit, 1,000 regions in use.*ratio \([0-9.]*\).*/cache hit, 100,000 vs 1,000 regions: \1 (goal <= 2)/p' "$out/datapath.txt"
-        sed -n 's/^mapping cache hit, every cached region.*ratio \([0-9.]*\).*/cache hit, every region in use, 100,000 vs 1,000: \1 (memory-bound)/p' "$out/datapath.txt"
+        sed -n 's/^mapping cache hit, 1,000 regions in use.*ratio \([0-9.]*\).*/cache hit, 100,000 vs 1,000 regions: \1 (goal <= 2)/p' "$out/cache.txt"
+        sed -n 's/^mapping cache hit, every cached region.*ratio \([0-9.]*\).*/cache hit, every region in use, 100,000 vs 1,000: \1 (memory-bound)/p' "$out/cache.txt"
         sed -n 's/.*ratio broker\/pidfd (median): \([0-9.]*\).*/fd import broker\/pidfd: \1 (goal <= 10)/p' "$out/fd_import.txt"
         sed -n 's/^ratio host pointer default\/cache: \([0-9.]*\).*/detection of a host pointer, default\/cache: \1/p' "$out/memtype_detect.txt"
         awk -v a="$ucp" -v b="$uct" 'BEGIN {if (a && b) printf "UCP tag_bw / UCT put_bw at 64 MiB: %.3f (%s / %s MB/s)\n", a / b, a, b}'
