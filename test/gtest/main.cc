@@ -2,6 +2,7 @@
  * Test runner: gtest, or a peer role when started by test::peer.
  */
 #include "common/peer.h"
+#include "common/pod_net.h"
 
 #include <gtest/gtest.h>
 #include <cstdlib>
@@ -20,5 +21,10 @@ int main(int argc, char **argv)
     }
 
     ::testing::InitGoogleTest(&argc, argv);
-    return RUN_ALL_TESTS();
+    /* before any test starts UCX (common/pod_net.h); tests that need it
+     * fail when it could not be made */
+    test::pod_network::get().create();
+    exit_code = RUN_ALL_TESTS();
+    test::pod_network::get().destroy();
+    return exit_code;
 }

@@ -1,0 +1,102 @@
+/*
+ * Test helper: the node's network for "pods", peers in a network namespace
+ * of their own (tests with UCX_NET_DEVICES over a veth).
+ *
+ * As a CNI bridge exists before a pod's processes start, a bridge is created
+ * once per test process, before any test starts UCX (main.cc): UCX 1.22
+ * reads the routing table once per process (ucs/sys/netlink.c) and would
+ * find no route through an interface added after its first use. Each pod
+ * gets a veth pair: the host end joins the bridge, the other end, named like
+ * the bridge so that one UCX_NET_DEVICES serves both sides, goes into the
+ * pod with its own address.
+ */
+#ifndef TEST_COMMON_POD_NET_H
+#define TEST_COMMON_POD_NET_H
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <sys/types.h>
+#include <unistd.h>
+
+
+namespace test {
+
+class pod_network {
+public:
+    /* the one of this process; created by create() in main.cc */
+    static pod_network &get()
+    {
+        static pod_network network;
+        return network;
+    }
+
+    /* the bridge and its address; false when the kernel refuses */
+    bool create()
+    {
+        if (m_created) {
+            return true;
+        }
+        m_created = !sh("ip link add " + m_device + " type bridge") &&
+                    !sh("ip addr add " + m_prefix + "1/24 dev " + m_device) &&
+                    !sh("ip link set " + m_device + " up");
+        return m_created;
+    }
+
+    void destroy()
+    {
+        if (m_created) {
+            sh("ip link del " + m_device);
+            m_created = false;
+        }
+    }
+
+    /* UCX_NET_DEVICES on both sides */
+    const std::string &device() const
+    {
+        return m_device;
+    }
+
+    /* Wire the pod whose process is @a pod (its network namespace exists):
+     * its end is set up with the next address; false on failure */
+    bool attach(pid_t pod, std::string *pod_ip)
+    {
+        std::string host_end = m_device + "p" + std::to_string(++m_pods);
+        std::string in_pod   = "nsenter -t " + std::to_string(pod) + " -n ";
+
+        if (!m_created || (m_pods > 250)) {
+            return false;
+        }
+        *pod_ip = m_prefix + std::to_string(m_pods + 1);
+        /* the host end goes away with the pod's namespace */
+        return !sh("ip link add " + host_end + " type veth peer name " +
+                   m_device + " netns " + std::to_string(pod)) &&
+               !sh("ip link set " + host_end + " master " + m_device) &&
+               !sh("ip link set " + host_end + " up") &&
+               !sh(in_pod + "ip addr add " + *pod_ip + "/24 dev " + m_device) &&
+               !sh(in_pod + "ip link set " + m_device + " up") &&
+               !sh(in_pod + "ip link set lo up");
+    }
+
+private:
+    pod_network() :
+        m_device("cinbr" + std::to_string(getpid() % 1000000)),
+        m_prefix("10.214." + std::to_string(getpid() % 250) + "."),
+        m_created(false), m_pods(0)
+    {
+    }
+
+    static int sh(const std::string &cmd)
+    {
+        return system((cmd + " >/dev/null 2>&1").c_str());
+    }
+
+    std::string m_device;
+    std::string m_prefix;
+    bool        m_created;
+    unsigned    m_pods;
+};
+
+} // namespace test
+
+#endif
