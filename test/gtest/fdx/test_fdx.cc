@@ -428,16 +428,15 @@ protected:
     }
 
     /* A broker in this process closes its end of a connection on its own
-     * thread, maybe just after the client returned: allow it a moment */
+     * thread, maybe just after the client returned: wait for that event
+     * (the module's broker), or for the test's fake broker thread to end */
     bool fd_count_settles(int expected)
     {
-        for (int i = 0; i < 100; ++i) {
-            if (test::count_open_fds() == expected) {
-                return true;
-            }
-            usleep(10000);
+        if (m_fake_broker.joinable()) {
+            m_fake_broker.join();
         }
-        return false;
+        uct_cuda_ipc_ns_broker_wait_idle();
+        return test::count_open_fds() == expected;
     }
 
     /* a private 0700 directory for pathname sockets */
@@ -451,6 +450,9 @@ protected:
 
     void TearDown() override
     {
+        if (m_fake_broker.joinable()) {
+            m_fake_broker.join();
+        }
         for (auto &d : m_dirs) {
             std::string cmd = "rm -rf '" + d + "'";
             EXPECT_EQ(0, system(cmd.c_str()));
@@ -458,6 +460,7 @@ protected:
     }
 
     std::vector<std::string> m_dirs;
+    std::thread              m_fake_broker; /* a hostile broker in a thread */
 };
 
 
@@ -786,7 +789,7 @@ TEST_F(test_fdx, reply_with_two_fds_refused)
     desc.broker_addr_len       = salen - offsetof(struct sockaddr_un, sun_path);
     memcpy(desc.broker_addr, sa.sun_path, desc.broker_addr_len);
 
-    std::thread broker([lfd]() {
+    m_fake_broker = std::thread([lfd]() {
         uint8_t req[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE];
         uint8_t reply[UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE];
         int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -803,7 +806,6 @@ TEST_F(test_fdx, reply_with_two_fds_refused)
     EXPECT_EQ(UCS_ERR_IO_ERROR, import_here(UCT_CUDA_IPC_NS_FDX_BROKER, desc,
                                             0, &pd, &bd));
     EXPECT_EQ(0u, bd);
-    broker.join();
     close(lfd);
 }
 

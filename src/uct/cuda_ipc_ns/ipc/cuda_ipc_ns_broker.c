@@ -89,12 +89,38 @@ struct uct_cuda_ipc_ns_broker {
     int             logged_emfile;
     unsigned        num_conns;
     uct_cuda_ipc_ns_broker_conn_t conns[UCT_CUDA_IPC_NS_BROKER_MAX_CONNS];
+
+    /* accepted connections not closed yet, for uct_cuda_ipc_ns_broker_wait_idle() */
+    pthread_mutex_t conns_lock;
+    pthread_cond_t  conns_cond;
+    unsigned        open_conns;
 };
 
 
 static pthread_mutex_t uct_cuda_ipc_ns_broker_global_lock =
         PTHREAD_MUTEX_INITIALIZER;
 static uct_cuda_ipc_ns_broker_t *uct_cuda_ipc_ns_broker_global = NULL;
+
+
+/* Count an accepted connection (+1) or one closed (-1) */
+static void uct_cuda_ipc_ns_broker_count_conn(uct_cuda_ipc_ns_broker_t *broker,
+                                              int delta)
+{
+    pthread_mutex_lock(&broker->conns_lock);
+    broker->open_conns += delta;
+    if (broker->open_conns == 0) {
+        pthread_cond_broadcast(&broker->conns_cond);
+    }
+    pthread_mutex_unlock(&broker->conns_lock);
+}
+
+
+static void uct_cuda_ipc_ns_broker_close_conn(uct_cuda_ipc_ns_broker_t *broker,
+                                              int fd)
+{
+    close(fd);
+    uct_cuda_ipc_ns_broker_count_conn(broker, -1);
+}
 
 
 /* Compare tokens in time independent of where they differ */
@@ -322,12 +348,13 @@ static void uct_cuda_ipc_ns_broker_accept(uct_cuda_ipc_ns_broker_t *broker)
             }
             return;
         }
+        uct_cuda_ipc_ns_broker_count_conn(broker, +1);
 
         len = sizeof(cred);
         if (getsockopt(conn.fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
             ucs_debug("cuda_ipc_ns: broker %s: SO_PEERCRED failed: %m",
                       broker->name);
-            close(conn.fd);
+            uct_cuda_ipc_ns_broker_close_conn(broker, conn.fd);
             continue;
         }
 
@@ -345,7 +372,7 @@ static void uct_cuda_ipc_ns_broker_accept(uct_cuda_ipc_ns_broker_t *broker)
                                                "is %u)", (unsigned)cred.uid,
                                                (unsigned)broker->uid);
             uct_cuda_ipc_ns_broker_drain(conn.fd);
-            close(conn.fd);
+            uct_cuda_ipc_ns_broker_close_conn(broker, conn.fd);
             continue;
         }
 
@@ -357,7 +384,7 @@ static void uct_cuda_ipc_ns_broker_accept(uct_cuda_ipc_ns_broker_t *broker)
 static void uct_cuda_ipc_ns_broker_remove_conn(uct_cuda_ipc_ns_broker_t *broker,
                                                unsigned index)
 {
-    close(broker->conns[index].fd);
+    uct_cuda_ipc_ns_broker_close_conn(broker, broker->conns[index].fd);
     broker->conns[index] = broker->conns[--broker->num_conns];
 }
 
@@ -597,6 +624,8 @@ static ucs_status_t uct_cuda_ipc_ns_broker_create(const uct_cuda_ipc_ns_fdx_conf
     broker->uid         = geteuid();
     broker->allowed_uid = cfg->allowed_uid;
     pthread_mutex_init(&broker->lock, NULL);
+    pthread_mutex_init(&broker->conns_lock, NULL);
+    pthread_cond_init(&broker->conns_cond, NULL);
     kh_init_inplace(uct_cuda_ipc_ns_broker_regs, &broker->regs);
     kh_init_inplace(uct_cuda_ipc_ns_broker_peers, &broker->logged_peers);
 
@@ -644,6 +673,8 @@ err_free:
     kh_destroy_inplace(uct_cuda_ipc_ns_broker_regs, &broker->regs);
     kh_destroy_inplace(uct_cuda_ipc_ns_broker_peers, &broker->logged_peers);
     pthread_mutex_destroy(&broker->lock);
+    pthread_mutex_destroy(&broker->conns_lock);
+    pthread_cond_destroy(&broker->conns_cond);
     ucs_free(broker);
     return status;
 }
@@ -683,6 +714,8 @@ static void uct_cuda_ipc_ns_broker_destroy(uct_cuda_ipc_ns_broker_t *broker)
     kh_destroy_inplace(uct_cuda_ipc_ns_broker_regs, &broker->regs);
     kh_destroy_inplace(uct_cuda_ipc_ns_broker_peers, &broker->logged_peers);
     pthread_mutex_destroy(&broker->lock);
+    pthread_mutex_destroy(&broker->conns_lock);
+    pthread_cond_destroy(&broker->conns_cond);
     ucs_debug("cuda_ipc_ns: broker %s destroyed", broker->name);
     ucs_free(broker);
 }
@@ -866,4 +899,22 @@ void uct_cuda_ipc_ns_broker_unregister(uct_cuda_ipc_ns_broker_t *broker,
     /* wipe the secret before the memory goes back to the heap */
     memset(reg->token, 0, sizeof(reg->token));
     ucs_free(reg);
+}
+
+
+void uct_cuda_ipc_ns_broker_wait_idle(void)
+{
+    uct_cuda_ipc_ns_broker_t *broker;
+
+    /* the thread never takes the global lock: holding it keeps the broker */
+    pthread_mutex_lock(&uct_cuda_ipc_ns_broker_global_lock);
+    broker = uct_cuda_ipc_ns_broker_global;
+    if ((broker != NULL) && (broker->owner_pid == getpid())) {
+        pthread_mutex_lock(&broker->conns_lock);
+        while (broker->open_conns > 0) {
+            pthread_cond_wait(&broker->conns_cond, &broker->conns_lock);
+        }
+        pthread_mutex_unlock(&broker->conns_lock);
+    }
+    pthread_mutex_unlock(&uct_cuda_ipc_ns_broker_global_lock);
 }
