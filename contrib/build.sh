@@ -1,23 +1,60 @@
 #!/usr/bin/env bash
 # Prepare dependencies (contrib/setup-deps.sh) and build the module and the
-# CUDA emulator in ${BUILD_DIR:-build/ of the source tree}, out of the source
-# tree. Idempotent.
+# CUDA emulator out of the source tree. Idempotent.
+#
+# Environment:
+#   BUILD_DIR   where to build; default build/ of the source tree, or
+#               build-VERSION/ when building against another UCX (below), so
+#               that each UCX version has its own build directory
+#   UCX=1.22    build against UCX 1.22.0, built and cached by
+#               contrib/setup-ucx.sh from ../shared/ucx/ucx-1.22.0.tar.gz
+#               (default build dir build-1.22/)
+#   UCX_PREFIX  an installed UCX (configure --with-ucx=PREFIX: its
+#               lib/pkgconfig, bin/ucx_info, and an rpath to its lib/)
+#   UCX_SRC     its configured source tree (configure --with-ucx-src=DIR)
+# Without them: Debian's UCX 1.13.1 and the source tree setup-deps.sh
+# prepared. One progress line per step; the output of autogen, configure and
+# make goes to $BUILD_DIR/logs/*.log, whose end is shown when a step fails.
 set -euo pipefail
+prog=build
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD_DIR:-$top/build}
+. "$top/contrib/steps.sh"
 
 ucx_src=$("$top/contrib/setup-deps.sh" | tail -n 1)
+ucx_prefix=${UCX_PREFIX:-}
+case ${UCX:-} in
+"") ;;
+1.22 | 1.22.0)
+    { read -r ucx_src; read -r ucx_prefix; } < <("$top/contrib/setup-ucx.sh" | tail -n 2) ||
+        { say "UCX=$UCX: contrib/setup-ucx.sh gave no UCX 1.22.0"; exit 1; }
+    ;;
+*) say "UCX=$UCX: only 1.22 is known (or set UCX_PREFIX and UCX_SRC)"; exit 2 ;;
+esac
+ucx_src=${UCX_SRC:-$ucx_src}
+conf_args=(--with-ucx-src="$ucx_src")
+if [ -n "$ucx_prefix" ]; then
+    conf_args+=(--with-ucx="$ucx_prefix")
+    ucx_ver=$(PKG_CONFIG_PATH=$ucx_prefix/lib/pkgconfig pkg-config --modversion ucx) ||
+        { say "no lib/pkgconfig/ucx.pc under UCX_PREFIX=$ucx_prefix"; exit 1; }
+    build=${BUILD_DIR:-$top/build-${ucx_ver%.*}}
+else
+    build=${BUILD_DIR:-$top/build}
+fi
+conf_args+=(--prefix="$build/install")
+logs=$build/logs
+mkdir -p "$logs"
 
-cd "$top"
-if [ ! -x configure ] || [ configure.ac -nt configure ]; then
-    ./autogen.sh >/dev/null
+if [ ! -x "$top/configure" ] || [ "$top/configure.ac" -nt "$top/configure" ]; then
+    step "$logs/autogen.log" "autogen" "$top/autogen.sh"
 fi
-mkdir -p "$build"
-cd "$build"
-if [ ! -f Makefile ] || [ "$top/configure" -nt Makefile ]; then
-    "$top/configure" --with-ucx-src="$ucx_src" --prefix="$build/install" >configure.out ||
-        { cat configure.out; exit 1; }
+# configure again when configure is newer or the options changed
+if [ ! -f "$build/Makefile" ] || [ "$top/configure" -nt "$build/Makefile" ] ||
+        [ "$(cat "$logs/configure.args" 2>/dev/null)" != "${conf_args[*]}" ]; then
+    rm -f "$logs/configure.args"
+    step "$logs/configure.log" "configure${ucx_prefix:+ (UCX $ucx_prefix)}" \
+        in_dir "$build" "$top/configure" "${conf_args[@]}"
+    echo "${conf_args[*]}" >"$logs/configure.args"
 fi
-make -j"$(nproc)" >make.out 2>&1 || { tail -50 make.out; exit 1; }
-echo "build: module $build/src/uct/cuda_ipc_ns/.libs/libuct_cuda_ipc_ns.so"
-echo "build: emulator $build/test/cudasim/.libs/libcudasim.so"
+step "$logs/make.log" "make" make -C "$build" -j"$(nproc)"
+say "module $build/src/uct/cuda_ipc_ns/.libs/libuct_cuda_ipc_ns.so"
+say "emulator $build/test/cudasim/.libs/libcudasim.so"

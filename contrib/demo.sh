@@ -13,13 +13,18 @@
 # otherwise the CPU emulator; the output says which. Everything it creates
 # (namespaces, veth, processes, socket directory) is removed however it exits.
 #
-# Environment: BUILD_DIR, OUT_DIR, TESTS, SIZES, SHORT=1 (a few sizes), and
-# the rest of contrib/perftest-ns.sh -h.
+# Quiet: one line per setup/build step (the tools' output goes to logs, see
+# contrib/build.sh), the activation, one line per test and the table.
+#
+# Environment: BUILD_DIR, OUT_DIR, TESTS, SIZES, SHORT=1 (a few sizes),
+# QUIET=0 (a line per ucx_perftest run), and the rest of
+# contrib/perftest-ns.sh -h.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 export BUILD_DIR=${BUILD_DIR:-$top/build}
 export OUT_DIR=${OUT_DIR:-$BUILD_DIR/perftest-out}
 export TESTS=${TESTS:-uct:put_bw,uct:get_bw,ucp:tag_bw,ucp:ucp_put_bw}
+export QUIET=${QUIET:-1}
 
 "$top/contrib/build.sh"
 

@@ -23,6 +23,8 @@
 #   -o DIR     output directory (default ./perftest-out)             ($OUT_DIR)
 #   -S         short mode for CI: a few sizes, few iterations        (SHORT=1)
 #   -k         keep going after a failed run (exit status still 1)   (KEEP_GOING=1)
+#   -q         quiet: one line per test instead of one per run; the
+#              table at the end has every run                        (QUIET=1)
 #   -h         this help
 # More environment:
 #   MODULE       module to LD_PRELOAD on both sides; default "auto": the
@@ -65,7 +67,7 @@ die() { echo "$prog: $*" >&2; exit 2; }
 skip() { echo "$prog: $*" >&2; exit 77; }
 say() { echo "$prog: $*"; }
 
-while getopts "t:s:m:x:d:T:o:Skh" opt; do
+while getopts "t:s:m:x:d:T:o:Skqh" opt; do
     case $opt in
     t) TESTS=$OPTARG ;;
     s) SIZES=$OPTARG ;;
@@ -76,6 +78,7 @@ while getopts "t:s:m:x:d:T:o:Skh" opt; do
     o) OUT_DIR=$OPTARG ;;
     S) SHORT=1 ;;
     k) KEEP_GOING=1 ;;
+    q) QUIET=1 ;;
     h) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
     esac
@@ -98,6 +101,7 @@ UCT_LAYOUT=${UCT_LAYOUT:-zcopy}
 UCP_TLS=${UCP_TLS:-cu_ipc_ns,cu_cpy_ns,tcp}
 OUT_DIR=${OUT_DIR:-./perftest-out}
 KEEP_GOING=${KEEP_GOING:-0}
+QUIET=${QUIET:-0}
 ITER_BYTES=${ITER_BYTES:-1G}
 MIN_ITERS=${MIN_ITERS:-20}
 MAX_ITERS=${MAX_ITERS:-20000}
@@ -412,7 +416,7 @@ run_one() {
         # shellcheck disable=SC2086
         set -- $line
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\tok\n' "$label" "$size" "$5" "$7" "$9" "$2" "$3" >>"$tsv"
-        printf '%s %10s MB/s %10s us\n' "$row" "$7" "$5"
+        [ "$QUIET" = 1 ] || printf '%s %10s MB/s %10s us\n' "$row" "$7" "$5"
         return 0
     fi
 
@@ -442,11 +446,13 @@ run_one() {
 for spec in "${specs[@]}"; do
     # shellcheck disable=SC2086
     set -- $spec
+    before=$failures
     for size in "${sizes[@]}"; do
         if ! run_one "$1" "$2" "$3" "$size"; then
             [ "$KEEP_GOING" = 1 ] || break 2
         fi
     done
+    [ "$QUIET" = 0 ] || [ $failures -ne $before ] || say "$1: ${#sizes[@]} sizes ok"
 done
 
 # --- summary: table, plot ---------------------------------------------------

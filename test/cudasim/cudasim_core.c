@@ -230,6 +230,52 @@ uint64_t cudasim_new_buffer_id(void)
 }
 
 
+/*
+ * CUDASIM_NATIVE_ATOMICS: "0" (default: devices linked like PCIe peers),
+ * "1"/"all" (every pair, like NVLink), or pairs "A-B,C-D" (symmetric)
+ */
+static void cudasim_native_atomics_read(void)
+{
+    const char *value = getenv("CUDASIM_NATIVE_ATOMICS");
+    const char *p;
+    char *end;
+    unsigned long a, b;
+    int i;
+
+    memset(cudasim_cfg.native_atomics, 0, sizeof(cudasim_cfg.native_atomics));
+    if ((value == NULL) || !strcmp(value, "") || !strcmp(value, "0")) {
+        return;
+    }
+    if (!strcmp(value, "1") || !strcmp(value, "all")) {
+        for (i = 0; i < CUDASIM_MAX_DEVICES; ++i) {
+            cudasim_cfg.native_atomics[i] = ~(1ull << i);
+        }
+        return;
+    }
+    for (p = value; *p != '\0'; p = (*end == ',') ? end + 1 : end) {
+        a = strtoul(p, &end, 0);
+        if ((end == p) || (*end != '-')) {
+            goto err;
+        }
+        p = end + 1;
+        b = strtoul(p, &end, 0);
+        if ((end == p) || ((*end != ',') && (*end != '\0')) ||
+            (a >= CUDASIM_MAX_DEVICES) || (b >= CUDASIM_MAX_DEVICES) ||
+            (a == b)) {
+            goto err;
+        }
+        cudasim_cfg.native_atomics[a] |= 1ull << b;
+        cudasim_cfg.native_atomics[b] |= 1ull << a;
+    }
+    return;
+
+err:
+    fprintf(stderr, "cudasim: CUDASIM_NATIVE_ATOMICS='%s' is malformed "
+            "(0, 1, all or A-B,C-D...), using 0\n", value);
+    memset(cudasim_cfg.native_atomics, 0, sizeof(cudasim_cfg.native_atomics));
+}
+
+
 static void cudasim_config_read(void)
 {
     uint64_t gran;
@@ -252,6 +298,7 @@ static void cudasim_config_read(void)
                                            CUDA_VERSION);
     cudasim_cfg.peer_access      = (int)cudasim_env_u64("CUDASIM_PEER_ACCESS",
                                                         1);
+    cudasim_native_atomics_read();
     gran = cudasim_env_u64("CUDASIM_VMM_GRANULARITY", 2ull << 20);
     if ((gran < 4096) || (gran & (gran - 1))) {
         fprintf(stderr, "cudasim: CUDASIM_VMM_GRANULARITY=%llu is not a "

@@ -335,8 +335,13 @@ CUDASIM_API CUresult CUDAAPI cuDeviceGetP2PAttribute(int *value,
         *value = cudasim_cfg.peer_access;
         return CUDA_SUCCESS;
     case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
+        /* CUDASIM_NATIVE_ATOMICS: NVLink-like pairs; PCIe-like otherwise */
+        *value = cudasim_cfg.peer_access &&
+                 !!(cudasim_cfg.native_atomics[srcDevice] &
+                    (1ull << dstDevice));
+        return CUDA_SUCCESS;
     case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
-        *value = 0; /* emulated devices are linked like PCIe peers */
+        *value = 0;
         return CUDA_SUCCESS;
     default:
         return CUDA_ERROR_INVALID_VALUE;

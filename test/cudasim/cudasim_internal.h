@@ -29,6 +29,8 @@ typedef struct cudasim_config {
     size_t   vmm_granularity;
     int      driver_version;
     int      peer_access;
+    /* native atomics between devices i and j: bit j of native_atomics[i] */
+    uint64_t native_atomics[CUDASIM_MAX_DEVICES];
 } cudasim_config_t;
 
 extern cudasim_config_t cudasim_cfg;
@@ -98,6 +100,8 @@ typedef struct cudasim_region {
     uint64_t               buffer_id;
     unsigned               handle_types;
     int                    access;   /* CUmemAccess_flags for VMM maps */
+    uint64_t               access_devices; /* VMM maps: bit d: device d
+                                            * was granted access */
     void                   *owner;   /* kind-specific object */
     struct cudasim_region  *next;
 } cudasim_region_t;
@@ -119,8 +123,11 @@ cudasim_region_t *cudasim_region_first(void);
  * Check that [addr, addr+len) lies in one known device region with the
  * needed access (lock held). Returns 1 if it does, 0 if addr is inside a
  * region but the range is not valid, -1 if addr is unknown (host memory).
+ * @a device >= 0: VMM mappings must have granted access to that device (the
+ * device whose context runs the copy); -1: any device's access will do.
  */
-int cudasim_range_check(uintptr_t addr, size_t len, int need_write);
+int cudasim_range_check(uintptr_t addr, size_t len, int need_write,
+                        int device);
 
 /* --- streams --- */
 /* wait for all streams of all contexts to drain (like cuCtxSynchronize) */

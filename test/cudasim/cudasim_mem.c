@@ -322,6 +322,24 @@ static CUresult cudasim_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle,
         return CUDA_ERROR_INVALID_CONTEXT;
     }
 
+    /* memory of another device: the real driver maps it only over peer
+     * access, which it enables itself with CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+     * (the emulator has no cuCtxEnablePeerAccess: without the flag, access
+     * is never enabled, and it refuses at once instead of faulting later) */
+    if (cudasim_device_valid(h.device) && (h.device != ctx->device)) {
+        if (!cudasim_cfg.peer_access) {
+            cudasim_log("cuIpcOpenMemHandle(%s): device %d has no peer access "
+                        "to device %d", h.name, ctx->device, h.device);
+            return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+        }
+        if (!(Flags & CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)) {
+            cudasim_log("cuIpcOpenMemHandle(%s): memory of device %d opened "
+                        "on device %d without LAZY_ENABLE_PEER_ACCESS",
+                        h.name, h.device, ctx->device);
+            return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+        }
+    }
+
     owner  = calloc(1, sizeof(*owner));
     region = calloc(1, sizeof(*region));
     if ((owner == NULL) || (region == NULL)) {
@@ -337,8 +355,9 @@ static CUresult cudasim_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle,
         }
         other = r->owner;
         if ((other->pidns == h.pidns) && (other->pid == h.pid) &&
-            !strcmp(other->name, h.name)) {
-            /* like the real driver: one mapping per allocation */
+            !strcmp(other->name, h.name) &&
+            (((CUcontext)r->ctx)->device == ctx->device)) {
+            /* like the real driver: one mapping per allocation and device */
             res = CUDA_ERROR_ALREADY_MAPPED;
             goto err_unlock;
         }

@@ -81,7 +81,8 @@ void cudasim_region_remove(cudasim_region_t *region)
 }
 
 
-int cudasim_range_check(uintptr_t addr, size_t len, int need_write)
+int cudasim_range_check(uintptr_t addr, size_t len, int need_write,
+                        int device)
 {
     cudasim_region_t *r = cudasim_region_find(addr);
     size_t avail;
@@ -97,7 +98,9 @@ int cudasim_range_check(uintptr_t addr, size_t len, int need_write)
         if (r->kind == CUDASIM_REGION_VMM_MAP) {
             need = need_write ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE :
                                 CU_MEM_ACCESS_FLAGS_PROT_READ;
-            if ((r->access & need) != need) {
+            if (((r->access & need) != need) ||
+                ((device >= 0) &&
+                 !(r->access_devices & (1ull << device)))) {
                 return 0;
             }
         }

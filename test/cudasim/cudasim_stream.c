@@ -38,6 +38,7 @@ typedef struct cudasim_op {
     const void         *src;
     size_t             len;
     int                dev_sides;
+    int                device;  /* whose access VMM memory needs; -1: any */
     unsigned char      value;
     CUhostFn           fn;
     CUstreamCallback   cb;
@@ -153,9 +154,11 @@ static CUresult cudasim_exec_mem_op(const cudasim_op_t *op)
     cudasim_copy_delay();
     cudasim_registry_rdlock();
     if (((op->dev_sides & CUDASIM_DST_DEV) &&
-         (cudasim_range_check((uintptr_t)op->dst, op->len, 1) != 1)) ||
+         (cudasim_range_check((uintptr_t)op->dst, op->len, 1,
+                              op->device) != 1)) ||
         ((op->dev_sides & CUDASIM_SRC_DEV) &&
-         (cudasim_range_check((uintptr_t)op->src, op->len, 0) != 1))) {
+         (cudasim_range_check((uintptr_t)op->src, op->len, 0,
+                              op->device) != 1))) {
         res = CUDA_ERROR_ILLEGAL_ADDRESS;
     } else if (op->type == CUDASIM_OP_COPY) {
         memmove(op->dst, op->src, op->len);
@@ -655,7 +658,7 @@ static CUresult cudasim_mem_op(cudasim_op_type_t type, void *dst,
                                CUstream hStream)
 {
     cudasim_op_t op_local, *op;
-    int sync, chk, dev_sides = 0;
+    int sync, chk, dev_sides = 0, device;
     CUresult res;
 
     res = cudasim_stream_get(hStream, &sync);
@@ -665,16 +668,20 @@ static CUresult cudasim_mem_op(cudasim_op_type_t type, void *dst,
     if (len == 0) {
         return CUDA_SUCCESS;
     }
+    /* a copy on a stream runs on its context's device: VMM memory must have
+     * granted that device access (cuMemSetAccess); default streams (the
+     * tests' synchronous helpers) accept any device's access */
+    device = sync ? -1 : hStream->ctx->device;
 
     cudasim_registry_rdlock();
-    chk = cudasim_range_check((uintptr_t)dst, len, 1);
+    chk = cudasim_range_check((uintptr_t)dst, len, 1, device);
     if ((chk == 0) || ((chk < 0) && (need_dev & CUDASIM_DST_DEV))) {
         cudasim_registry_unlock();
         return CUDA_ERROR_INVALID_VALUE;
     }
     dev_sides |= (chk > 0) ? CUDASIM_DST_DEV : 0;
     if (type == CUDASIM_OP_COPY) {
-        chk = cudasim_range_check((uintptr_t)src, len, 0);
+        chk = cudasim_range_check((uintptr_t)src, len, 0, device);
         if ((chk == 0) || ((chk < 0) && (need_dev & CUDASIM_SRC_DEV))) {
             cudasim_registry_unlock();
             return CUDA_ERROR_INVALID_VALUE;
@@ -690,6 +697,7 @@ static CUresult cudasim_mem_op(cudasim_op_type_t type, void *dst,
     op_local.len       = len;
     op_local.value     = value;
     op_local.dev_sides = dev_sides;
+    op_local.device    = device;
 
     if (sync) {
         return cudasim_exec_mem_op(&op_local);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CUDASIM_VMM_HDR_SIZE   4096
@@ -439,6 +440,7 @@ CUDASIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size,
     region->buffer_id    = alloc->buffer_id;
     region->handle_types = alloc->handle_types;
     region->access       = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    region->access_devices = 0;
     region->owner        = alloc;
     cudasim_region_insert(region);
     ++alloc->map_refs;
@@ -529,6 +531,7 @@ CUDASIM_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
 {
     cudasim_region_t **maps;
     int access = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    uint64_t grant = 0, revoke = 0;
     int prot, i, n;
     CUresult res;
     size_t k;
@@ -549,6 +552,11 @@ CUDASIM_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
             /* every device shares one (host) address space here: the
              * widest access granted to any device applies */
             access |= desc[k].flags;
+            if (desc[k].flags == CU_MEM_ACCESS_FLAGS_PROT_NONE) {
+                revoke |= 1ull << desc[k].location.id;
+            } else {
+                grant |= 1ull << desc[k].location.id;
+            }
             break;
         default:
             return CUDA_ERROR_INVALID_VALUE;
@@ -565,12 +573,25 @@ CUDASIM_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
         return CUDA_ERROR_INVALID_VALUE;
     }
     for (i = 0; i < n; ++i) {
+        /* another device reaches the memory only over peer access */
+        for (k = 0; k < count; ++k) {
+            if ((desc[k].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE) &&
+                (desc[k].location.id != maps[i]->device) &&
+                !cudasim_cfg.peer_access) {
+                cudasim_registry_unlock();
+                free(maps);
+                return CUDA_ERROR_INVALID_DEVICE;
+            }
+        }
+    }
+    for (i = 0; i < n; ++i) {
         if (mprotect((void*)maps[i]->base, maps[i]->size, prot) != 0) {
             cudasim_registry_unlock();
             free(maps);
             return CUDA_ERROR_INVALID_VALUE;
         }
-        maps[i]->access = access;
+        maps[i]->access          = access;
+        maps[i]->access_devices  = (maps[i]->access_devices | grant) & ~revoke;
     }
     cudasim_registry_unlock();
     free(maps);
@@ -667,6 +688,62 @@ static int cudasim_vmm_fd_name_ok(int fd)
 }
 
 
+/*
+ * Test hook: the next @a n calls of cuMemImportFromShareableHandle wait for
+ * each other, so that @a n threads are importing at once (a test of racing
+ * first uses syncs on it). A guard of 60 s lets them go if fewer come (the
+ * test then fails on cudasim_import_barrier_met() instead of hanging).
+ */
+static pthread_mutex_t cudasim_import_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t  cudasim_import_cond = PTHREAD_COND_INITIALIZER;
+static int cudasim_import_want, cudasim_import_arrived, cudasim_import_met;
+
+CUDASIM_API int cudasim_import_barrier(int n)
+{
+    if (n < 0) {
+        return -1;
+    }
+    pthread_mutex_lock(&cudasim_import_lock);
+    cudasim_import_want    = n;
+    cudasim_import_arrived = 0;
+    cudasim_import_met     = 0;
+    pthread_mutex_unlock(&cudasim_import_lock);
+    return 0;
+}
+
+CUDASIM_API int cudasim_import_barrier_met(void)
+{
+    int met;
+
+    pthread_mutex_lock(&cudasim_import_lock);
+    met = cudasim_import_met;
+    pthread_mutex_unlock(&cudasim_import_lock);
+    return met;
+}
+
+static void cudasim_import_barrier_wait(void)
+{
+    struct timespec guard;
+
+    pthread_mutex_lock(&cudasim_import_lock);
+    if (cudasim_import_arrived < cudasim_import_want) {
+        if (++cudasim_import_arrived == cudasim_import_want) {
+            cudasim_import_met = 1;
+            pthread_cond_broadcast(&cudasim_import_cond);
+        } else {
+            clock_gettime(CLOCK_REALTIME, &guard);
+            guard.tv_sec += 60;
+            while (!cudasim_import_met &&
+                   (pthread_cond_timedwait(&cudasim_import_cond,
+                                           &cudasim_import_lock,
+                                           &guard) == 0)) {
+            }
+        }
+    }
+    pthread_mutex_unlock(&cudasim_import_lock);
+}
+
+
 CUDASIM_API CUresult CUDAAPI
 cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
                                void *osHandle,
@@ -682,6 +759,7 @@ cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
     if (handle == NULL) {
         return CUDA_ERROR_INVALID_VALUE;
     }
+    cudasim_import_barrier_wait();
     if ((shHandleType == CU_MEM_HANDLE_TYPE_FABRIC) ||
         (shHandleType == CU_MEM_HANDLE_TYPE_WIN32) ||
         (shHandleType == CU_MEM_HANDLE_TYPE_WIN32_KMT)) {

@@ -40,19 +40,41 @@ bool cuda_init()
 }
 
 
-cuda_legacy_buffer::cuda_legacy_buffer(size_t size) : m_ptr(0), m_size(size)
+cuda_legacy_buffer::cuda_legacy_buffer(size_t size, int device) :
+    m_ptr(0), m_size(size), m_ctx(nullptr)
 {
-    TEST_CU(cuMemAlloc, &m_ptr, size);
+    CUcontext popped;
+    CUdevice dev;
+    CUresult res;
+
+    TEST_CU(cuDeviceGet, &dev, device);
+    TEST_CU(cuDevicePrimaryCtxRetain, &m_ctx, dev);
+    TEST_CU(cuCtxPushCurrent, m_ctx);
+    res = uct_cuda_ipc_ns_drv.cuMemAlloc(&m_ptr, size);
+    uct_cuda_ipc_ns_drv.cuCtxPopCurrent(&popped);
+    if (res != CUDA_SUCCESS) {
+        throw std::runtime_error(std::string("cuMemAlloc failed: ") +
+                                 uct_cuda_ipc_ns_cu_error_name(res));
+    }
 }
 
 
 cuda_legacy_buffer::~cuda_legacy_buffer()
 {
-    uct_cuda_ipc_ns_drv.cuMemFree(m_ptr);
+    CUcontext popped;
+
+    /* freed in the context it was allocated in */
+    if (uct_cuda_ipc_ns_drv.cuCtxPushCurrent(m_ctx) == CUDA_SUCCESS) {
+        uct_cuda_ipc_ns_drv.cuMemFree(m_ptr);
+        uct_cuda_ipc_ns_drv.cuCtxPopCurrent(&popped);
+    } else {
+        uct_cuda_ipc_ns_drv.cuMemFree(m_ptr);
+    }
 }
 
 
-cuda_vmm_buffer::cuda_vmm_buffer(size_t size, bool posix_fd, CUdeviceptr hint) :
+cuda_vmm_buffer::cuda_vmm_buffer(size_t size, bool posix_fd, CUdeviceptr hint,
+                                 int device) :
     m_ptr(0), m_size(0), m_handle(0)
 {
     CUmemAllocationProp prop = {};
@@ -61,7 +83,7 @@ cuda_vmm_buffer::cuda_vmm_buffer(size_t size, bool posix_fd, CUdeviceptr hint) :
 
     prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id          = 0;
+    prop.location.id          = device;
     prop.requestedHandleTypes = posix_fd ?
                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR :
                                 CU_MEM_HANDLE_TYPE_NONE;

@@ -34,23 +34,26 @@ template <typename F> F *cu_entry(F *func, const char *name)
  * context current on this thread; false when there is no driver/device */
 bool cuda_init();
 
-/* Memory from cuMemAlloc: legacy-IPC capable */
+/* Memory from cuMemAlloc in @a device's primary context: legacy-IPC
+ * capable */
 class cuda_legacy_buffer {
 public:
-    explicit cuda_legacy_buffer(size_t size);
+    explicit cuda_legacy_buffer(size_t size, int device = 0);
     ~cuda_legacy_buffer();
     void *ptr() const { return (void*)m_ptr; }
     size_t size() const { return m_size; }
 private:
     CUdeviceptr m_ptr;
     size_t      m_size;
+    CUcontext   m_ctx;
 };
 
-/* Memory from cuMemCreate + map, exportable as POSIX fd when asked, at
- * address @a hint when that range is free */
+/* Memory from cuMemCreate + map on @a device (which gets access), exportable
+ * as POSIX fd when asked, at address @a hint when that range is free */
 class cuda_vmm_buffer {
 public:
-    cuda_vmm_buffer(size_t size, bool posix_fd = true, CUdeviceptr hint = 0);
+    cuda_vmm_buffer(size_t size, bool posix_fd = true, CUdeviceptr hint = 0,
+                    int device = 0);
     ~cuda_vmm_buffer();
     void *ptr() const { return (void*)m_ptr; }
     size_t size() const { return m_size; }

@@ -32,11 +32,30 @@ uct_component_h find_component(const char *name)
 }
 
 
+ucs_status_t config_modify(void *config, const std::string &name,
+                           const std::string &value)
+{
+    /* UCX 1.13 matches the name without the table's prefix; from 1.15 the
+     * parser matches prefix + name */
+    static const char *prefixes[] = {"", "CUDA_IPC_NS_", "CUDA_CPY_NS_"};
+    ucs_status_t status = UCS_ERR_NO_ELEM;
+
+    for (const char *prefix : prefixes) {
+        status = uct_config_modify(config, (prefix + name).c_str(),
+                                   value.c_str());
+        if (status != UCS_ERR_NO_ELEM) {
+            break;
+        }
+    }
+    return status;
+}
+
+
 void modify_config(void *config, const config_changes_t &changes)
 {
     for (const auto &kv : changes) {
-        EXPECT_EQ(UCS_OK, uct_config_modify(config, kv.first.c_str(),
-                                            kv.second.c_str())) << kv.first;
+        EXPECT_EQ(UCS_OK, config_modify(config, kv.first, kv.second))
+                << kv.first;
     }
 }
 

@@ -22,6 +22,11 @@ uct_component_h find_component(const char *name);
 /* Changes to a UCX configuration: variable (without prefix) -> value */
 typedef std::map<std::string, std::string> config_changes_t;
 
+/* uct_config_modify() of the variable @a name (without prefix) of a
+ * cuda_ipc_ns or cuda_cpy_ns table, on every UCX release */
+ucs_status_t config_modify(void *config, const std::string &name,
+                           const std::string &value);
+
 /* Apply @a changes to @a config (uct_md_config_t, uct_iface_config_t, ...);
  * a gtest failure names each one UCX refuses */
 void modify_config(void *config, const config_changes_t &changes);

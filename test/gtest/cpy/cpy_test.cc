@@ -72,7 +72,7 @@ void md::open_md(const char *mem_alloc)
     close_md();
     ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &config));
     if (mem_alloc != nullptr) {
-        ASSERT_EQ(UCS_OK, uct_config_modify(config, "MEM_ALLOC", mem_alloc));
+        ASSERT_EQ(UCS_OK, test::config_modify(config, "MEM_ALLOC", mem_alloc));
     }
     ASSERT_EQ(UCS_OK, uct_md_open(m_component, "cuda_cpy_ns", config, &m_md));
     uct_config_release(config);

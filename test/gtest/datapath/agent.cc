@@ -3,7 +3,12 @@
  */
 #include "agent.h"
 
+extern "C" {
+#include "cuda_ipc_ns_types.h"
+}
+
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <cstring>
 #include <signal.h>
 #include <unistd.h>
@@ -13,7 +18,27 @@ namespace test {
 
 enum agent_op : uint32_t {
     AG_HELLO = 1, AG_ALLOC, AG_FILL, AG_CHECK, AG_FREE, AG_CONNECT, AG_COPY,
-    AG_EXIT
+    AG_EXIT, AG_RKEY, AG_POST, AG_WAIT, AG_QUERY
+};
+
+const int AGENT_MAX_POSTED = 64;
+
+/* A completion that appends its number to the agent's completion order */
+struct ordered_completion : completion {
+    std::vector<int> *order;
+    int              num;
+
+    ordered_completion(std::vector<int> *o, int n) : order(o), num(n)
+    {
+        comp.func = cb;
+    }
+    static void cb(uct_completion_t *comp)
+    {
+        ordered_completion *self = static_cast<ordered_completion*>(
+                ucs_container_of(comp, completion, comp));
+        completion::cb(comp);
+        self->order->push_back(self->num);
+    }
 };
 
 struct agent::cmd {
@@ -22,6 +47,7 @@ struct agent::cmd {
     uint32_t seed;
     int32_t  index;
     uint32_t is_put;
+    int32_t  device;
     uint64_t size;
     uint64_t offset;
     uint64_t hint;
@@ -49,6 +75,9 @@ TEST_PEER_ROLE(datapath_agent)
     uct_ep_h ep = nullptr;
     agent::cmd c;
     agent::reply r;
+    std::vector<uct_rkey_bundle_t> rkeys;
+    std::vector<std::unique_ptr<ordered_completion>> posted;
+    std::vector<int> order;
 
     if (!node.ok()) {
         return 1;
@@ -66,7 +95,8 @@ TEST_PEER_ROLE(datapath_agent)
             break;
         }
         case AG_ALLOC:
-            r.index = node.alloc((buffer_kind)c.kind, c.size, c.hint);
+            r.index = node.alloc((buffer_kind)c.kind, c.size, c.hint,
+                                 c.device);
             if (r.index < 0) {
                 r.status = UCS_ERR_NO_MEMORY;
                 break;
@@ -102,7 +132,73 @@ TEST_PEER_ROLE(datapath_agent)
             uct_rkey_release(node.component(), &bundle);
             break;
         }
+        case AG_RKEY: {
+            uct_rkey_bundle_t bundle;
+            r.status = uct_rkey_unpack(node.component(), c.rkey, &bundle);
+            if (r.status == UCS_OK) {
+                r.index = (int)rkeys.size();
+                rkeys.push_back(bundle);
+            }
+            break;
+        }
+        case AG_POST: {
+            if ((c.offset >= rkeys.size()) ||
+                ((int)posted.size() >= AGENT_MAX_POSTED)) {
+                r.status = UCS_ERR_INVALID_PARAM;
+                break;
+            }
+            posted.emplace_back(new ordered_completion(&order,
+                                                       (int)posted.size()));
+            completion *comp = posted.back().get();
+            uct_iov_t iov    = {node.buf(c.index).ptr, c.size, nullptr, 0, 1};
+            ucs_status_t st  = c.is_put ?
+                    uct_ep_put_zcopy(ep, &iov, 1, c.remote_addr,
+                                     rkeys[c.offset].rkey, &comp->comp) :
+                    uct_ep_get_zcopy(ep, &iov, 1, c.remote_addr,
+                                     rkeys[c.offset].rkey, &comp->comp);
+            r.index = (int)posted.size() - 1;
+            if (st != UCS_INPROGRESS) {
+                comp->done   = true;
+                comp->status = st;
+                order.push_back(r.index);
+            }
+            r.status = UCS_STATUS_IS_ERR(st) ? st : UCS_OK;
+            break;
+        }
+        case AG_WAIT: {
+            /* progress until every posted op completed, noting the order in
+             * which the completions were called */
+            node.progress_until([&]() {
+                return order.size() == posted.size();
+            });
+            r.status = (order.size() == posted.size()) ? UCS_OK :
+                                                        UCS_ERR_TIMED_OUT;
+            for (auto &comp : posted) {
+                if ((r.status == UCS_OK) && (comp->status != UCS_OK)) {
+                    r.status = comp->status;
+                }
+            }
+            r.index = (int)order.size();
+            for (size_t i = 0; i < order.size(); ++i) {
+                r.rkey[i] = (uint8_t)order[i];
+            }
+            posted.clear();
+            order.clear();
+            break;
+        }
+        case AG_QUERY: {
+            uct_iface_attr_t attr;
+            uct_cuda_ipc_ns_iface_t *iface =
+                    ucs_derived_of(node.iface(), uct_cuda_ipc_ns_iface_t);
+            r.status = uct_iface_query(node.iface(), &attr);
+            r.addr   = (uint64_t)attr.bandwidth.shared;
+            r.index  = (int)iface->cq.num_streams;
+            break;
+        }
         case AG_EXIT:
+            for (auto &bundle : rkeys) {
+                uct_rkey_release(node.component(), &bundle);
+            }
             chan.send_obj(r);
             return 0;
         default:
@@ -160,7 +256,7 @@ bool agent::call_ok(const cmd &c)
 
 
 agent_buffer agent::alloc(buffer_kind kind, size_t size, uint32_t seed,
-                          uint64_t hint)
+                          uint64_t hint, int device)
 {
     agent_buffer b = {-1, 0, {}};
     cmd c          = {};
@@ -170,7 +266,8 @@ agent_buffer agent::alloc(buffer_kind kind, size_t size, uint32_t seed,
     c.kind = kind;
     c.size = size;
     c.seed = seed;
-    c.hint = hint;
+    c.hint   = hint;
+    c.device = device;
     if (call(c, &r) && (r.status == UCS_OK)) {
         b.index = r.index;
         b.addr  = r.addr;
@@ -238,6 +335,72 @@ ucs_status_t agent::copy(bool is_put, int local_index, size_t size,
     c.remote_addr = remote_addr;
     memcpy(c.rkey, rkey.data(), sizeof(c.rkey));
     return call(c, &r) ? (ucs_status_t)r.status : UCS_ERR_IO_ERROR;
+}
+
+
+bool agent::connect(const agent &other)
+{
+    cmd c = {};
+
+    c.op = AG_CONNECT;
+    memcpy(c.dev_addr, other.dev_addr().data(), sizeof(c.dev_addr));
+    memcpy(c.iface_addr, other.iface_addr().data(), sizeof(c.iface_addr));
+    return call_ok(c);
+}
+
+
+int agent::rkey_unpack(const bytes_t &rkey)
+{
+    cmd c = {};
+    reply r;
+
+    c.op = AG_RKEY;
+    memcpy(c.rkey, rkey.data(), sizeof(c.rkey));
+    return (call(c, &r) && (r.status == UCS_OK)) ? r.index : -1;
+}
+
+
+bool agent::post(bool is_put, int local_index, size_t size,
+                 uint64_t remote_addr, int rkey_index)
+{
+    cmd c = {};
+
+    c.op          = AG_POST;
+    c.is_put      = is_put;
+    c.index       = local_index;
+    c.size        = size;
+    c.remote_addr = remote_addr;
+    c.offset      = (uint64_t)rkey_index;
+    return call_ok(c);
+}
+
+
+ucs_status_t agent::wait_posted(std::vector<int> *order)
+{
+    cmd c = {};
+    reply r;
+
+    c.op = AG_WAIT;
+    if (!call(c, &r)) {
+        return UCS_ERR_IO_ERROR;
+    }
+    order->assign(r.rkey, r.rkey + std::max(0, r.index));
+    return (ucs_status_t)r.status;
+}
+
+
+bool agent::query(double *bandwidth, unsigned *num_streams)
+{
+    cmd c = {};
+    reply r;
+
+    c.op = AG_QUERY;
+    if (!call(c, &r) || (r.status != UCS_OK)) {
+        return false;
+    }
+    *bandwidth   = (double)r.addr;
+    *num_streams = (unsigned)r.index;
+    return true;
 }
 
 

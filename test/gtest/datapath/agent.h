@@ -36,14 +36,28 @@ public:
     const bytes_t &iface_addr() const { return m_iface_addr; }
 
     agent_buffer alloc(buffer_kind kind, size_t size, uint32_t seed,
-                       uint64_t hint = 0);
+                       uint64_t hint = 0, int device = 0);
     bool fill(int index, uint32_t seed);
     bool check(int index, uint32_t seed, size_t offset, size_t size);
     bool free(int index);
     /* the agent imports: connect to @a node and copy to/from its buffer */
     bool connect(const uct_node &node);
+    bool connect(const agent &other); /* to another agent's iface */
     ucs_status_t copy(bool is_put, int local_index, size_t size,
                       uint64_t remote_addr, const bytes_t &rkey);
+
+    /* asynchronous copies: an unpacked key kept by the agent (its index),
+     * a zcopy posted on it without waiting (its number, in post order),
+     * then progress until all posted complete: their numbers in completion
+     * order, and the first error (UCS_OK if none) */
+    int rkey_unpack(const bytes_t &rkey);
+    bool post(bool is_put, int local_index, size_t size, uint64_t remote_addr,
+              int rkey_index);
+    ucs_status_t wait_posted(std::vector<int> *order);
+
+    /* what the agent's iface reports: bandwidth (bytes/s) and streams of its
+     * completion queue */
+    bool query(double *bandwidth, unsigned *num_streams);
 
     void kill_now();   /* SIGKILL, and reap it */
 

@@ -117,15 +117,16 @@ uct_ep_h uct_node::connect(const bytes_t &dev_addr, const bytes_t &iface_addr)
 }
 
 
-int uct_node::alloc(buffer_kind kind, size_t size, CUdeviceptr hint)
+int uct_node::alloc(buffer_kind kind, size_t size, CUdeviceptr hint,
+                    int device)
 {
     std::unique_ptr<buffer> b(new buffer());
 
     if (kind == BUF_LEGACY) {
-        b->legacy.reset(new cuda_legacy_buffer(size));
+        b->legacy.reset(new cuda_legacy_buffer(size, device));
         b->ptr = b->legacy->ptr();
     } else {
-        b->vmm.reset(new cuda_vmm_buffer(size, true, hint));
+        b->vmm.reset(new cuda_vmm_buffer(size, true, hint, device));
         b->ptr = b->vmm->ptr();
     }
     b->size = size;

@@ -68,8 +68,10 @@ public:
     uct_ep_h connect(const bytes_t &dev_addr, const bytes_t &iface_addr);
     unsigned ep_errors() const { return m_ep_errors; }
 
-    /* a registered buffer; returns its index. @a hint: wanted address */
-    int alloc(buffer_kind kind, size_t size, CUdeviceptr hint = 0);
+    /* a registered buffer on @a device; returns its index. @a hint: wanted
+     * address */
+    int alloc(buffer_kind kind, size_t size, CUdeviceptr hint = 0,
+              int device = 0);
     void free(int index);
     buffer &buf(int index) { return *m_buffers.at(index); }
     bytes_t rkey(int index);

@@ -139,3 +139,65 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_iface_base_t)
 
 
 UCS_CLASS_DEFINE(uct_cuda_ipc_ns_iface_base_t, uct_base_iface_t);
+
+
+UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_ep_base_t, const uct_ep_params_t *params)
+{
+    uct_cuda_ipc_ns_iface_base_t *iface =
+            ucs_derived_of(params->iface, uct_cuda_ipc_ns_iface_base_t);
+    const char *name = iface->super.md->component->name;
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+
+    self->remote_dev = iface->dev_addr;
+    if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) ||
+        (uct_cuda_ipc_ns_iface_addr_parse(params->iface_addr,
+                                          UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE,
+                                          &self->remote_iface) != UCS_OK)) {
+        ucs_error("%s: ep_create needs the peer's iface address", name);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if ((params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) &&
+        (uct_cuda_ipc_ns_device_addr_parse(params->dev_addr,
+                                           UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE,
+                                           &self->remote_dev) != UCS_OK)) {
+        ucs_error("%s: invalid peer device address", name);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    return UCS_OK;
+}
+
+
+static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_ep_base_t)
+{
+}
+
+
+UCS_CLASS_DEFINE(uct_cuda_ipc_ns_ep_base_t, uct_base_ep_t);
+
+
+int uct_cuda_ipc_ns_ep_base_is_connected(const uct_cuda_ipc_ns_ep_base_t *ep,
+                                         const uct_device_addr_t *dev_addr,
+                                         const uct_iface_addr_t *iface_addr)
+{
+    uct_cuda_ipc_ns_device_addr_t remote_dev;
+    uct_cuda_ipc_ns_iface_addr_t remote_iface;
+
+    if ((dev_addr != NULL) &&
+        ((uct_cuda_ipc_ns_device_addr_parse(dev_addr,
+                                            UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE,
+                                            &remote_dev) != UCS_OK) ||
+         (remote_dev.system_id != ep->remote_dev.system_id))) {
+        return 0;
+    }
+
+    return (iface_addr != NULL) &&
+           (uct_cuda_ipc_ns_iface_addr_parse(iface_addr,
+                                             UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE,
+                                             &remote_iface) == UCS_OK) &&
+           (remote_iface.pid == ep->remote_iface.pid) &&
+           (remote_iface.pid_ns == ep->remote_iface.pid_ns) &&
+           (remote_iface.start_time == ep->remote_iface.start_time);
+}

@@ -28,6 +28,20 @@ typedef struct uct_cuda_ipc_ns_iface_base {
 
 
 /*
+ * Base class of both transports' endpoints: the peer's addresses, parsed
+ * once when the endpoint is created (the iface address is required, the
+ * device address defaults to our own system's).
+ */
+typedef struct uct_cuda_ipc_ns_ep_base {
+    uct_base_ep_t                 super;
+    uct_cuda_ipc_ns_device_addr_t remote_dev;
+    uct_cuda_ipc_ns_iface_addr_t  remote_iface;
+} uct_cuda_ipc_ns_ep_base_t;
+
+UCS_CLASS_DECLARE(uct_cuda_ipc_ns_ep_base_t, const uct_ep_params_t*);
+
+
+/*
  * Arguments of the base init after uct_base_iface_t's: the transport's
  * device name (the only one it opens on), the capability flags its
  * addresses carry (UCT_CUDA_IPC_NS_ADDR_FLAG_*) and its reachability rule.
@@ -54,6 +68,12 @@ uct_cuda_ipc_ns_iface_base_get_device_address(uct_iface_h tl_iface,
 
 ucs_status_t uct_cuda_ipc_ns_iface_base_get_address(uct_iface_h tl_iface,
                                                     uct_iface_addr_t *addr);
+
+/** Whether @a ep is connected to the process at these packed addresses
+ *  (the same system, PID namespace, pid and start time) */
+int uct_cuda_ipc_ns_ep_base_is_connected(const uct_cuda_ipc_ns_ep_base_t *ep,
+                                         const uct_device_addr_t *dev_addr,
+                                         const uct_iface_addr_t *iface_addr);
 
 /** Parse the peer's addresses and apply the transport's rule. */
 int uct_cuda_ipc_ns_iface_base_is_reachable(const uct_iface_h tl_iface,

@@ -41,7 +41,7 @@ void uct_cuda_ipc_ns_ptr_query(const void *address,
 
 ucs_status_t uct_cuda_ipc_ns_ptr_mem_query(uct_md_h md, const void *address,
                                            size_t length,
-                                           uct_md_mem_attr_t *mem_attr)
+                                           uct_cuda_ipc_ns_mem_attr_t *mem_attr)
 {
     uct_cuda_ipc_ns_ptr_info_t info;
 

@@ -6,6 +6,8 @@
 #ifndef UCT_CUDA_IPC_NS_PTR_H
 #define UCT_CUDA_IPC_NS_PTR_H
 
+#include "cuda_ipc_ns_compat.h"
+
 #include <uct/api/uct.h>
 #include <cuda.h>
 
@@ -35,6 +37,6 @@ void uct_cuda_ipc_ns_ptr_query(const void *address,
  */
 ucs_status_t uct_cuda_ipc_ns_ptr_mem_query(uct_md_h md, const void *address,
                                            size_t length,
-                                           uct_md_mem_attr_t *mem_attr);
+                                           uct_cuda_ipc_ns_mem_attr_t *mem_attr);
 
 #endif

@@ -70,7 +70,8 @@ static ucs_status_t uct_cuda_cpy_ns_alloc_vmm(uct_cuda_cpy_ns_alloc_t *alloc)
         return status;
     }
 
-    alloc->size = ucs_align_up(alloc->size, granularity);
+    alloc->size = ((alloc->size + granularity - 1) / granularity) *
+                  granularity;
     status      = UCT_CUDA_IPC_NS_CU(cuMemCreate, &alloc->handle, alloc->size,
                                      &prop, 0);
     if (status != UCS_OK) {

@@ -18,34 +18,17 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_ep_t, const uct_ep_params_t *params)
 {
     uct_cuda_cpy_ns_iface_t *iface = ucs_derived_of(params->iface,
                                                     uct_cuda_cpy_ns_iface_t);
-    uct_cuda_ipc_ns_device_addr_t remote_dev     = iface->super.dev_addr;
-    uct_cuda_ipc_ns_iface_addr_t remote_iface;
 
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super.super);
-
-    if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) ||
-        (uct_cuda_ipc_ns_iface_addr_parse(params->iface_addr,
-                                          UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE,
-                                          &remote_iface) != UCS_OK)) {
-        ucs_error("cuda_cpy_ns: ep_create needs an iface address of its own "
-                  "process");
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    if ((params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) &&
-        (uct_cuda_ipc_ns_device_addr_parse(params->dev_addr,
-                                           UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE,
-                                           &remote_dev) != UCS_OK)) {
-        ucs_error("cuda_cpy_ns: invalid device address");
-        return UCS_ERR_INVALID_PARAM;
-    }
+    UCS_CLASS_CALL_SUPER_INIT(uct_cuda_ipc_ns_ep_base_t, params);
 
     if (!uct_cuda_ipc_ns_addr_is_self(&iface->super.dev_addr,
-                                      &iface->super.iface_addr, &remote_dev,
-                                      &remote_iface, NULL)) {
+                                      &iface->super.iface_addr,
+                                      &self->super.remote_dev,
+                                      &self->super.remote_iface, NULL)) {
         ucs_error("cuda_cpy_ns: cannot connect to pid %u in PID namespace %"
                   PRIu64 ": the transport reaches only its own process",
-                  remote_iface.pid, remote_iface.pid_ns);
+                  self->super.remote_iface.pid,
+                  self->super.remote_iface.pid_ns);
         return UCS_ERR_UNREACHABLE;
     }
 
@@ -58,7 +41,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cuda_cpy_ns_ep_t)
 }
 
 
-UCS_CLASS_DEFINE(uct_cuda_cpy_ns_ep_t, uct_base_ep_t);
+UCS_CLASS_DEFINE(uct_cuda_cpy_ns_ep_t, uct_cuda_ipc_ns_ep_base_t);
 UCS_CLASS_DEFINE_NEW_FUNC(uct_cuda_cpy_ns_ep_t, uct_ep_t, const uct_ep_params_t*);
 UCS_CLASS_DEFINE_DELETE_FUNC(uct_cuda_cpy_ns_ep_t, uct_ep_t);
 

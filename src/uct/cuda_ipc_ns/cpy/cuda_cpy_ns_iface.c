@@ -8,6 +8,7 @@
 
 #include "cuda_cpy_ns_iface.h"
 #include "cuda_cpy_ns_md.h"
+#include "cuda_ipc_ns_compat.h"
 
 #include <uct/base/uct_iov.inl>
 #include <ucs/debug/log.h>
@@ -84,7 +85,8 @@ static uct_iface_internal_ops_t uct_cuda_cpy_ns_iface_internal_ops = {
     .iface_estimate_perf = uct_cuda_cpy_ns_iface_estimate_perf,
     .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
     .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
-    .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported
+    .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported,
+    UCT_CUDA_IPC_NS_IFACE_INTERNAL_OPS_ADDED
 };
 
 
@@ -206,10 +208,12 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_iface_t, uct_md_h md,
     self->super.perf.latency   = config->latency;
     self->super.perf.overhead  = config->overhead;
     ucs_queue_head_init(&self->done_q);
-    return ucs_mpool_init(&self->done_mp, 0, sizeof(uct_cuda_cpy_ns_done_t), 0,
-                          UCS_SYS_CACHE_LINE_SIZE, 16, UINT_MAX,
-                          &uct_cuda_cpy_ns_done_mpool_ops,
-                          "cuda_cpy_ns_completions");
+    return uct_cuda_ipc_ns_compat_mpool_init(&self->done_mp,
+                                             sizeof(uct_cuda_cpy_ns_done_t),
+                                             UCS_SYS_CACHE_LINE_SIZE, 16,
+                                             UINT_MAX,
+                                             &uct_cuda_cpy_ns_done_mpool_ops,
+                                             "cuda_cpy_ns_completions");
 }
 
 

@@ -38,7 +38,7 @@ typedef struct uct_cuda_cpy_ns_done {
 
 
 typedef struct uct_cuda_cpy_ns_ep {
-    uct_base_ep_t super;
+    uct_cuda_ipc_ns_ep_base_t super; /* the peer's addresses: ours */
 } uct_cuda_cpy_ns_ep_t;
 
 

@@ -10,6 +10,7 @@
 #include "cuda_cpy_ns_memtype.h"
 #include "cuda_ipc_ns_md_base.h"
 #include "cuda_ipc_ns_ptr.h"
+#include "cuda_ipc_ns_compat.h"
 
 #include <ucs/debug/assert.h>
 #include <ucs/debug/log.h>
@@ -67,21 +68,29 @@ static void uct_cuda_cpy_ns_md_close(uct_md_h md)
 }
 
 
-static ucs_status_t uct_cuda_cpy_ns_md_query(uct_md_h md, uct_md_attr_t *md_attr)
+static ucs_status_t uct_cuda_cpy_ns_md_query(uct_md_h md,
+                                             uct_cuda_ipc_ns_md_attr_t *md_attr)
 {
-    /* HOST in reg_mem_types: UCP's memory-type endpoint needs a lane that
-     * registers host memory (ucp_wireup_add_memaccess_lanes) */
-    md_attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_ALLOC;
-    md_attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST) |
-                                    UCS_BIT(UCS_MEMORY_TYPE_CUDA);
-    md_attr->cap.alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
-    md_attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
-    md_attr->cap.detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
-    md_attr->cap.max_alloc        = ULONG_MAX;
-    md_attr->cap.max_reg          = ULONG_MAX;
-    md_attr->rkey_packed_size     = 0;
-    md_attr->reg_cost             = ucs_linear_func_make(0, 0);
-    memset(&md_attr->local_cpus, 0xff, sizeof(md_attr->local_cpus));
+    uct_cuda_ipc_ns_md_caps_t caps = {
+        .flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_ALLOC,
+        /* HOST in reg_mem_types: UCP's memory-type endpoint needs a lane
+         * that registers host memory (ucp_wireup_add_memaccess_lanes) */
+        .reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST) |
+                            UCS_BIT(UCS_MEMORY_TYPE_CUDA),
+        .alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA),
+        /* HOST too: UCX 1.22 wants the memory-type endpoint's copies to
+         * reach host memory as well (ucp_wireup_add_rma_lanes) */
+        .access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST) |
+                            UCS_BIT(UCS_MEMORY_TYPE_CUDA),
+        .detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA),
+        .max_alloc        = ULONG_MAX,
+        /* registration is free and records nothing: caching it is safe */
+        .cache_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST) |
+                            UCS_BIT(UCS_MEMORY_TYPE_CUDA),
+        .rkey_packed_size = 0
+    };
+
+    uct_cuda_ipc_ns_compat_md_attr_set(md_attr, &caps);
     return UCS_OK;
 }
 
@@ -89,6 +98,7 @@ static ucs_status_t uct_cuda_cpy_ns_md_query(uct_md_h md, uct_md_attr_t *md_attr
 static ucs_status_t
 uct_cuda_cpy_ns_md_mem_alloc(uct_md_h uct_md, size_t *length_p,
                              void **address_p, ucs_memory_type_t mem_type,
+                             UCT_CUDA_IPC_NS_MEM_ALLOC_SYS_DEV_ARG
                              unsigned flags, const char *alloc_name,
                              uct_mem_h *memh_p)
 {
@@ -141,7 +151,8 @@ static ucs_status_t uct_cuda_cpy_ns_md_mem_free(uct_md_h md, uct_mem_h memh)
  * alike are "registered" for free (UCP registers on every rendezvous send) */
 static ucs_status_t
 uct_cuda_cpy_ns_md_mem_reg(uct_md_h md, void *address, size_t length,
-                           unsigned flags, uct_mem_h *memh_p)
+                           uct_cuda_ipc_ns_mem_reg_arg_t reg_arg,
+                           uct_mem_h *memh_p)
 {
     *memh_p = &uct_cuda_cpy_ns_reg_memh;
     return UCS_OK;
@@ -159,10 +170,10 @@ uct_cuda_cpy_ns_md_mem_dereg(uct_md_h md,
 }
 
 
-static ucs_status_t uct_cuda_cpy_ns_rkey_unpack(uct_component_t *component,
-                                                const void *rkey_buffer,
-                                                uct_rkey_t *rkey_p,
-                                                void **handle_p)
+static ucs_status_t
+uct_cuda_cpy_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
+                            UCT_CUDA_IPC_NS_RKEY_UNPACK_PARAMS_ARG
+                            uct_rkey_t *rkey_p, void **handle_p)
 {
     /* rkey_packed_size is 0: there is nothing to unpack */
     *rkey_p   = UCT_INVALID_RKEY;
@@ -181,7 +192,6 @@ static uct_md_ops_t uct_cuda_cpy_ns_md_ops = {
     .mem_dereg              = uct_cuda_cpy_ns_md_mem_dereg,
     .mem_query              = uct_cuda_ipc_ns_ptr_mem_query,
     .mkey_pack              = (uct_md_mkey_pack_func_t)ucs_empty_function_return_success,
-    .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero_int,
     .detect_memory_type     = uct_cuda_cpy_ns_md_detect_memory_type
 };
 
@@ -224,6 +234,7 @@ uct_component_t uct_cuda_cpy_ns_component = {
                           ucs_empty_function_return_unsupported,
     .rkey_release       = (uct_component_rkey_release_func_t)
                           ucs_empty_function_return_success,
+    UCT_CUDA_IPC_NS_COMPONENT_RKEY_COMPARE
     .name               = UCT_CUDA_CPY_NS_NAME,
     .md_config          = {
         .name           = "CUDA copy across namespaces memory domain",

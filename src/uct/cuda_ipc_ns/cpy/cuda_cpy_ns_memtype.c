@@ -8,6 +8,7 @@
 
 #include "cuda_cpy_ns_memtype.h"
 #include "cuda_ipc_ns_ptr.h"
+#include "cuda_ipc_ns_compat.h"
 
 #include <ucs/config/global_opts.h>
 #include <ucs/debug/log.h>
@@ -69,8 +70,7 @@ void uct_cuda_cpy_ns_memtype_cache_setup(void)
 void uct_cuda_cpy_ns_memtype_cache_add(const void *address, size_t length)
 {
     /* a no-op when the cache was never created */
-    ucs_memtype_cache_update(address, length, UCS_MEMORY_TYPE_CUDA,
-                             UCS_SYS_DEVICE_ID_UNKNOWN);
+    uct_cuda_ipc_ns_compat_memtype_cache_update(address, length);
 }
 
 

@@ -14,6 +14,7 @@
 #include "cuda_ipc_ns_md.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
+#include "cuda_ipc_ns_compat.h"
 
 #include <uct/base/uct_iov.inl>
 #include <ucs/debug/log.h>
@@ -24,7 +25,7 @@
 static UCS_F_ALWAYS_INLINE uct_cuda_ipc_ns_iface_t *
 uct_cuda_ipc_ns_ep_iface(const uct_cuda_ipc_ns_ep_t *ep)
 {
-    return ucs_derived_of(ep->super.super.iface, uct_cuda_ipc_ns_iface_t);
+    return ucs_derived_of(ep->super.super.super.iface, uct_cuda_ipc_ns_iface_t);
 }
 
 
@@ -38,33 +39,20 @@ uct_cuda_ipc_ns_ep_md(const uct_cuda_ipc_ns_ep_t *ep)
 
 static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_ep_t, const uct_ep_params_t *params)
 {
-    uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(params->iface,
-                                                    uct_cuda_ipc_ns_iface_t);
-    uct_cuda_ipc_ns_device_addr_t remote_dev;
     uct_cuda_ipc_ns_identity_t id;
     ucs_status_t status;
 
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super.super);
+    UCS_CLASS_CALL_SUPER_INIT(uct_cuda_ipc_ns_ep_base_t, params);
 
-    if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) ||
-        !(params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR)) {
-        ucs_error("cuda_ipc_ns: ep_create needs the peer's device and iface "
-                  "addresses");
+    if (!(params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR)) {
+        ucs_error("cuda_ipc_ns: ep_create needs the peer's device address");
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_cuda_ipc_ns_addr_parse_remote(params->dev_addr,
-                                               params->iface_addr, &remote_dev,
-                                               &self->remote);
-    if (status != UCS_OK) {
-        ucs_error("cuda_ipc_ns: invalid peer address");
-        return status;
-    }
-
-    id.system_id  = remote_dev.system_id;
-    id.pid_ns     = self->remote.pid_ns;
-    id.pid        = self->remote.pid;
-    id.start_time = self->remote.start_time;
+    id.system_id  = self->super.remote_dev.system_id;
+    id.pid_ns     = self->super.remote_iface.pid_ns;
+    id.pid        = self->super.remote_iface.pid;
+    id.start_time = self->super.remote_iface.start_time;
     status        = uct_cuda_ipc_ns_cache_peer_get(&id, &self->peer);
     if (status != UCS_OK) {
         return status;
@@ -85,7 +73,7 @@ static unsigned uct_cuda_ipc_ns_ep_err_progress(void *arg)
 {
     uct_cuda_ipc_ns_ep_t *ep = arg;
 
-    uct_iface_handle_ep_err(ep->super.super.iface, &ep->super.super,
+    uct_iface_handle_ep_err(ep->super.super.super.iface, &ep->super.super.super,
                             UCS_ERR_CONNECTION_RESET);
     return 1;
 }
@@ -102,21 +90,26 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_ep_t)
 {
     uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(self);
 
-    ucs_callbackq_remove_if(&iface->super.super.worker->super.progress_q,
-                            uct_cuda_ipc_ns_ep_is_err_cb, self);
+    uct_cuda_ipc_ns_compat_oneshot_remove(
+            &iface->super.super.worker->super.progress_q, self,
+            uct_cuda_ipc_ns_ep_is_err_cb, self);
 
     uct_cuda_ipc_ns_cq_ep_cleanup(&iface->cq, &self->cq_ep);
     if (!ucs_arbiter_group_is_empty(&self->arb_group)) {
         ucs_warn("cuda_ipc_ns: ep %p destroyed with pending requests", self);
-        uct_cuda_ipc_ns_ep_pending_purge(&self->super.super, NULL, NULL);
+        uct_cuda_ipc_ns_ep_pending_purge(&self->super.super.super, NULL, NULL);
     }
     ucs_arbiter_group_cleanup(&self->arb_group);
 
+    /* UCP destroys the ep of a peer it found failed (keepalive on another
+     * lane): ask the watch, so that a dead peer's mappings go now, not at
+     * eviction or exit. A live peer costs one poll of its pidfd */
+    (void)uct_cuda_ipc_ns_cache_peer_check(self->peer, NULL, 0);
     uct_cuda_ipc_ns_cache_peer_put(self->peer);
 }
 
 
-UCS_CLASS_DEFINE(uct_cuda_ipc_ns_ep_t, uct_base_ep_t);
+UCS_CLASS_DEFINE(uct_cuda_ipc_ns_ep_t, uct_cuda_ipc_ns_ep_base_t);
 UCS_CLASS_DEFINE_NEW_FUNC(uct_cuda_ipc_ns_ep_t, uct_ep_t, const uct_ep_params_t*);
 UCS_CLASS_DEFINE_DELETE_FUNC(uct_cuda_ipc_ns_ep_t, uct_ep_t);
 
@@ -132,10 +125,11 @@ static void uct_cuda_ipc_ns_ep_set_failed(uct_cuda_ipc_ns_ep_t *ep)
 
     ep->failed = 1;
     ucs_debug("cuda_ipc_ns: ep %p: peer pid %u (PID namespace %" PRIu64
-              ") failed", ep, ep->remote.pid, ep->remote.pid_ns);
-    ucs_callbackq_add_safe(&iface->super.super.worker->super.progress_q,
-                           uct_cuda_ipc_ns_ep_err_progress, ep,
-                           UCS_CALLBACKQ_FLAG_ONESHOT);
+              ") failed", ep, ep->super.remote_iface.pid,
+              ep->super.remote_iface.pid_ns);
+    uct_cuda_ipc_ns_compat_oneshot_add(
+            &iface->super.super.worker->super.progress_q, ep,
+            uct_cuda_ipc_ns_ep_err_progress, ep);
 }
 
 
@@ -586,7 +580,7 @@ ssize_t uct_cuda_ipc_ns_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb
         return status;
     }
 
-    UCT_TL_EP_STAT_OP(&ep->super, PUT, BCOPY, length);
+    UCT_TL_EP_STAT_OP(&ep->super.super, PUT, BCOPY, length);
     return length;
 }
 
@@ -614,7 +608,7 @@ ucs_status_t uct_cuda_ipc_ns_ep_get_bcopy(uct_ep_h tl_ep,
     }
 
     unpack_cb(arg, iface->bounce, length);
-    UCT_TL_EP_STAT_OP(&ep->super, GET, BCOPY, length);
+    UCT_TL_EP_STAT_OP(&ep->super.super, GET, BCOPY, length);
     return UCS_OK; /* done: the completion is not called */
 }
 
@@ -662,9 +656,9 @@ ucs_status_t uct_cuda_ipc_ns_ep_flush(uct_ep_h tl_ep, unsigned flags,
     status = uct_cuda_ipc_ns_cq_ep_flush(&uct_cuda_ipc_ns_ep_iface(ep)->cq,
                                          &ep->cq_ep, comp);
     if (status == UCS_OK) {
-        UCT_TL_EP_STAT_FLUSH(&ep->super);
+        UCT_TL_EP_STAT_FLUSH(&ep->super.super);
     } else if (status == UCS_INPROGRESS) {
-        UCT_TL_EP_STAT_FLUSH_WAIT(&ep->super);
+        UCT_TL_EP_STAT_FLUSH_WAIT(&ep->super.super);
     }
     return status;
 }
@@ -679,7 +673,7 @@ ucs_status_t uct_cuda_ipc_ns_ep_fence(uct_ep_h tl_ep, unsigned flags)
     if (!ucs_list_is_empty(&ep->cq_ep.ops)) {
         ep->fence_seq = ep->cq_ep.seq;
     }
-    UCT_TL_EP_STAT_FENCE(&ep->super);
+    UCT_TL_EP_STAT_FENCE(&ep->super.super);
     return UCS_OK;
 }
 
@@ -689,7 +683,12 @@ ucs_status_t uct_cuda_ipc_ns_ep_check(uct_ep_h tl_ep, unsigned flags,
 {
     uct_cuda_ipc_ns_ep_t *ep = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
 
-    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    if ((flags != 0) || (comp != NULL)) {
+        ucs_error("cuda_ipc_ns: ep_check: unsupported flags 0x%x or "
+                  "completion %p (the verdict comes through the error "
+                  "handler)", flags, comp);
+        return UCS_ERR_INVALID_PARAM;
+    }
 
     if (uct_cuda_ipc_ns_cache_peer_check(ep->peer, NULL,
                                          uct_cuda_ipc_ns_ep_md(ep)->fdx.timeout) !=
@@ -713,7 +712,7 @@ ucs_status_t uct_cuda_ipc_ns_ep_pending_add(uct_ep_h tl_ep,
 
     uct_pending_req_arb_group_push(&ep->arb_group, req);
     ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
-    UCT_TL_EP_STAT_PEND(&ep->super);
+    UCT_TL_EP_STAT_PEND(&ep->super.super);
     return UCS_OK;
 }
 

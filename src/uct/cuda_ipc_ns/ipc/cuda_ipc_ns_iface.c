@@ -13,6 +13,7 @@
 #include "cuda_ipc_ns_md.h"
 #include "cuda_ipc_ns_md_base.h"
 #include "cuda_ipc_ns_driver.h"
+#include "cuda_ipc_ns_compat.h"
 
 #include <ucs/sys/math.h>
 #include <ucs/time/time.h>
@@ -44,9 +45,10 @@ static ucs_config_field_t uct_cuda_ipc_ns_iface_config_table[] = {
      UCS_CONFIG_TYPE_UINT},
 
     {"BW", "auto",
-     "Bandwidth of a copy reported to UCP. auto: derived from device 0 (see\n"
-     "docs/configuration.md): NVLink or PCIe estimate by compute capability\n"
-     "between GPUs, else half the device memory bandwidth.",
+     "Bandwidth of a copy reported to UCP. auto: the worst pair of devices\n"
+     "that reach each other (docs/configuration.md): NVLink estimate by compute\n"
+     "capability when every pair has native atomics, else PCIe; one device:\n"
+     "half the device memory bandwidth.",
      ucs_offsetof(uct_cuda_ipc_ns_iface_config_t, bandwidth),
      UCS_CONFIG_TYPE_BW},
 
@@ -197,6 +199,15 @@ static ucs_status_t uct_cuda_ipc_ns_iface_event_arm(uct_iface_h tl_iface,
 }
 
 
+static uct_iface_internal_ops_t uct_cuda_ipc_ns_iface_internal_ops = {
+    .iface_estimate_perf = uct_base_iface_estimate_perf,
+    .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
+    .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
+    .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported,
+    UCT_CUDA_IPC_NS_IFACE_INTERNAL_OPS_ADDED
+};
+
+
 static UCS_CLASS_DECLARE_DELETE_FUNC(uct_cuda_ipc_ns_iface_t, uct_iface_t);
 
 
@@ -245,6 +256,37 @@ static int uct_cuda_ipc_ns_device_attr(CUdevice device,
  * driver reports native peer atomics, else PCIe), by compute capability;
  * on one GPU a copy reads and writes device memory, at half its bandwidth.
  */
+/*
+ * The link between two different devices as the driver tells it: -1 when
+ * they cannot reach each other (no peer access), 1 when they have native
+ * atomics (NVLink), 0 otherwise (PCIe, or the driver cannot tell)
+ */
+static int uct_cuda_ipc_ns_iface_link(CUdevice a, CUdevice b)
+{
+    int access = 0, atomics = 0;
+
+    if ((UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGetP2PAttribute,
+                                 &access,
+                                 CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, a,
+                                 b) == UCS_OK) && !access) {
+        return -1;
+    }
+    if (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGetP2PAttribute,
+                                &atomics,
+                                CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED,
+                                a, b) != UCS_OK) {
+        atomics = 0;
+    }
+    return !!atomics;
+}
+
+
+/*
+ * One figure for the interface, which serves every device pair (UCT reports
+ * one per iface): the worst pair of different devices that can reach each
+ * other, NVLink only when every such pair has native atomics
+ * (docs/configuration.md, "Performance figures")
+ */
 static void uct_cuda_ipc_ns_iface_auto_perf(double *bandwidth_p,
                                             double *latency_p)
 {
@@ -252,8 +294,8 @@ static void uct_cuda_ipc_ns_iface_auto_perf(double *bandwidth_p,
                                         900};
     static const double pcie_gbs[]   = {0, 0, 0, 6, 6, 12, 12, 12, 25, 50,
                                         50};
-    int count = 0, major, mem_khz, bus_bits, atomics = 0;
-    CUdevice dev0, dev1;
+    int count = 0, pairs = 0, pcie_pairs = 0, major, mem_khz, bus_bits, i, j;
+    CUdevice dev0, dev_i, dev_j;
     const char *how;
     double gbs;
 
@@ -274,18 +316,32 @@ static void uct_cuda_ipc_ns_iface_auto_perf(double *bandwidth_p,
                                            CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
     (void)UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGetCount, &count);
 
-    if ((count > 1) &&
-        (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGet, &dev1, 1) ==
-         UCS_OK)) {
-        /* when the driver cannot tell, assume PCIe */
-        if (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG,
-                                    cuDeviceGetP2PAttribute, &atomics,
-                                    CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED,
-                                    dev0, dev1) != UCS_OK) {
-            atomics = 0;
+    for (i = 0; i < count; ++i) {
+        for (j = 0; j < count; ++j) {
+            if ((i == j) ||
+                (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGet,
+                                         &dev_i, i) != UCS_OK) ||
+                (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGet,
+                                         &dev_j, j) != UCS_OK)) {
+                continue;
+            }
+            switch (uct_cuda_ipc_ns_iface_link(dev_i, dev_j)) {
+            case 0:
+                ++pcie_pairs;
+                /* fall through */
+            case 1:
+                ++pairs;
+                break;
+            default:
+                break;
+            }
         }
-        gbs = atomics ? nvlink_gbs[major] : pcie_gbs[major];
-        how = atomics ? "NVLink" : "PCIe";
+    }
+
+    if (pairs > 0) {
+        gbs = (pcie_pairs == 0) ? nvlink_gbs[major] : pcie_gbs[major];
+        how = (pcie_pairs == 0) ? "NVLink between every pair" :
+                                  "PCIe between some pair";
     } else if ((mem_khz > 0) && (bus_bits > 0)) {
         /* double data rate: 2 transfers per clock */
         gbs = (2.0 * mem_khz * 1e3 * bus_bits / 8) / 2 / 1e9;
@@ -297,8 +353,9 @@ static void uct_cuda_ipc_ns_iface_auto_perf(double *bandwidth_p,
 
     *bandwidth_p = ((gbs > 0) ? gbs : 50) * 1e9;
     *latency_p   = (major >= 7) ? 1.8e-6 : 2.5e-6;
-    ucs_debug("cuda_ipc_ns: compute capability %d, %d devices: auto bandwidth "
-              "%.1f GB/s (%s)", major, count, *bandwidth_p / 1e9, how);
+    ucs_debug("cuda_ipc_ns: compute capability %d, %d devices, %d linked "
+              "pairs (%d PCIe): auto bandwidth %.1f GB/s (%s)", major, count,
+              pairs, pcie_pairs, *bandwidth_p / 1e9, how);
 }
 
 
@@ -314,7 +371,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
 
     UCS_CLASS_CALL_SUPER_INIT(uct_cuda_ipc_ns_iface_base_t,
                               &uct_cuda_ipc_ns_iface_ops,
-                              &uct_base_iface_internal_ops, tl_md, worker,
+                              &uct_cuda_ipc_ns_iface_internal_ops, tl_md, worker,
                               params, tl_config, UCT_CUDA_IPC_NS_DEV_NAME,
                               md->addr_flags,
                               uct_cuda_ipc_ns_addr_is_reachable);
@@ -327,7 +384,8 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
     }
 
     uct_cuda_ipc_ns_iface_auto_perf(&auto_bandwidth, &auto_latency);
-    self->super.perf.bandwidth = UCS_CONFIG_BW_IS_AUTO(config->bandwidth) ?
+    self->super.perf.bandwidth = uct_cuda_ipc_ns_compat_config_bw_is_auto(
+                                         config->bandwidth) ?
                                  auto_bandwidth : config->bandwidth;
     self->super.perf.latency   = (config->latency == UCS_TIME_AUTO) ?
                                  auto_latency :

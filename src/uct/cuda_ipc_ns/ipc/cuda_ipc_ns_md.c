@@ -13,7 +13,9 @@
 #include "cuda_ipc_ns_nsid.h"
 #include "cuda_ipc_ns_addr.h"
 #include "cuda_ipc_ns_ptr.h"
+#include "cuda_ipc_ns_compat.h"
 
+#include <uct/base/uct_iface.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
@@ -131,22 +133,32 @@ static void uct_cuda_ipc_ns_md_close(uct_md_h uct_md)
 }
 
 
-static ucs_status_t uct_cuda_ipc_ns_md_query(uct_md_h md, uct_md_attr_t *md_attr)
+static ucs_status_t uct_cuda_ipc_ns_md_query(uct_md_h md,
+                                             uct_cuda_ipc_ns_md_attr_t *md_attr)
 {
-    md_attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
-    md_attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
-    /* UCX 1.13.1 resolves RMA rkeys as host memory and skips a lane whose
-     * MD lists HOST in neither reg nor alloc types (docs/ucp.md); without
-     * UCT_MD_FLAG_ALLOC nothing is ever allocated through us */
-    md_attr->cap.alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    md_attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
-    /* UCP classifies buffers through the copy MD (cuda_cpy_ns) */
-    md_attr->cap.detect_mem_types = 0;
-    md_attr->cap.max_alloc        = 0;
-    md_attr->cap.max_reg          = ULONG_MAX;
-    md_attr->rkey_packed_size     = UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE;
-    md_attr->reg_cost             = ucs_linear_func_make(0, 0);
-    memset(&md_attr->local_cpus, 0xff, sizeof(md_attr->local_cpus));
+    uct_cuda_ipc_ns_md_caps_t caps = {
+        /* mem_dereg with UCT_MD_MEM_DEREG_FLAG_INVALIDATE revokes the
+         * registration for new imports and completes at once
+         * (docs/security.md, "Invalidation"); UCP's peer error mode wants
+         * it on rendezvous lanes */
+        .flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY |
+                            UCT_CUDA_IPC_NS_MD_FLAG_INVALIDATE,
+        .reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_CUDA),
+        /* UCX 1.13.1 resolves RMA rkeys as host memory and skips a lane
+         * whose MD lists HOST in neither reg nor alloc types (docs/ucp.md);
+         * without UCT_MD_FLAG_ALLOC nothing is ever allocated through us */
+        .alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST),
+        .access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA),
+        /* UCP classifies buffers through the copy MD (cuda_cpy_ns) */
+        .detect_mem_types = 0,
+        .max_alloc        = 0,
+        /* UCX 1.22's registration cache may keep our registrations
+         * (docs/ucx-versions.md: stale ones are re-exported at pack) */
+        .cache_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA),
+        .rkey_packed_size = UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE
+    };
+
+    uct_cuda_ipc_ns_compat_md_attr_set(md_attr, &caps);
     return UCS_OK;
 }
 
@@ -317,8 +329,9 @@ static ucs_status_t uct_cuda_ipc_ns_memh_set_uuid(uct_cuda_ipc_ns_memh_t *memh,
 
 static ucs_status_t
 uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
-                        unsigned flags, uct_mem_h *memh_p)
+                        uct_cuda_ipc_ns_mem_reg_arg_t reg_arg, uct_mem_h *memh_p)
 {
+    unsigned flags = uct_cuda_ipc_ns_compat_mem_reg_flags(reg_arg);
     uct_cuda_ipc_ns_md_t *md = ucs_derived_of(uct_md, uct_cuda_ipc_ns_md_t);
     const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
     ucs_log_level_t log_level;
@@ -336,13 +349,16 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
         return UCS_ERR_UNSUPPORTED;
     }
 
-    if (((uintptr_t)address < attr.base) ||
-        ((uintptr_t)address + length > attr.base + attr.size)) {
-        ucs_log(log_level, "cuda_ipc_ns: cannot register %p..%p: it crosses "
-                "the end of allocation 0x%llx..0x%llx", address,
-                UCS_PTR_BYTE_OFFSET(address, length), (unsigned long long)attr.base,
-                (unsigned long long)(attr.base + attr.size));
-        return UCS_ERR_INVALID_PARAM;
+    /* the key always describes the whole allocation of @a address; a range
+     * that runs past its end (UCP's registration cache aligns ranges) is
+     * registered as what the allocation covers: a peer's access beyond it
+     * fails the range check against the key (docs/architecture.md) */
+    if ((uintptr_t)address + length > attr.base + attr.size) {
+        ucs_debug("cuda_ipc_ns: %p..%p runs past the end of allocation "
+                  "0x%llx..0x%llx: registering the allocation", address,
+                  UCS_PTR_BYTE_OFFSET(address, length),
+                  (unsigned long long)attr.base,
+                  (unsigned long long)(attr.base + attr.size));
     }
 
     memh = ucs_calloc(1, sizeof(*memh), "cuda_ipc_ns_memh");
@@ -404,10 +420,18 @@ uct_cuda_ipc_ns_mem_dereg(uct_md_h uct_md,
                           const uct_md_mem_dereg_params_t *params)
 {
     uct_cuda_ipc_ns_memh_t *memh;
+    uct_completion_t *comp;
+    unsigned flags;
 
-    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
+    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 1);
 
-    memh = params->memh;
+    memh  = params->memh;
+    flags = UCT_MD_MEM_DEREG_FIELD_VALUE(params, flags, FIELD_FLAGS, 0);
+    comp  = UCT_MD_MEM_DEREG_FIELD_VALUE(params, comp, FIELD_COMPLETION, NULL);
+    if ((flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE) && (comp == NULL)) {
+        ucs_error("cuda_ipc_ns: invalidating memh %p needs a completion", memh);
+        return UCS_ERR_INVALID_PARAM;
+    }
 
     /* the broker must never hand out the fd once we close it */
     if (memh->reg != NULL) {
@@ -417,6 +441,15 @@ uct_cuda_ipc_ns_mem_dereg(uct_md_h uct_md,
     if (memh->fd >= 0) {
         close(memh->fd);
     }
+
+    if (flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE) {
+        /* revoked for new imports now: nothing is left to wait for. UCX 1.13.1
+         * counts this completion, 1.22 requires it before we return */
+        ucs_debug("cuda_ipc_ns: invalidated registration of allocation "
+                  "0x%" PRIx64 " (handle type %d)", memh->info.base,
+                  memh->info.handle_type);
+        uct_invoke_completion(comp, UCS_OK);
+    }
     ucs_free(memh);
     return UCS_OK;
 }
@@ -424,6 +457,7 @@ uct_cuda_ipc_ns_mem_dereg(uct_md_h uct_md,
 
 static ucs_status_t
 uct_cuda_ipc_ns_mkey_pack(uct_md_h md, uct_mem_h memh_,
+                          UCT_CUDA_IPC_NS_MKEY_PACK_RANGE_ARGS
                           const uct_md_mkey_pack_params_t *params,
                           void *rkey_buffer)
 {
@@ -433,9 +467,10 @@ uct_cuda_ipc_ns_mkey_pack(uct_md_h md, uct_mem_h memh_,
 }
 
 
-static ucs_status_t uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component,
-                                         const void *rkey_buffer,
-                                         uct_rkey_t *rkey_p, void **handle_p)
+static ucs_status_t
+uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
+                            UCT_CUDA_IPC_NS_RKEY_UNPACK_PARAMS_ARG
+                            uct_rkey_t *rkey_p, void **handle_p)
 {
     const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
     uct_cuda_ipc_ns_rkey_t *rkey;
@@ -503,7 +538,6 @@ static uct_md_ops_t uct_cuda_ipc_ns_md_ops = {
     /* the shared layer's: CUDA memory and its allocation */
     .mem_query              = uct_cuda_ipc_ns_ptr_mem_query,
     .mkey_pack              = uct_cuda_ipc_ns_mkey_pack,
-    .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero_int,
     .detect_memory_type     = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported
 };
 
@@ -585,6 +619,7 @@ uct_component_t uct_cuda_ipc_ns_component = {
     .rkey_ptr           = (uct_component_rkey_ptr_func_t)
                           ucs_empty_function_return_unsupported,
     .rkey_release       = uct_cuda_ipc_ns_rkey_release,
+    UCT_CUDA_IPC_NS_COMPONENT_RKEY_COMPARE
     .name               = UCT_CUDA_IPC_NS_NAME,
     .md_config          = {
         .name           = "CUDA IPC across namespaces memory domain",

@@ -8,6 +8,7 @@
 #include "cuda_ipc_ns_stream.h"
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_ctx.h"
+#include "cuda_ipc_ns_compat.h"
 
 #include <ucs/datastruct/queue.h>
 #include <uct/base/uct_iface.h>
@@ -73,21 +74,25 @@ ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
     cq->max_ops     = max_events;
     ucs_list_head_init(&cq->active);
 
-    status = ucs_mpool_init(&cq->op_mp, 0, sizeof(uct_cuda_ipc_ns_op_t), 0,
-                            UCS_SYS_CACHE_LINE_SIZE, ucs_min(128, max_events),
-                            max_events,
-                            &uct_cuda_ipc_ns_op_mpool_ops, "cuda_ipc_ns_ops");
+    status = uct_cuda_ipc_ns_compat_mpool_init(&cq->op_mp,
+                                               sizeof(uct_cuda_ipc_ns_op_t),
+                                               UCS_SYS_CACHE_LINE_SIZE,
+                                               ucs_min(128, max_events),
+                                               max_events,
+                                               &uct_cuda_ipc_ns_op_mpool_ops,
+                                               "cuda_ipc_ns_ops");
     if (status != UCS_OK) {
         ucs_error("cuda_ipc_ns: failed to create the op pool: %s",
                   ucs_status_string(status));
         return status;
     }
 
-    status = ucs_mpool_init(&cq->flush_mp, 0,
-                            sizeof(uct_cuda_ipc_ns_flush_req_t), 0,
-                            UCS_SYS_CACHE_LINE_SIZE, 16, UINT_MAX,
-                            &uct_cuda_ipc_ns_flush_mpool_ops,
-                            "cuda_ipc_ns_flush_reqs");
+    status = uct_cuda_ipc_ns_compat_mpool_init(&cq->flush_mp,
+                                               sizeof(uct_cuda_ipc_ns_flush_req_t),
+                                               UCS_SYS_CACHE_LINE_SIZE, 16,
+                                               UINT_MAX,
+                                               &uct_cuda_ipc_ns_flush_mpool_ops,
+                                               "cuda_ipc_ns_flush_reqs");
     if (status != UCS_OK) {
         ucs_error("cuda_ipc_ns: failed to create the flush request pool: %s",
                   ucs_status_string(status));

@@ -47,8 +47,7 @@ typedef struct uct_cuda_ipc_ns_iface {
 
 
 typedef struct uct_cuda_ipc_ns_ep {
-    uct_base_ep_t                super;
-    uct_cuda_ipc_ns_iface_addr_t remote;      /* peer's iface address */
+    uct_cuda_ipc_ns_ep_base_t    super;       /* the peer's addresses */
     uct_cuda_ipc_ns_peer_t       *peer;       /* its cache entry */
     uct_cuda_ipc_ns_cq_ep_t      cq_ep;       /* its copies in flight */
     ucs_arbiter_group_t          arb_group;   /* its pending requests */
