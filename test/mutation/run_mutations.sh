@@ -102,9 +102,11 @@ while IFS= read -r line; do
             result="SURVIVED"
         elif [ $rc = 124 ]; then
             result="killed (hang)"
+        elif [ $rc -gt 128 ]; then
+            result="killed (signal $((rc - 128)))"
         else
             red=$(grep -E '^\[  FAILED  \] [^ ]+ \(' "$work/$id.log" |
-                  awk '{print $4}' | head -3 | paste -sd, -)
+                  awk '{print $4}' | head -3 | paste -sd, - || true)
             result="killed${red:+: $red}"
             [ -n "$red" ] || result="killed (rc $rc)"
         fi
