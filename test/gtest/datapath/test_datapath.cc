@@ -643,8 +643,6 @@ TEST_PEER_ROLE(datapath_iovs_two_devices)
     const size_t size = MiB;
     two_device_iov_result res = {};
     uct_rkey_bundle_t rkey;
-    CUdevice dev1 = 0;
-    CUcontext ctx0, ctx1;
     int go;
 
     if (!chan.recv_obj(go) || !cuda_init()) {
@@ -666,13 +664,9 @@ TEST_PEER_ROLE(datapath_iovs_two_devices)
             chan.send_obj(res);
             return 1;
         }
-        int on0 = node.alloc(BUF_LEGACY, size);
-        bool cu_ok = FENCE_CU(cuCtxGetCurrent, &ctx0) &&
-                     FENCE_CU(cuDeviceGet, &dev1, 1) &&
-                     FENCE_CU(cuDevicePrimaryCtxRetain, &ctx1, dev1) &&
-                     FENCE_CU(cuCtxSetCurrent, ctx1);
-        int on1 = node.alloc(BUF_LEGACY, size);
-        cu_ok = cu_ok && FENCE_CU(cuCtxSetCurrent, ctx0);
+        int on0 = node.alloc(BUF_LEGACY, size, 0, 0);
+        int on1 = node.alloc(BUF_LEGACY, size, 0, 1);
+        bool cu_ok = true;
         res.setup_ok = cu_ok && (on0 >= 0) && (on1 >= 0);
         if (res.setup_ok) {
             node.fill(on0, 5);
@@ -698,7 +692,6 @@ TEST_PEER_ROLE(datapath_iovs_two_devices)
         }
         uct_rkey_release(node.component(), &rkey);
     }
-    (void)FENCE_CU(cuDevicePrimaryCtxRelease, dev1);
     chan.send_obj(res);
     return 0;
 }
