@@ -105,8 +105,8 @@ while IFS= read -r line; do
         elif [ $rc -gt 128 ]; then
             result="killed (signal $((rc - 128)))"
         else
-            red=$(grep -E '^\[  FAILED  \] [^ ]+ \(' "$work/$id.log" |
-                  awk '{print $4}' | head -3 | paste -sd, - || true)
+            red=$(grep -E '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$work/$id.log" |
+                  awk '{print $4}' | tr -d , | head -3 | paste -sd, - || true)
             result="killed${red:+: $red}"
             [ -n "$red" ] || result="killed (rc $rc)"
         fi

@@ -541,16 +541,27 @@ TEST_PEER_ROLE(datapath_fence_two_devices)
             chan.send_obj(res);
             return 1;
         }
-        int dst = node.alloc(BUF_LEGACY, size);
+        int dst = node.alloc(BUF_LEGACY, size, 0, 1);
         node.fill(dst, 9);
         (void)FENCE_CU(cuCtxSetCurrent, ctx0);
+        /* really two devices, else one stream orders them without a fence */
+        int src_dev = -1, dst_dev = -1;
+        bool two_devices =
+                FENCE_CU(cuPointerGetAttribute, &src_dev,
+                         CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                         (CUdeviceptr)node.buf(src).ptr) &&
+                FENCE_CU(cuPointerGetAttribute, &dst_dev,
+                         CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                         (CUdeviceptr)node.buf(dst).ptr) &&
+                (src_dev == 0) && (dst_dev == 1);
 
         completion put, get;
         uct_iov_t put_iov = {node.buf(src).ptr, size, nullptr, 0, 1};
         uct_iov_t get_iov = {node.buf(dst).ptr, size, nullptr, 0, 1};
         {
             copy_engine_hold hold(0);
-            res.setup_ok     = hold.ok() && (src >= 0) && (dst >= 0);
+            res.setup_ok     = hold.ok() && (src >= 0) && (dst >= 0) &&
+                               two_devices;
             res.put_status   = uct_ep_put_zcopy(ep, &put_iov, 1, r.addr,
                                                 rkey.rkey, &put.comp);
             res.fence_status = uct_ep_fence(ep, 0);
