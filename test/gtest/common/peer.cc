@@ -9,6 +9,7 @@ extern "C" {
 
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -204,9 +205,20 @@ static void peer_exec(const std::string &exe, const std::string &role,
                       const peer_options &opts, int fd,
                       const peer_staging &staging)
 {
-    if (opts.new_net_ns && unshare(CLONE_NEWNET)) {
-        perror("unshare(CLONE_NEWNET)");
-        _exit(121);
+    if (opts.new_net_ns) {
+        /* as `ip netns exec`: a mount namespace with a sysfs of the new
+         * network namespace, whose /sys/class/net UCX 1.22 reads to find
+         * network devices (the inherited sysfs shows the old ones) */
+        if (unshare(CLONE_NEWNET | CLONE_NEWNS)) {
+            perror("unshare(CLONE_NEWNET | CLONE_NEWNS)");
+            _exit(121);
+        }
+        if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) ||
+            umount2("/sys", MNT_DETACH) ||
+            mount("sysfs", "/sys", "sysfs", 0, NULL)) {
+            perror("remounting /sys in the new network namespace");
+            _exit(121);
+        }
     }
     if (opts.new_user_ns && unshare(CLONE_NEWUSER)) {
         perror("unshare(CLONE_NEWUSER)");

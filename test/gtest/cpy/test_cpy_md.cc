@@ -6,6 +6,12 @@
 #include "cudasim/cudasim_test.h"
 
 #include <cstdlib>
+#include <cstring>
+
+extern "C" {
+#include <uct/base/uct_component.h>
+#include <uct/base/uct_md.h>
+}
 
 
 namespace {
@@ -235,3 +241,103 @@ TEST_F(cpy_md_test, detect_memory_type) {
 }
 
 } // namespace
+
+
+/*
+ * Coexistence with a UCX built with CUDA (docs/ucx-versions.md): when UCX
+ * registers its own CUDA copy component ("cuda_cpy"), cu_cpy_ns steps aside
+ * unless UCX_CUDA_CPY_NS_ENABLE=y; UCX_CUDA_CPY_NS_ENABLE=n always does. A
+ * stand-in component under the stock name plays UCX's.
+ */
+class cpy_coexistence_test : public ::testing::Test {
+protected:
+    static ucs_status_t
+    stand_in_resources(uct_component_t *component,
+                       uct_md_resource_desc_t **resources_p,
+                       unsigned *num_resources_p)
+    {
+        return uct_md_query_empty_md_resource(resources_p, num_resources_p);
+    }
+
+    void SetUp() override
+    {
+        if (!test::cuda_init()) {
+            GTEST_SKIP() << "no CUDA driver/device";
+        }
+        /* a C struct with a const name: built in raw storage */
+        memset(m_storage, 0, sizeof(m_storage));
+        m_stand_in = reinterpret_cast<uct_component_t*>(m_storage);
+        strncpy((char*)m_stand_in->name, "cuda_cpy",
+                sizeof(m_stand_in->name) - 1);
+        m_stand_in->query_md_resources = stand_in_resources;
+        m_stand_in->md_config.table    = m_empty_table;
+        m_stand_in->md_config.name     = "stand-in CUDA copy";
+        m_stand_in->md_config.prefix   = "";
+        m_stand_in->md_config.size     = sizeof(uct_md_config_t);
+        ucs_list_head_init(&m_stand_in->tl_list);
+        m_registered = false;
+    }
+
+    void TearDown() override
+    {
+        unregister_stand_in();
+        unsetenv("UCX_CUDA_CPY_NS_ENABLE");
+    }
+
+    void register_stand_in()
+    {
+        uct_component_register(m_stand_in);
+        m_registered = true;
+    }
+
+    void unregister_stand_in()
+    {
+        if (m_registered) {
+            uct_component_unregister(m_stand_in);
+            /* UCX's unregister leaves the component in uct_components_list
+             * (a TODO there): take it out, the storage dies with the test */
+            ucs_list_del(&m_stand_in->list);
+            m_registered = false;
+        }
+    }
+
+    /* how many memory domains a component lists */
+    static unsigned num_mds(const char *component_name)
+    {
+        uct_component_h component = test::find_component(component_name);
+        uct_component_attr_t attr = {};
+        unsigned count;
+
+        EXPECT_NE(nullptr, component) << component_name;
+        if (component == nullptr) {
+            return 0;
+        }
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+        EXPECT_EQ(UCS_OK, uct_component_query(component, &attr));
+        count = attr.md_resource_count;
+        return count;
+    }
+
+    alignas(uct_component_t) unsigned char m_storage[sizeof(uct_component_t)];
+    uct_component_t    *m_stand_in;
+    ucs_config_field_t m_empty_table[1] = {};
+    bool               m_registered;
+};
+
+
+TEST_F(cpy_coexistence_test, steps_aside_for_ucx_own_cuda_copy) {
+    ASSERT_EQ(nullptr, test::find_component("cuda_cpy"))
+            << "this UCX has its own CUDA copy: the test needs one without";
+    EXPECT_EQ(1u, num_mds("cuda_cpy_ns")) << "alone: offered";
+
+    register_stand_in();
+    EXPECT_EQ(0u, num_mds("cuda_cpy_ns")) << "UCX's own present: steps aside";
+    EXPECT_EQ(1u, num_mds("cuda_ipc_ns")) << "cu_ipc_ns is not concerned";
+
+    setenv("UCX_CUDA_CPY_NS_ENABLE", "y", 1);
+    EXPECT_EQ(1u, num_mds("cuda_cpy_ns")) << "ENABLE=y: offered anyway";
+
+    unregister_stand_in();
+    setenv("UCX_CUDA_CPY_NS_ENABLE", "n", 1);
+    EXPECT_EQ(0u, num_mds("cuda_cpy_ns")) << "ENABLE=n: never offered";
+}

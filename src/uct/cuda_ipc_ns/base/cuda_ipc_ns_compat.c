@@ -77,6 +77,15 @@ int uct_cuda_ipc_ns_compat_config_bw_is_auto(double value)
 }
 
 
+static ucs_mpool_ops_t uct_cuda_ipc_ns_compat_malloc_mpool_ops = {
+    .chunk_alloc   = ucs_mpool_chunk_malloc,
+    .chunk_release = ucs_mpool_chunk_free,
+    .obj_init      = NULL,
+    .obj_cleanup   = NULL,
+    .obj_str       = NULL
+};
+
+
 ucs_status_t uct_cuda_ipc_ns_compat_mpool_init(ucs_mpool_t *mp,
                                                size_t elem_size,
                                                size_t alignment,
@@ -87,7 +96,13 @@ ucs_status_t uct_cuda_ipc_ns_compat_mpool_init(ucs_mpool_t *mp,
 {
 #if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 14)
     ucs_mpool_params_t params;
+#endif
 
+    if (ops == NULL) {
+        ops = &uct_cuda_ipc_ns_compat_malloc_mpool_ops;
+    }
+
+#if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 14)
     ucs_mpool_params_reset(&params);
     params.elem_size       = elem_size;
     params.alignment       = alignment;

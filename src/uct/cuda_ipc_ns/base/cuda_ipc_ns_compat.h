@@ -138,7 +138,8 @@ int uct_cuda_ipc_ns_compat_config_bw_is_auto(double value);
 
 
 /** A memory pool of @a elem_size objects, @a alignment aligned, growing by
- *  @a elems_per_chunk up to @a max_elems */
+ *  @a elems_per_chunk up to @a max_elems, with @a ops (NULL: chunks from
+ *  malloc, objects not initialized) */
 ucs_status_t uct_cuda_ipc_ns_compat_mpool_init(ucs_mpool_t *mp,
                                                size_t elem_size,
                                                size_t alignment,

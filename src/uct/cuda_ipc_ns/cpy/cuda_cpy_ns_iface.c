@@ -182,15 +182,6 @@ static uct_iface_ops_t uct_cuda_cpy_ns_iface_ops = {
 };
 
 
-static ucs_mpool_ops_t uct_cuda_cpy_ns_done_mpool_ops = {
-    .chunk_alloc   = ucs_mpool_chunk_malloc,
-    .chunk_release = ucs_mpool_chunk_free,
-    .obj_init      = NULL,
-    .obj_cleanup   = NULL,
-    .obj_str       = NULL
-};
-
-
 static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_iface_t, uct_md_h md,
                            uct_worker_h worker, const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
@@ -212,7 +203,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_iface_t, uct_md_h md,
                                              sizeof(uct_cuda_cpy_ns_done_t),
                                              UCS_SYS_CACHE_LINE_SIZE, 16,
                                              UINT_MAX,
-                                             &uct_cuda_cpy_ns_done_mpool_ops,
+                                             NULL,
                                              "cuda_cpy_ns_completions");
 }
 

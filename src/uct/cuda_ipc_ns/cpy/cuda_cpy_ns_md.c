@@ -20,10 +20,28 @@
 #include <string.h>
 
 
+static const char *uct_cuda_cpy_ns_enable_names[] = {
+    [UCT_CUDA_CPY_NS_ENABLE_NO]   = "n",
+    [UCT_CUDA_CPY_NS_ENABLE_YES]  = "y",
+    [UCT_CUDA_CPY_NS_ENABLE_AUTO] = "auto",
+    NULL
+};
+
+
 ucs_config_field_t uct_cuda_cpy_ns_md_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_cuda_cpy_ns_md_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
+
+    {"ENABLE", "auto",
+     "Whether the copy transport cu_cpy_ns offers itself:\n"
+     " auto - unless UCX registers its own CUDA copy component (cuda_cpy, in a\n"
+     "        UCX built with CUDA), which then serves UCP's memory-type copies,\n"
+     "        detection and allocation\n"
+     " y    - always\n"
+     " n    - never",
+     ucs_offsetof(uct_cuda_cpy_ns_md_config_t, enable),
+     UCS_CONFIG_TYPE_ENUM(uct_cuda_cpy_ns_enable_names)},
 
     {"MEM_ALLOC", "vmm",
      "How CUDA memory is allocated for UCP (ucp_mem_map with\n"
@@ -59,6 +77,67 @@ uct_cuda_cpy_ns_config_alloc_mode(uct_cuda_cpy_ns_alloc_mode_t *mode_p)
     return uct_cuda_ipc_ns_md_config_apply(&uct_cuda_cpy_ns_component,
                                            uct_cuda_cpy_ns_md_config_alloc_mode,
                                            mode_p);
+}
+
+
+/* Whether UCX registers its own CUDA copy component */
+static int uct_cuda_cpy_ns_stock_component_present(void)
+{
+    uct_component_attr_t attr = {.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME};
+    uct_component_h *components;
+    unsigned i, count;
+    int found = 0;
+
+    if (uct_query_components(&components, &count) != UCS_OK) {
+        return 0;
+    }
+
+    for (i = 0; (i < count) && !found; ++i) {
+        found = (uct_component_query(components[i], &attr) == UCS_OK) &&
+                !strcmp(attr.name, UCT_CUDA_CPY_NS_STOCK_COMPONENT);
+    }
+
+    uct_release_component_list(components);
+    return found;
+}
+
+
+static ucs_status_t
+uct_cuda_cpy_ns_md_config_enable(const uct_md_config_t *md_config, void *arg)
+{
+    *(uct_cuda_cpy_ns_enable_t*)arg =
+            ucs_derived_of(md_config, uct_cuda_cpy_ns_md_config_t)->enable;
+    return UCS_OK;
+}
+
+
+/*
+ * Listed when the driver has a device and the transport offers itself
+ * (UCX_CUDA_CPY_NS_ENABLE): by default it steps aside for UCX's own CUDA
+ * copy component, so that one UCX never has two (docs/ucx-versions.md).
+ */
+static ucs_status_t
+uct_cuda_cpy_ns_query_md_resources(uct_component_t *component,
+                                   uct_md_resource_desc_t **resources_p,
+                                   unsigned *num_resources_p)
+{
+    uct_cuda_cpy_ns_enable_t enable = UCT_CUDA_CPY_NS_ENABLE_AUTO;
+
+    (void)uct_cuda_ipc_ns_md_config_apply(component,
+                                          uct_cuda_cpy_ns_md_config_enable,
+                                          &enable);
+    if ((enable == UCT_CUDA_CPY_NS_ENABLE_NO) ||
+        ((enable == UCT_CUDA_CPY_NS_ENABLE_AUTO) &&
+         uct_cuda_cpy_ns_stock_component_present())) {
+        ucs_debug("cuda_cpy_ns: not offered (UCX_CUDA_CPY_NS_ENABLE=%s%s)",
+                  uct_cuda_cpy_ns_enable_names[enable],
+                  (enable == UCT_CUDA_CPY_NS_ENABLE_AUTO) ?
+                  ", UCX has its own " UCT_CUDA_CPY_NS_STOCK_COMPONENT : "");
+        return uct_md_query_empty_md_resource(resources_p, num_resources_p);
+    }
+
+    return uct_cuda_ipc_ns_query_md_resources(component, resources_p,
+                                              num_resources_p);
 }
 
 
@@ -225,7 +304,7 @@ static ucs_status_t uct_cuda_cpy_ns_md_open(uct_component_t *component,
 
 
 uct_component_t uct_cuda_cpy_ns_component = {
-    .query_md_resources = uct_cuda_ipc_ns_query_md_resources,
+    .query_md_resources = uct_cuda_cpy_ns_query_md_resources,
     .md_open            = uct_cuda_cpy_ns_md_open,
     .cm_open            = (uct_component_cm_open_func_t)
                           ucs_empty_function_return_unsupported,

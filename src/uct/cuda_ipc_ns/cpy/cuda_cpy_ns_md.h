@@ -18,8 +18,21 @@
 #define UCT_CUDA_CPY_NS_CFG_PREFIX "CUDA_CPY_NS_"
 
 
+/* Whether the copy transport offers itself (UCX_CUDA_CPY_NS_ENABLE) */
+typedef enum {
+    UCT_CUDA_CPY_NS_ENABLE_NO,
+    UCT_CUDA_CPY_NS_ENABLE_YES,
+    UCT_CUDA_CPY_NS_ENABLE_AUTO  /* unless UCX has its own CUDA copy */
+} uct_cuda_cpy_ns_enable_t;
+
+
+/* The component of UCX's own CUDA copy transport (UCX built with CUDA) */
+#define UCT_CUDA_CPY_NS_STOCK_COMPONENT "cuda_cpy"
+
+
 typedef struct uct_cuda_cpy_ns_md_config {
     uct_md_config_t super;
+    int             enable;    /* uct_cuda_cpy_ns_enable_t */
     int             mem_alloc; /* uct_cuda_cpy_ns_alloc_mode_t */
 } uct_cuda_cpy_ns_md_config_t;
 

@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <limits.h>
 #include <inttypes.h>
+#include <pthread.h>
 
 
 ucs_config_field_t uct_cuda_ipc_ns_md_config_table[] = {
@@ -467,6 +468,52 @@ uct_cuda_ipc_ns_mkey_pack(uct_md_h md, uct_mem_h memh_,
 }
 
 
+/* Owners whose legacy keys were refused with a warning: a small ring, so
+ * that a user sees the warning once per peer process, not once per key */
+#define UCT_CUDA_IPC_NS_LEGACY_WARNED_MAX 64
+
+static struct {
+    pthread_mutex_t lock;
+    unsigned        next;
+    struct {
+        uint64_t pid_ns;
+        uint64_t start_time;
+        uint32_t pid;
+        int      used;
+    } owners[UCT_CUDA_IPC_NS_LEGACY_WARNED_MAX];
+} uct_cuda_ipc_ns_legacy_warned = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+
+/* Nonzero the first time the owner of @a info is seen (it is recorded) */
+static int uct_cuda_ipc_ns_legacy_warn_first(const uct_cuda_ipc_ns_rkey_info_t *info)
+{
+    int first = 1;
+    unsigned i;
+
+    pthread_mutex_lock(&uct_cuda_ipc_ns_legacy_warned.lock);
+    for (i = 0; i < UCT_CUDA_IPC_NS_LEGACY_WARNED_MAX; ++i) {
+        if (uct_cuda_ipc_ns_legacy_warned.owners[i].used &&
+            (uct_cuda_ipc_ns_legacy_warned.owners[i].pid == info->pid) &&
+            (uct_cuda_ipc_ns_legacy_warned.owners[i].pid_ns == info->pid_ns) &&
+            (uct_cuda_ipc_ns_legacy_warned.owners[i].start_time ==
+             info->start_time)) {
+            first = 0;
+            break;
+        }
+    }
+    if (first) {
+        i = uct_cuda_ipc_ns_legacy_warned.next++ %
+            UCT_CUDA_IPC_NS_LEGACY_WARNED_MAX;
+        uct_cuda_ipc_ns_legacy_warned.owners[i].pid        = info->pid;
+        uct_cuda_ipc_ns_legacy_warned.owners[i].pid_ns     = info->pid_ns;
+        uct_cuda_ipc_ns_legacy_warned.owners[i].start_time = info->start_time;
+        uct_cuda_ipc_ns_legacy_warned.owners[i].used       = 1;
+    }
+    pthread_mutex_unlock(&uct_cuda_ipc_ns_legacy_warned.lock);
+    return first;
+}
+
+
 static ucs_status_t
 uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
                             UCT_CUDA_IPC_NS_RKEY_UNPACK_PARAMS_ARG
@@ -495,10 +542,24 @@ uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
 
     if ((rkey->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
         (rkey->info.pid_ns != self->pid_ns)) {
-        ucs_diag("cuda_ipc_ns: legacy IPC handle of pid %u in PID namespace "
-                 "%" PRIu64 " cannot be opened from PID namespace %" PRIu64
-                 " (export the memory with cuMemCreate and POSIX fd handles)",
-                 rkey->info.pid, rkey->info.pid_ns, self->pid_ns);
+        /* UCP drops us from the key: tag and stream stage the data through
+         * the driver (cu_cpy_ns), but UCP's software RMA of protocols v1
+         * copies with the CPU (ucp/rma/rma_sw.c assumes host memory) */
+        if (uct_cuda_ipc_ns_legacy_warn_first(&rkey->info)) {
+            ucs_warn("cuda_ipc_ns: memory of pid %u in PID namespace %" PRIu64
+                     " comes from cuMemAlloc (legacy CUDA IPC handle), which "
+                     "cannot be opened from PID namespace %" PRIu64 ": UCP "
+                     "moves it without cu_ipc_ns. Tag and stream messages are "
+                     "staged through the CUDA driver; UCP RMA (put/get) with "
+                     "protocols v1 (UCX_PROTO_ENABLE=n, the default of UCX "
+                     "1.13) falls back to software RMA, which copies device "
+                     "memory with the CPU (wrong data or a crash on a GPU). "
+                     "Remedies: export VMM memory (cuMemCreate with "
+                     "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), or set "
+                     "UCX_PROTO_ENABLE=y, whose RMA copies through the driver. "
+                     "(once per peer process)",
+                     rkey->info.pid, rkey->info.pid_ns, self->pid_ns);
+        }
         status = UCS_ERR_UNREACHABLE;
         goto err_free;
     }

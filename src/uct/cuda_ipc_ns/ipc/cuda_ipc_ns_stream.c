@@ -53,15 +53,6 @@ static ucs_mpool_ops_t uct_cuda_ipc_ns_op_mpool_ops = {
 };
 
 
-static ucs_mpool_ops_t uct_cuda_ipc_ns_flush_mpool_ops = {
-    .chunk_alloc   = ucs_mpool_chunk_malloc,
-    .chunk_release = ucs_mpool_chunk_free,
-    .obj_init      = NULL,
-    .obj_cleanup   = NULL,
-    .obj_str       = NULL
-};
-
-
 ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
                                      unsigned max_streams, unsigned max_poll,
                                      unsigned max_events)
@@ -91,7 +82,7 @@ ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
                                                sizeof(uct_cuda_ipc_ns_flush_req_t),
                                                UCS_SYS_CACHE_LINE_SIZE, 16,
                                                UINT_MAX,
-                                               &uct_cuda_ipc_ns_flush_mpool_ops,
+                                               NULL,
                                                "cuda_ipc_ns_flush_reqs");
     if (status != UCS_OK) {
         ucs_error("cuda_ipc_ns: failed to create the flush request pool: %s",
