@@ -14,8 +14,10 @@ extern "C" {
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <link.h>
 #include <grp.h>
 #include <poll.h>
 #include <sched.h>
@@ -108,9 +110,100 @@ static void block_pidfd_getfd()
 }
 
 
+static int peer_staging_collect(struct dl_phdr_info *info, size_t size,
+                                void *arg)
+{
+    auto *paths = static_cast<std::vector<std::string>*>(arg);
+    const char *name = info->dlpi_name;
+
+    if ((name != nullptr) && (name[0] == '/') && strncmp(name, "/usr/", 5) &&
+        strncmp(name, "/lib", 4)) {
+        paths->push_back(name);
+    }
+    return 0;
+}
+
+
+std::string peer_staging::copy_in(const std::string &path)
+{
+    std::string base = path.substr(path.rfind('/') + 1);
+    std::string dest = m_dir + "/" + base;
+    int in, out;
+    char buf[65536];
+    ssize_t n;
+
+    in = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) {
+        throw std::runtime_error("staging: cannot open " + path);
+    }
+    out = open(dest.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+    if (out < 0) {
+        close(in);
+        throw std::runtime_error("staging: cannot create " + dest);
+    }
+    m_files.push_back(dest);
+    while ((n = read(in, buf, sizeof(buf))) > 0) {
+        if (write(out, buf, n) != n) {
+            n = -1;
+            break;
+        }
+    }
+    close(in);
+    close(out);
+    if (n < 0) {
+        throw std::runtime_error("staging: cannot copy " + path);
+    }
+    return dest;
+}
+
+
+void peer_staging::stage(const std::string &exe)
+{
+    char tmpl[] = "/tmp/cuda_ipc_ns_peer.XXXXXX";
+    std::vector<std::string> libs;
+    const char *driver = getenv("UCX_CUDA_IPC_NS_DRIVER");
+
+    if (mkdtemp(tmpl) == nullptr) {
+        throw std::runtime_error("staging: mkdtemp failed");
+    }
+    m_dir = tmpl;
+    if (chmod(m_dir.c_str(), 0755)) {
+        throw std::runtime_error("staging: chmod failed");
+    }
+
+    m_exe = copy_in(exe);
+    dl_iterate_phdr(peer_staging_collect, &libs);
+    for (auto &lib : libs) {
+        std::string base = lib.substr(lib.rfind('/') + 1);
+        if ((lib != exe) && (access((m_dir + "/" + base).c_str(), F_OK))) {
+            copy_in(lib);
+        }
+    }
+    if ((driver != nullptr) && (driver[0] == '/')) {
+        std::string base(strrchr(driver, '/') + 1);
+        m_driver = m_dir + "/" + base;
+        if (access(m_driver.c_str(), F_OK)) {
+            copy_in(driver);
+        }
+    }
+}
+
+
+peer_staging::~peer_staging()
+{
+    for (auto &f : m_files) {
+        unlink(f.c_str());
+    }
+    if (!m_dir.empty()) {
+        rmdir(m_dir.c_str());
+    }
+}
+
+
 /* Runs in the forked child: never returns */
 static void peer_exec(const std::string &exe, const std::string &role,
-                      const peer_options &opts, int fd)
+                      const peer_options &opts, int fd,
+                      const peer_staging &staging)
 {
     if (opts.new_net_ns) {
         /* as `ip netns exec`: a mount namespace with a sysfs of the new
@@ -161,6 +254,18 @@ static void peer_exec(const std::string &exe, const std::string &role,
         }
     }
 
+    if (!staging.dir().empty()) {
+        /* run from the copies: the build tree may be closed to this uid */
+        if (chdir(staging.dir().c_str())) {
+            perror("chdir");
+            _exit(127);
+        }
+        setenv("LD_LIBRARY_PATH", staging.dir().c_str(), 1);
+        if (!staging.driver().empty()) {
+            setenv("UCX_CUDA_IPC_NS_DRIVER", staging.driver().c_str(), 1);
+        }
+    }
+
     char fd_str[16];
     snprintf(fd_str, sizeof(fd_str), "%d", fd);
     setenv(PEER_FD_ENV, fd_str, 1);
@@ -185,6 +290,9 @@ peer::peer(const std::string &role, const peer_options &opts) :
         throw std::runtime_error("readlink(/proc/self/exe) failed");
     }
     exe[len] = '\0';
+    if (opts.uid >= 0) {
+        m_staging.stage(exe);
+    }
 
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
         throw std::runtime_error("socketpair failed");
@@ -201,7 +309,8 @@ peer::peer(const std::string &role, const peer_options &opts) :
         close(sv[0]);
         /* the peer's end survives exec */
         fcntl(sv[1], F_SETFD, 0);
-        peer_exec(exe, role, opts, sv[1]);
+        peer_exec(m_staging.exe().empty() ? exe : m_staging.exe(), role, opts,
+                  sv[1], m_staging);
     }
 
     close(sv[1]);

@@ -25,6 +25,38 @@ struct peer_options {
 };
 
 
+/*
+ * What a peer of another uid executes: that uid may not enter the build
+ * tree (a clone under /root is 0700), so the test binary, the shared objects
+ * it loaded from outside /usr and /lib, and the driver named by
+ * UCX_CUDA_IPC_NS_DRIVER are copied into a fresh 0755 directory under /tmp;
+ * the peer runs from there with LD_LIBRARY_PATH and the driver variable
+ * pointing into it. The directory is removed with this object.
+ */
+class peer_staging {
+public:
+    peer_staging() = default;
+    ~peer_staging();
+    peer_staging(const peer_staging&) = delete;
+    peer_staging &operator=(const peer_staging&) = delete;
+
+    /* copies everything; throws on failure */
+    void stage(const std::string &exe);
+
+    const std::string &dir() const { return m_dir; }
+    const std::string &exe() const { return m_exe; }
+    const std::string &driver() const { return m_driver; }
+
+private:
+    std::string copy_in(const std::string &path);
+
+    std::string              m_dir;
+    std::string              m_exe;
+    std::string              m_driver; /* empty: the variable is kept */
+    std::vector<std::string> m_files;
+};
+
+
 /* Channel between a test and its peer: messages keep their boundaries */
 class channel {
 public:
@@ -66,9 +98,10 @@ public:
     int wait(int timeout_ms = 60000);
 
 private:
-    pid_t   m_pid;
-    channel m_chan;
-    bool    m_waited;
+    peer_staging m_staging; /* only for another uid; outlives the process */
+    pid_t        m_pid;
+    channel      m_chan;
+    bool         m_waited;
 };
 
 

@@ -11,6 +11,8 @@ extern "C" {
 #include <ucp/api/ucp.h>
 }
 
+#include <poll.h>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <vector>
@@ -18,7 +20,13 @@ extern "C" {
 
 namespace test {
 
-const int UCP_TIMEOUT_MS = 30000;
+/* A safety net that turns a hung request into a failure, never a bound on
+ * how long an operation may take: a loaded CI machine (emulated copies of
+ * 64 MiB, two processes progressing) must not reach it. A process that gave
+ * up on its side closes its TCP connection, and its peer then sees
+ * UCS_ERR_ENDPOINT_TIMEOUT (UCX's tcp transport reports every connection
+ * dropped by the peer that way), which looks like a transport failure. */
+const int UCP_TIMEOUT_MS = 300000;
 
 
 /* A UCP context and worker; UCX_TLS=tls and UCX_PROTO_ENABLE=proto when
@@ -154,17 +162,23 @@ public:
         return ucp_tag_recv_nbx(worker, buf, size, tag, (ucp_tag_t)-1, &param);
     }
 
-    /* receive one message of @a len bytes on @a chan, progressing */
+    /* receive one message of @a len bytes on @a chan, progressing; waits
+     * for the message or for the channel to close (the other process ended),
+     * however long the other process takes */
     bool chan_recv(const test::channel &chan, void *buf, size_t len)
     {
-        for (int ms = 0; ms < UCP_TIMEOUT_MS; ++ms) {
+        for (;;) {
             ucp_worker_progress(worker);
-            ssize_t ret = chan.recv(buf, len, 1);
-            if (ret >= 0) {
-                return (size_t)ret == len;
+            struct pollfd pfd = {chan.fd(), POLLIN, 0};
+            int n = poll(&pfd, 1, 1);
+            if ((n < 0) && (errno != EINTR)) {
+                return false;
+            } else if (n > 0) {
+                /* a message, or end of file / error: recv tells which */
+                ssize_t ret = chan.recv(buf, len, 0);
+                return (ret >= 0) && ((size_t)ret == len);
             }
         }
-        return false;
     }
 
     ucs_status_t  init_status   = UCS_ERR_LAST;

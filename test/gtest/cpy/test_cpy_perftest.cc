@@ -5,6 +5,7 @@
  * allocator is then driven the way libperf drives it.
  */
 #include "cpy_test.h"
+#include "common/peer.h"
 
 extern "C" {
 #include <tools/perf/lib/libperf_int.h>
@@ -12,6 +13,7 @@ extern "C" {
 
 #include <cstdlib>
 #include <memory>
+#include <string>
 
 
 /* the table of tools/perf/lib/libperf.c, declared by libperf.h */
@@ -69,17 +71,118 @@ TEST_F(cpy_perftest_test, fills_only_the_cuda_slot) {
 }
 
 
-/* init makes the device of the rte group current, as cudaSetDevice() */
-TEST_F(cpy_perftest_test, init_sets_the_group_device) {
-    CUcontext ctx = nullptr;
+/* The device init makes current for rte group index `group`, and the
+ * number of devices; in a peer, which has its own device count */
+struct init_device_result {
+    int32_t status = -1;
+    int32_t count  = 0;
+    int32_t device = -1;
+    int32_t ctx_is_primary = 0; /* the device's primary context is current */
+};
+
+unsigned group_index_from_env(void *rte_group)
+{
+    return (unsigned)atoi(getenv("CPY_PERFTEST_GROUP_INDEX"));
+}
+
+} // namespace
+
+TEST_PEER_ROLE(cpy_perftest_init_device)
+{
+    init_device_result res;
+    ucx_perf_rte_t rte = {};
+    ucx_perf_context_t perf = {};
+    CUcontext ctx = nullptr, primary = nullptr;
     CUdevice device;
-    int count;
-    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuDeviceGetCount(&count));
-    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxGetCurrent(&ctx));
-    ASSERT_NE(nullptr, ctx);
-    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxGetDevice(&device));
-    EXPECT_EQ(1 % count, (int)device);
-    test::cuda_init(); /* back to device 0 for the other tests */
+
+    const ucx_perf_allocator_t *allocator =
+            ucx_perf_mem_type_allocators[UCS_MEMORY_TYPE_CUDA];
+    if ((allocator == nullptr) || !test::cuda_init()) {
+        chan.send_obj(res);
+        return 1;
+    }
+    /* nothing current: init alone must make the context current */
+    uct_cuda_ipc_ns_drv.cuCtxSetCurrent(nullptr);
+    rte.group_index  = group_index_from_env;
+    perf.params.rte  = &rte;
+    res.status       = allocator->init(&perf);
+    if ((uct_cuda_ipc_ns_drv.cuDeviceGetCount(&res.count) == CUDA_SUCCESS) &&
+        (uct_cuda_ipc_ns_drv.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS) &&
+        (ctx != nullptr) &&
+        (uct_cuda_ipc_ns_drv.cuCtxGetDevice(&device) == CUDA_SUCCESS)) {
+        res.device = device;
+        if (uct_cuda_ipc_ns_drv.cuDevicePrimaryCtxRetain(&primary, device) ==
+            CUDA_SUCCESS) {
+            res.ctx_is_primary = (primary == ctx);
+            uct_cuda_ipc_ns_drv.cuDevicePrimaryCtxRelease(device);
+        }
+    }
+    chan.send_obj(res);
+    return 0;
+}
+
+namespace {
+
+/* Sets an environment variable for the test's peers, restored after */
+class scoped_setenv {
+public:
+    scoped_setenv(const char *name, const std::string &value) : m_name(name)
+    {
+        const char *old = getenv(name);
+        m_had = (old != nullptr);
+        m_old = m_had ? old : "";
+        setenv(name, value.c_str(), 1);
+    }
+    ~scoped_setenv()
+    {
+        if (m_had) {
+            setenv(m_name, m_old.c_str(), 1);
+        } else {
+            unsetenv(m_name);
+        }
+    }
+private:
+    const char  *m_name;
+    bool        m_had;
+    std::string m_old;
+};
+
+init_device_result init_in_peer(unsigned group_index)
+{
+    scoped_setenv group("CPY_PERFTEST_GROUP_INDEX",
+                        std::to_string(group_index));
+    test::peer runner("cpy_perftest_init_device");
+    init_device_result res;
+    EXPECT_TRUE(runner.chan().recv_obj(res));
+    EXPECT_EQ(0, runner.wait());
+    return res;
+}
+
+
+/* init makes the primary context of the rte group's device current, as
+ * cudaSetDevice(): group index modulo the device count. Runs in peers with
+ * three emulated devices (CUDASIM_DEVICE_COUNT, read at the first cuInit) */
+TEST_F(cpy_perftest_test, init_sets_the_group_device) {
+    scoped_setenv three("CUDASIM_DEVICE_COUNT", "3");
+
+    init_device_result res = init_in_peer(1);
+    ASSERT_EQ(UCS_OK, res.status);
+    if (res.count < 3) {
+        GTEST_SKIP() << "needs 3 devices (CUDASIM_DEVICE_COUNT of the "
+                        "emulator); the driver has " << res.count;
+    }
+    EXPECT_EQ(1, res.device);
+    EXPECT_TRUE(res.ctx_is_primary);
+
+    res = init_in_peer(2);
+    ASSERT_EQ(UCS_OK, res.status);
+    EXPECT_EQ(2, res.device);
+    EXPECT_TRUE(res.ctx_is_primary);
+
+    res = init_in_peer(4);
+    ASSERT_EQ(UCS_OK, res.status);
+    EXPECT_EQ(1, res.device) << "4 % 3";
+    EXPECT_TRUE(res.ctx_is_primary);
 }
 
 

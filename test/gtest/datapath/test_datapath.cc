@@ -251,6 +251,101 @@ TEST_F(datapath_pair, out_of_range_is_refused) {
 }
 
 
+/*
+ * Zero-copy with several iovs, strided ones among them: locally, count
+ * elements of length bytes, stride apart; remotely one contiguous range, in
+ * iov order (UCT's definition). Two local buffers (a legacy and a VMM
+ * allocation, both of the device's primary context) in one op.
+ */
+struct strided_layout {
+    std::vector<uct_iov_t> iov;
+    size_t                 total = 0; /* remote bytes */
+};
+
+static strided_layout strided_iovs(void *a, void *b)
+{
+    strided_layout l;
+    /* 5 elements of 4099 bytes, 3 * 4099 apart; a contiguous block of 1000
+     * in the other buffer; 3 elements of 100, 300 apart, after the first */
+    l.iov.push_back({a, 4099, nullptr, 3 * 4099, 5});
+    l.iov.push_back({b, 1000, nullptr, 0, 1});
+    l.iov.push_back({(char*)a + 16 * 4099, 100, nullptr, 300, 3});
+    for (auto &iov : l.iov) {
+        l.total += iov.length * iov.count;
+    }
+    return l;
+}
+
+/* the local images: every element holds the remote bytes it maps to
+ * (pattern of seed at the remote offset), everything else is `gap` */
+static void strided_images(const strided_layout &l, void *a, bytes_t &img_a,
+                           bytes_t &img_b, uint32_t seed)
+{
+    size_t remote = 0;
+    for (auto &iov : l.iov) {
+        for (size_t k = 0; k < iov.count; ++k) {
+            bytes_t &img = (iov.buffer == nullptr) ? img_b : img_a;
+            size_t base  = (iov.buffer == nullptr) ? 0 :
+                           (size_t)((char*)iov.buffer - (char*)a);
+            size_t at    = base + k * iov.stride;
+            for (size_t j = 0; j < iov.length; ++j) {
+                img.at(at + j) = pattern_byte(seed, remote++);
+            }
+        }
+    }
+}
+
+TEST_F(datapath_pair, strided_iovs_of_two_buffers) {
+    const size_t size = MiB;
+    const uint8_t gap = 0xee;
+    start();
+    remote r = export_buffer(BUF_VMM, size, 3);
+    int la   = m_node->alloc(BUF_LEGACY, size);
+    int lb   = m_node->alloc(BUF_VMM, size);
+    void *a  = m_node->buf(la).ptr;
+    void *b  = m_node->buf(lb).ptr;
+    strided_layout l = strided_iovs(a, b);
+
+    /* images, with iov[1] marked by a null buffer for strided_images */
+    strided_layout marked = l;
+    marked.iov[1].buffer  = nullptr;
+    bytes_t img_a(size, gap), img_b(size, gap);
+    strided_images(marked, a, img_a, img_b, 21);
+    cuda_write(a, img_a.data(), size);
+    cuda_write(b, img_b.data(), size);
+
+    /* put: the elements land one after the other; nothing beyond */
+    completion put;
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, l.iov.data(), l.iov.size(),
+                                               r.buf.addr, r.rkey.rkey,
+                                               &put.comp));
+    ASSERT_TRUE(m_node->progress_until([&] { return put.done; }));
+    EXPECT_EQ(UCS_OK, put.status);
+    EXPECT_TRUE(m_agent->check(r.buf.index, 21, 0, l.total)) << "put";
+    EXPECT_TRUE(m_agent->check(r.buf.index, 3, l.total, 64 * 1024))
+            << "bytes after the put's range";
+
+    /* get: each element gets its remote bytes; the gaps keep theirs */
+    ASSERT_TRUE(m_agent->fill(r.buf.index, 22));
+    bytes_t want_a(size, gap), want_b(size, gap);
+    strided_images(marked, a, want_a, want_b, 22);
+    bytes_t blank(size, gap);
+    cuda_write(a, blank.data(), size);
+    cuda_write(b, blank.data(), size);
+    completion get;
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_get_zcopy(m_ep, l.iov.data(), l.iov.size(),
+                                               r.buf.addr, r.rkey.rkey,
+                                               &get.comp));
+    ASSERT_TRUE(m_node->progress_until([&] { return get.done; }));
+    EXPECT_EQ(UCS_OK, get.status);
+    bytes_t got_a(size), got_b(size);
+    cuda_read(got_a.data(), a, size);
+    cuda_read(got_b.data(), b, size);
+    EXPECT_TRUE(got_a == want_a) << "get, strided buffer";
+    EXPECT_TRUE(got_b == want_b) << "get, second buffer";
+}
+
+
 TEST_F(datapath_pair, many_ops_in_flight_on_several_endpoints) {
     start();
     agent second;
@@ -446,16 +541,27 @@ TEST_PEER_ROLE(datapath_fence_two_devices)
             chan.send_obj(res);
             return 1;
         }
-        int dst = node.alloc(BUF_LEGACY, size);
+        int dst = node.alloc(BUF_LEGACY, size, 0, 1);
         node.fill(dst, 9);
         (void)FENCE_CU(cuCtxSetCurrent, ctx0);
+        /* really two devices, else one stream orders them without a fence */
+        int src_dev = -1, dst_dev = -1;
+        bool two_devices =
+                FENCE_CU(cuPointerGetAttribute, &src_dev,
+                         CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                         (CUdeviceptr)node.buf(src).ptr) &&
+                FENCE_CU(cuPointerGetAttribute, &dst_dev,
+                         CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                         (CUdeviceptr)node.buf(dst).ptr) &&
+                (src_dev == 0) && (dst_dev == 1);
 
         completion put, get;
         uct_iov_t put_iov = {node.buf(src).ptr, size, nullptr, 0, 1};
         uct_iov_t get_iov = {node.buf(dst).ptr, size, nullptr, 0, 1};
         {
             copy_engine_hold hold(0);
-            res.setup_ok     = hold.ok() && (src >= 0) && (dst >= 0);
+            res.setup_ok     = hold.ok() && (src >= 0) && (dst >= 0) &&
+                               two_devices;
             res.put_status   = uct_ep_put_zcopy(ep, &put_iov, 1, r.addr,
                                                 rkey.rkey, &put.comp);
             res.fence_status = uct_ep_fence(ep, 0);
@@ -528,6 +634,101 @@ struct pending_op {
 };
 
 
+/* What the two-device peer saw for an op whose iovs span two devices */
+struct two_device_iov_result {
+    int setup_ok;
+    int mixed_status;   /* buffers of device 0 and device 1 in one put */
+    int regions_kept;   /* the refused op left the cache's regions as found */
+    int same_status;    /* then two iovs of device 0: posted */
+    int same_done;
+    int remote_ok;
+};
+
+/*
+ * Runs in a peer with two emulated devices: one op's copies run on one
+ * stream of one context, so iovs of two devices are refused with
+ * UCS_ERR_UNSUPPORTED (docs/architecture.md), and leave nothing behind.
+ */
+TEST_PEER_ROLE(datapath_iovs_two_devices)
+{
+    const size_t size = MiB;
+    two_device_iov_result res = {};
+    uct_rkey_bundle_t rkey;
+    int go;
+
+    if (!chan.recv_obj(go) || !cuda_init()) {
+        chan.send_obj(res);
+        return 1;
+    }
+    {
+        uct_node node({}, {});
+        agent ag;
+        if (!node.ok() || !ag.ok()) {
+            chan.send_obj(res);
+            return 1;
+        }
+        uct_ep_h ep = node.connect(ag.dev_addr(), ag.iface_addr());
+        agent_buffer r = ag.alloc(BUF_VMM, size, 0);
+        if ((ep == nullptr) || (r.index < 0) ||
+            (uct_rkey_unpack(node.component(), r.rkey.data(), &rkey) !=
+             UCS_OK)) {
+            chan.send_obj(res);
+            return 1;
+        }
+        int on0 = node.alloc(BUF_LEGACY, size, 0, 0);
+        int on1 = node.alloc(BUF_LEGACY, size, 0, 1);
+        bool cu_ok = true;
+        res.setup_ok = cu_ok && (on0 >= 0) && (on1 >= 0);
+        if (res.setup_ok) {
+            node.fill(on0, 5);
+            uct_cuda_ipc_ns_cache_stats_t before = cache_stats();
+            uct_iov_t mixed[2] = {
+                {node.buf(on0).ptr, size / 2, nullptr, 0, 1},
+                {node.buf(on1).ptr, size / 2, nullptr, 0, 1}
+            };
+            completion c1, c2;
+            res.mixed_status = uct_ep_put_zcopy(ep, mixed, 2, r.addr,
+                                                rkey.rkey, &c1.comp);
+            res.regions_kept = (cache_stats().regions <= before.regions + 1);
+
+            uct_iov_t same[2] = {
+                {node.buf(on0).ptr, size / 2, nullptr, 0, 1},
+                {(char*)node.buf(on0).ptr + size / 2, size / 2, nullptr, 0, 1}
+            };
+            res.same_status = uct_ep_put_zcopy(ep, same, 2, r.addr, rkey.rkey,
+                                               &c2.comp);
+            res.same_done   = node.progress_until([&] { return c2.done; }) &&
+                              (c2.status == UCS_OK) && !c1.done;
+            res.remote_ok   = ag.check(r.index, 5, 0, size);
+        }
+        uct_rkey_release(node.component(), &rkey);
+    }
+    chan.send_obj(res);
+    return 0;
+}
+
+
+TEST_F(datapath_pair, iovs_of_two_devices_unsupported) {
+    if (!copy_engine_hold_supported()) {
+        GTEST_SKIP() << "needs the emulator's 2 devices";
+    }
+    scoped_env two_devices("CUDASIM_DEVICE_COUNT", "2");
+    peer runner("datapath_iovs_two_devices");
+    two_device_iov_result res = {};
+    int go = 1;
+
+    ASSERT_TRUE(runner.chan().send_obj(go));
+    ASSERT_TRUE(runner.chan().recv_obj(res, 300000));
+    EXPECT_EQ(0, runner.wait());
+    ASSERT_TRUE(res.setup_ok);
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, res.mixed_status);
+    EXPECT_TRUE(res.regions_kept);
+    EXPECT_EQ(UCS_INPROGRESS, res.same_status);
+    EXPECT_TRUE(res.same_done);
+    EXPECT_TRUE(res.remote_ok);
+}
+
+
 TEST_F(datapath_pair, pending_when_out_of_events) {
     start({}, {{"MAX_EVENTS", "2"}});
     remote r  = export_buffer(BUF_VMM, 4 * MiB, 0);
@@ -545,6 +746,12 @@ TEST_F(datapath_pair, pending_when_out_of_events) {
             << "MAX_EVENTS=2 ops in flight";
 
     pending_op op, purged;
+    /* when an assertion ends the test early, the node (and the ops still
+     * in flight or pending) goes before the completions it would call */
+    struct teardown_first {
+        datapath_pair *test;
+        ~teardown_first() { test->TearDown(); }
+    } teardown{this};
     for (pending_op *p : {&op, &purged}) {
         p->req.func = pending_op::run;
         p->test_ep  = m_ep;

@@ -428,16 +428,15 @@ protected:
     }
 
     /* A broker in this process closes its end of a connection on its own
-     * thread, maybe just after the client returned: allow it a moment */
+     * thread, maybe just after the client returned: wait for that event
+     * (the module's broker), or for the test's fake broker thread to end */
     bool fd_count_settles(int expected)
     {
-        for (int i = 0; i < 100; ++i) {
-            if (test::count_open_fds() == expected) {
-                return true;
-            }
-            usleep(10000);
+        if (m_fake_broker.joinable()) {
+            m_fake_broker.join();
         }
-        return false;
+        uct_cuda_ipc_ns_broker_wait_idle();
+        return test::count_open_fds() == expected;
     }
 
     /* a private 0700 directory for pathname sockets */
@@ -451,6 +450,9 @@ protected:
 
     void TearDown() override
     {
+        if (m_fake_broker.joinable()) {
+            m_fake_broker.join();
+        }
         for (auto &d : m_dirs) {
             std::string cmd = "rm -rf '" + d + "'";
             EXPECT_EQ(0, system(cmd.c_str()));
@@ -458,6 +460,7 @@ protected:
     }
 
     std::vector<std::string> m_dirs;
+    std::thread              m_fake_broker; /* a hostile broker in a thread */
 };
 
 
@@ -572,6 +575,58 @@ TEST_F(test_fdx, importer_in_other_net_ns_pathname_socket)
     EXPECT_EQ(0, access(path.c_str(), F_OK));
     stop_owner(*owner);
     EXPECT_NE(0, access(path.c_str(), F_OK));
+}
+
+
+/* A broker killed with SIGKILL leaves its socket file in the shared socket
+ * directory; the next broker to start there removes it, and only it */
+TEST_F(test_fdx, broker_start_removes_sockets_of_killed_brokers)
+{
+    std::string dir = make_sock_dir();
+    auto live       = start_owner(test::peer_options(), dir);
+    auto live_desc  = owner_register(*live, 0x5101, 0x51);
+    auto killed     = start_owner(test::peer_options(), dir);
+    auto dead_desc  = owner_register(*killed, 0x5102, 0x52);
+    std::string live_path(live_desc.broker_addr, live_desc.broker_addr_len);
+    std::string dead_path(dead_desc.broker_addr, dead_desc.broker_addr_len);
+
+    ASSERT_EQ(0, kill(killed->pid(), SIGKILL));
+    EXPECT_EQ(128 + SIGKILL, killed->wait());
+    ASSERT_EQ(0, access(dead_path.c_str(), F_OK)) << "SIGKILL leaves the file";
+
+    /* not ours to remove: a dead socket under another name, a file with
+     * our name that is no socket */
+    std::string other_dead = dir + "/other.sock";
+    std::string not_socket = dir + "/cuda_ipc_ns-1-0123456789abcdef.sock";
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    struct sockaddr_un sa = {};
+    sa.sun_family = AF_UNIX;
+    strncpy(sa.sun_path, other_dead.c_str(), sizeof(sa.sun_path) - 1);
+    ASSERT_EQ(0, bind(fd, (struct sockaddr*)&sa, sizeof(sa)));
+    close(fd); /* bound, never listened: connect() is refused */
+    fd = open(not_socket.c_str(), O_CREAT | O_WRONLY, 0600);
+    ASSERT_GE(fd, 0);
+    close(fd);
+
+    /* a new broker in that directory */
+    auto next      = start_owner(test::peer_options(), dir);
+    auto next_desc = owner_register(*next, 0x5103, 0x53);
+    std::string next_path(next_desc.broker_addr, next_desc.broker_addr_len);
+
+    EXPECT_NE(0, access(dead_path.c_str(), F_OK)) << "the dead broker's socket";
+    EXPECT_EQ(0, access(live_path.c_str(), F_OK)) << "the live broker's socket";
+    EXPECT_EQ(0, access(next_path.c_str(), F_OK));
+    EXPECT_EQ(0, access(other_dead.c_str(), F_OK)) << "not our name";
+    EXPECT_EQ(0, access(not_socket.c_str(), F_OK)) << "not a socket";
+
+    /* and the live broker still serves */
+    uint64_t pd, bd;
+    EXPECT_EQ(UCS_OK, import_here(UCT_CUDA_IPC_NS_FDX_BROKER, live_desc, 0x51,
+                                  &pd, &bd));
+    EXPECT_EQ(1u, bd);
+
+    stop_owner(*next);
+    stop_owner(*live);
 }
 
 
@@ -786,7 +841,7 @@ TEST_F(test_fdx, reply_with_two_fds_refused)
     desc.broker_addr_len       = salen - offsetof(struct sockaddr_un, sun_path);
     memcpy(desc.broker_addr, sa.sun_path, desc.broker_addr_len);
 
-    std::thread broker([lfd]() {
+    m_fake_broker = std::thread([lfd]() {
         uint8_t req[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE];
         uint8_t reply[UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE];
         int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -803,7 +858,6 @@ TEST_F(test_fdx, reply_with_two_fds_refused)
     EXPECT_EQ(UCS_ERR_IO_ERROR, import_here(UCT_CUDA_IPC_NS_FDX_BROKER, desc,
                                             0, &pd, &bd));
     EXPECT_EQ(0u, bd);
-    broker.join();
     close(lfd);
 }
 

@@ -184,10 +184,23 @@ TEST(cuda_ipc_ns_addr_format, parse_short) {
 
 TEST(cuda_ipc_ns_addr_format, reach_same_process) {
     std::string reason;
+    side a = make_side(SYS, 100, NS1, L | P | B);
+    side b = make_side(SYS, 100, NS1, L | P | B);
 
-    EXPECT_FALSE(reachable(make_side(SYS, 100, NS1, L | P | B),
-                           make_side(SYS, 100, NS1, L | P | B), &reason));
+    /* the two addresses really name one process: same system, PID
+     * namespace and pid */
+    ASSERT_EQ(a.dev.system_id, b.dev.system_id);
+    ASSERT_EQ(a.iface.pid_ns, b.iface.pid_ns);
+    ASSERT_EQ(a.iface.pid, b.iface.pid);
+    ASSERT_EQ(100u, a.iface.pid);
+    ASSERT_EQ(NS1, a.iface.pid_ns);
+
+    EXPECT_FALSE(reachable(a, b, &reason));
     EXPECT_EQ("same process", reason);
+
+    /* and the rule is about the process: another pid there is reachable */
+    b.iface.pid += 1;
+    EXPECT_TRUE(reachable(a, b));
 }
 
 TEST(cuda_ipc_ns_addr_format, reach_other_system) {

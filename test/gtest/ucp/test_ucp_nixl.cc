@@ -397,8 +397,11 @@ TEST_PEER_ROLE(nixl_target)
     char initiator_addr[4096];
     nixl_cmd cmd;
 
-    /* the test sets up our network first */
-    if (!chan.recv_obj(setup, WAIT_MS) || !test::cuda_init()) {
+    /* our namespaces exist (peer_exec unshared them before exec): say so,
+     * then the test sets up our network */
+    char ready = 1;
+    if (!chan.send(&ready, 1) || !chan.recv_obj(setup, WAIT_MS) ||
+        !test::cuda_init()) {
         return 1;
     }
     test::cuda_vmm_buffer vmm(MAX_SIZE);
@@ -600,21 +603,15 @@ protected:
 
     bool legacy() const { return GetParam() == SAME_NS; }
 
-    /* the pod's network: a veth pair, the same name on both sides */
+    /* the pod's network: a veth pair, the same name on both sides; called
+     * once the peer said it runs (its namespaces exist) */
     void connect_pod(pid_t pod)
     {
         std::string pod_ns = "/proc/" + std::to_string(pod) + "/ns/net";
         char ours[64] = {}, theirs[64] = {};
         ASSERT_GT(readlink("/proc/self/ns/net", ours, sizeof(ours) - 1), 0);
-        for (int i = 0; i < 1000; ++i) { /* the peer unshares after fork() */
-            memset(theirs, 0, sizeof(theirs));
-            if ((readlink(pod_ns.c_str(), theirs, sizeof(theirs) - 1) > 0) &&
-                strcmp(ours, theirs)) {
-                break;
-            }
-            usleep(10000);
-        }
-        ASSERT_STRNE(ours, theirs) << "the peer never got its own netns";
+        ASSERT_GT(readlink(pod_ns.c_str(), theirs, sizeof(theirs) - 1), 0);
+        ASSERT_STRNE(ours, theirs) << "the peer has no netns of its own";
 
         std::string net    = "10.215." + std::to_string(getpid() % 250);
         std::string in_pod = "nsenter -t " + std::to_string(pod) + " -n ";
@@ -636,6 +633,9 @@ protected:
         opts.new_pid_ns = (GetParam() != SAME_NS);
         opts.new_net_ns = (GetParam() == OTHER_PID_AND_NET_NS);
         m_peer.reset(new test::peer("nixl_target", opts));
+        char ready = 0;
+        ASSERT_EQ(1, m_peer->chan().recv(&ready, 1, WAIT_MS))
+                << "the target never started";
         if (opts.new_net_ns) {
             connect_pod(m_peer->pid());
         }

@@ -92,8 +92,11 @@ TEST_PEER_ROLE(ucp_pair_server)
     size_t rkey_len;
     pair_cmd cmd;
 
-    /* the test sets up our network first */
-    if ((chan.recv(&go, 1, 60000) != 1) || !test::cuda_init()) {
+    /* our namespaces exist (peer_exec unshared them before exec): say
+     * so, then the test sets up our network */
+    go = 1;
+    if (!chan.send(&go, 1) || (chan.recv(&go, 1, 60000) != 1) ||
+        !test::cuda_init()) {
         return 1;
     }
     test::cuda_vmm_buffer buf(MAX_SIZE);
@@ -198,22 +201,15 @@ protected:
         unsetenv("UCX_CUDA_IPC_NS_SOCK_DIR");
     }
 
-    /* the pod's network: a veth pair, the same name on both sides */
+    /* the pod's network: a veth pair, the same name on both sides; called
+     * once the peer said it runs (its namespaces exist) */
     void connect_pod(pid_t pod)
     {
-        /* the peer unshares its network namespace after fork(): wait */
         std::string pod_ns = "/proc/" + std::to_string(pod) + "/ns/net";
         char ours[64] = {}, theirs[64] = {};
         ASSERT_GT(readlink("/proc/self/ns/net", ours, sizeof(ours) - 1), 0);
-        for (int i = 0; i < 1000; ++i) {
-            memset(theirs, 0, sizeof(theirs));
-            if ((readlink(pod_ns.c_str(), theirs, sizeof(theirs) - 1) > 0) &&
-                strcmp(ours, theirs)) {
-                break;
-            }
-            usleep(10000);
-        }
-        ASSERT_STRNE(ours, theirs) << "the peer never got its own netns";
+        ASSERT_GT(readlink(pod_ns.c_str(), theirs, sizeof(theirs) - 1), 0);
+        ASSERT_STRNE(ours, theirs) << "the peer has no netns of its own";
 
         std::string host_ip = "10.214." + std::to_string(getpid() % 250) + ".1";
         std::string pod_ip  = "10.214." + std::to_string(getpid() % 250) + ".2";
@@ -269,10 +265,12 @@ TEST_P(ucp_pair, tag_and_rma_on_cuda_buffers_across_namespaces) {
     opts.new_pid_ns = true;
     opts.new_net_ns = other_netns;
     test::peer peer("ucp_pair_server", opts);
+    char go = 0;
+    ASSERT_EQ(1, peer.chan().recv(&go, 1, 60000)) << "the peer never started";
     if (other_netns) {
         connect_pod(peer.pid());
     }
-    char go = 1;
+    go = 1;
     ASSERT_TRUE(peer.chan().send(&go, 1));
 
     /* our own buffers, not allocated through UCP */

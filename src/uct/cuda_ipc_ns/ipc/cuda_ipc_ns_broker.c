@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -89,12 +90,38 @@ struct uct_cuda_ipc_ns_broker {
     int             logged_emfile;
     unsigned        num_conns;
     uct_cuda_ipc_ns_broker_conn_t conns[UCT_CUDA_IPC_NS_BROKER_MAX_CONNS];
+
+    /* accepted connections not closed yet, for uct_cuda_ipc_ns_broker_wait_idle() */
+    pthread_mutex_t conns_lock;
+    pthread_cond_t  conns_cond;
+    unsigned        open_conns;
 };
 
 
 static pthread_mutex_t uct_cuda_ipc_ns_broker_global_lock =
         PTHREAD_MUTEX_INITIALIZER;
 static uct_cuda_ipc_ns_broker_t *uct_cuda_ipc_ns_broker_global = NULL;
+
+
+/* Count an accepted connection (+1) or one closed (-1) */
+static void uct_cuda_ipc_ns_broker_count_conn(uct_cuda_ipc_ns_broker_t *broker,
+                                              int delta)
+{
+    pthread_mutex_lock(&broker->conns_lock);
+    broker->open_conns += delta;
+    if (broker->open_conns == 0) {
+        pthread_cond_broadcast(&broker->conns_cond);
+    }
+    pthread_mutex_unlock(&broker->conns_lock);
+}
+
+
+static void uct_cuda_ipc_ns_broker_close_conn(uct_cuda_ipc_ns_broker_t *broker,
+                                              int fd)
+{
+    close(fd);
+    uct_cuda_ipc_ns_broker_count_conn(broker, -1);
+}
 
 
 /* Compare tokens in time independent of where they differ */
@@ -322,12 +349,13 @@ static void uct_cuda_ipc_ns_broker_accept(uct_cuda_ipc_ns_broker_t *broker)
             }
             return;
         }
+        uct_cuda_ipc_ns_broker_count_conn(broker, +1);
 
         len = sizeof(cred);
         if (getsockopt(conn.fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
             ucs_debug("cuda_ipc_ns: broker %s: SO_PEERCRED failed: %m",
                       broker->name);
-            close(conn.fd);
+            uct_cuda_ipc_ns_broker_close_conn(broker, conn.fd);
             continue;
         }
 
@@ -345,7 +373,7 @@ static void uct_cuda_ipc_ns_broker_accept(uct_cuda_ipc_ns_broker_t *broker)
                                                "is %u)", (unsigned)cred.uid,
                                                (unsigned)broker->uid);
             uct_cuda_ipc_ns_broker_drain(conn.fd);
-            close(conn.fd);
+            uct_cuda_ipc_ns_broker_close_conn(broker, conn.fd);
             continue;
         }
 
@@ -357,7 +385,7 @@ static void uct_cuda_ipc_ns_broker_accept(uct_cuda_ipc_ns_broker_t *broker)
 static void uct_cuda_ipc_ns_broker_remove_conn(uct_cuda_ipc_ns_broker_t *broker,
                                                unsigned index)
 {
-    close(broker->conns[index].fd);
+    uct_cuda_ipc_ns_broker_close_conn(broker, broker->conns[index].fd);
     broker->conns[index] = broker->conns[--broker->num_conns];
 }
 
@@ -472,10 +500,86 @@ static ucs_status_t uct_cuda_ipc_ns_broker_check_dir(const char *dir)
 }
 
 
+/* "cuda_ipc_ns-<pid>-<16 hex digits>.sock": the names brokers bind */
+static int uct_cuda_ipc_ns_broker_is_sock_name(const char *name)
+{
+    static const char prefix[] = "cuda_ipc_ns-";
+    const char *p = name + sizeof(prefix) - 1;
+    int digits;
+
+    if (strncmp(name, prefix, sizeof(prefix) - 1)) {
+        return 0;
+    }
+    for (digits = 0; (*p >= '0') && (*p <= '9'); ++p, ++digits) {
+    }
+    if ((digits == 0) || (*p++ != '-')) {
+        return 0;
+    }
+    for (digits = 0; ((*p >= '0') && (*p <= '9')) || ((*p >= 'a') && (*p <= 'f'));
+         ++p, ++digits) {
+    }
+    return (digits == 16) && !strcmp(p, ".sock");
+}
+
+
+/*
+ * Remove the sockets that brokers killed without shutdown (SIGKILL, OOM)
+ * left in @a dir: only our names, only sockets of our uid, and only when
+ * connect() is refused, which means nobody listens on it. A live broker's
+ * socket accepts (or its backlog is full: EAGAIN) and is kept; a broker binds
+ * under a temporary name and renames only once it listens, so a socket still
+ * being set up is never taken for a dead one.
+ */
+static void uct_cuda_ipc_ns_broker_sweep(const char *dir)
+{
+    struct sockaddr_un sa;
+    struct dirent *entry;
+    struct stat st;
+    int fd, ret, len;
+    DIR *d;
+
+    d = opendir(dir);
+    if (d == NULL) {
+        ucs_debug("cuda_ipc_ns: opendir(%s) failed: %m", dir);
+        return;
+    }
+
+    while ((entry = readdir(d)) != NULL) {
+        if (!uct_cuda_ipc_ns_broker_is_sock_name(entry->d_name)) {
+            continue;
+        }
+        memset(&sa, 0, sizeof(sa));
+        sa.sun_family = AF_UNIX;
+        len = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir,
+                       entry->d_name);
+        if ((len < 0) || (len >= sizeof(sa.sun_path)) ||
+            (lstat(sa.sun_path, &st) < 0) || !S_ISSOCK(st.st_mode) ||
+            (st.st_uid != geteuid())) {
+            continue;
+        }
+
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            break;
+        }
+        ret = connect(fd, (struct sockaddr*)&sa, sizeof(sa));
+        if ((ret < 0) && (errno == ECONNREFUSED)) {
+            if (unlink(sa.sun_path) == 0) {
+                ucs_debug("cuda_ipc_ns: removed %s, left by a broker that "
+                          "did not shut down", sa.sun_path);
+            }
+        }
+        close(fd);
+    }
+    closedir(d);
+}
+
+
 static ucs_status_t uct_cuda_ipc_ns_broker_listen(uct_cuda_ipc_ns_broker_t *broker,
                                                   const char *sock_dir)
 {
     struct sockaddr_un sa;
+    char final_path[sizeof(sa.sun_path)];
     uint8_t rnd[8];
     char hex[2 * sizeof(rnd) + 1];
     struct stat st;
@@ -528,8 +632,23 @@ static ucs_status_t uct_cuda_ipc_ns_broker_listen(uct_cuda_ipc_ns_broker_t *brok
         return UCS_ERR_IO_ERROR;
     }
 
+    if (broker->is_pathname) {
+        /* bound under a name the sweep ignores, renamed once listening */
+        uct_cuda_ipc_ns_broker_sweep(sock_dir);
+        memcpy(final_path, sa.sun_path, broker->addr_len + 1);
+        len = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/.cuda_ipc_ns-%d-%s",
+                       sock_dir, (int)broker->owner_pid, hex);
+        if ((len < 0) || (len >= sizeof(sa.sun_path))) {
+            ucs_error("cuda_ipc_ns: socket directory '%s' is too long for a "
+                      "socket path (max %zu bytes)", sock_dir,
+                      sizeof(sa.sun_path) - 1);
+            goto err_close;
+        }
+    }
+
     if (bind(broker->listen_fd, (struct sockaddr*)&sa,
-             offsetof(struct sockaddr_un, sun_path) + broker->addr_len) < 0) {
+             offsetof(struct sockaddr_un, sun_path) +
+             (broker->is_pathname ? strlen(sa.sun_path) : broker->addr_len)) < 0) {
         ucs_error("cuda_ipc_ns: broker bind(%s) failed: %m", broker->name);
         goto err_close;
     }
@@ -542,6 +661,14 @@ static ucs_status_t uct_cuda_ipc_ns_broker_listen(uct_cuda_ipc_ns_broker_t *brok
     if (listen(broker->listen_fd, UCT_CUDA_IPC_NS_BROKER_BACKLOG) < 0) {
         ucs_error("cuda_ipc_ns: broker listen(%s) failed: %m", broker->name);
         goto err_unlink;
+    }
+
+    if (broker->is_pathname) {
+        if (rename(sa.sun_path, final_path) < 0) {
+            ucs_error("cuda_ipc_ns: rename(%s, %s) failed: %m", sa.sun_path,
+                      final_path);
+            goto err_unlink;
+        }
     }
 
     if (fstat(broker->listen_fd, &st) == 0) {
@@ -597,6 +724,8 @@ static ucs_status_t uct_cuda_ipc_ns_broker_create(const uct_cuda_ipc_ns_fdx_conf
     broker->uid         = geteuid();
     broker->allowed_uid = cfg->allowed_uid;
     pthread_mutex_init(&broker->lock, NULL);
+    pthread_mutex_init(&broker->conns_lock, NULL);
+    pthread_cond_init(&broker->conns_cond, NULL);
     kh_init_inplace(uct_cuda_ipc_ns_broker_regs, &broker->regs);
     kh_init_inplace(uct_cuda_ipc_ns_broker_peers, &broker->logged_peers);
 
@@ -644,6 +773,8 @@ err_free:
     kh_destroy_inplace(uct_cuda_ipc_ns_broker_regs, &broker->regs);
     kh_destroy_inplace(uct_cuda_ipc_ns_broker_peers, &broker->logged_peers);
     pthread_mutex_destroy(&broker->lock);
+    pthread_mutex_destroy(&broker->conns_lock);
+    pthread_cond_destroy(&broker->conns_cond);
     ucs_free(broker);
     return status;
 }
@@ -683,6 +814,8 @@ static void uct_cuda_ipc_ns_broker_destroy(uct_cuda_ipc_ns_broker_t *broker)
     kh_destroy_inplace(uct_cuda_ipc_ns_broker_regs, &broker->regs);
     kh_destroy_inplace(uct_cuda_ipc_ns_broker_peers, &broker->logged_peers);
     pthread_mutex_destroy(&broker->lock);
+    pthread_mutex_destroy(&broker->conns_lock);
+    pthread_cond_destroy(&broker->conns_cond);
     ucs_debug("cuda_ipc_ns: broker %s destroyed", broker->name);
     ucs_free(broker);
 }
@@ -866,4 +999,22 @@ void uct_cuda_ipc_ns_broker_unregister(uct_cuda_ipc_ns_broker_t *broker,
     /* wipe the secret before the memory goes back to the heap */
     memset(reg->token, 0, sizeof(reg->token));
     ucs_free(reg);
+}
+
+
+void uct_cuda_ipc_ns_broker_wait_idle(void)
+{
+    uct_cuda_ipc_ns_broker_t *broker;
+
+    /* the thread never takes the global lock: holding it keeps the broker */
+    pthread_mutex_lock(&uct_cuda_ipc_ns_broker_global_lock);
+    broker = uct_cuda_ipc_ns_broker_global;
+    if ((broker != NULL) && (broker->owner_pid == getpid())) {
+        pthread_mutex_lock(&broker->conns_lock);
+        while (broker->open_conns > 0) {
+            pthread_cond_wait(&broker->conns_cond, &broker->conns_lock);
+        }
+        pthread_mutex_unlock(&broker->conns_lock);
+    }
+    pthread_mutex_unlock(&uct_cuda_ipc_ns_broker_global_lock);
 }

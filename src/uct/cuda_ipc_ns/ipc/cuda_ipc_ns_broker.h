@@ -61,4 +61,14 @@ ucs_status_t uct_cuda_ipc_ns_broker_register(uct_cuda_ipc_ns_broker_t *broker,
 void uct_cuda_ipc_ns_broker_unregister(uct_cuda_ipc_ns_broker_t *broker,
                                        uct_cuda_ipc_ns_broker_reg_t *reg);
 
+
+/**
+ * For tests: return once the broker of this process (if one runs) has closed
+ * every connection it accepted. A client gets its reply before the broker
+ * closes its end, on the broker's thread; a test counting this process's fds
+ * waits here instead of polling. A connection whose client stays silent is
+ * closed at its deadline (UCX_CUDA_IPC_NS_SOCK_TIMEOUT).
+ */
+void uct_cuda_ipc_ns_broker_wait_idle(void);
+
 #endif

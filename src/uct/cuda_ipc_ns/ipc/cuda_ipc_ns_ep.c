@@ -266,34 +266,48 @@ uct_cuda_ipc_ns_ep_enqueue(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_op_t *op,
     uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
     ucs_status_t status;
     CUdeviceptr local;
-    size_t i, length;
+    size_t i, j, count, length;
+    int posted = 0;
 
     status = uct_cuda_ipc_ns_ep_apply_fence(ep, stream);
     if (status != UCS_OK) {
         return status;
     }
 
+    /* each iov: count elements of length bytes, stride apart locally, one
+     * after the other remotely (contiguous elements are one copy) */
     for (i = 0; i < iovcnt; ++i) {
         length = uct_iov_get_length(&iov[i]);
         if (length == 0) {
             continue;
         }
 
-        local  = (CUdeviceptr)iov[i].buffer;
-        status = is_put ?
-                 UCT_CUDA_IPC_NS_CU(cuMemcpyDtoDAsync, (CUdeviceptr)remote,
-                                    local, length, stream->stream) :
-                 UCT_CUDA_IPC_NS_CU(cuMemcpyDtoDAsync, local,
-                                    (CUdeviceptr)remote, length,
-                                    stream->stream);
-        if (status != UCS_OK) {
-            if (i > 0) {
-                /* earlier copies use the mapping: let them end first */
-                (void)UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, stream->stream);
-            }
-            return status;
+        count = 1;
+        if ((iov[i].count > 1) && (iov[i].stride != iov[i].length)) {
+            count  = iov[i].count;
+            length = iov[i].length;
         }
-        remote = UCS_PTR_BYTE_OFFSET(remote, length);
+
+        for (j = 0; j < count; ++j) {
+            local  = (CUdeviceptr)UCS_PTR_BYTE_OFFSET(iov[i].buffer,
+                                                      j * iov[i].stride);
+            status = is_put ?
+                     UCT_CUDA_IPC_NS_CU(cuMemcpyDtoDAsync, (CUdeviceptr)remote,
+                                        local, length, stream->stream) :
+                     UCT_CUDA_IPC_NS_CU(cuMemcpyDtoDAsync, local,
+                                        (CUdeviceptr)remote, length,
+                                        stream->stream);
+            if (status != UCS_OK) {
+                if (posted) {
+                    /* earlier copies use the mapping: let them end first */
+                    (void)UCT_CUDA_IPC_NS_CU(cuStreamSynchronize,
+                                             stream->stream);
+                }
+                return status;
+            }
+            posted = 1;
+            remote = UCS_PTR_BYTE_OFFSET(remote, length);
+        }
     }
 
     return uct_cuda_ipc_ns_cq_post(&iface->cq, &ep->cq_ep, op, stream, region,
@@ -378,6 +392,41 @@ uct_cuda_ipc_ns_ep_resolve(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_rkey_t *key
 }
 
 
+/*
+ * The copies of one op run on one stream, in the context of the local buffer
+ * of iov[0], with a mapping for its device: every other iov must live in that
+ * context. Buffers of several contexts (or devices) in one op are refused.
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_ep_check_iov_ctx(const uct_iov_t *iov, size_t iovcnt,
+                                 CUcontext ctx)
+{
+    ucs_status_t status;
+    CUcontext other;
+    int device;
+    size_t i;
+
+    for (i = 1; i < iovcnt; ++i) {
+        if (uct_iov_get_length(&iov[i]) == 0) {
+            continue;
+        }
+        status = uct_cuda_ipc_ns_ep_local_ctx(iov[i].buffer, 0, &other,
+                                              &device);
+        if (status != UCS_OK) {
+            return status;
+        }
+        if (other != ctx) {
+            ucs_error("cuda_ipc_ns: iov[%zu] %p is in context %p (device %d), "
+                      "iov[0] %p in context %p: an operation's buffers must "
+                      "share one context", i, iov[i].buffer, (void*)other,
+                      device, iov[0].buffer, (void*)ctx);
+            return UCS_ERR_UNSUPPORTED;
+        }
+    }
+    return UCS_OK;
+}
+
+
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
                         uint64_t remote_addr, uct_rkey_t rkey,
@@ -407,6 +456,13 @@ uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
                                         remote_addr, 0, &target);
     if (status != UCS_OK) {
         goto err_put_op;
+    }
+
+    if (iovcnt > 1) {
+        status = uct_cuda_ipc_ns_ep_check_iov_ctx(iov, iovcnt, target.ctx);
+        if (status != UCS_OK) {
+            goto err_unpin;
+        }
     }
 
     status = uct_cuda_ipc_ns_ctx_push(target.ctx, &pushed);
