@@ -7,6 +7,7 @@
  */
 #include "common/cuda_alloc.h"
 #include "common/peer.h"
+#include "common/pod_net.h"
 #include "common/ucp_side.h"
 
 extern "C" {
@@ -168,13 +169,6 @@ TEST_PEER_ROLE(ucp_pair_server)
 }
 
 
-/* Runs a shell command; its status */
-int sh(const std::string &cmd)
-{
-    return system((cmd + " >/dev/null 2>&1").c_str());
-}
-
-
 class ucp_pair : public ::testing::TestWithParam<bool /* other netns */> {
 protected:
     void SetUp() override
@@ -190,9 +184,6 @@ protected:
 
     void TearDown() override
     {
-        if (!m_veth.empty()) {
-            sh("ip link del " + m_veth);
-        }
         if (!m_sock_dir.empty()) {
             rmdir(m_sock_dir.c_str());
         }
@@ -201,27 +192,18 @@ protected:
         unsetenv("UCX_CUDA_IPC_NS_SOCK_DIR");
     }
 
-    /* the pod's network: a veth pair, the same name on both sides; called
-     * once the peer said it runs (its namespaces exist) */
+    /* the pod joins the node's network (common/pod_net.h); called once the
+     * peer said it runs (its namespaces exist) */
     void connect_pod(pid_t pod)
     {
         std::string pod_ns = "/proc/" + std::to_string(pod) + "/ns/net";
         char ours[64] = {}, theirs[64] = {};
+        std::string pod_ip;
         ASSERT_GT(readlink("/proc/self/ns/net", ours, sizeof(ours) - 1), 0);
         ASSERT_GT(readlink(pod_ns.c_str(), theirs, sizeof(theirs) - 1), 0);
         ASSERT_STRNE(ours, theirs) << "the peer has no netns of its own";
-
-        std::string host_ip = "10.214." + std::to_string(getpid() % 250) + ".1";
-        std::string pod_ip  = "10.214." + std::to_string(getpid() % 250) + ".2";
-        std::string in_pod  = "nsenter -t " + std::to_string(pod) + " -n ";
-
-        ASSERT_EQ(0, sh("ip link add " + m_veth + " type veth peer name " +
-                        m_veth + " netns " + std::to_string(pod)));
-        ASSERT_EQ(0, sh("ip addr add " + host_ip + "/30 dev " + m_veth));
-        ASSERT_EQ(0, sh("ip link set " + m_veth + " up"));
-        ASSERT_EQ(0, sh(in_pod + "ip addr add " + pod_ip + "/30 dev " + m_veth));
-        ASSERT_EQ(0, sh(in_pod + "ip link set " + m_veth + " up"));
-        ASSERT_EQ(0, sh(in_pod + "ip link set lo up"));
+        ASSERT_TRUE(test::pod_network::get().attach(pod, &pod_ip))
+                << "cannot wire the pod to bridge " << m_veth;
     }
 
     /* a command to the server, progressing our worker; its result */
@@ -258,7 +240,7 @@ TEST_P(ucp_pair, tag_and_rma_on_cuda_buffers_across_namespaces) {
         ASSERT_NE(nullptr, mkdtemp(tmpl));
         m_sock_dir = tmpl;
         chmod(tmpl, 0700);
-        m_veth = "cinsv" + std::to_string(getpid() % 100000);
+        m_veth = test::pod_network::get().device();
         setenv("UCX_CUDA_IPC_NS_SOCK_DIR", tmpl, 1);
         setenv("UCX_NET_DEVICES", m_veth.c_str(), 1);
     }

@@ -127,6 +127,8 @@ static unsigned uct_cuda_ipc_ns_iface_progress(uct_iface_h tl_iface)
                                                     uct_cuda_ipc_ns_iface_t);
     unsigned count;
 
+    /* UCT: a waiter progresses, then arms again before it sleeps */
+    uct_cuda_ipc_ns_cq_disarm(&iface->cq);
     if (ucs_list_is_empty(&iface->cq.active)) {
         return 0;
     }

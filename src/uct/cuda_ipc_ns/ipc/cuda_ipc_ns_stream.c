@@ -319,6 +319,19 @@ ucs_status_t uct_cuda_ipc_ns_cq_stream(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
 }
 
 
+/* Runs on a driver thread once a stream has done the work before it */
+static void CUDA_CB uct_cuda_ipc_ns_cq_signal(void *arg)
+{
+    uct_cuda_ipc_ns_cq_t *cq = arg;
+    uint64_t one             = 1;
+    ssize_t ret;
+
+    do {
+        ret = write(cq->event_fd, &one, sizeof(one));
+    } while ((ret < 0) && (errno == EINTR));
+}
+
+
 ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
                                      uct_cuda_ipc_ns_cq_ep_t *cq_ep,
                                      uct_cuda_ipc_ns_op_t *op,
@@ -346,6 +359,15 @@ ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
     status = UCT_CUDA_IPC_NS_CU(cuEventRecord, op->event, stream->stream);
     if (status != UCS_OK) {
         goto err_sync;
+    }
+
+    if (ucs_unlikely(cq->armed)) {
+        /* a waiter sleeps on the eventfd: this op must wake it too */
+        status = UCT_CUDA_IPC_NS_CU(cuLaunchHostFunc, stream->stream,
+                                    uct_cuda_ipc_ns_cq_signal, cq);
+        if (status != UCS_OK) {
+            goto err_sync;
+        }
     }
 
     op->ep     = cq_ep;
@@ -444,16 +466,6 @@ unsigned uct_cuda_ipc_ns_cq_progress(uct_cuda_ipc_ns_cq_t *cq)
 }
 
 
-static void CUDA_CB uct_cuda_ipc_ns_cq_signal(void *arg)
-{
-    uct_cuda_ipc_ns_cq_t *cq = arg;
-    uint64_t one             = 1;
-    ssize_t ret;
-
-    do {
-        ret = write(cq->event_fd, &one, sizeof(one));
-    } while ((ret < 0) && (errno == EINTR));
-}
 
 
 ucs_status_t uct_cuda_ipc_ns_cq_arm(uct_cuda_ipc_ns_cq_t *cq)
@@ -489,5 +501,6 @@ ucs_status_t uct_cuda_ipc_ns_cq_arm(uct_cuda_ipc_ns_cq_t *cq)
         }
     }
 
+    cq->armed = 1;
     return UCS_OK;
 }

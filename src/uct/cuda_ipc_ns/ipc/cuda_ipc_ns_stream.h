@@ -78,6 +78,7 @@ typedef struct uct_cuda_ipc_ns_cq {
     ucs_mpool_t                  op_mp;
     ucs_mpool_t                  flush_mp;    /* uct_cuda_ipc_ns_flush_req_t */
     int                          event_fd;
+    int                          armed;       /* a waiter sleeps on event_fd */
 } uct_cuda_ipc_ns_cq_t;
 
 
@@ -172,8 +173,15 @@ unsigned uct_cuda_ipc_ns_cq_progress(uct_cuda_ipc_ns_cq_t *cq);
 
 /**
  * Arm the eventfd: UCS_ERR_BUSY when a completion is ready now, else
- * UCS_OK with every busy stream set to signal it when its work is done.
+ * UCS_OK with every busy stream set to signal it when its work is done; ops
+ * posted while armed signal it too (a waiter may sleep while another thread
+ * posts). Progress ends the arming (uct_cuda_ipc_ns_cq_disarm).
  */
 ucs_status_t uct_cuda_ipc_ns_cq_arm(uct_cuda_ipc_ns_cq_t *cq);
+
+static inline void uct_cuda_ipc_ns_cq_disarm(uct_cuda_ipc_ns_cq_t *cq)
+{
+    cq->armed = 0;
+}
 
 #endif
