@@ -2,13 +2,15 @@
  * Test helper: the node's network for "pods", peers in a network namespace
  * of their own (tests with UCX_NET_DEVICES over a veth).
  *
- * As a CNI bridge exists before a pod's processes start, a bridge is created
- * once per test process, before any test starts UCX (main.cc): UCX 1.22
- * reads the routing table once per process (ucs/sys/netlink.c) and would
- * find no route through an interface added after its first use. Each pod
- * gets a veth pair: the host end joins the bridge, the other end, named like
- * the bridge so that one UCX_NET_DEVICES serves both sides, goes into the
- * pod with its own address.
+ * As a CNI bridge exists before a pod's processes start, the node's network
+ * is made once per test process, before any test starts UCX (main.cc): UCX
+ * 1.22 reads the routing table once per process (ucs/sys/netlink.c) and
+ * would find no route through an interface added after its first use. This
+ * side's device is a veth whose other end is a port of a bridge (UCX 1.22
+ * ignores bridge devices unless UCX_TCP_BRIDGE_ENABLE=y). Each pod gets a
+ * veth pair: the host end joins the bridge, the other end, named like this
+ * side's device so that one UCX_NET_DEVICES serves both sides, goes into
+ * the pod with its own address.
  */
 #ifndef TEST_COMMON_POD_NET_H
 #define TEST_COMMON_POD_NET_H
@@ -37,16 +39,24 @@ public:
         if (m_created) {
             return true;
         }
-        m_created = !sh("ip link add " + m_device + " type bridge") &&
+        m_created = !sh("ip link add " + bridge() + " type bridge") &&
+                    !sh("ip link add " + m_device + " type veth peer name " +
+                        m_device + "u") &&
+                    !sh("ip link set " + m_device + "u master " + bridge()) &&
                     !sh("ip addr add " + m_prefix + "1/24 dev " + m_device) &&
+                    !sh("ip link set " + bridge() + " up") &&
+                    !sh("ip link set " + m_device + "u up") &&
                     !sh("ip link set " + m_device + " up");
+        if (!m_created) {
+            destroy_links();
+        }
         return m_created;
     }
 
     void destroy()
     {
         if (m_created) {
-            sh("ip link del " + m_device);
+            destroy_links();
             m_created = false;
         }
     }
@@ -71,7 +81,7 @@ public:
         /* the host end goes away with the pod's namespace */
         return !sh("ip link add " + host_end + " type veth peer name " +
                    m_device + " netns " + std::to_string(pod)) &&
-               !sh("ip link set " + host_end + " master " + m_device) &&
+               !sh("ip link set " + host_end + " master " + bridge()) &&
                !sh("ip link set " + host_end + " up") &&
                !sh(in_pod + "ip addr add " + *pod_ip + "/24 dev " + m_device) &&
                !sh(in_pod + "ip link set " + m_device + " up") &&
@@ -84,6 +94,17 @@ private:
         m_prefix("10.214." + std::to_string(getpid() % 250) + "."),
         m_created(false), m_pods(0)
     {
+    }
+
+    std::string bridge() const
+    {
+        return m_device + "b";
+    }
+
+    void destroy_links()
+    {
+        sh("ip link del " + m_device); /* and its bridge port */
+        sh("ip link del " + bridge());
     }
 
     static int sh(const std::string &cmd)
