@@ -9,6 +9,9 @@
 #   fd import      broker vs pidfd_getfd median
 #   detection      ucp_memory_detect() per call, default vs memtype cache
 #   UCP vs UCT     ucp tag_bw / uct put_bw at 64 MiB, between two pods
+#   peer errors    tag_bw, ucp_put_bw, ucp_get at 4 MiB between two pods
+#                  with ucx_perftest -e (peer error handling, NIXL's mode)
+#                  vs without, interleaved rounds (goal >= 0.8)
 #
 # Runs them against UCX 1.13.1 (BUILD_DIR, default build/), then, when a UCX
 # 1.22 build is present (BUILD_DIR_122, default build-1.22/, made by
@@ -49,6 +52,16 @@ bench() {
     OUT_DIR=$out/perftest TESTS=uct:put_bw,ucp:tag_bw SIZES=1M,4M,16M,64M \
         "$top/contrib/perftest-ns.sh" | tail -n 14
 
+    echo "== UCX $ver: peer error handling (ucx_perftest -e) vs none, between two pods"
+    local round
+    for round in 1 2 3; do
+        OUT_DIR=$out/errh-none-$round TESTS=ucp:tag_bw,ucp:ucp_put_bw,ucp:ucp_get \
+            SIZES=4M "$top/contrib/perftest-ns.sh" >/dev/null
+        OUT_DIR=$out/errh-peer-$round PERFTEST_ARGS=-e \
+            TESTS=ucp:tag_bw,ucp:ucp_put_bw,ucp:ucp_get SIZES=4M \
+            "$top/contrib/perftest-ns.sh" >/dev/null
+    done
+
     # bandwidth columns of the data-path table: size DtoD async put get
     awk '$1 ~ /^[0-9]+$/ && NF == 8 {print $1 / 1048576, $2, $3, $4, $5}' \
         "$out/datapath.txt" >"$out/datapath.dat"
@@ -82,6 +95,20 @@ GP
         sed -n 's/.*ratio broker\/pidfd (median): \([0-9.]*\).*/fd import broker\/pidfd: \1 (goal <= 10)/p' "$out/fd_import.txt"
         sed -n 's/^ratio host pointer default\/cache: \([0-9.]*\).*/detection of a host pointer, default\/cache: \1/p' "$out/memtype_detect.txt"
         awk -v a="$ucp" -v b="$uct" 'BEGIN {if (a && b) printf "UCP tag_bw / UCT put_bw at 64 MiB: %.3f (%s / %s MB/s)\n", a / b, a, b}'
+        # median over the rounds of each mode, per test, at 4 MiB
+        for t in ucp:tag_bw ucp:ucp_put_bw ucp:ucp_get; do
+            awk -F'\t' -v t="$t" '$1 == t && $2 == 4194304 {
+                    mode = (FILENAME ~ /errh-peer/) ? "peer" : "none"
+                    v[mode, ++n[mode]] = $4 }
+                function median(m,   i, j, x) {
+                    for (i = 1; i <= n[m]; i++) for (j = i + 1; j <= n[m]; j++)
+                        if (v[m, j] < v[m, i]) { x = v[m, i]; v[m, i] = v[m, j]; v[m, j] = x }
+                    return v[m, int((n[m] + 1) / 2)] }
+                END { if (n["peer"] && n["none"])
+                    printf "%s -e / no -e at 4 MiB: %.2f (goal >= 0.8; medians %.0f / %.0f MB/s)\n",
+                           t, median("peer") / median("none"), median("peer"), median("none") }' \
+                "$out"/errh-*/results.tsv
+        done
         echo "plots: $out/datapath.png $out/perftest/bandwidth.png"
     } | tee "$out/summary.txt"
 }
