@@ -126,4 +126,29 @@ void cuda_read(void *host_dst, const void *dev_src, size_t size)
 }
 
 
+std::vector<uint8_t> seed_pattern(uint32_t seed, size_t size)
+{
+    std::vector<uint8_t> bytes(size);
+    for (size_t i = 0; i < size; ++i) {
+        bytes[i] = (uint8_t)(seed * 131u + i * 7u + (i >> 12));
+    }
+    return bytes;
+}
+
+
+void seed_fill(void *dev, uint32_t seed, size_t size)
+{
+    std::vector<uint8_t> bytes = seed_pattern(seed, size);
+    cuda_write(dev, bytes.data(), size);
+}
+
+
+bool seed_holds(const void *dev, uint32_t seed, size_t size)
+{
+    std::vector<uint8_t> bytes(size);
+    cuda_read(bytes.data(), dev, size);
+    return bytes == seed_pattern(seed, size);
+}
+
+
 } // namespace test

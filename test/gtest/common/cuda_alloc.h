@@ -12,6 +12,8 @@ extern "C" {
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <vector>
+#include <cstdint>
 
 
 namespace test {
@@ -66,6 +68,15 @@ private:
 void cuda_fill(void *dst, unsigned char value, size_t size);
 void cuda_read(void *host_dst, const void *dev_src, size_t size);
 void cuda_write(void *dev_dst, const void *host_src, size_t size);
+
+/* The test pattern of @a seed: what seed_fill() writes and seed_holds() checks */
+std::vector<uint8_t> seed_pattern(uint32_t seed, size_t size);
+
+/* Write the pattern of @a seed to device memory */
+void seed_fill(void *dev, uint32_t seed, size_t size);
+
+/* Whether device memory holds the pattern of @a seed */
+bool seed_holds(const void *dev, uint32_t seed, size_t size);
 
 } // namespace test
 

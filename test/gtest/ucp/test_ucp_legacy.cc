@@ -61,27 +61,9 @@ struct legacy_hello {
 };
 
 
-bytes_t pattern(uint32_t seed, size_t size)
-{
-    bytes_t bytes(size);
-    for (size_t i = 0; i < size; ++i) {
-        bytes[i] = (uint8_t)(seed * 131u + i * 7u + (i >> 12));
-    }
-    return bytes;
-}
-
-void fill(void *dev, uint32_t seed, size_t size)
-{
-    bytes_t bytes = pattern(seed, size);
-    test::cuda_write(dev, bytes.data(), size);
-}
-
-bool holds(const void *dev, uint32_t seed, size_t size)
-{
-    bytes_t bytes(size);
-    test::cuda_read(bytes.data(), dev, size);
-    return bytes == pattern(seed, size);
-}
+using test::seed_pattern;
+using test::seed_fill;
+using test::seed_holds;
 
 
 /* Makes the emulator's cuMemcpy fail (or work again); false when the driver
@@ -214,20 +196,20 @@ TEST_PEER_ROLE(ucp_legacy_owner)
         case OP_RECV:
             result = side.wait(side.recv(buf.ptr(), cmd.size, cmd.seed),
                                nullptr);
-            if ((result == UCS_OK) && !holds(buf.ptr(), cmd.seed, cmd.size)) {
+            if ((result == UCS_OK) && !seed_holds(buf.ptr(), cmd.seed, cmd.size)) {
                 result = UCS_ERR_MESSAGE_TRUNCATED; /* stands for "wrong bytes" */
             }
             break;
         case OP_SEND:
-            fill(buf.ptr(), cmd.seed, cmd.size);
+            seed_fill(buf.ptr(), cmd.seed, cmd.size);
             result = side.wait(side.send(buf.ptr(), cmd.size, cmd.seed),
                                nullptr);
             break;
         case OP_FILL:
-            fill(buf.ptr(), cmd.seed, cmd.size);
+            seed_fill(buf.ptr(), cmd.seed, cmd.size);
             break;
         case OP_CHECK:
-            result = holds(buf.ptr(), cmd.seed, cmd.size) ? UCS_OK :
+            result = seed_holds(buf.ptr(), cmd.seed, cmd.size) ? UCS_OK :
                      UCS_ERR_MESSAGE_TRUNCATED;
             break;
         case OP_FAULT:
@@ -383,7 +365,7 @@ TEST_P(ucp_legacy, tag_both_ways)
 
     for (size_t size : SIZES) {
         SCOPED_TRACE(size);
-        fill(local.ptr(), ++seed, size);
+        seed_fill(local.ptr(), ++seed, size);
         legacy_cmd cmd = {OP_RECV, seed, size};
         ASSERT_TRUE(owner.peer.chan().send_obj(cmd));
         EXPECT_EQ(UCS_OK, owner.side.wait(owner.side.send(local.ptr(), size,
@@ -400,7 +382,7 @@ TEST_P(ucp_legacy, tag_both_ways)
         ASSERT_TRUE(owner.side.chan_recv(owner.peer.chan(), &result,
                                          sizeof(result)));
         EXPECT_EQ(UCS_OK, result);
-        EXPECT_TRUE(holds(local.ptr(), seed, size)) << "tag from the owner";
+        EXPECT_TRUE(seed_holds(local.ptr(), seed, size)) << "tag from the owner";
     }
     EXPECT_EQ(0, owner.finish());
 }
@@ -434,7 +416,7 @@ TEST_F(ucp_legacy, rma_proto_v2_through_the_driver)
                                          &rkey));
     for (size_t size : SIZES) {
         SCOPED_TRACE(size);
-        fill(local.ptr(), ++seed, size);
+        seed_fill(local.ptr(), ++seed, size);
         EXPECT_EQ(UCS_OK,
                   owner.side.wait(ucp_put_nbx(owner.side.ep, local.ptr(), size,
                                               owner.hello.addr, rkey, &param),
@@ -448,7 +430,7 @@ TEST_F(ucp_legacy, rma_proto_v2_through_the_driver)
                                               owner.hello.addr, rkey, &param),
                                   nullptr));
         EXPECT_EQ(UCS_OK, owner.flush());
-        EXPECT_TRUE(holds(local.ptr(), seed, size)) << "get";
+        EXPECT_TRUE(seed_holds(local.ptr(), seed, size)) << "get";
     }
 
     if (!copy_faults(false)) {
@@ -465,7 +447,7 @@ TEST_F(ucp_legacy, rma_proto_v2_through_the_driver)
          * failing copies at the owner kills the owner, and that is the
          * proof its copy went through the driver */
         EXPECT_EQ(UCS_OK, owner.call(OP_FAULT, 1, 0));
-        fill(local.ptr(), ++seed, 8);
+        seed_fill(local.ptr(), ++seed, 8);
         owner.side.wait(ucp_put_nbx(owner.side.ep, local.ptr(), 8,
                                     owner.hello.addr, rkey, &param), nullptr);
         owner.flush();
@@ -482,7 +464,7 @@ TEST_F(ucp_legacy, rma_proto_v2_through_the_driver)
         /* put: the owner unpacks into its memory */
         uint32_t before = ++seed;
         EXPECT_EQ(UCS_OK, owner.call(OP_FILL, before, MAX_SIZE));
-        fill(local.ptr(), ++seed, size);
+        seed_fill(local.ptr(), ++seed, size);
         ASSERT_EQ(UCS_OK, owner.call(OP_FAULT, 1, 0));
         status = owner.side.wait(ucp_put_nbx(owner.side.ep, local.ptr(), size,
                                              owner.hello.addr, rkey, &param),
@@ -496,7 +478,7 @@ TEST_F(ucp_legacy, rma_proto_v2_through_the_driver)
 
         /* get: we unpack into our memory */
         before = ++seed;
-        fill(local.ptr(), before, MAX_SIZE);
+        seed_fill(local.ptr(), before, MAX_SIZE);
         EXPECT_EQ(UCS_OK, owner.call(OP_FILL, ++seed, size));
         ASSERT_TRUE(copy_faults(true));
         status  = owner.side.wait(ucp_get_nbx(owner.side.ep, local.ptr(), size,
@@ -504,7 +486,7 @@ TEST_F(ucp_legacy, rma_proto_v2_through_the_driver)
                                   nullptr);
         flushed = owner.flush();
         ASSERT_TRUE(copy_faults(false));
-        EXPECT_TRUE(holds(local.ptr(), before, MAX_SIZE))
+        EXPECT_TRUE(seed_holds(local.ptr(), before, MAX_SIZE))
                 << "get with failing copies here changed our memory "
                 << "(get " << ucs_status_string(status) << ", flush "
                 << ucs_status_string(flushed) << ")";

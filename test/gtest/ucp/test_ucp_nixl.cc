@@ -87,27 +87,9 @@ struct nixl_hello {
 };
 
 
-bytes_t pattern(uint32_t seed, size_t size)
-{
-    bytes_t bytes(size);
-    for (size_t i = 0; i < size; ++i) {
-        bytes[i] = (uint8_t)(seed * 151u + i * 13u + (i >> 11));
-    }
-    return bytes;
-}
-
-void fill(void *dev, uint32_t seed, size_t size)
-{
-    bytes_t bytes = pattern(seed, size);
-    test::cuda_write(dev, bytes.data(), size);
-}
-
-bool holds(const void *dev, uint32_t seed, size_t size)
-{
-    bytes_t bytes(size);
-    test::cuda_read(bytes.data(), dev, size);
-    return bytes == pattern(seed, size);
-}
+using test::seed_pattern;
+using test::seed_fill;
+using test::seed_holds;
 
 /* open fds of the kinds the module holds: exported or imported memory
  * (memfd on the emulator, /dev/nvidia* on a GPU) and peer watches (pidfd);
@@ -499,10 +481,10 @@ TEST_PEER_ROLE(nixl_target)
         if (buf == nullptr) {
             result = UCS_ERR_INVALID_PARAM;
         } else if (cmd.op == OP_FILL) {
-            fill(buf, cmd.seed, cmd.size);
+            seed_fill(buf, cmd.seed, cmd.size);
         } else if (cmd.op == OP_TAG_SEND) {
             /* completed on the progress thread */
-            fill(buf, cmd.seed, cmd.size);
+            seed_fill(buf, cmd.seed, cmd.size);
             ucp_request_param_t param = {};
             param.op_attr_mask        = UCP_OP_ATTR_FIELD_CALLBACK |
                                         UCP_OP_ATTR_FIELD_USER_DATA;
@@ -530,7 +512,7 @@ TEST_PEER_ROLE(nixl_target)
                 result = UCS_ERR_INVALID_PARAM;
             }
             guard.unlock();
-            if ((result == UCS_OK) && !holds(buf, cmd.seed, cmd.size)) {
+            if ((result == UCS_OK) && !seed_holds(buf, cmd.seed, cmd.size)) {
                 result = UCS_ERR_MESSAGE_TRUNCATED; /* stands for wrong bytes */
             }
         }
@@ -739,7 +721,7 @@ TEST_P(ucp_nixl, put_get_bursts_flush_notify) {
             SCOPED_TRACE(std::string(b == BUF_VMM ? "vmm " : "legacy ") +
                          std::to_string(size));
             /* put burst, flush, notify; the target checks on notification */
-            fill(local[b], ++seed, size);
+            seed_fill(local[b], ++seed, size);
             auto reqs = ag.burst(true, local[b], m_hello.addr[b], size, memh[b],
                                  m_rkey[b]);
             ops += reqs.size();
@@ -756,7 +738,7 @@ TEST_P(ucp_nixl, put_get_bursts_flush_notify) {
             ops += reqs.size();
             EXPECT_EQ(UCS_OK, wait_all(ag, reqs));
             EXPECT_EQ(UCS_OK, ag.wait(ag.flush()));
-            EXPECT_TRUE(holds(local[b], seed, size)) << "get";
+            EXPECT_TRUE(seed_holds(local[b], seed, size)) << "get";
         }
     }
 
@@ -800,7 +782,7 @@ TEST_P(ucp_nixl, killed_target_fails_requests) {
     ucp_request_param_t param = {};
 
     /* a transfer that works, mapping the target's buffer here */
-    fill(vmm.ptr(), 1, MAX_SIZE);
+    seed_fill(vmm.ptr(), 1, MAX_SIZE);
     EXPECT_EQ(UCS_OK, wait_all(ag, ag.burst(true, vmm.ptr(), m_hello.addr[0],
                                             MAX_SIZE, memh, m_rkey[0])));
     EXPECT_EQ(UCS_OK, ag.wait(ag.flush()));
@@ -815,7 +797,7 @@ TEST_P(ucp_nixl, killed_target_fails_requests) {
                                              &param);
     EXPECT_EQ(UCS_OK, call(ag, OP_TAG_SEND, BUF_VMM, 77, MAX_SIZE));
     EXPECT_EQ(UCS_OK, ag.wait(rreq));
-    EXPECT_TRUE(holds(rndv_buf.ptr(), 77, MAX_SIZE));
+    EXPECT_TRUE(seed_holds(rndv_buf.ptr(), 77, MAX_SIZE));
     uct_cuda_ipc_ns_cache_stats_t rndv_stats;
     uct_cuda_ipc_ns_cache_get_stats(&rndv_stats);
     EXPECT_GT(rndv_stats.hits + rndv_stats.misses, during.hits + during.misses)
@@ -858,8 +840,8 @@ TEST_P(ucp_nixl, killed_target_fails_requests) {
            elapsed, ucs_status_string(rndv_status));
 
     /* the buffer is the application's again */
-    fill(rndv_buf.ptr(), 2, MAX_SIZE);
-    EXPECT_TRUE(holds(rndv_buf.ptr(), 2, MAX_SIZE));
+    seed_fill(rndv_buf.ptr(), 2, MAX_SIZE);
+    EXPECT_TRUE(seed_holds(rndv_buf.ptr(), 2, MAX_SIZE));
 
     EXPECT_EQ(128 + SIGKILL, m_peer->wait());
     m_peer.reset();

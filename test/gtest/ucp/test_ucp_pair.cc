@@ -58,27 +58,9 @@ struct pair_hello {
 };
 
 
-bytes_t pattern(uint32_t seed, size_t size)
-{
-    bytes_t bytes(size);
-    for (size_t i = 0; i < size; ++i) {
-        bytes[i] = (uint8_t)(seed * 131u + i * 7u + (i >> 12));
-    }
-    return bytes;
-}
-
-void fill(void *dev, uint32_t seed, size_t size)
-{
-    bytes_t bytes = pattern(seed, size);
-    test::cuda_write(dev, bytes.data(), size);
-}
-
-bool holds(const void *dev, uint32_t seed, size_t size)
-{
-    bytes_t bytes(size);
-    test::cuda_read(bytes.data(), dev, size);
-    return bytes == pattern(seed, size);
-}
+using test::seed_pattern;
+using test::seed_fill;
+using test::seed_holds;
 
 
 /* Server: its own CUDA buffer, registered for RMA; tag messages on demand */
@@ -140,20 +122,20 @@ TEST_PEER_ROLE(ucp_pair_server)
         case OP_RECV:
             result = side.wait(side.recv(buf.ptr(), cmd.size, cmd.seed),
                                nullptr);
-            if ((result == UCS_OK) && !holds(buf.ptr(), cmd.seed, cmd.size)) {
+            if ((result == UCS_OK) && !seed_holds(buf.ptr(), cmd.seed, cmd.size)) {
                 result = UCS_ERR_MESSAGE_TRUNCATED; /* stands for "wrong bytes" */
             }
             break;
         case OP_SEND:
-            fill(buf.ptr(), cmd.seed, cmd.size);
+            seed_fill(buf.ptr(), cmd.seed, cmd.size);
             result = side.wait(side.send(buf.ptr(), cmd.size, cmd.seed),
                                nullptr);
             break;
         case OP_FILL:
-            fill(buf.ptr(), cmd.seed, cmd.size);
+            seed_fill(buf.ptr(), cmd.seed, cmd.size);
             break;
         case OP_CHECK:
-            result = holds(buf.ptr(), cmd.seed, cmd.size) ? UCS_OK :
+            result = seed_holds(buf.ptr(), cmd.seed, cmd.size) ? UCS_OK :
                      UCS_ERR_MESSAGE_TRUNCATED;
             break;
         }
@@ -283,7 +265,7 @@ TEST_P(ucp_pair, tag_and_rma_on_cuda_buffers_across_namespaces) {
         ucp_request_param_t param = {};
 
         /* tag: to the server, then back */
-        fill(local.ptr(), ++seed, size);
+        seed_fill(local.ptr(), ++seed, size);
         pair_cmd cmd = {OP_RECV, seed, size};
         ASSERT_TRUE(peer.chan().send_obj(cmd));
         EXPECT_EQ(UCS_OK, side.wait(side.send(local.ptr(), size, seed),
@@ -298,10 +280,10 @@ TEST_P(ucp_pair, tag_and_rma_on_cuda_buffers_across_namespaces) {
         EXPECT_EQ(UCS_OK, side.wait(rreq, nullptr));
         ASSERT_TRUE(side.chan_recv(peer.chan(), &result, sizeof(result)));
         EXPECT_EQ(UCS_OK, result);
-        EXPECT_TRUE(holds(local.ptr(), seed, size)) << "tag from the server";
+        EXPECT_TRUE(seed_holds(local.ptr(), seed, size)) << "tag from the server";
 
         /* RMA put and get, what NIXL does */
-        fill(local.ptr(), ++seed, size);
+        seed_fill(local.ptr(), ++seed, size);
         EXPECT_EQ(UCS_OK, side.wait(ucp_put_nbx(side.ep, local.ptr(), size,
                                                 hello.addr, rkey, &param),
                                     nullptr));
@@ -313,7 +295,7 @@ TEST_P(ucp_pair, tag_and_rma_on_cuda_buffers_across_namespaces) {
                                                 hello.addr, rkey, &param),
                                     nullptr));
         EXPECT_EQ(UCS_OK, flush(side));
-        EXPECT_TRUE(holds(local.ptr(), seed, size)) << "get";
+        EXPECT_TRUE(seed_holds(local.ptr(), seed, size)) << "get";
     }
 
     /* the data went through cu_ipc_ns mappings of the server's buffer */
