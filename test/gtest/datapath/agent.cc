@@ -5,12 +5,16 @@
 
 extern "C" {
 #include "cuda_ipc_ns_types.h"
+#include "cuda_ipc_ns_rkey.h"
+#include "cuda_ipc_ns_broker.h"
 }
 
 #include <gtest/gtest.h>
 #include <algorithm>
 #include <cstring>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 
@@ -18,8 +22,36 @@ namespace test {
 
 enum agent_op : uint32_t {
     AG_HELLO = 1, AG_ALLOC, AG_FILL, AG_CHECK, AG_FREE, AG_CONNECT, AG_COPY,
-    AG_EXIT, AG_RKEY, AG_POST, AG_WAIT, AG_QUERY
+    AG_EXIT, AG_RKEY, AG_POST, AG_WAIT, AG_QUERY, AG_FDS, AG_IDLE, AG_HOLD,
+    AG_BROKER_CONNECT
 };
+
+
+/* Connect to the fd broker named in a packed key and send nothing: a client
+ * caught between connect() and its request. Returns the socket, or -1 */
+static int agent_broker_connect(const uint8_t *rkey, size_t len)
+{
+    uct_cuda_ipc_ns_rkey_info_t info;
+    struct sockaddr_un sun = {};
+    int fd;
+
+    if ((uct_cuda_ipc_ns_rkey_parse(rkey, len, &info) != UCS_OK) ||
+        (info.broker_addr_len == 0) ||
+        (info.broker_addr_len > sizeof(sun.sun_path))) {
+        return -1;
+    }
+    sun.sun_family = AF_UNIX;
+    memcpy(sun.sun_path, info.broker_addr, info.broker_addr_len);
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if ((fd >= 0) &&
+        (connect(fd, (struct sockaddr*)&sun,
+                 offsetof(struct sockaddr_un, sun_path) +
+                 info.broker_addr_len) < 0)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
 
 const int AGENT_MAX_POSTED = 64;
 
@@ -106,7 +138,7 @@ TEST_PEER_ROLE(datapath_agent)
             memcpy(r.rkey, node.rkey(r.index).data(), sizeof(r.rkey));
             break;
         case AG_FILL:
-            node.fill(c.index, c.seed);
+            node.fill(c.index, c.seed, c.offset, c.size);
             break;
         case AG_CHECK:
             r.status = node.check(c.index, c.seed, c.offset, c.size) ?
@@ -193,6 +225,23 @@ TEST_PEER_ROLE(datapath_agent)
             r.status = uct_iface_query(node.iface(), &attr);
             r.addr   = (uint64_t)attr.bandwidth.shared;
             r.index  = (int)iface->cq.num_streams;
+            break;
+        }
+        case AG_FDS:
+            r.index = count_open_fds();
+            break;
+        case AG_IDLE:
+            uct_cuda_ipc_ns_broker_wait_idle();
+            break;
+        case AG_HOLD:
+            r.status = test::hold_copies(c.device, c.is_put) ? UCS_OK :
+                                                         UCS_ERR_UNSUPPORTED;
+            break;
+        case AG_BROKER_CONNECT: {
+            /* kept open (leaked) until the agent exits or is killed */
+            int fd   = agent_broker_connect(c.rkey, sizeof(c.rkey));
+            r.status = (fd >= 0) ? UCS_OK : UCS_ERR_UNREACHABLE;
+            r.index  = fd;
             break;
         }
         case AG_EXIT:
@@ -284,6 +333,59 @@ bool agent::fill(int index, uint32_t seed)
     c.op    = AG_FILL;
     c.index = index;
     c.seed  = seed;
+    return call_ok(c);
+}
+
+
+bool agent::fill(int index, uint32_t seed, size_t offset, size_t size)
+{
+    cmd c = {};
+
+    c.op     = AG_FILL;
+    c.index  = index;
+    c.seed   = seed;
+    c.offset = offset;
+    c.size   = size;
+    return call_ok(c);
+}
+
+
+int agent::open_fds()
+{
+    cmd c = {};
+    reply r;
+
+    c.op = AG_FDS;
+    return (call(c, &r) && (r.status == UCS_OK)) ? r.index : -1;
+}
+
+
+bool agent::wait_broker_idle()
+{
+    cmd c = {};
+
+    c.op = AG_IDLE;
+    return call_ok(c);
+}
+
+
+bool agent::hold_copies(bool hold, int device)
+{
+    cmd c = {};
+
+    c.op     = AG_HOLD;
+    c.is_put = hold;
+    c.device = device;
+    return call_ok(c);
+}
+
+
+bool agent::broker_connect(const bytes_t &rkey)
+{
+    cmd c = {};
+
+    c.op = AG_BROKER_CONNECT;
+    memcpy(c.rkey, rkey.data(), sizeof(c.rkey));
     return call_ok(c);
 }
 

@@ -38,6 +38,8 @@ public:
     agent_buffer alloc(buffer_kind kind, size_t size, uint32_t seed,
                        uint64_t hint = 0, int device = 0);
     bool fill(int index, uint32_t seed);
+    /* bytes [offset, offset + size) only (size 0: to the end) */
+    bool fill(int index, uint32_t seed, size_t offset, size_t size);
     bool check(int index, uint32_t seed, size_t offset, size_t size);
     bool free(int index);
     /* the agent imports: connect to @a node and copy to/from its buffer */
@@ -58,6 +60,17 @@ public:
     /* what the agent's iface reports: bandwidth (bytes/s) and streams of its
      * completion queue */
     bool query(double *bandwidth, unsigned *num_streams);
+
+    /* the agent's own open fds (count_open_fds() there), -1 on error */
+    int open_fds();
+    /* returns once the agent's fd broker closed every connection it
+     * accepted (uct_cuda_ipc_ns_broker_wait_idle() there) */
+    bool wait_broker_idle();
+    /* the emulator's copy-engine hold, in the agent (false: unsupported) */
+    bool hold_copies(bool hold, int device = -1);
+    /* opens a connection to the fd broker named in @a rkey and sends no
+     * request: a client that dies now dies in the middle of an fd exchange */
+    bool broker_connect(const bytes_t &rkey);
 
     void kill_now();   /* SIGKILL, and reap it */
 
