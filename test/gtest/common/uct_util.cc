@@ -63,7 +63,8 @@ void modify_config(void *config, const config_changes_t &changes)
 void open_iface(uct_md_h md, const char *tl, const char *dev,
                 ucs_async_context_t **async, uct_worker_h *worker,
                 uct_iface_h *iface, const config_changes_t &changes,
-                uct_error_handler_t err_handler, void *err_handler_arg)
+                uct_error_handler_t err_handler, void *err_handler_arg,
+                ucs_thread_mode_t thread_mode)
 {
     uct_iface_config_t *config;
     uct_iface_params_t params = {};
@@ -71,7 +72,7 @@ void open_iface(uct_md_h md, const char *tl, const char *dev,
     *iface = nullptr;
     ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
                                                async));
-    ASSERT_EQ(UCS_OK, uct_worker_create(*async, UCS_THREAD_MODE_SINGLE,
+    ASSERT_EQ(UCS_OK, uct_worker_create(*async, thread_mode,
                                         worker));
     ASSERT_EQ(UCS_OK, uct_md_iface_config_read(md, tl, NULL, NULL, &config));
     modify_config(config, changes);

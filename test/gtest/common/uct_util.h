@@ -31,14 +31,16 @@ ucs_status_t config_modify(void *config, const std::string &name,
  * a gtest failure names each one UCX refuses */
 void modify_config(void *config, const config_changes_t &changes);
 
-/* An async context, a worker and an interface of transport @a tl on device
- * @a dev of @a md, with @a changes to its configuration and @a err_handler
- * (when not NULL); gtest failures (and *iface == nullptr) on error */
+/* An async context, a worker (of @a thread_mode) and an interface of
+ * transport @a tl on device @a dev of @a md, with @a changes to its
+ * configuration and @a err_handler (when not NULL); gtest failures (and
+ * *iface == nullptr) on error */
 void open_iface(uct_md_h md, const char *tl, const char *dev,
                 ucs_async_context_t **async, uct_worker_h *worker,
                 uct_iface_h *iface, const config_changes_t &changes = {},
                 uct_error_handler_t err_handler = nullptr,
-                void *err_handler_arg = nullptr);
+                void *err_handler_arg = nullptr,
+                ucs_thread_mode_t thread_mode = UCS_THREAD_MODE_SINGLE);
 
 /* undo open_iface(); ignores what is nullptr */
 void close_iface(ucs_async_context_t *async, uct_worker_h worker,

@@ -12,6 +12,7 @@ extern "C" {
 
 #include <gtest/gtest.h>
 #include <dlfcn.h>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -213,6 +214,127 @@ TEST_F(threads, concurrent_first_use_one_mapping) {
                                        m_nodes[0]->buf(dst[0]).ptr, SLICE,
                                        remote.addr, m_rkeys[0].rkey));
     EXPECT_EQ(after.hits + 1, cache_stats().hits);
+}
+
+} // namespace
+
+
+namespace {
+
+using namespace test;
+
+
+/* A completion another thread's progress may call */
+struct shared_completion {
+    uct_completion_t          comp;
+    std::atomic<bool>         done{false};
+    std::atomic<ucs_status_t> status{UCS_OK};
+
+    shared_completion()
+    {
+        comp.func   = cb;
+        comp.count  = 1;
+        comp.status = UCS_OK;
+    }
+    static void cb(uct_completion_t *comp)
+    {
+        shared_completion *self = ucs_container_of(comp, shared_completion,
+                                                   comp);
+        self->status = comp->status;
+        self->done   = true;
+    }
+};
+
+
+/*
+ * One worker of UCS_THREAD_MODE_MULTI, one iface, one endpoint, driven from
+ * MT_THREADS threads at once: each puts its own slice of a peer allocation,
+ * gets it back, and progresses the shared worker until its own op completes
+ * (its completion may well be called from another thread's progress).
+ *
+ * DISABLED: cu_ipc_ns does not serialize its iface under a MULTI worker (no
+ * lock around post and cq progress): two threads' progress complete the same
+ * op twice ("uct_iface.h:884 Assertion `comp->count > 0' failed" from
+ * uct_cuda_ipc_ns_cq_progress, then SIGSEGV). Enable once the iface either
+ * locks under UCS_THREAD_MODE_MULTI or refuses such a worker at open (as
+ * UCX's IB transports do; UCP itself always opens SINGLE UCT workers).
+ */
+TEST(multi_thread_worker, DISABLED_threads_put_get_progress_one_iface) {
+    const int    num_threads = 3;
+    const int    rounds      = 32;
+    const size_t slice       = 1 * MiB;
+
+    if (!cuda_init()) {
+        GTEST_SKIP() << "no CUDA driver or device";
+    }
+    CUcontext ctx = nullptr;
+    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxGetCurrent(&ctx));
+    agent peer_agent;
+    ASSERT_TRUE(peer_agent.ok());
+    uct_node node({}, {}, UCS_THREAD_MODE_MULTI);
+    ASSERT_TRUE(node.ok());
+    uct_ep_h ep = node.connect(peer_agent.dev_addr(), peer_agent.iface_addr());
+    ASSERT_NE(nullptr, ep);
+
+    agent_buffer remote = peer_agent.alloc(BUF_VMM, num_threads * slice, 0);
+    ASSERT_GE(remote.index, 0);
+    uct_rkey_bundle_t rkey;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(node.component(), remote.rkey.data(),
+                                      &rkey));
+    int src = node.alloc(BUF_VMM, num_threads * slice);
+    int dst = node.alloc(BUF_VMM, num_threads * slice);
+    ASSERT_GE(src, 0);
+    ASSERT_GE(dst, 0);
+    start_line line(num_threads);
+
+    /* post, then progress the shared worker until this op completed; the
+     * deadline only turns a hang into a failure */
+    auto run_op = [&](bool is_put, void *local, uint64_t addr) {
+        shared_completion comp;
+        uct_iov_t iov = {local, slice, nullptr, 0, 1};
+        ucs_status_t st = is_put ?
+                uct_ep_put_zcopy(ep, &iov, 1, addr, rkey.rkey, &comp.comp) :
+                uct_ep_get_zcopy(ep, &iov, 1, addr, rkey.rkey, &comp.comp);
+        if (st != UCS_INPROGRESS) {
+            return st;
+        }
+        uint64_t deadline = now_ms() + 60000;
+        while (!comp.done && (now_ms() < deadline)) {
+            node.progress();
+        }
+        return comp.done ? comp.status.load() : UCS_ERR_TIMED_OUT;
+    };
+
+    std::vector<std::thread> workers;
+    for (int i = 0; i < num_threads; ++i) {
+        workers.emplace_back([&, i]() {
+            ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxSetCurrent(ctx));
+            size_t off = i * slice;
+            char *s    = (char*)node.buf(src).ptr + off;
+            char *d    = (char*)node.buf(dst).ptr + off;
+            line.arrive_and_wait();
+            for (int round = 0; round < rounds; ++round) {
+                uint32_t seed = 100 * (i + 1) + round;
+                node.fill(src, seed, off, slice);
+                ASSERT_EQ(UCS_OK, run_op(true, s, remote.addr + off))
+                        << "thread " << i << " round " << round;
+                ASSERT_EQ(UCS_OK, run_op(false, d, remote.addr + off))
+                        << "thread " << i << " round " << round;
+                ASSERT_TRUE(node.check(dst, seed, off, slice))
+                        << "thread " << i << " round " << round;
+            }
+        });
+    }
+    for (auto &t : workers) {
+        t.join();
+    }
+
+    for (int i = 0; i < num_threads; ++i) {
+        EXPECT_TRUE(peer_agent.check(remote.index, 100 * (i + 1) + rounds - 1,
+                                     i * slice, slice)) << "slice " << i;
+    }
+    EXPECT_EQ(0u, node.ep_errors());
+    uct_rkey_release(node.component(), &rkey);
 }
 
 } // namespace

@@ -32,7 +32,8 @@ bytes_t pattern(uint32_t seed, size_t size)
 
 
 uct_node::uct_node(const config_changes_t &md_config,
-                   const config_changes_t &iface_config)
+                   const config_changes_t &iface_config,
+                   ucs_thread_mode_t thread_mode)
 {
     uct_md_config_t *md_cfg;
     ucs_status_t status;
@@ -51,7 +52,7 @@ uct_node::uct_node(const config_changes_t &md_config,
     }
 
     open_iface(m_md, "cu_ipc_ns", "cuda", &m_async, &m_worker, &m_iface,
-               iface_config, ep_error, this);
+               iface_config, ep_error, this, thread_mode);
     if (m_iface != nullptr) {
         uct_iface_progress_enable(m_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     }

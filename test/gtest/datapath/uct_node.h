@@ -53,9 +53,11 @@ public:
         uct_mem_h                           memh;
     };
 
-    /* @a md_config: MD variables (without prefix) to set, e.g. CACHE=n */
+    /* @a md_config: MD variables (without prefix) to set, e.g. CACHE=n;
+     * @a thread_mode: the worker's */
     explicit uct_node(const config_changes_t &md_config = {},
-                      const config_changes_t &iface_config = {});
+                      const config_changes_t &iface_config = {},
+                      ucs_thread_mode_t thread_mode = UCS_THREAD_MODE_SINGLE);
     ~uct_node();
 
     bool ok() const { return m_iface != nullptr; }
