@@ -444,6 +444,34 @@ TEST_F(datapath_pair, completion_through_event_fd) {
 }
 
 
+/* A progress thread arms, then sleeps, while another thread posts (NIXL's
+ * pattern): the op posted while armed must wake it on its own */
+TEST_F(datapath_pair, op_posted_while_armed_wakes_the_waiter) {
+    start();
+    remote r  = export_buffer(BUF_VMM, 16 * MiB, 0);
+    int local = m_node->alloc(BUF_VMM, 16 * MiB);
+    int fd;
+    ASSERT_EQ(UCS_OK, uct_iface_event_fd_get(m_node->iface(), &fd));
+
+    m_node->fill(local, 31);
+    ASSERT_EQ(UCS_OK, uct_iface_event_arm(m_node->iface(), UCT_EVENT_SEND_COMP))
+            << "nothing in flight yet";
+    completion comp;
+    ASSERT_EQ(UCS_INPROGRESS, post(true, m_node->buf(local).ptr, 16 * MiB,
+                                   r.buf.addr, r.rkey.rkey, &comp));
+    /* no progress, no arm since the post: only the op can signal (the
+     * timeout is a safety net: without the signal the test fails) */
+    struct pollfd pfd = {fd, POLLIN, 0};
+    ASSERT_EQ(1, poll(&pfd, 1, 60000)) << "the op posted while armed did not "
+                                          "wake the waiter";
+    while (!comp.done) {
+        m_node->progress();
+    }
+    EXPECT_EQ(UCS_OK, comp.status);
+    EXPECT_TRUE(m_agent->check(r.buf.index, 31, 0, 16 * MiB));
+}
+
+
 TEST_F(datapath_pair, flush_waits_for_every_op) {
     start();
     remote r  = export_buffer(BUF_VMM, 64 * MiB, 0);
