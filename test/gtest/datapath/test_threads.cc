@@ -247,94 +247,65 @@ struct shared_completion {
 
 
 /*
- * One worker of UCS_THREAD_MODE_MULTI, one iface, one endpoint, driven from
- * MT_THREADS threads at once: each puts its own slice of a peer allocation,
- * gets it back, and progresses the shared worker until its own op completes
- * (its completion may well be called from another thread's progress).
- *
- * DISABLED: cu_ipc_ns does not serialize its iface under a MULTI worker (no
- * lock around post and cq progress): two threads' progress complete the same
- * op twice ("uct_iface.h:884 Assertion `comp->count > 0' failed" from
- * uct_cuda_ipc_ns_cq_progress, then SIGSEGV). Enable once the iface either
- * locks under UCS_THREAD_MODE_MULTI or refuses such a worker at open (as
- * UCX's IB transports do; UCP itself always opens SINGLE UCT workers).
+ * A worker of UCS_THREAD_MODE_MULTI is refused at iface open, by both
+ * transports, as UCX's IB and tcp transports refuse it: they do not lock
+ * their completion queues, and UCP never asks for it (a MULTI UCP worker
+ * opens SERIALIZED UCT workers and serializes them itself). SERIALIZED is
+ * accepted.
  */
-TEST(multi_thread_worker, DISABLED_threads_put_get_progress_one_iface) {
-    const int    num_threads = 3;
-    const int    rounds      = 32;
-    const size_t slice       = 1 * MiB;
+TEST(multi_thread_worker, refused_at_iface_open) {
+    struct transport { const char *component, *tl, *dev; };
+    const transport transports[] = {{"cuda_ipc_ns", "cu_ipc_ns", "cuda"},
+                                    {"cuda_cpy_ns", "cu_cpy_ns", "cuda_cpy"}};
 
     if (!cuda_init()) {
         GTEST_SKIP() << "no CUDA driver or device";
     }
-    CUcontext ctx = nullptr;
-    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxGetCurrent(&ctx));
-    agent peer_agent;
-    ASSERT_TRUE(peer_agent.ok());
-    uct_node node({}, {}, UCS_THREAD_MODE_MULTI);
-    ASSERT_TRUE(node.ok());
-    uct_ep_h ep = node.connect(peer_agent.dev_addr(), peer_agent.iface_addr());
-    ASSERT_NE(nullptr, ep);
+    for (const transport &t : transports) {
+        SCOPED_TRACE(t.tl);
+        uct_component_h component = find_component(t.component);
+        uct_md_config_t *md_config;
+        uct_md_h md;
+        ASSERT_NE(nullptr, component);
+        ASSERT_EQ(UCS_OK, uct_md_config_read(component, NULL, NULL,
+                                             &md_config));
+        ASSERT_EQ(UCS_OK, uct_md_open(component, t.component, md_config, &md));
+        uct_config_release(md_config);
 
-    agent_buffer remote = peer_agent.alloc(BUF_VMM, num_threads * slice, 0);
-    ASSERT_GE(remote.index, 0);
-    uct_rkey_bundle_t rkey;
-    ASSERT_EQ(UCS_OK, uct_rkey_unpack(node.component(), remote.rkey.data(),
-                                      &rkey));
-    int src = node.alloc(BUF_VMM, num_threads * slice);
-    int dst = node.alloc(BUF_VMM, num_threads * slice);
-    ASSERT_GE(src, 0);
-    ASSERT_GE(dst, 0);
-    start_line line(num_threads);
+        for (ucs_thread_mode_t mode : {UCS_THREAD_MODE_SERIALIZED,
+                                       UCS_THREAD_MODE_MULTI}) {
+            ucs_async_context_t *async;
+            uct_worker_h worker;
+            uct_iface_config_t *config;
+            uct_iface_params_t params = {};
+            uct_iface_h iface         = nullptr;
 
-    /* post, then progress the shared worker until this op completed; the
-     * deadline only turns a hang into a failure */
-    auto run_op = [&](bool is_put, void *local, uint64_t addr) {
-        shared_completion comp;
-        uct_iov_t iov = {local, slice, nullptr, 0, 1};
-        ucs_status_t st = is_put ?
-                uct_ep_put_zcopy(ep, &iov, 1, addr, rkey.rkey, &comp.comp) :
-                uct_ep_get_zcopy(ep, &iov, 1, addr, rkey.rkey, &comp.comp);
-        if (st != UCS_INPROGRESS) {
-            return st;
-        }
-        uint64_t deadline = now_ms() + 60000;
-        while (!comp.done && (now_ms() < deadline)) {
-            node.progress();
-        }
-        return comp.done ? comp.status.load() : UCS_ERR_TIMED_OUT;
-    };
-
-    std::vector<std::thread> workers;
-    for (int i = 0; i < num_threads; ++i) {
-        workers.emplace_back([&, i]() {
-            ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxSetCurrent(ctx));
-            size_t off = i * slice;
-            char *s    = (char*)node.buf(src).ptr + off;
-            char *d    = (char*)node.buf(dst).ptr + off;
-            line.arrive_and_wait();
-            for (int round = 0; round < rounds; ++round) {
-                uint32_t seed = 100 * (i + 1) + round;
-                node.fill(src, seed, off, slice);
-                ASSERT_EQ(UCS_OK, run_op(true, s, remote.addr + off))
-                        << "thread " << i << " round " << round;
-                ASSERT_EQ(UCS_OK, run_op(false, d, remote.addr + off))
-                        << "thread " << i << " round " << round;
-                ASSERT_TRUE(node.check(dst, seed, off, slice))
-                        << "thread " << i << " round " << round;
+            ASSERT_EQ(UCS_OK, ucs_async_context_create(
+                                      UCS_ASYNC_MODE_THREAD_SPINLOCK, &async));
+            ASSERT_EQ(UCS_OK, uct_worker_create(async, mode, &worker));
+            ASSERT_EQ(UCS_OK, uct_md_iface_config_read(md, t.tl, NULL, NULL,
+                                                       &config));
+            params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                          UCT_IFACE_PARAM_FIELD_DEVICE;
+            params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+            params.mode.device.tl_name  = t.tl;
+            params.mode.device.dev_name = t.dev;
+            ucs_status_t status = uct_iface_open(md, worker, &params, config,
+                                                 &iface);
+            uct_config_release(config);
+            if (mode == UCS_THREAD_MODE_MULTI) {
+                EXPECT_EQ(UCS_ERR_INVALID_PARAM, status) << "MULTI refused";
+            } else {
+                EXPECT_EQ(UCS_OK, status) << "SERIALIZED accepted";
             }
-        });
+            if (iface != nullptr) {
+                uct_iface_close(iface);
+            }
+            uct_worker_destroy(worker);
+            ucs_async_context_destroy(async);
+        }
+        uct_md_close(md);
     }
-    for (auto &t : workers) {
-        t.join();
-    }
-
-    for (int i = 0; i < num_threads; ++i) {
-        EXPECT_TRUE(peer_agent.check(remote.index, 100 * (i + 1) + rounds - 1,
-                                     i * slice, slice)) << "slice " << i;
-    }
-    EXPECT_EQ(0u, node.ep_errors());
-    uct_rkey_release(node.component(), &rkey);
 }
 
 } // namespace

@@ -109,6 +109,15 @@ UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_base_t, uct_iface_ops_t *ops,
                               UCS_STATS_ARG(params->stats_root)
                               UCS_STATS_ARG(md->component->name));
 
+    /* the completion queues take no lock; UCP opens SERIALIZED workers
+     * (a MULTI UCP worker serializes its UCT worker itself) */
+    if (ucs_derived_of(worker, uct_priv_worker_t)->thread_mode ==
+        UCS_THREAD_MODE_MULTI) {
+        ucs_error("%s: a multi-threaded worker is not supported (use "
+                  "UCS_THREAD_MODE_SERIALIZED)", md->component->name);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
     if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE) ||
         strcmp(params->mode.device.dev_name, dev_name)) {
         ucs_error("%s: no device '%s' (only '%s')", md->component->name,
