@@ -404,6 +404,34 @@ int count_open_fds()
 }
 
 
+std::map<int, std::string> open_fd_targets()
+{
+    std::map<int, std::string> targets;
+    DIR *dir = opendir("/proc/self/fd");
+    struct dirent *entry;
+    char path[64], target[256];
+    ssize_t len;
+    int fd;
+
+    if (dir == nullptr) {
+        return targets;
+    }
+    while ((entry = readdir(dir)) != nullptr) {
+        fd = atoi(entry->d_name);
+        if ((entry->d_name[0] == '.') || (fd == dirfd(dir))) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        len = readlink(path, target, sizeof(target) - 1);
+        if (len >= 0) { /* else closed meanwhile */
+            targets[fd] = std::string(target, len);
+        }
+    }
+    closedir(dir);
+    return targets;
+}
+
+
 bool send_with_fds(int sock, const void *buf, size_t len,
                    const std::vector<int> &fds)
 {

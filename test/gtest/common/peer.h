@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,10 @@ bool peer_main(int argc, char **argv, int *exit_code);
 
 /* number of open fds of this process */
 int count_open_fds();
+
+/* fd number -> what it is open to (readlink of /proc/self/fd/N), for each
+ * open fd of this process but the directory's own */
+std::map<int, std::string> open_fd_targets();
 
 /* send one message with any number of fds attached, as a hostile peer may;
  * false on error */

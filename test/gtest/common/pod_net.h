@@ -15,6 +15,7 @@
 #ifndef TEST_COMMON_POD_NET_H
 #define TEST_COMMON_POD_NET_H
 
+#include <gtest/gtest.h>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -117,6 +118,21 @@ private:
     bool        m_created;
     unsigned    m_pods;
 };
+
+/* Wire the pod whose process is @a pod into the node's network, once the
+ * peer said it runs (its namespaces exist); gtest failures otherwise */
+inline void connect_pod(pid_t pod)
+{
+    std::string pod_ns = "/proc/" + std::to_string(pod) + "/ns/net";
+    char ours[64] = {}, theirs[64] = {};
+    std::string pod_ip;
+
+    ASSERT_GT(readlink("/proc/self/ns/net", ours, sizeof(ours) - 1), 0);
+    ASSERT_GT(readlink(pod_ns.c_str(), theirs, sizeof(theirs) - 1), 0);
+    ASSERT_STRNE(ours, theirs) << "the peer has no netns of its own";
+    ASSERT_TRUE(pod_network::get().attach(pod, &pod_ip))
+            << "cannot wire the pod to " << pod_network::get().device();
+}
 
 } // namespace test
 

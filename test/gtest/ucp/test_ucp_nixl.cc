@@ -35,7 +35,6 @@ extern "C" {
 #include <string>
 #include <thread>
 #include <vector>
-#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -97,30 +96,13 @@ using test::seed_holds;
 int count_module_fds()
 {
     int count = 0;
-    DIR *dir  = opendir("/proc/self/fd");
-    struct dirent *entry;
-    char path[64], target[256];
-    ssize_t len;
 
-    if (dir == nullptr) {
-        return -1;
+    for (const auto &fd : test::open_fd_targets()) {
+        const std::string &target = fd.second;
+        count += (target.find("memfd:") != std::string::npos) ||
+                 (target.find("[pidfd]") != std::string::npos) ||
+                 (target.compare(0, 11, "/dev/nvidia") == 0);
     }
-    while ((entry = readdir(dir)) != nullptr) {
-        if ((entry->d_name[0] == '.') || (atoi(entry->d_name) == dirfd(dir))) {
-            continue;
-        }
-        snprintf(path, sizeof(path), "/proc/self/fd/%d", atoi(entry->d_name));
-        len = readlink(path, target, sizeof(target) - 1);
-        if (len < 0) {
-            continue;
-        }
-        target[len] = '\0';
-        if (strstr(target, "memfd:") || strstr(target, "[pidfd]") ||
-            !strncmp(target, "/dev/nvidia", 11)) {
-            ++count;
-        }
-    }
-    closedir(dir);
     return count;
 }
 
@@ -129,24 +111,11 @@ int count_module_fds()
 std::string list_non_socket_fds()
 {
     std::string out;
-    DIR *dir = opendir("/proc/self/fd");
-    struct dirent *entry;
-    char path[64], target[256];
-    ssize_t len;
 
-    while ((dir != nullptr) && ((entry = readdir(dir)) != nullptr)) {
-        if (entry->d_name[0] == '.') {
-            continue;
+    for (const auto &fd : test::open_fd_targets()) {
+        if (fd.second.compare(0, 7, "socket:") != 0) {
+            out += std::to_string(fd.first) + "=" + fd.second + " ";
         }
-        snprintf(path, sizeof(path), "/proc/self/fd/%d", atoi(entry->d_name));
-        len = readlink(path, target, sizeof(target) - 1);
-        if ((len > 0) && (strncmp(target, "socket:", 7) != 0)) {
-            target[len] = '\0';
-            out += std::string(entry->d_name) + "=" + target + " ";
-        }
-    }
-    if (dir != nullptr) {
-        closedir(dir);
     }
     return out;
 }
@@ -577,20 +546,6 @@ protected:
 
     bool legacy() const { return GetParam() == SAME_NS; }
 
-    /* the pod joins the node's network (common/pod_net.h); called once the
-     * peer said it runs (its namespaces exist) */
-    void connect_pod(pid_t pod)
-    {
-        std::string pod_ns = "/proc/" + std::to_string(pod) + "/ns/net";
-        char ours[64] = {}, theirs[64] = {};
-        std::string pod_ip;
-        ASSERT_GT(readlink("/proc/self/ns/net", ours, sizeof(ours) - 1), 0);
-        ASSERT_GT(readlink(pod_ns.c_str(), theirs, sizeof(theirs) - 1), 0);
-        ASSERT_STRNE(ours, theirs) << "the peer has no netns of its own";
-        ASSERT_TRUE(test::pod_network::get().attach(pod, &pod_ip))
-                << "cannot wire the pod to bridge " << m_veth;
-    }
-
     /* start the target (and its network: before our agent reads
      * UCX_NET_DEVICES) */
     void start_target(bool rndv = false)
@@ -604,7 +559,7 @@ protected:
         ASSERT_EQ(1, m_peer->chan().recv(&ready, 1, WAIT_MS))
                 << "the target never started";
         if (opts.new_net_ns) {
-            connect_pod(m_peer->pid());
+            test::connect_pod(m_peer->pid());
         }
         nixl_setup setup = {legacy(), rndv};
         ASSERT_TRUE(m_peer->chan().send_obj(setup));

@@ -174,20 +174,6 @@ protected:
         unsetenv("UCX_CUDA_IPC_NS_SOCK_DIR");
     }
 
-    /* the pod joins the node's network (common/pod_net.h); called once the
-     * peer said it runs (its namespaces exist) */
-    void connect_pod(pid_t pod)
-    {
-        std::string pod_ns = "/proc/" + std::to_string(pod) + "/ns/net";
-        char ours[64] = {}, theirs[64] = {};
-        std::string pod_ip;
-        ASSERT_GT(readlink("/proc/self/ns/net", ours, sizeof(ours) - 1), 0);
-        ASSERT_GT(readlink(pod_ns.c_str(), theirs, sizeof(theirs) - 1), 0);
-        ASSERT_STRNE(ours, theirs) << "the peer has no netns of its own";
-        ASSERT_TRUE(test::pod_network::get().attach(pod, &pod_ip))
-                << "cannot wire the pod to bridge " << m_veth;
-    }
-
     /* a command to the server, progressing our worker; its result */
     int32_t call(test::peer &peer, ucp_side &side, uint32_t op, uint32_t seed,
                  size_t size)
@@ -232,7 +218,7 @@ TEST_P(ucp_pair, tag_and_rma_on_cuda_buffers_across_namespaces) {
     char go = 0;
     ASSERT_EQ(1, peer.chan().recv(&go, 1, 60000)) << "the peer never started";
     if (other_netns) {
-        connect_pod(peer.pid());
+        test::connect_pod(peer.pid());
     }
     go = 1;
     ASSERT_TRUE(peer.chan().send(&go, 1));
