@@ -461,9 +461,14 @@ TEST_PEER_ROLE(nixl_target)
             param.user_data           = &box;
             std::unique_lock<std::mutex> guard(box.lock);
             box.sent = 0;
+            /* not held across the call: the progress thread holds the
+             * worker's lock when it runs send_done_cb, which takes box.lock
+             * (a lock-order inversion TSan reports) */
+            guard.unlock();
             ucs_status_ptr_t req = ucp_tag_send_nbx(ag.ep, buf, cmd.size,
                                                     cmd.seed, &param);
             if (UCS_PTR_IS_PTR(req)) {
+                guard.lock();
                 box.cond.wait_for(guard, std::chrono::milliseconds(WAIT_MS),
                                   [&]() { return box.sent != 0; });
                 result = (box.sent != 0) ? box.send_status : UCS_ERR_TIMED_OUT;
