@@ -1,79 +1,111 @@
 #!/usr/bin/env bash
 # Build the module, the CUDA emulator and the test suite with sanitizers, out
-# of the source tree, and run them:
-#   asan: build-asan/, --enable-sanitizers=address,undefined, the whole suite
-#   tsan: build-tsan/, --enable-sanitizers=thread, the whole suite too
-#         ($TSAN_FILTER narrows it): the broker thread, the emulator's copy
-#         engine threads and the thread tests. UCM's mmap hooks are off
-#         (UCX_MEM_MMAP_HOOK_MODE=none): its madvise hook runs while glibc
-#         frees an exiting thread's stack, after TSan dropped that thread's
-#         state, and crashes inside libtsan. die_after_fork=0: the fork tests
-#         start a broker thread in the child of a threaded parent.
+# of the source tree (UCX 1.13.1, Debian's), and run the whole suite:
+#   asan: build-asan/, --enable-sanitizers=address,undefined (leaks too)
+#   tsan: build-tsan/, --enable-sanitizers=thread: the broker thread, the
+#         emulator's copy engine threads, the thread tests (datapath
+#         threads.*, ucp_threads.*) and the NIXL progress thread.
+#         UCM's mmap hooks are off (UCX_MEM_MMAP_HOOK_MODE=none): its madvise
+#         hook runs while glibc frees an exiting thread's stack, after TSan
+#         dropped that thread's state, and crashes inside libtsan.
+#         die_after_fork=0: the fork tests start a broker thread in the child
+#         of a threaded parent.
 # Usage: contrib/run-sanitizers.sh [asan] [tsan]   (default: both)
-# Exit status: 0 when every run is clean. Suppressions (UCX internals only,
-# each justified) are in contrib/sanitizers/.
+# Environment: SAN_BUILD_BASE (default: build in the source tree; the build
+#              dirs are BASE-asan and BASE-tsan), TSAN_FILTER, ASAN_FILTER
+#              (gtest filters).
+# One progress line per step; configure and make write to DIR/logs/, the
+# suite to DIR/gtest.log. Exit status 0 when every run passed with no
+# sanitizer report; otherwise the failed tests and the first report are
+# shown. Suppressions (UCX internals only, each justified) are in
+# contrib/sanitizers/ (none needed so far).
 set -euo pipefail
+prog=sanitizers
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/contrib/steps.sh"
 san_dir=$top/contrib/sanitizers
+base=${SAN_BUILD_BASE:-$top/build}
+: "${ASAN_FILTER:=*}"
 # forked_child_starts_own_broker: the child's broker thread gets the
 # pthread id of the parent's, which TSan still holds ("dup thread with used
 # id"): a TSan limit with fork; the ASan run covers the test
 : "${TSAN_FILTER:=-test_fdx.forked_child_starts_own_broker}"
 kinds=("$@")
 [ ${#kinds[@]} -gt 0 ] || kinds=(asan tsan)
+for kind in "${kinds[@]}"; do
+    case $kind in
+    asan|tsan) ;;
+    *) echo "run-sanitizers: unknown kind '$kind' (asan, tsan)" >&2; exit 2 ;;
+    esac
+done
 
 ucx_src=$("$top/contrib/setup-deps.sh" | tail -n 1)
-cd "$top"
-if [ ! -x configure ] || [ configure.ac -nt configure ]; then
-    ./autogen.sh >/dev/null
+if [ ! -x "$top/configure" ] || [ "$top/configure.ac" -nt "$top/configure" ]; then
+    step "$base-asan/logs/autogen.log" "autogen" in_dir "$top" ./autogen.sh
 fi
 
-build() { # dir sanitizers
-    mkdir -p "$1"
-    (cd "$1"
-     if [ ! -f Makefile ] || [ "$top/configure" -nt Makefile ]; then
-         "$top/configure" --with-ucx-src="$ucx_src" --prefix="$1/install" \
-             --enable-sanitizers="$2" >configure.out ||
-             { cat configure.out; exit 1; }
-     fi
-     make -j"$(nproc)" >make.out 2>&1 &&
-         make -j"$(nproc)" -C test/gtest gtest >>make.out 2>&1 ||
-         { tail -50 make.out; exit 1; })
+configure_san() { # sanitizers
+    if [ ! -f Makefile ] || [ "$top/configure" -nt Makefile ]; then
+        "$top/configure" --with-ucx-src="$ucx_src" --prefix="$PWD/install" \
+            --enable-sanitizers="$1"
+    fi
+}
+
+make_san() {
+    make -j"$(nproc)" && make -j"$(nproc)" -C test/gtest gtest
+}
+
+# the failed tests and the first sanitizer report of log $1
+show_failure() {
+    {
+        grep -E '^\[  FAILED  \] [^ ]+' "$1" | sort -u | head -20
+        awk '/^(==[0-9]+==ERROR|WARNING: ThreadSanitizer|.*runtime error:)/ {p = 1}
+             p && n < 40 {print; n++}' "$1"
+    } | sed 's/^/    /' >&2
 }
 
 rc=0
 for kind in "${kinds[@]}"; do
     start=$SECONDS
+    dir=$base-$kind
+    mkdir -p "$dir/logs"
+    case $kind in
+    asan) sanitizers=address,undefined; what="ASan+UBSan" ;;
+    tsan) sanitizers=thread;            what="TSan" ;;
+    esac
+    step "$dir/logs/configure.log" "$what: configure ($dir)" \
+        in_dir "$dir" configure_san "$sanitizers"
+    step "$dir/logs/make.log" "$what: make (module, emulator, gtest)" \
+        in_dir "$dir" make_san
+    say "$what: the gtest suite (log $dir/gtest.log)"
     case $kind in
     asan)
-        dir=$top/build-asan
-        build "$dir" address,undefined
         # UCX's memory events stay on: UCP's memtype cache needs them
         # (cpy_ucp_test), and they work under ASan
         env ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=66" \
             LSAN_OPTIONS="suppressions=$san_dir/lsan.supp:print_suppressions=0" \
             UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$san_dir/ubsan.supp" \
-            "$dir/test/gtest/gtest" >"$dir/gtest.log" 2>&1 || rc=1
+            "$dir/test/gtest/gtest" --gtest_filter="$ASAN_FILTER" \
+            >"$dir/gtest.log" 2>&1 || true
         ;;
     tsan)
-        dir=$top/build-tsan
-        build "$dir" thread
         env TSAN_OPTIONS="halt_on_error=1:exitcode=66:die_after_fork=0:suppressions=$san_dir/tsan.supp" \
             UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no \
             "$dir/test/gtest/gtest" --gtest_filter="$TSAN_FILTER" \
-            >"$dir/gtest.log" 2>&1 || rc=1
-        ;;
-    *)
-        echo "run-sanitizers: unknown kind '$kind' (asan, tsan)" >&2
-        exit 2
+            >"$dir/gtest.log" 2>&1 || true
         ;;
     esac
-    summary=$(grep -E '^\[  (PASSED|FAILED)  \]' "$dir/gtest.log" | head -1)
+    summary=$(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+ test' "$dir/gtest.log" |
+              tr '\n' ' ' | sed 's/ *$//')
     # a sanitizer report in a peer process fails its test; one in the
     # runner itself may end it before gtest's summary
-    reports=$(grep -c -E '^(SUMMARY: [A-Za-z]+Sanitizer|.*runtime error:)' "$dir/gtest.log" || true)
-    echo "run-sanitizers: $kind: ${summary:-no gtest summary (the runner died)}, $reports sanitizer report(s), in $((SECONDS - start)) s (log $dir/gtest.log)"
-    if [ -z "$summary" ] || [ "$reports" != 0 ]; then
+    reports=$(grep -c -E '^(==[0-9]+==ERROR|WARNING: ThreadSanitizer|.*runtime error:)' \
+              "$dir/gtest.log" || true)
+    say "$what: ${summary:-no gtest summary (the runner died)}, $reports sanitizer report(s), $((SECONDS - start)) s"
+    if [ -z "$summary" ] || [ "$reports" != 0 ] ||
+       grep -q -E '^\[  FAILED  \]' "$dir/gtest.log"; then
+        show_failure "$dir/gtest.log"
+        say "$what: FAILED (whole log: $dir/gtest.log)"
         rc=1
     fi
 done

@@ -6,7 +6,9 @@
 # UCX 1.13.1: the gtest suite through `make check`, the module activation
 # checks against the installed ucx_info (module preloaded), a short run of
 # the demo (ucx_perftest between two pods over cu_ipc_ns, a few sizes), and
-# the rkey parser fuzz run (FUZZ_SECONDS, default 30).
+# the rkey parser fuzz run (FUZZ_SECONDS, default 30), then the whole suite
+# again built with ASan+UBSan and with TSan (contrib/run-sanitizers.sh, in
+# BUILD-asan/ and BUILD-tsan/ beside the build dir; SKIP_SANITIZERS=1 skips).
 # UCX 1.22: the build (UCX=1.22 contrib/build.sh), `make check`, the
 # activation checks against 1.22's own ucx_info/ucx_perftest through
 # UCX_PLUGIN_PATH and after make install into (a scratch copy of) its module
@@ -26,7 +28,9 @@
 # ("tests: FAILED on UCX 1.22.0: ..."). The output carries the
 # results CI reads, once per UCX version: the gtest summary ("[  PASSED  ] N
 # tests."), the activation checks ("N passed, N failed"), "perftest-ns: all
-# runs passed"; then "tests: fuzz run OK" (1.13.1) and the last line,
+# runs passed"; then "tests: fuzz run OK" and the sanitizer summaries
+# ("sanitizers: ASan+UBSan: [  PASSED  ] N tests., 0 sanitizer report(s)")
+# (1.13.1) and the last line,
 # "tests: all passed (UCX ...)".
 set -euo pipefail
 prog=tests
@@ -82,6 +86,12 @@ step "$build/logs/fuzz.log" "fuzz run of the rkey parser (${FUZZ_SECONDS:-30} s)
     make -s fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
 grep -E '^(#[0-9]+.*DONE|Done [0-9]+ runs|== corpus)' logs/fuzz.log | sed "s/^/$prog: /" || true
 say "fuzz run OK (log: $build/logs/fuzz.log)"
+# the suite again under ASan+UBSan and under TSan (contrib/run-sanitizers.sh)
+if [ "${SKIP_SANITIZERS:-0}" = 1 ]; then
+    say "sanitizer runs: skipped (SKIP_SANITIZERS=1)"
+else
+    SAN_BUILD_BASE=$build "$top/contrib/run-sanitizers.sh" asan tsan
+fi
 versions="1.13.1"
 
 # ---- UCX 1.22, the module loaded as a plugin ------------------------------
