@@ -8,7 +8,9 @@
 # the demo (ucx_perftest between two pods over cu_ipc_ns, a few sizes), and
 # the rkey parser fuzz run (FUZZ_SECONDS, default 30), then the whole suite
 # again built with ASan+UBSan and with TSan (contrib/run-sanitizers.sh, in
-# BUILD-asan/ and BUILD-tsan/ beside the build dir; SKIP_SANITIZERS=1 skips).
+# BUILD-asan/ and BUILD-tsan/ beside the build dir; SKIP_SANITIZERS=1 skips),
+# and the mutation check (test/mutation/run_mutations.sh, log
+# BUILD/logs/mutation.log; SKIP_MUTATIONS=1 skips).
 # UCX 1.22: the build (UCX=1.22 contrib/build.sh), `make check`, the
 # activation checks against 1.22's own ucx_info/ucx_perftest through
 # UCX_PLUGIN_PATH and after make install into (a scratch copy of) its module
@@ -91,6 +93,14 @@ if [ "${SKIP_SANITIZERS:-0}" = 1 ]; then
     say "sanitizer runs: skipped (SKIP_SANITIZERS=1)"
 else
     SAN_BUILD_BASE=$build "$top/contrib/run-sanitizers.sh" asan tsan
+fi
+# each mutation of test/mutation/mutations.list must turn the suite red
+if [ "${SKIP_MUTATIONS:-0}" = 1 ]; then
+    say "mutation check: skipped (SKIP_MUTATIONS=1)"
+else
+    step "$build/logs/mutation.log" "mutation check (test/mutation/run_mutations.sh)" \
+        "$top/test/mutation/run_mutations.sh"
+    grep -E '^mutation: [0-9]+ mutations' "$build/logs/mutation.log" | sed "s/^/$prog: /"
 fi
 versions="1.13.1"
 
