@@ -13,6 +13,7 @@ extern "C" {
 #include <uct/api/uct.h>
 #include <uct/api/v2/uct_v2.h>
 #include <ucs/type/status.h>
+#include "cuda_ipc_ns_broker.h"
 #include "cuda_ipc_ns_fdx.h"
 #include "cuda_ipc_ns_map.h"
 #include "cuda_ipc_ns_nsid.h"
@@ -95,6 +96,9 @@ ucs_status_t map_status(uct_cuda_ipc_ns_fdx_mode_t mode,
     if (status == UCS_OK) {
         uct_cuda_ipc_ns_unmap(&mapping);
     }
+    /* when this process owns the key, its broker thread closes its end of
+     * the connection after our reply: wait, so that fd counts are exact */
+    uct_cuda_ipc_ns_broker_wait_idle();
     return status;
 }
 
