@@ -11,13 +11,27 @@
  * veth pair: the host end joins the bridge, the other end, named like this
  * side's device so that one UCX_NET_DEVICES serves both sides, goes into
  * the pod with its own address.
+ *
+ * A test process killed before its teardown leaves its bridge and address
+ * behind: the next one removes those of processes that no longer exist and
+ * takes a subnet no interface uses, under a lock shared by test processes.
  */
 #ifndef TEST_COMMON_POD_NET_H
 #define TEST_COMMON_POD_NET_H
 
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <sys/types.h>
 #include <unistd.h>
@@ -27,6 +41,8 @@ namespace test {
 
 class pod_network {
 public:
+    static constexpr const char *DEVICE_PREFIX = "cinbr";
+
     /* the one of this process; created by create() in main.cc */
     static pod_network &get()
     {
@@ -40,7 +56,17 @@ public:
         if (m_created) {
             return true;
         }
-        m_created = !sh("ip link add " + bridge() + " type bridge") &&
+        int lock = open("/tmp/cuda_ipc_ns_pod_net.lock", O_RDWR | O_CREAT |
+                        O_CLOEXEC, 0600);
+        if ((lock < 0) || (flock(lock, LOCK_EX) != 0)) {
+            if (lock >= 0) {
+                close(lock);
+            }
+            return false;
+        }
+        remove_stale_networks();
+        m_prefix  = free_prefix();
+        m_created = !m_prefix.empty() && !sh("ip link add " + bridge() + " type bridge") &&
                     !sh("ip link add " + m_device + " type veth peer name " +
                         m_device + "u") &&
                     !sh("ip link set " + m_device + "u master " + bridge()) &&
@@ -51,6 +77,7 @@ public:
         if (!m_created) {
             destroy_links();
         }
+        close(lock); /* our address is in place: the next one sees it */
         return m_created;
     }
 
@@ -91,10 +118,77 @@ public:
 
 private:
     pod_network() :
-        m_device("cinbr" + std::to_string(getpid() % 1000000)),
-        m_prefix("10.214." + std::to_string(getpid() % 250) + "."),
+        m_device(device_of(getpid())),
         m_created(false), m_pods(0)
     {
+    }
+
+    /* this side's device of test process @a pid: its pid in hex, so that
+     * every pid (up to 2^22) and the pod ends' suffix fit in IFNAMSIZ */
+    static std::string device_of(pid_t pid)
+    {
+        char name[IFNAMSIZ];
+        snprintf(name, sizeof(name), "%s%x", DEVICE_PREFIX, (unsigned)pid);
+        return name;
+    }
+
+    /* the bridges and devices of test processes that are gone */
+    static void remove_stale_networks()
+    {
+        const std::string prefix = DEVICE_PREFIX;
+        DIR *dir = opendir("/sys/class/net");
+        struct dirent *entry;
+
+        if (dir == nullptr) {
+            return;
+        }
+        while ((entry = readdir(dir)) != nullptr) {
+            std::string name = entry->d_name;
+            char *end;
+            if ((name.compare(0, prefix.size(), prefix) != 0) ||
+                (name.back() != 'b')) {
+                continue;
+            }
+            std::string hex = name.substr(prefix.size(),
+                                          name.size() - prefix.size() - 1);
+            long pid = strtol(hex.c_str(), &end, 16);
+            if (hex.empty() || (*end != '\0') || (pid <= 0) ||
+                (kill(pid, 0) == 0) || (errno != ESRCH)) {
+                continue;
+            }
+            sh("ip link del " + device_of(pid));
+            sh("ip link del " + name);
+        }
+        closedir(dir);
+    }
+
+    /* 10.214.N. of the first N, from our pid on, that no interface uses */
+    static std::string free_prefix()
+    {
+        std::set<unsigned> used;
+        struct ifaddrs *ifas, *ifa;
+
+        if (getifaddrs(&ifas) != 0) {
+            return "";
+        }
+        for (ifa = ifas; ifa != nullptr; ifa = ifa->ifa_next) {
+            if ((ifa->ifa_addr == nullptr) ||
+                (ifa->ifa_addr->sa_family != AF_INET)) {
+                continue;
+            }
+            uint32_t ip = ntohl(((struct sockaddr_in*)ifa->ifa_addr)->sin_addr.s_addr);
+            if ((ip >> 16) == ((10u << 8) | 214u)) {
+                used.insert((ip >> 8) & 0xff);
+            }
+        }
+        freeifaddrs(ifas);
+        for (unsigned i = 0; i < 250; ++i) {
+            unsigned n = (getpid() + i) % 250;
+            if (used.count(n) == 0) {
+                return "10.214." + std::to_string(n) + ".";
+            }
+        }
+        return "";
     }
 
     std::string bridge() const
