@@ -89,6 +89,11 @@ public:
         }
     }
 
+    bool created() const
+    {
+        return m_created;
+    }
+
     /* UCX_NET_DEVICES on both sides */
     const std::string &device() const
     {
@@ -212,6 +217,17 @@ private:
     bool        m_created;
     unsigned    m_pods;
 };
+
+/* UCX_NET_DEVICES: the node network's device only, for the UCP tests in one
+ * network namespace too: with every interface, another test process adding
+ * or removing its own devices while both sides pack and unpack their worker
+ * addresses makes them disagree on the lanes (UCX 1.22 asserts in wireup) */
+inline void use_pod_network_device()
+{
+    if (pod_network::get().created()) {
+        setenv("UCX_NET_DEVICES", pod_network::get().device().c_str(), 1);
+    }
+}
 
 /* Wire the pod whose process is @a pod into the node's network, once the
  * peer said it runs (its namespaces exist); gtest failures otherwise */

@@ -9,6 +9,7 @@
  */
 #include "common/cuda_alloc.h"
 #include "common/peer.h"
+#include "common/pod_net.h"
 #include "common/ucp_side.h"
 
 extern "C" {
@@ -307,11 +308,13 @@ protected:
             GTEST_SKIP() << "no CUDA driver or device";
         }
         setenv("UCX_TLS", LEGACY_TLS, 1);
+        test::use_pod_network_device();
     }
 
     void TearDown() override
     {
         unsetenv("UCX_TLS");
+        unsetenv("UCX_NET_DEVICES");
         unsetenv("UCX_PROTO_ENABLE");
         copy_faults(false);
     }

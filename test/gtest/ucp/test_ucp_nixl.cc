@@ -528,14 +528,13 @@ protected:
                             "application's own memory needs the default";
         }
         /* both sides read these when they create their contexts */
+        test::use_pod_network_device();
         if (GetParam() == OTHER_PID_AND_NET_NS) {
             char tmpl[] = "/tmp/cuda_ipc_ns_nixl.XXXXXX";
             ASSERT_NE(nullptr, mkdtemp(tmpl));
             m_sock_dir = tmpl;
             chmod(tmpl, 0700);
-            m_veth = test::pod_network::get().device();
             setenv("UCX_CUDA_IPC_NS_SOCK_DIR", tmpl, 1);
-            setenv("UCX_NET_DEVICES", m_veth.c_str(), 1);
         }
     }
 
@@ -643,7 +642,6 @@ protected:
     std::unique_ptr<test::peer> m_peer;
     nixl_hello                  m_hello = {};
     ucp_rkey_h                  m_rkey[BUF_COUNT] = {};
-    std::string                 m_veth;
     std::string                 m_sock_dir;
 };
 

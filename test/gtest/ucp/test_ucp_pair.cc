@@ -191,7 +191,6 @@ protected:
         return side.wait(ucp_ep_flush_nbx(side.ep, &param), nullptr);
     }
 
-    std::string m_veth;
     std::string m_sock_dir;
 };
 
@@ -203,14 +202,13 @@ TEST_P(ucp_pair, tag_and_rma_on_cuda_buffers_across_namespaces) {
     pair_hello hello;
 
     setenv("UCX_TLS", PAIR_TLS, 1);
+    test::use_pod_network_device();
     if (other_netns) {
         char tmpl[] = "/tmp/cuda_ipc_ns_ucp.XXXXXX";
         ASSERT_NE(nullptr, mkdtemp(tmpl));
         m_sock_dir = tmpl;
         chmod(tmpl, 0700);
-        m_veth = test::pod_network::get().device();
         setenv("UCX_CUDA_IPC_NS_SOCK_DIR", tmpl, 1);
-        setenv("UCX_NET_DEVICES", m_veth.c_str(), 1);
     }
     opts.new_pid_ns = true;
     opts.new_net_ns = other_netns;

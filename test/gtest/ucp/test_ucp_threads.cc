@@ -14,6 +14,7 @@
  */
 #include "common/cuda_alloc.h"
 #include "common/peer.h"
+#include "common/pod_net.h"
 #include "common/ucp_side.h"
 
 extern "C" {
@@ -230,6 +231,7 @@ protected:
         m_src_buf.reset(new test::cuda_vmm_buffer(NUM_THREADS * SLICE));
         m_dst_buf.reset(new test::cuda_vmm_buffer(NUM_THREADS * SLICE));
         setenv("UCX_TLS", THREADS_TLS, 1);
+        test::use_pod_network_device();
         test::peer_options opts;
         opts.new_pid_ns = true;
         m_peer.reset(new test::peer("ucp_threads_exporter", opts));
@@ -250,6 +252,7 @@ protected:
             EXPECT_EQ(0, m_peer->wait());
         }
         unsetenv("UCX_TLS");
+        unsetenv("UCX_NET_DEVICES");
     }
 
     /* run @a body(i) in NUM_THREADS threads, with this thread's CUDA
