@@ -15,6 +15,7 @@ extern "C" {
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 
@@ -121,6 +122,34 @@ public:
         ucp_mem_query(memh, &attr);
         ucp_mem_unmap(context, memh);
         return attr.mem_type;
+    }
+
+    /* register [ptr, ptr+length) and pack its key into @a rkey (at most
+     * @a max bytes, *rkey_len its length); false on failure */
+    bool map_and_pack(void *ptr, size_t length, ucp_mem_h *memh_p,
+                      uint8_t *rkey, size_t max, uint32_t *rkey_len)
+    {
+        ucp_mem_map_params_t params = {};
+        void *packed;
+        size_t len;
+
+        params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+                            UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+        params.address    = ptr;
+        params.length     = length;
+        if (ucp_mem_map(context, &params, memh_p) != UCS_OK) {
+            return false;
+        }
+        if (ucp_rkey_pack(context, *memh_p, &packed, &len) != UCS_OK) {
+            return false;
+        }
+        bool fits = len <= max;
+        if (fits) {
+            memcpy(rkey, packed, len);
+            *rkey_len = len;
+        }
+        ucp_rkey_buffer_release(packed);
+        return fits;
     }
 
     /* progress until @a req completes (also the worker of @a other) */

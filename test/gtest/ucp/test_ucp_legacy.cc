@@ -151,11 +151,8 @@ TEST_PEER_ROLE(ucp_legacy_owner)
 {
     std::unique_ptr<log_counter> quiet;
     legacy_hello hello = {};
-    ucp_mem_map_params_t params = {};
     char client_addr[4096];
     ucp_mem_h memh;
-    void *rkey;
-    size_t rkey_len;
     legacy_cmd cmd;
 
     if (!test::cuda_init()) {
@@ -167,18 +164,10 @@ TEST_PEER_ROLE(ucp_legacy_owner)
         return 2;
     }
 
-    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-                        UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    params.address    = buf.ptr();
-    params.length     = buf.size();
-    if ((ucp_mem_map(side.context, &params, &memh) != UCS_OK) ||
-        (ucp_rkey_pack(side.context, memh, &rkey, &rkey_len) != UCS_OK) ||
-        (rkey_len > sizeof(hello.rkey))) {
+    if (!side.map_and_pack(buf.ptr(), buf.size(), &memh, hello.rkey,
+                           sizeof(hello.rkey), &hello.rkey_len)) {
         return 3;
     }
-    memcpy(hello.rkey, rkey, rkey_len);
-    ucp_rkey_buffer_release(rkey);
-    hello.rkey_len = rkey_len;
     hello.addr     = (uintptr_t)buf.ptr();
 
     bytes_t address = side.address();

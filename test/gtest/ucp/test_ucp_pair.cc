@@ -67,12 +67,9 @@ using test::seed_holds;
 TEST_PEER_ROLE(ucp_pair_server)
 {
     std::vector<char> host(4096);
-    ucp_mem_map_params_t params = {};
     pair_hello hello = {};
     char go, client_addr[4096];
     ucp_mem_h memh;
-    void *rkey;
-    size_t rkey_len;
     pair_cmd cmd;
 
     /* our namespaces exist (peer_exec unshared them before exec): say
@@ -92,18 +89,10 @@ TEST_PEER_ROLE(ucp_pair_server)
                           UCS_MEMORY_TYPE_CUDA;
     hello.detected_host = side.detect(host.data(), host.size()) ==
                           UCS_MEMORY_TYPE_HOST;
-    params.field_mask   = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-                          UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    params.address      = buf.ptr();
-    params.length       = buf.size();
-    if ((ucp_mem_map(side.context, &params, &memh) != UCS_OK) ||
-        (ucp_rkey_pack(side.context, memh, &rkey, &rkey_len) != UCS_OK) ||
-        (rkey_len > sizeof(hello.rkey))) {
+    if (!side.map_and_pack(buf.ptr(), buf.size(), &memh, hello.rkey,
+                           sizeof(hello.rkey), &hello.rkey_len)) {
         return 3;
     }
-    memcpy(hello.rkey, rkey, rkey_len);
-    ucp_rkey_buffer_release(rkey);
-    hello.rkey_len = rkey_len;
     hello.addr     = (uintptr_t)buf.ptr();
 
     bytes_t address = side.address();

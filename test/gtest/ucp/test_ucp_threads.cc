@@ -73,10 +73,7 @@ uint32_t slice_seed(int i, int round)
 TEST_PEER_ROLE(ucp_threads_exporter)
 {
     threads_hello hello = {};
-    ucp_mem_map_params_t params = {};
     ucp_mem_h memh;
-    void *rkey;
-    size_t rkey_len;
     threads_cmd cmd;
 
     if (!test::cuda_init()) {
@@ -87,18 +84,10 @@ TEST_PEER_ROLE(ucp_threads_exporter)
     if (!side.ok()) {
         return 2;
     }
-    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-                        UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    params.address    = buf.ptr();
-    params.length     = buf.size();
-    if ((ucp_mem_map(side.context, &params, &memh) != UCS_OK) ||
-        (ucp_rkey_pack(side.context, memh, &rkey, &rkey_len) != UCS_OK) ||
-        (rkey_len > sizeof(hello.rkey))) {
+    if (!side.map_and_pack(buf.ptr(), buf.size(), &memh, hello.rkey,
+                           sizeof(hello.rkey), &hello.rkey_len)) {
         return 3;
     }
-    memcpy(hello.rkey, rkey, rkey_len);
-    ucp_rkey_buffer_release(rkey);
-    hello.rkey_len = rkey_len;
     hello.addr     = (uintptr_t)buf.ptr();
 
     bytes_t address = side.address();
