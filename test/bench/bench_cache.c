@@ -45,8 +45,10 @@ static double bench_now(void)
 /* The mapping stub: the cache's calls land here instead of the driver */
 ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
                                  const uct_cuda_ipc_ns_rkey_info_t *key,
-                                 int device, uct_cuda_ipc_ns_mapping_t *mapping)
+                                 int device, uct_cuda_ipc_ns_mapping_t *mapping,
+                                 int *owner_pidfd_p)
 {
+    *owner_pidfd_p = -1;
     mapping->addr        = (void*)(uintptr_t)key->base;
     mapping->length      = key->length;
     mapping->handle_type = key->handle_type;

@@ -126,7 +126,7 @@ static int bench_import(uct_cuda_ipc_ns_fdx_mode_t mode,
     int fd;
 
     t0     = bench_now_usec();
-    status = uct_cuda_ipc_ns_fdx_import(&cfg, desc, &fd);
+    status = uct_cuda_ipc_ns_fdx_import(&cfg, desc, &fd, NULL);
     if (status != UCS_OK) {
         fprintf(stderr, "import (%s) failed: %s\n",
                 uct_cuda_ipc_ns_fdx_mode_names[mode], ucs_status_string(status));
@@ -146,7 +146,7 @@ static int bench_check_bytes(uct_cuda_ipc_ns_fdx_mode_t mode,
     uint8_t *p;
     size_t i;
 
-    if (uct_cuda_ipc_ns_fdx_import(&cfg, desc, &fd) != UCS_OK) {
+    if (uct_cuda_ipc_ns_fdx_import(&cfg, desc, &fd, NULL) != UCS_OK) {
         return 0;
     }
     p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);

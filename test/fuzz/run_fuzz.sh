@@ -50,7 +50,7 @@ fi
 
 module=$top/src/uct/cuda_ipc_ns
 cppflags=(-I"$ucx_src" -I"$ucx_src/src" -DHAVE_CONFIG_H
-          -I"$cuda_include" -I"$module/base" -I"$module/ipc")
+          -I"$cuda_include" -I"$module/base" -I"$module/ipc" -I"$module/ipc/broker")
 sources=("$module/ipc/cuda_ipc_ns_rkey.c"
          "$module/base/cuda_ipc_ns_addr.c"
          "$here/fuzz_rkey_parse.c")

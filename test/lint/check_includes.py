@@ -3,7 +3,7 @@
 
 The layers are read from the ```layers block of docs/architecture.md: each
 line "DIR/N: unit unit ..." puts those units (x.c with x.h) in layer N of
-DIR. A unit may include:
+DIR (a top directory: units of ipc/broker/ are in ipc/). A unit may include:
   - only units of LOWER layers (never one of its own layer but itself),
   - in its own directory or in base/ (ipc/ and cpy/ never include each
     other; base/ includes only base/),
@@ -64,11 +64,13 @@ def main():
     layers = read_layers()
     errors = []
     files = {}
+    # a unit's directory is the top one (ipc/broker/x.c is in ipc/)
     for directory in ('base', 'ipc', 'cpy'):
-        for name in sorted(os.listdir(os.path.join(module, directory))):
-            if name.endswith(('.c', '.h')):
-                files[os.path.join(directory, name)] = \
-                    open(os.path.join(module, directory, name)).read()
+        for root, _, names in sorted(os.walk(os.path.join(module, directory))):
+            for name in sorted(names):
+                if name.endswith(('.c', '.h')):
+                    path = os.path.join(root, name)
+                    files[os.path.relpath(path, module)] = open(path).read()
 
     declared = {}
     for path, text in files.items():
@@ -81,7 +83,7 @@ def main():
 
     edges = 0
     for path, text in files.items():
-        directory = os.path.dirname(path)
+        directory = path.split(os.sep)[0]
         unit = os.path.basename(path)[:-2]
         if unit not in layers:
             errors.append('%s: unit %s is in no layer of docs/architecture.md'

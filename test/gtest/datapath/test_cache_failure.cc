@@ -206,6 +206,7 @@ struct fault {
     const char  *func;
     const char  *result;
     buffer_kind kind;
+    unsigned    nth; /* the call of func that fails */
 };
 
 std::ostream &operator<<(std::ostream &os, const fault &f)
@@ -227,7 +228,8 @@ TEST_P(faults, op_fails_then_next_succeeds_without_leaks) {
         start();
         remote r  = export_buffer(f.kind, 2 * MiB, 31);
         int local = m_node->alloc(BUF_VMM, 2 * MiB);
-        std::string rule = std::string(f.func) + ":1:" + f.result;
+        std::string rule = std::string(f.func) + ":" + std::to_string(f.nth) +
+                           ":" + f.result;
         if (!fault_reload(rule.c_str())) {
             GTEST_SKIP() << "fault injection needs the emulator";
         }
@@ -258,20 +260,29 @@ TEST_P(faults, op_fails_then_next_succeeds_without_leaks) {
 INSTANTIATE_TEST_SUITE_P(
         driver_calls, faults,
         ::testing::Values(
-            fault{"cuPointerGetAttributes", "CUDA_ERROR_INVALID_VALUE", BUF_VMM},
-            fault{"cuIpcOpenMemHandle", "CUDA_ERROR_INVALID_CONTEXT", BUF_LEGACY},
+            fault{"cuPointerGetAttributes", "CUDA_ERROR_INVALID_VALUE", BUF_VMM,
+                  1},
+            fault{"cuIpcOpenMemHandle", "CUDA_ERROR_INVALID_CONTEXT", BUF_LEGACY,
+                  1},
             fault{"cuMemImportFromShareableHandle", "CUDA_ERROR_INVALID_VALUE",
-                  BUF_VMM},
-            fault{"cuMemAddressReserve", "CUDA_ERROR_OUT_OF_MEMORY", BUF_VMM},
-            fault{"cuMemMap", "CUDA_ERROR_INVALID_VALUE", BUF_VMM},
-            fault{"cuMemSetAccess", "CUDA_ERROR_INVALID_VALUE", BUF_VMM},
-            fault{"cuStreamCreate", "CUDA_ERROR_OUT_OF_MEMORY", BUF_VMM},
-            fault{"cuEventCreate", "CUDA_ERROR_OUT_OF_MEMORY", BUF_VMM},
-            fault{"cuMemcpyDtoDAsync", "CUDA_ERROR_INVALID_VALUE", BUF_VMM},
-            fault{"cuEventRecord", "CUDA_ERROR_LAUNCH_FAILED", BUF_VMM},
-            fault{"cuEventQuery", "CUDA_ERROR_ILLEGAL_ADDRESS", BUF_LEGACY}),
+                  BUF_VMM, 1},
+            fault{"cuMemGetAllocationPropertiesFromHandle",
+                  "CUDA_ERROR_INVALID_VALUE", BUF_VMM, 1},
+            fault{"cuMemAddressReserve", "CUDA_ERROR_OUT_OF_MEMORY", BUF_VMM, 1},
+            /* 1: the mapping one granule longer than the key, which checks
+             * the length; 2: the mapping itself */
+            fault{"cuMemMap", "CUDA_ERROR_OUT_OF_MEMORY", BUF_VMM, 1},
+            fault{"cuMemMap", "CUDA_ERROR_INVALID_VALUE", BUF_VMM, 2},
+            fault{"cuMemSetAccess", "CUDA_ERROR_INVALID_VALUE", BUF_VMM, 1},
+            fault{"cuStreamCreate", "CUDA_ERROR_OUT_OF_MEMORY", BUF_VMM, 1},
+            fault{"cuEventCreate", "CUDA_ERROR_OUT_OF_MEMORY", BUF_VMM, 1},
+            fault{"cuMemcpyDtoDAsync", "CUDA_ERROR_INVALID_VALUE", BUF_VMM, 1},
+            fault{"cuEventRecord", "CUDA_ERROR_LAUNCH_FAILED", BUF_VMM, 1},
+            fault{"cuEventQuery", "CUDA_ERROR_ILLEGAL_ADDRESS", BUF_LEGACY, 1}),
         [](const ::testing::TestParamInfo<fault> &info) {
-            return std::string(info.param.func);
+            return std::string(info.param.func) +
+                   ((info.param.nth > 1) ?
+                    "_" + std::to_string(info.param.nth) : "");
         });
 
 

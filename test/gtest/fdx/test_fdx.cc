@@ -65,6 +65,7 @@ struct owner_reply {
 struct import_req {
     int                         mode;
     double                      timeout;
+    int                         allowed_uid; /* the broker's uid may be it */
     uct_cuda_ipc_ns_rkey_info_t desc;
     uint8_t                     pattern;
     size_t                      size;
@@ -80,8 +81,9 @@ struct import_result {
 };
 
 struct silent_reply {
-    uint8_t addr_len;
-    char    addr[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX];
+    uint8_t                    addr_len;
+    char                       addr[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX];
+    uct_cuda_ipc_ns_identity_t id; /* of the silent broker's process */
 };
 
 
@@ -146,6 +148,18 @@ uct_cuda_ipc_ns_rkey_info_t fd_key()
 {
     uct_cuda_ipc_ns_rkey_info_t key = {};
     key.handle_type = UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
+    return key;
+}
+
+
+/* a POSIX-fd key whose owner is process @a id: a broker it runs passes the
+ * importer's owner check */
+uct_cuda_ipc_ns_rkey_info_t fd_key_of(const uct_cuda_ipc_ns_identity_t &id)
+{
+    uct_cuda_ipc_ns_rkey_info_t key = fd_key();
+    key.pid        = id.pid;
+    key.pid_ns     = id.pid_ns;
+    key.start_time = id.start_time;
     return key;
 }
 
@@ -260,10 +274,11 @@ TEST_PEER_ROLE(fdx_importer)
 
     uct_cuda_ipc_ns_fdx_config_t cfg =
             fdx_config((uct_cuda_ipc_ns_fdx_mode_t)req.mode, req.timeout);
+    cfg.allowed_uid = req.allowed_uid;
     int fds0 = test::count_open_fds();
     uct_cuda_ipc_ns_fdx_get_stats(&p0, &b0);
     double t0  = now_sec();
-    res.status = uct_cuda_ipc_ns_fdx_import(&cfg, &req.desc, &fd);
+    res.status = uct_cuda_ipc_ns_fdx_import(&cfg, &req.desc, &fd, NULL);
     res.elapsed = now_sec() - t0;
     uct_cuda_ipc_ns_fdx_get_stats(&p1, &b1);
     res.pidfd_delta  = p1 - p0;
@@ -290,6 +305,7 @@ TEST_PEER_ROLE(fdx_silent_broker)
     int len = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1,
                        "cuda_ipc_ns_test_silent-%d", (int)getpid());
     reply.addr_len = len + 1;
+    reply.id       = *uct_cuda_ipc_ns_self();
     memcpy(reply.addr, sa.sun_path, reply.addr_len);
     if ((lfd < 0) ||
         bind(lfd, (struct sockaddr*)&sa,
@@ -377,14 +393,16 @@ protected:
     import_result run_importer(const test::peer_options &opts,
                                uct_cuda_ipc_ns_fdx_mode_t mode,
                                const uct_cuda_ipc_ns_rkey_info_t &desc,
-                               uint8_t pattern, double timeout = 2.0)
+                               uint8_t pattern, double timeout = 2.0,
+                               int allowed_uid = -1)
     {
         test::peer importer("fdx_importer", opts);
         import_req req    = {};
         import_result res = {};
 
-        req.mode    = mode;
-        req.timeout = timeout;
+        req.mode        = mode;
+        req.timeout     = timeout;
+        req.allowed_uid = allowed_uid;
         req.desc    = desc;
         req.pattern = pattern;
         req.size    = MEM_SIZE;
@@ -408,7 +426,7 @@ protected:
 
         uct_cuda_ipc_ns_fdx_get_stats(&p0, &b0);
         double t0 = now_sec();
-        ucs_status_t status = uct_cuda_ipc_ns_fdx_import(&cfg, &desc, &fd);
+        ucs_status_t status = uct_cuda_ipc_ns_fdx_import(&cfg, &desc, &fd, NULL);
         if (elapsed != NULL) {
             *elapsed = now_sec() - t0;
         }
@@ -681,11 +699,17 @@ TEST_F(test_fdx, other_uid_allowed_by_config)
     test::peer_options opts;
     opts.uid = 65534;
 
+    /* the importer trusts the owner's uid as the owner trusts its own */
     import_result res = run_importer(opts, UCT_CUDA_IPC_NS_FDX_BROKER, desc,
-                                     0x67);
+                                     0x67, 2.0, (int)geteuid());
     EXPECT_EQ(UCS_OK, res.status);
     EXPECT_TRUE(res.bytes_ok);
     EXPECT_EQ(1u, res.broker_delta);
+
+    /* without that, the broker's uid is not one the importer believes */
+    res = run_importer(opts, UCT_CUDA_IPC_NS_FDX_BROKER, desc, 0x67);
+    EXPECT_EQ(UCT_CUDA_IPC_NS_ERR_NO_PERMISSION, res.status);
+    EXPECT_EQ(0, res.fd_delta);
 
     stop_owner(*owner);
 }
@@ -767,11 +791,11 @@ TEST_F(test_fdx, start_time_mismatch_refused)
 
 TEST_F(test_fdx, silent_broker_times_out)
 {
-    uct_cuda_ipc_ns_rkey_info_t desc = fd_key();
+    /* a broker of this process: the importer's owner check passes */
+    uct_cuda_ipc_ns_rkey_info_t desc = fd_key_of(*uct_cuda_ipc_ns_self());
     uint64_t pd, bd;
     double elapsed;
 
-    desc.pid_ns                = uct_cuda_ipc_ns_self()->pid_ns + 1; /* broker */
     desc.handle.posix.alloc_id = 1;
 
     /* 1) listens, never accepts: the connection waits in the backlog */
@@ -797,7 +821,7 @@ TEST_F(test_fdx, silent_broker_times_out)
 
         /* 2) nobody listens any more: refused (UNREACHABLE, not TIMED_OUT) */
         EXPECT_EQ(UCS_ERR_UNREACHABLE,
-                  import_here(UCT_CUDA_IPC_NS_FDX_AUTO, desc, 0, &pd, &bd,
+                  import_here(UCT_CUDA_IPC_NS_FDX_BROKER, desc, 0, &pd, &bd,
                               0.5, &elapsed));
     }
 
@@ -806,6 +830,8 @@ TEST_F(test_fdx, silent_broker_times_out)
         test::peer silent("fdx_silent_broker");
         silent_reply reply;
         ASSERT_TRUE(silent.chan().recv_obj(reply));
+        desc                 = fd_key_of(reply.id);
+        desc.handle.posix.alloc_id = 1;
         desc.broker_addr_len = reply.addr_len;
         memcpy(desc.broker_addr, reply.addr, reply.addr_len);
 
@@ -836,7 +862,7 @@ TEST_F(test_fdx, reply_with_two_fds_refused)
     ASSERT_EQ(0, listen(lfd, 4));
     salen = sizeof(sa);
     ASSERT_EQ(0, getsockname(lfd, (struct sockaddr*)&sa, &salen));
-    desc.pid_ns                = uct_cuda_ipc_ns_self()->pid_ns + 1;
+    desc                       = fd_key_of(*uct_cuda_ipc_ns_self());
     desc.handle.posix.alloc_id = 7;
     desc.broker_addr_len       = salen - offsetof(struct sockaddr_un, sun_path);
     memcpy(desc.broker_addr, sa.sun_path, desc.broker_addr_len);
@@ -938,21 +964,21 @@ TEST_F(test_fdx, no_fd_leak_1000_imports)
     int fd;
 
     /* warm up once: the probe and the identity are computed once */
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_fdx_import(&cfg_p, &desc, &fd));
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_fdx_import(&cfg_p, &desc, &fd, NULL));
     close(fd);
 
     int baseline = test::count_open_fds();
     uct_cuda_ipc_ns_fdx_get_stats(&p0, &b0);
     for (int i = 0; i < 1000; ++i) {
         fd = -1;
-        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_fdx_import(&cfg_p, &desc, &fd));
+        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_fdx_import(&cfg_p, &desc, &fd, NULL));
         if ((i % 100) == 0) {
             EXPECT_TRUE(check_bytes(fd, 0xbb, MEM_SIZE));
         }
         close(fd);
 
         fd = -1;
-        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_fdx_import(&cfg_b, &desc, &fd));
+        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_fdx_import(&cfg_b, &desc, &fd, NULL));
         if ((i % 100) == 0) {
             EXPECT_TRUE(check_bytes(fd, 0xbb, MEM_SIZE));
         }
@@ -970,9 +996,9 @@ TEST_F(test_fdx, no_fd_leak_1000_imports)
     stale.start_time += 1;
     for (int i = 0; i < 100; ++i) {
         EXPECT_EQ(UCS_ERR_NO_ELEM,
-                  uct_cuda_ipc_ns_fdx_import(&cfg_b, &bad_token, &fd));
+                  uct_cuda_ipc_ns_fdx_import(&cfg_b, &bad_token, &fd, NULL));
         EXPECT_EQ(UCS_ERR_UNREACHABLE,
-                  uct_cuda_ipc_ns_fdx_import(&cfg_p, &stale, &fd));
+                  uct_cuda_ipc_ns_fdx_import(&cfg_p, &stale, &fd, NULL));
     }
     EXPECT_EQ(baseline, test::count_open_fds());
 
@@ -1123,8 +1149,7 @@ TEST_F(test_fdx, forked_child_starts_own_broker)
     EXPECT_EQ(0, WEXITSTATUS(status));
 
     /* the parent's broker still works */
-    uct_cuda_ipc_ns_rkey_info_t desc = fd_key();
-    desc.pid_ns          = uct_cuda_ipc_ns_self()->pid_ns + 1;
+    uct_cuda_ipc_ns_rkey_info_t desc = fd_key_of(*uct_cuda_ipc_ns_self());
     desc.broker_addr_len = len = parent_addr.size();
     memcpy(desc.broker_addr, parent_addr.data(), len);
     uint64_t pd, bd;

@@ -92,7 +92,7 @@ ucs_status_t map_status(uct_cuda_ipc_ns_fdx_mode_t mode,
     uct_cuda_ipc_ns_mapping_t mapping;
     ucs_status_t status;
 
-    status = uct_cuda_ipc_ns_map(&cfg, &key, 0, &mapping);
+    status = uct_cuda_ipc_ns_map(&cfg, &key, 0, &mapping, NULL);
     if (status == UCS_OK) {
         uct_cuda_ipc_ns_unmap(&mapping);
     }

@@ -64,7 +64,7 @@
     _F(cuMemCreate,                           REQUIRED) \
     _F(cuMemRelease,                          REQUIRED) \
     _F(cuMemGetAllocationGranularity,         REQUIRED) \
-    _F(cuMemGetAllocationPropertiesFromHandle, OPTIONAL) \
+    _F(cuMemGetAllocationPropertiesFromHandle, REQUIRED) \
     _F(cuMemAddressReserve,                   REQUIRED) \
     _F(cuMemAddressFree,                      REQUIRED) \
     _F(cuMemMap,                              REQUIRED) \

@@ -61,7 +61,6 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_ep_t, const uct_ep_params_t *params)
     uct_cuda_ipc_ns_cq_ep_init(&self->cq_ep);
     ucs_arbiter_group_init(&self->arb_group);
     self->fence_seq   = 0;
-    self->watch_tried = 0;
     self->failed      = 0;
     ucs_debug("cuda_ipc_ns: ep %p to pid %u (PID namespace %" PRIu64 ")",
               self, id.pid, id.pid_ns);
@@ -104,7 +103,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_ep_t)
     /* UCP destroys the ep of a peer it found failed (keepalive on another
      * lane): ask the watch, so that a dead peer's mappings go now, not at
      * eviction or exit. A live peer costs one poll of its pidfd */
-    (void)uct_cuda_ipc_ns_cache_peer_check(self->peer, NULL, 0);
+    (void)uct_cuda_ipc_ns_cache_peer_check(self->peer);
     uct_cuda_ipc_ns_cache_peer_put(self->peer);
 }
 
@@ -334,7 +333,6 @@ uct_cuda_ipc_ns_ep_resolve(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_rkey_t *key
                            uint64_t remote_addr, int allow_host,
                            uct_cuda_ipc_ns_target_t *target)
 {
-    double timeout = uct_cuda_ipc_ns_ep_md(ep)->fdx.timeout;
     uct_cuda_ipc_ns_peer_t *peer;
     ucs_status_t status;
     int device;
@@ -365,21 +363,13 @@ uct_cuda_ipc_ns_ep_resolve(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_rkey_t *key
         return status;
     }
 
-    if (ucs_unlikely(!ep->watch_tried) && (peer == ep->peer) &&
-        (key->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD)) {
-        /* a peer of another PID namespace can be watched once its broker
-         * is known */
-        ep->watch_tried = 1;
-        (void)uct_cuda_ipc_ns_cache_peer_check(peer, &key->info, timeout);
-    }
-
     status = uct_cuda_ipc_ns_cache_map(peer, &key->info, device,
                                        &uct_cuda_ipc_ns_ep_md(ep)->fdx,
                                        &target->region);
     if (status != UCS_OK) {
         /* a failed import may mean the owner is gone: ask its watch */
-        if ((uct_cuda_ipc_ns_cache_peer_check(peer, NULL, timeout) !=
-             UCS_OK) && (peer == ep->peer)) {
+        if ((uct_cuda_ipc_ns_cache_peer_check(peer) != UCS_OK) &&
+            (peer == ep->peer)) {
             uct_cuda_ipc_ns_ep_set_failed(ep);
             status = UCS_ERR_CONNECTION_RESET;
         }
@@ -690,9 +680,7 @@ ucs_status_t uct_cuda_ipc_ns_ep_check(uct_ep_h tl_ep, unsigned flags,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    if (uct_cuda_ipc_ns_cache_peer_check(ep->peer, NULL,
-                                         uct_cuda_ipc_ns_ep_md(ep)->fdx.timeout) !=
-        UCS_OK) {
+    if (uct_cuda_ipc_ns_cache_peer_check(ep->peer) != UCS_OK) {
         uct_cuda_ipc_ns_ep_set_failed(ep);
     }
     return UCS_OK;

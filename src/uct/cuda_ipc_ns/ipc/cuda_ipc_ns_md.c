@@ -60,9 +60,17 @@ ucs_config_field_t uct_cuda_ipc_ns_md_config_table[] = {
      UCS_CONFIG_TYPE_STRING},
 
     {"SOCK_TIMEOUT", "5s",
-     "Timeout of each connect, send and receive of the fd exchange: a dead or\n"
-     "silent broker fails the import after this time.",
+     "Timeout of an fd import through a broker, from connect to the fd, and\n"
+     "of the first use of a peer's allocation that needs it: a dead or silent\n"
+     "broker fails the import after this time.",
      ucs_offsetof(uct_cuda_ipc_ns_md_config_t, sock_timeout),
+     UCS_CONFIG_TYPE_TIME},
+
+    {"SOCK_REQ_TIMEOUT", "500ms",
+     "Time our fd broker gives a client between its connect and its request;\n"
+     "a client that sends nothing by then is disconnected, so idle\n"
+     "connections cannot hold the broker. Keep it well under SOCK_TIMEOUT.",
+     ucs_offsetof(uct_cuda_ipc_ns_md_config_t, sock_req_timeout),
      UCS_CONFIG_TYPE_TIME},
 
     {"ALLOWED_UID", "-1",
@@ -637,6 +645,7 @@ static ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
     md->fdx.mode        = (uct_cuda_ipc_ns_fdx_mode_t)config->fdx_mode;
     md->fdx.sock_dir    = md->sock_dir;
     md->fdx.timeout     = config->sock_timeout;
+    md->fdx.req_timeout = config->sock_req_timeout;
     md->fdx.allowed_uid = config->allowed_uid;
 
     if (md->posix_fd && (md->fdx.mode != UCT_CUDA_IPC_NS_FDX_PIDFD)) {

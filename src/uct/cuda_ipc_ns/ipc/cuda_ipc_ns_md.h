@@ -22,6 +22,7 @@ typedef struct uct_cuda_ipc_ns_md_config {
     int                      fdx_mode;      /* uct_cuda_ipc_ns_fdx_mode_t */
     char                     *sock_dir;     /* broker socket directory */
     double                   sock_timeout;  /* fd exchange timeout, seconds */
+    double                   sock_req_timeout; /* broker's request deadline */
     int                      allowed_uid;   /* extra uid served by the broker */
     int                      cache_enable;  /* keep peer mappings */
     unsigned                 cache_max_regions;

@@ -52,7 +52,6 @@ typedef struct uct_cuda_ipc_ns_ep {
     uct_cuda_ipc_ns_cq_ep_t      cq_ep;       /* its copies in flight */
     ucs_arbiter_group_t          arb_group;   /* its pending requests */
     uint64_t                     fence_seq;   /* ops up to it finish first */
-    int                          watch_tried; /* broker watch attempted */
     int                          failed;      /* peer failure reported */
 } uct_cuda_ipc_ns_ep_t;
 

@@ -13,18 +13,19 @@
 #define UCT_CUDA_IPC_NS_BROKER_H
 
 #include "cuda_ipc_ns_broker_proto.h"
+#include "cuda_ipc_ns_broker_registry.h"
 
 #include <ucs/type/status.h>
 #include <stdint.h>
 
 
-typedef struct uct_cuda_ipc_ns_broker     uct_cuda_ipc_ns_broker_t;
-typedef struct uct_cuda_ipc_ns_broker_reg uct_cuda_ipc_ns_broker_reg_t;
+typedef struct uct_cuda_ipc_ns_broker uct_cuda_ipc_ns_broker_t;
 
 
 /**
  * Get the broker of this process, starting it on first use. The first
- * caller's configuration (sock_dir, timeout, allowed_uid) is the one used.
+ * caller's configuration (sock_dir, req_timeout, allowed_uid) is the one
+ * used.
  * After fork() the child never uses the parent's broker: it starts its own.
  */
 ucs_status_t uct_cuda_ipc_ns_broker_get(const uct_cuda_ipc_ns_fdx_config_t *cfg,
@@ -67,7 +68,7 @@ void uct_cuda_ipc_ns_broker_unregister(uct_cuda_ipc_ns_broker_t *broker,
  * every connection it accepted. A client gets its reply before the broker
  * closes its end, on the broker's thread; a test counting this process's fds
  * waits here instead of polling. A connection whose client stays silent is
- * closed at its deadline (UCX_CUDA_IPC_NS_SOCK_TIMEOUT).
+ * closed at its deadline (UCX_CUDA_IPC_NS_SOCK_REQ_TIMEOUT).
  */
 void uct_cuda_ipc_ns_broker_wait_idle(void);
 

@@ -83,11 +83,14 @@ typedef struct uct_cuda_ipc_ns_fdx_config {
      * when absent and refused when it is not owned by our effective uid or
      * grants any group/other permission. */
     const char                 *sock_dir;
-    /* seconds; bounds every connect/send/receive of the exchange */
+    /* seconds; bounds a whole import, from connect to the fd */
     double                     timeout;
-    /* uid allowed to fetch fds from our broker besides our own effective
-     * uid, or -1 for none. A pathname socket in a 0700 directory is reachable
-     * by another uid only when that uid can traverse the directory (root). */
+    /* seconds; the broker closes a connection that sent no request by then */
+    double                     req_timeout;
+    /* uid allowed, besides our own effective uid, to fetch fds from our
+     * broker, and to be the uid of a broker we import from; -1 for none. A
+     * pathname socket in a 0700 directory is reachable by another uid only
+     * when that uid can traverse the directory (root). */
     int                        allowed_uid;
 } uct_cuda_ipc_ns_fdx_config_t;
 

@@ -12,6 +12,9 @@
  *    used instead.
  *  - otherwise: ask the owner's broker over its AF_UNIX socket, presenting
  *    the registration token of the key; the fd comes back by SCM_RIGHTS.
+ *    The broker is believed only once the kernel's credentials of its
+ *    socket say it is the key's owner (cuda_ipc_ns_owner.h), and a pathname
+ *    socket is reached through its checked directory (cuda_ipc_ns_sockdir.h).
  *
  * Who may obtain an fd, and why: docs/security.md.
  */
@@ -36,38 +39,34 @@
  * owner that released the allocation may have reused the fd number. The
  * broker path hands out only registered fds.
  *
- * @param [out] fd_p  new fd (O_CLOEXEC) owned by the caller.
+ * The whole import, broker connect to fd, has one deadline: cfg->timeout
+ * from the call.
+ *
+ * @param [out] fd_p           new fd (O_CLOEXEC) owned by the caller.
+ * @param [out] owner_pidfd_p  NULL, or with UCS_OK a pidfd of the owner as
+ *                             the import checked it (the caller's, for a
+ *                             liveness watch), -1 when there is none.
  *
  * @return UCS_OK;
  *         UCS_ERR_UNREACHABLE: the owner is gone (no process, start time does
  *             not match), the broker cannot be reached, or mode "pidfd" with an
  *             owner in another PID namespace;
  *         UCT_CUDA_IPC_NS_ERR_NO_PERMISSION (UCS_ERR_REJECTED): pidfd_getfd
- *             blocked (mode "pidfd"), or the broker refused our uid;
+ *             blocked (mode "pidfd"), the broker refused our uid, or the
+ *             broker is not the key's owner;
  *         UCS_ERR_NO_ELEM: the owner has no such fd / registration (unknown
  *             or released token);
  *         UCS_ERR_TIMED_OUT: the broker did not answer within cfg->timeout;
  *         UCS_ERR_CONNECTION_RESET: the broker closed without an answer;
  *         UCS_ERR_UNSUPPORTED: the broker speaks another protocol version;
- *         UCS_ERR_INVALID_PARAM: not a POSIX-fd key, a bad mode, or the
- *             broker found our request malformed;
+ *         UCS_ERR_INVALID_PARAM: not a POSIX-fd key, a bad mode, a broker
+ *             path that is not a broker socket, an unsafe socket directory,
+ *             or the broker found our request malformed;
  *         UCS_ERR_IO_ERROR: other failures.
  */
 ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                                         const uct_cuda_ipc_ns_rkey_info_t *key,
-                                        int *fd_p);
-
-
-/**
- * Connect to the broker named in @a key (SOCK_SEQPACKET, O_CLOEXEC), waiting
- * at most @a timeout seconds for room in its backlog.
- *
- * @return UCS_OK with *sock_p; UCS_ERR_UNREACHABLE when the key has no
- *         broker address or nothing listens there; other connect failures.
- */
-ucs_status_t
-uct_cuda_ipc_ns_fdx_broker_connect_key(const uct_cuda_ipc_ns_rkey_info_t *key,
-                                       double timeout, int *sock_p);
+                                        int *fd_p, int *owner_pidfd_p);
 
 
 /**

@@ -7,8 +7,10 @@
 
 #include "cuda_ipc_ns_fdx.h"
 #include "cuda_ipc_ns_nsid.h"
+#include "cuda_ipc_ns_owner.h"
 #include "cuda_ipc_ns_pidfd.h"
 #include "cuda_ipc_ns_scm.h"
+#include "cuda_ipc_ns_sockdir.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/time/time.h>
@@ -106,6 +108,17 @@ static void uct_cuda_ipc_ns_fdx_set_blocked(uint32_t peer_pid, int err)
 }
 
 
+/* Hand the owner's pidfd to the caller, who may not want it */
+static void uct_cuda_ipc_ns_fdx_give_pidfd(int pidfd, int *owner_pidfd_p)
+{
+    if (owner_pidfd_p != NULL) {
+        *owner_pidfd_p = pidfd;
+    } else if (pidfd >= 0) {
+        close(pidfd);
+    }
+}
+
+
 /*
  * Same PID namespace: take the fd with pidfd_getfd, after checking that the
  * process at key->pid is the owner (start time) and still alive.
@@ -116,7 +129,7 @@ static void uct_cuda_ipc_ns_fdx_set_blocked(uint32_t peer_pid, int err)
  */
 static ucs_status_t
 uct_cuda_ipc_ns_fdx_pidfd_import(const uct_cuda_ipc_ns_rkey_info_t *key,
-                                 int *fd_p)
+                                 int *fd_p, int *owner_pidfd_p)
 {
     ucs_status_t status;
     int pidfd, fd, err;
@@ -159,8 +172,9 @@ uct_cuda_ipc_ns_fdx_pidfd_import(const uct_cuda_ipc_ns_rkey_info_t *key,
 
     ucs_trace("cuda_ipc_ns: got fd %d of pid %u as fd %d via pidfd",
               key->handle.posix.fd, key->pid, fd);
-    *fd_p  = fd;
-    status = UCS_OK;
+    *fd_p = fd;
+    uct_cuda_ipc_ns_fdx_give_pidfd(pidfd, owner_pidfd_p);
+    return UCS_OK;
 
 out:
     close(pidfd);
@@ -217,24 +231,79 @@ static ucs_status_t uct_cuda_ipc_ns_fdx_connect_status(int err)
 }
 
 
+/*
+ * The address to connect to for @a key: its abstract name as it is, or its
+ * pathname through the socket directory, opened and checked (*dir_fd_p: to
+ * close once connected, -1 for an abstract name).
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_fdx_broker_sockaddr(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                    const uct_cuda_ipc_ns_rkey_info_t *key,
+                                    const char *name, struct sockaddr_un *sa,
+                                    socklen_t *len_p, int *dir_fd_p)
+{
+    char path[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 1];
+    ucs_status_t status;
+    char *base;
+
+    *dir_fd_p = -1;
+    if (key->broker_addr[0] == '\0') {
+        memset(sa, 0, sizeof(*sa));
+        sa->sun_family = AF_UNIX;
+        memcpy(sa->sun_path, key->broker_addr, key->broker_addr_len);
+        *len_p = offsetof(struct sockaddr_un, sun_path) + key->broker_addr_len;
+        return UCS_OK;
+    }
+
+    /* a path from the key: only a broker's socket name in a directory */
+    memcpy(path, key->broker_addr, key->broker_addr_len);
+    path[key->broker_addr_len] = '\0';
+    base = strrchr(path, '/');
+    if ((base == NULL) || (base == path) || (strlen(path) != key->broker_addr_len) ||
+        !uct_cuda_ipc_ns_sockdir_is_sock_name(base + 1, 0)) {
+        ucs_error("cuda_ipc_ns: broker address %s of owner pid %u is not a "
+                  "broker socket in a directory", name, key->pid);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    *base = '\0';
+
+    status = uct_cuda_ipc_ns_sockdir_open(path, 0, cfg->allowed_uid, dir_fd_p);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_cuda_ipc_ns_sockdir_addr(*dir_fd_p, base + 1, sa, len_p);
+    if (status != UCS_OK) {
+        close(*dir_fd_p);
+        *dir_fd_p = -1;
+    }
+    return status;
+}
+
+
 /* A connected socket to the broker of @a key, or a status */
 static ucs_status_t
-uct_cuda_ipc_ns_fdx_broker_connect(const uct_cuda_ipc_ns_rkey_info_t *key,
+uct_cuda_ipc_ns_fdx_broker_connect(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                   const uct_cuda_ipc_ns_rkey_info_t *key,
                                    const char *name, ucs_time_t deadline,
                                    int *sock_p)
 {
     struct sockaddr_un sa;
     ucs_status_t status;
-    int sock, ret, err;
+    int sock, ret, err, dir_fd;
+    socklen_t len;
 
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    memcpy(sa.sun_path, key->broker_addr, key->broker_addr_len);
+    status = uct_cuda_ipc_ns_fdx_broker_sockaddr(cfg, key, name, &sa, &len,
+                                                 &dir_fd);
+    if (status != UCS_OK) {
+        return status;
+    }
 
     sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (sock < 0) {
         ucs_error("cuda_ipc_ns: socket(AF_UNIX, SOCK_SEQPACKET) failed: %m");
-        return UCS_ERR_IO_ERROR;
+        status = UCS_ERR_IO_ERROR;
+        goto out;
     }
 
     /* connect waits for room in the broker's backlog at most SO_SNDTIMEO */
@@ -243,9 +312,7 @@ uct_cuda_ipc_ns_fdx_broker_connect(const uct_cuda_ipc_ns_rkey_info_t *key,
         goto err_close;
     }
     do {
-        ret = connect(sock, (struct sockaddr*)&sa,
-                      offsetof(struct sockaddr_un, sun_path) +
-                      key->broker_addr_len);
+        ret = connect(sock, (struct sockaddr*)&sa, len);
     } while ((ret < 0) && (errno == EINTR));
     if (ret < 0) {
         err    = errno;
@@ -262,17 +329,22 @@ uct_cuda_ipc_ns_fdx_broker_connect(const uct_cuda_ipc_ns_rkey_info_t *key,
     }
 
     *sock_p = sock;
-    return UCS_OK;
+    goto out;
 
 err_close:
     close(sock);
+out:
+    if (dir_fd >= 0) {
+        close(dir_fd);
+    }
     return status;
 }
 
 
 /* Check the broker address of @a key, print it into @a name and connect */
 static ucs_status_t
-uct_cuda_ipc_ns_fdx_broker_open(const uct_cuda_ipc_ns_rkey_info_t *key,
+uct_cuda_ipc_ns_fdx_broker_open(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                const uct_cuda_ipc_ns_rkey_info_t *key,
                                 ucs_time_t deadline,
                                 char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2],
                                 int *sock_p)
@@ -286,20 +358,7 @@ uct_cuda_ipc_ns_fdx_broker_open(const uct_cuda_ipc_ns_rkey_info_t *key,
 
     uct_cuda_ipc_ns_fdx_addr_str(key->broker_addr, key->broker_addr_len,
                                  name, UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2);
-    return uct_cuda_ipc_ns_fdx_broker_connect(key, name, deadline, sock_p);
-}
-
-
-ucs_status_t
-uct_cuda_ipc_ns_fdx_broker_connect_key(const uct_cuda_ipc_ns_rkey_info_t *key,
-                                       double timeout, int *sock_p)
-{
-    char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2];
-
-    return uct_cuda_ipc_ns_fdx_broker_open(key,
-                                           ucs_get_time() +
-                                           ucs_time_from_sec(timeout),
-                                           name, sock_p);
+    return uct_cuda_ipc_ns_fdx_broker_connect(cfg, key, name, deadline, sock_p);
 }
 
 
@@ -365,7 +424,7 @@ err:
 static ucs_status_t
 uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                                   const uct_cuda_ipc_ns_rkey_info_t *key,
-                                  int *fd_p)
+                                  int *fd_p, int *owner_pidfd_p)
 {
     double timeout    = (cfg->timeout > 0) ? cfg->timeout : 1.0;
     uint64_t alloc_id = key->handle.posix.alloc_id;
@@ -375,12 +434,21 @@ uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     ucs_time_t deadline;
     ucs_status_t status;
     unsigned bstatus;
-    int sock, fd = -1;
+    int sock, fd = -1, pidfd = -1;
     size_t len;
 
+    /* one deadline from connect to the fd */
     deadline = ucs_get_time() + ucs_time_from_sec(timeout);
-    status   = uct_cuda_ipc_ns_fdx_broker_open(key, deadline, name, &sock);
+    status   = uct_cuda_ipc_ns_fdx_broker_open(cfg, key, deadline, name, &sock);
     if (status != UCS_OK) {
+        goto out;
+    }
+
+    /* nothing is sent to, or believed from, a broker that is not the owner */
+    status = uct_cuda_ipc_ns_owner_check(sock, name, key, cfg->allowed_uid,
+                                         &pidfd);
+    if (status != UCS_OK) {
+        close(sock);
         goto out;
     }
 
@@ -418,6 +486,7 @@ uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     ucs_trace("cuda_ipc_ns: got alloc_id 0x%" PRIx64 " of pid %u as fd %d "
               "from broker %s", alloc_id, key->pid, fd, name);
     *fd_p = fd;
+    uct_cuda_ipc_ns_fdx_give_pidfd(pidfd, owner_pidfd_p);
     return UCS_OK;
 
 out_close_fd:
@@ -425,6 +494,9 @@ out_close_fd:
         close(fd);
     }
 out:
+    if (pidfd >= 0) {
+        close(pidfd);
+    }
     if (status == UCS_ERR_TIMED_OUT) {
         ucs_debug("cuda_ipc_ns: broker %s (owner pid %u) did not answer "
                   "within %.3f s", name, key->pid, timeout);
@@ -435,7 +507,7 @@ out:
 
 ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                                         const uct_cuda_ipc_ns_rkey_info_t *key,
-                                        int *fd_p)
+                                        int *fd_p, int *owner_pidfd_p)
 {
     const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
     int same_ns                            = (key->pid_ns == self->pid_ns);
@@ -461,7 +533,7 @@ ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                 return UCS_ERR_UNREACHABLE;
             }
         } else if (uct_cuda_ipc_ns_fdx_pidfd_usable()) {
-            status = uct_cuda_ipc_ns_fdx_pidfd_import(key, fd_p);
+            status = uct_cuda_ipc_ns_fdx_pidfd_import(key, fd_p, owner_pidfd_p);
             if (status == UCS_OK) {
                 __atomic_fetch_add(&uct_cuda_ipc_ns_fdx_pidfd_count, 1,
                                    __ATOMIC_RELAXED);
@@ -480,7 +552,7 @@ ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
         }
     }
 
-    status = uct_cuda_ipc_ns_fdx_broker_import(cfg, key, fd_p);
+    status = uct_cuda_ipc_ns_fdx_broker_import(cfg, key, fd_p, owner_pidfd_p);
     if (status == UCS_OK) {
         __atomic_fetch_add(&uct_cuda_ipc_ns_fdx_broker_count, 1,
                            __ATOMIC_RELAXED);

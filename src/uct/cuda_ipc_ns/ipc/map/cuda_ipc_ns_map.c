@@ -54,10 +54,79 @@ uct_cuda_ipc_ns_map_legacy(const uct_cuda_ipc_ns_rkey_info_t *key, int device,
 }
 
 
+/*
+ * The allocation behind an imported fd must be the key's: device memory
+ * exportable as a POSIX fd, and exactly as long as the key says. A mapping
+ * of the key's length fails when it is shorter; a mapping one granule longer
+ * must fail, or it is longer (the driver maps only from offset 0, so the
+ * end is probed with a longer mapping in a scratch reservation).
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_map_check_handle(const uct_cuda_ipc_ns_rkey_info_t *key,
+                                 CUmemGenericAllocationHandle handle)
+{
+    CUmemAllocationProp prop;
+    CUdeviceptr probe;
+    ucs_status_t status;
+    size_t gran, probe_length;
+
+    status = UCT_CUDA_IPC_NS_CU(cuMemGetAllocationPropertiesFromHandle, &prop,
+                                handle);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if ((prop.type != CU_MEM_ALLOCATION_TYPE_PINNED) ||
+        (prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE) ||
+        !(prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+        ucs_error("cuda_ipc_ns: the fd imported for allocation 0x%" PRIx64
+                  " of pid %u is not exportable device memory (type %d, "
+                  "location %d, handle types 0x%x): refused", key->base,
+                  key->pid, (int)prop.type, (int)prop.location.type,
+                  (unsigned)prop.requestedHandleTypes);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = UCT_CUDA_IPC_NS_CU(cuMemGetAllocationGranularity, &gran, &prop,
+                                CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    probe_length = key->length + gran;
+    status = UCT_CUDA_IPC_NS_CU(cuMemAddressReserve, &probe, probe_length, 0,
+                                0, 0);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    /* expected to fail with CUDA_ERROR_INVALID_VALUE (only a debug line);
+     * any other failure is the driver's and fails the import */
+    status = UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuMemMap, probe,
+                                     probe_length, 0, handle, 0);
+    if (status == UCS_OK) {
+        (void)UCT_CUDA_IPC_NS_CU(cuMemUnmap, probe, probe_length);
+        ucs_error("cuda_ipc_ns: the fd imported for allocation 0x%" PRIx64
+                  " of pid %u holds more than the key's %" PRIu64 " bytes: "
+                  "refused", key->base, key->pid, key->length);
+        status = UCS_ERR_INVALID_PARAM;
+    } else if (status == UCS_ERR_INVALID_PARAM) {
+        status = UCS_OK; /* not longer than the key */
+    } else {
+        ucs_error("cuda_ipc_ns: cuMemMap of %zu bytes to check the length of "
+                  "allocation 0x%" PRIx64 " of pid %u failed: %s",
+                  probe_length, key->base, key->pid, ucs_status_string(status));
+    }
+    (void)UCT_CUDA_IPC_NS_CU(cuMemAddressFree, probe, probe_length);
+    return status;
+}
+
+
 static ucs_status_t
 uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_fdx_config_t *fdx,
                              const uct_cuda_ipc_ns_rkey_info_t *key,
-                             int device, uct_cuda_ipc_ns_mapping_t *mapping)
+                             int device, uct_cuda_ipc_ns_mapping_t *mapping,
+                             int *owner_pidfd_p)
 {
     CUmemGenericAllocationHandle handle;
     CUmemAccessDesc access = {};
@@ -65,7 +134,7 @@ uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_fdx_config_t *fdx,
     ucs_status_t status;
     int fd;
 
-    status = uct_cuda_ipc_ns_fdx_import(fdx, key, &fd);
+    status = uct_cuda_ipc_ns_fdx_import(fdx, key, &fd, owner_pidfd_p);
     if (status != UCS_OK) {
         ucs_error("cuda_ipc_ns: cannot import the fd of allocation 0x%"
                   PRIx64 " of pid %u (PID namespace %" PRIu64 "): %s",
@@ -79,17 +148,21 @@ uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_fdx_config_t *fdx,
     /* the driver holds the memory through the handle now */
     close(fd);
     if (status != UCS_OK) {
-        return status;
+        goto err_close_pidfd;
+    }
+
+    status = uct_cuda_ipc_ns_map_check_handle(key, handle);
+    if (status != UCS_OK) {
+        goto err_release;
     }
 
     status = UCT_CUDA_IPC_NS_CU(cuMemAddressReserve, &dptr, key->length, 0, 0,
                                 0);
     if (status != UCS_OK) {
-        goto out_release;
+        goto err_release;
     }
 
-    /* a mapping longer than the memory behind the fd fails here, so an fd
-     * that is not the allocation of the key is refused */
+    /* fails when the memory behind the fd is shorter than the key's */
     status = UCT_CUDA_IPC_NS_CU(cuMemMap, dptr, key->length, 0, handle, 0);
     if (status != UCS_OK) {
         goto err_free_va;
@@ -103,25 +176,36 @@ uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_fdx_config_t *fdx,
         goto err_unmap;
     }
 
+    /* the mapping keeps the memory alive */
+    (void)UCT_CUDA_IPC_NS_CU(cuMemRelease, handle);
     mapping->addr = (void*)dptr;
-    goto out_release;
+    return UCS_OK;
 
 err_unmap:
     (void)UCT_CUDA_IPC_NS_CU(cuMemUnmap, dptr, key->length);
 err_free_va:
     (void)UCT_CUDA_IPC_NS_CU(cuMemAddressFree, dptr, key->length);
-out_release:
-    /* the mapping keeps the memory alive */
+err_release:
     (void)UCT_CUDA_IPC_NS_CU(cuMemRelease, handle);
+err_close_pidfd:
+    if ((owner_pidfd_p != NULL) && (*owner_pidfd_p >= 0)) {
+        close(*owner_pidfd_p);
+        *owner_pidfd_p = -1;
+    }
     return status;
 }
 
 
 ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
                                  const uct_cuda_ipc_ns_rkey_info_t *key,
-                                 int device, uct_cuda_ipc_ns_mapping_t *mapping)
+                                 int device, uct_cuda_ipc_ns_mapping_t *mapping,
+                                 int *owner_pidfd_p)
 {
     ucs_status_t status;
+
+    if (owner_pidfd_p != NULL) {
+        *owner_pidfd_p = -1;
+    }
 
     mapping->length      = key->length;
     mapping->handle_type = key->handle_type;
@@ -129,7 +213,8 @@ ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
     if (key->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) {
         status = uct_cuda_ipc_ns_map_legacy(key, device, mapping);
     } else {
-        status = uct_cuda_ipc_ns_map_posix_fd(fdx, key, device, mapping);
+        status = uct_cuda_ipc_ns_map_posix_fd(fdx, key, device, mapping,
+                                              owner_pidfd_p);
     }
 
     if (status == UCS_OK) {

@@ -10,11 +10,14 @@
 
 #include <ucs/debug/log.h>
 
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -25,6 +28,8 @@
 #ifndef SYS_pidfd_getfd
 #  define SYS_pidfd_getfd 438
 #endif
+/* Linux 6.11 (linux/pidfd.h: PIDFS_IOCTL_MAGIC 0xFF, nr 5) */
+#define UCT_CUDA_IPC_NS_PIDFD_GET_PID_NAMESPACE  _IO(0xFF, 5)
 
 
 int uct_cuda_ipc_ns_pidfd_open(pid_t pid)
@@ -79,13 +84,57 @@ static ucs_status_t uct_cuda_ipc_ns_pidfd_procfs_pid(int pidfd, pid_t *pid_p)
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_pidfd_open_checked(uint32_t pid,
-                                                uint64_t start_time,
-                                                int *pidfd_p, int *errno_p)
+ucs_status_t uct_cuda_ipc_ns_pidfd_check_start(int pidfd, uint32_t pid,
+                                               uint64_t start_time)
 {
     uint64_t actual_start_time;
     ucs_status_t status;
     pid_t procfs_pid;
+
+    status = uct_cuda_ipc_ns_pidfd_procfs_pid(pidfd, &procfs_pid);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (procfs_pid < 0) {
+        ucs_debug("cuda_ipc_ns: pid %u exited", pid);
+        return UCS_ERR_UNREACHABLE;
+    } else if (procfs_pid == 0) {
+        ucs_debug("cuda_ipc_ns: pid %u is not visible in our /proc, cannot "
+                  "check its start time", pid);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    if (uct_cuda_ipc_ns_proc_start_time(procfs_pid, &actual_start_time) !=
+        UCS_OK) {
+        ucs_debug("cuda_ipc_ns: pid %u exited (no /proc/%d/stat)", pid,
+                  (int)procfs_pid);
+        return UCS_ERR_UNREACHABLE;
+    }
+
+    if (actual_start_time != start_time) {
+        ucs_diag("cuda_ipc_ns: pid %u has start time %" PRIu64 ", expected %"
+                 PRIu64 ": that process is gone and its pid reused", pid,
+                 actual_start_time, start_time);
+        return UCS_ERR_UNREACHABLE;
+    }
+
+    /* The pidfd was opened before the start time was read: if its process is
+     * still alive now, the pid was never reused in between, so the process
+     * we read about is the one the pidfd holds */
+    if (uct_cuda_ipc_ns_pidfd_exited(pidfd)) {
+        ucs_debug("cuda_ipc_ns: pid %u exited during the check", pid);
+        return UCS_ERR_UNREACHABLE;
+    }
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_pidfd_open_checked(uint32_t pid,
+                                                uint64_t start_time,
+                                                int *pidfd_p, int *errno_p)
+{
+    ucs_status_t status;
     int pidfd, err;
 
     *errno_p = 0;
@@ -105,51 +154,71 @@ ucs_status_t uct_cuda_ipc_ns_pidfd_open_checked(uint32_t pid,
         return UCS_ERR_IO_ERROR;
     }
 
-    status = uct_cuda_ipc_ns_pidfd_procfs_pid(pidfd, &procfs_pid);
+    status = uct_cuda_ipc_ns_pidfd_check_start(pidfd, pid, start_time);
     if (status != UCS_OK) {
-        goto err_close;
-    }
-
-    if (procfs_pid < 0) {
-        ucs_debug("cuda_ipc_ns: pid %u exited", pid);
-        status = UCS_ERR_UNREACHABLE;
-        goto err_close;
-    } else if (procfs_pid == 0) {
-        ucs_debug("cuda_ipc_ns: pid %u is not visible in our /proc, cannot "
-                  "check its start time", pid);
-        status = UCS_ERR_UNSUPPORTED;
-        goto err_close;
-    }
-
-    if (uct_cuda_ipc_ns_proc_start_time(procfs_pid, &actual_start_time) !=
-        UCS_OK) {
-        ucs_debug("cuda_ipc_ns: pid %u exited (no /proc/%d/stat)", pid,
-                  (int)procfs_pid);
-        status = UCS_ERR_UNREACHABLE;
-        goto err_close;
-    }
-
-    if (actual_start_time != start_time) {
-        ucs_diag("cuda_ipc_ns: pid %u has start time %" PRIu64 ", expected %"
-                 PRIu64 ": that process is gone and its pid reused", pid,
-                 actual_start_time, start_time);
-        status = UCS_ERR_UNREACHABLE;
-        goto err_close;
-    }
-
-    /* The pidfd was opened before the start time was read: if its process is
-     * still alive now, the pid was never reused in between, so the process
-     * we read about is the one the pidfd holds */
-    if (uct_cuda_ipc_ns_pidfd_exited(pidfd)) {
-        ucs_debug("cuda_ipc_ns: pid %u exited during the check", pid);
-        status = UCS_ERR_UNREACHABLE;
-        goto err_close;
+        close(pidfd);
+        return status;
     }
 
     *pidfd_p = pidfd;
     return UCS_OK;
+}
 
-err_close:
-    close(pidfd);
-    return status;
+
+ucs_status_t uct_cuda_ipc_ns_pidfd_inner_pid(int pidfd, pid_t *pid_p)
+{
+    char path[64], buf[1024], *p, *end;
+    long value;
+
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+    if (uct_cuda_ipc_ns_read_proc_file(path, buf, sizeof(buf)) != UCS_OK) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    p = strstr(buf, "\nNSpid:");
+    if (p == NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    /* "NSpid:\t<our level>\t...\t<its own level>"; 0 or -1 alone when
+     * not visible from our /proc or gone */
+    p += strlen("\nNSpid:");
+    for (;;) {
+        value = strtol(p, &end, 10);
+        if (end == p) {
+            return UCS_ERR_UNSUPPORTED;
+        }
+        p = end;
+        if ((*p == '\n') || (*p == '\0')) {
+            break;
+        }
+    }
+
+    if (value <= 0) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    *pid_p = (pid_t)value;
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_pidfd_pid_ns(int pidfd, uint64_t *pid_ns_p)
+{
+    struct stat st;
+    int ns_fd;
+
+    ns_fd = ioctl(pidfd, UCT_CUDA_IPC_NS_PIDFD_GET_PID_NAMESPACE, 0);
+    if (ns_fd < 0) {
+        ucs_debug("cuda_ipc_ns: ioctl(PIDFD_GET_PID_NAMESPACE) failed: %m");
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    if (fstat(ns_fd, &st) < 0) {
+        ucs_debug("cuda_ipc_ns: fstat(PID namespace fd) failed: %m");
+        close(ns_fd);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    close(ns_fd);
+    *pid_ns_p = st.st_ino;
+    return UCS_OK;
 }

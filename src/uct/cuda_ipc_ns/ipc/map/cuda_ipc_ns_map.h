@@ -5,9 +5,11 @@
  *  - legacy IPC handle: cuIpcOpenMemHandle in the primary context of the
  *    local device, with lazy peer access;
  *  - VMM POSIX fd: the fd is imported through the fd exchange, then
- *    cuMemImportFromShareableHandle + cuMemAddressReserve + cuMemMap +
- *    cuMemSetAccess for the local device; the handle and the fd are released
- *    at once (the mapping keeps the memory).
+ *    cuMemImportFromShareableHandle; the allocation must be the key's
+ *    (exportable device memory of exactly the key's length, or refused);
+ *    then cuMemAddressReserve + cuMemMap + cuMemSetAccess for the local
+ *    device; the handle and the fd are released at once (the mapping keeps
+ *    the memory).
  */
 #ifndef UCT_CUDA_IPC_NS_MAP_H
 #define UCT_CUDA_IPC_NS_MAP_H
@@ -29,10 +31,14 @@ typedef struct uct_cuda_ipc_ns_mapping {
 /**
  * Map @a key's allocation for local @a device, importing a POSIX fd through
  * the fd exchange configured by @a fdx.
+ *
+ * @param owner_pidfd_p  NULL, or with UCS_OK the owner's pidfd the fd import
+ *                       checked (cuda_ipc_ns_fdx.h), -1 when none.
  */
 ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
                                  const uct_cuda_ipc_ns_rkey_info_t *key,
-                                 int device, uct_cuda_ipc_ns_mapping_t *mapping);
+                                 int device, uct_cuda_ipc_ns_mapping_t *mapping,
+                                 int *owner_pidfd_p);
 
 /** Undo uct_cuda_ipc_ns_map() */
 void uct_cuda_ipc_ns_unmap(uct_cuda_ipc_ns_mapping_t *mapping);

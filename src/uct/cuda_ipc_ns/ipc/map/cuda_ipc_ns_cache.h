@@ -91,14 +91,13 @@ int uct_cuda_ipc_ns_cache_peer_is_dead(const uct_cuda_ipc_ns_peer_t *peer);
 
 /**
  * Check whether the peer is alive. A peer of another PID namespace becomes
- * checkable once a VMM key gave its broker address (@a key, may be NULL).
- * A dead peer's mappings are released (once unpinned).
+ * checkable once an fd was imported from its broker (the import's checked
+ * pidfd of the owner becomes its watch). A dead peer's mappings are
+ * released (once unpinned). No syscall but a poll of the watch.
  *
  * @return UCS_OK (alive or not checkable), UCS_ERR_CONNECTION_RESET (dead).
  */
-ucs_status_t uct_cuda_ipc_ns_cache_peer_check(uct_cuda_ipc_ns_peer_t *peer,
-                                              const uct_cuda_ipc_ns_rkey_info_t *key,
-                                              double timeout);
+ucs_status_t uct_cuda_ipc_ns_cache_peer_check(uct_cuda_ipc_ns_peer_t *peer);
 
 
 /** Mark the peer dead and release its mappings (once unpinned) */

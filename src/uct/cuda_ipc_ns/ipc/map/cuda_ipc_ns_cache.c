@@ -319,7 +319,7 @@ static void uct_cuda_ipc_ns_peer_watch_pid(uct_cuda_ipc_ns_peer_t *peer)
 
     if ((peer->id.pid_ns != self->pid_ns) || (peer->id.start_time == 0) ||
         (peer->id.system_id != self->system_id)) {
-        return; /* not here: a broker address may tell later */
+        return; /* not here: the first import from its broker may tell */
     }
 
     if (uct_cuda_ipc_ns_watch_pid(peer->id.pid, peer->id.start_time,
@@ -431,36 +431,34 @@ void uct_cuda_ipc_ns_cache_peer_fail(uct_cuda_ipc_ns_peer_t *peer)
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_cache_peer_check(uct_cuda_ipc_ns_peer_t *peer,
-                                              const uct_cuda_ipc_ns_rkey_info_t *key,
-                                              double timeout)
+/* Take @a fd (a pidfd of the peer) as its watch unless it has one */
+static void uct_cuda_ipc_ns_peer_set_watch(uct_cuda_ipc_ns_peer_t *peer, int fd)
 {
-    int exited, fd;
+    if (fd < 0) {
+        return;
+    }
+
+    pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
+    if (peer->watch_fd < 0) {
+        __atomic_store_n(&peer->watch_fd, fd, __ATOMIC_RELEASE);
+        fd = -1;
+        ucs_debug("cuda_ipc_ns: watching peer pid %u (PID namespace %" PRIu64
+                  ") through its broker", peer->id.pid, peer->id.pid_ns);
+    }
+    pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
+
+    if (fd >= 0) {
+        close(fd);
+    }
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_cache_peer_check(uct_cuda_ipc_ns_peer_t *peer)
+{
+    int exited;
 
     if (uct_cuda_ipc_ns_cache_peer_is_dead(peer)) {
         return UCS_ERR_CONNECTION_RESET;
-    }
-
-    /* no lock while connecting: a slow broker must not stall other peers'
-     * imports. A watch found meanwhile by another thread wins. */
-    if ((key != NULL) &&
-        (__atomic_load_n(&peer->watch_fd, __ATOMIC_ACQUIRE) < 0) &&
-        (key->handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) &&
-        (key->broker_addr_len > 0) &&
-        /* the owner of a key's broker is the key's owner */
-        (uct_cuda_ipc_ns_watch_broker(key, timeout, &fd) == UCS_OK)) {
-        pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
-        if (peer->watch_fd < 0) {
-            __atomic_store_n(&peer->watch_fd, fd, __ATOMIC_RELEASE);
-            fd = -1;
-            ucs_debug("cuda_ipc_ns: watching peer pid %u (PID namespace %"
-                      PRIu64 ") through its broker", peer->id.pid,
-                      peer->id.pid_ns);
-        }
-        pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
-        if (fd >= 0) {
-            close(fd);
-        }
     }
 
     pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
@@ -582,6 +580,7 @@ ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
     uct_cuda_ipc_ns_region_t *region, *found;
     UCS_LIST_HEAD(victims);
     ucs_status_t status;
+    int owner_pidfd;
 
     region = uct_cuda_ipc_ns_cache_lookup(peer, key, device);
     if (ucs_likely(region != NULL)) {
@@ -609,11 +608,13 @@ ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
     }
 
     /* no lock held: a fd exchange may wait for a slow broker */
-    status = uct_cuda_ipc_ns_map(fdx, key, device, &region->mapping);
+    status = uct_cuda_ipc_ns_map(fdx, key, device, &region->mapping,
+                                 &owner_pidfd);
     if (status != UCS_OK) {
         ucs_free(region);
         return status;
     }
+    uct_cuda_ipc_ns_peer_set_watch(peer, owner_pidfd);
 
     found = uct_cuda_ipc_ns_cache_insert(region, key, &victims);
     uct_cuda_ipc_ns_cache_unmap_victims(&victims);

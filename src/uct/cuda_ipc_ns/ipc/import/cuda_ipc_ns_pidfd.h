@@ -47,6 +47,34 @@ ucs_status_t uct_cuda_ipc_ns_pidfd_open_checked(uint32_t pid,
                                                 int *pidfd_p, int *errno_p);
 
 
+/**
+ * Check that the process of @a pidfd (pid @a pid, for logs) started at
+ * @a start_time and is alive. Needs the process visible in our /proc.
+ *
+ * @return UCS_OK; UCS_ERR_UNREACHABLE when it exited or started at another
+ *         time; UCS_ERR_UNSUPPORTED when it cannot be checked here.
+ */
+ucs_status_t uct_cuda_ipc_ns_pidfd_check_start(int pidfd, uint32_t pid,
+                                               uint64_t start_time);
+
+
+/**
+ * The pid of the process of @a pidfd in its own PID namespace (the last
+ * NSpid of its fdinfo). @return UCS_OK, or UCS_ERR_UNSUPPORTED when our
+ * /proc does not show it (another branch of the PID namespace tree, or no
+ * NSpid: *pid_p is then not set).
+ */
+ucs_status_t uct_cuda_ipc_ns_pidfd_inner_pid(int pidfd, pid_t *pid_p);
+
+
+/**
+ * Inode of the PID namespace of the process of @a pidfd, from the kernel
+ * (PIDFD_GET_PID_NAMESPACE, Linux 6.11), visible or not.
+ * @return UCS_OK, or UCS_ERR_UNSUPPORTED (older kernel, refused).
+ */
+ucs_status_t uct_cuda_ipc_ns_pidfd_pid_ns(int pidfd, uint64_t *pid_ns_p);
+
+
 /** Whether the process of @a pidfd has exited (poll, no wait) */
 int uct_cuda_ipc_ns_pidfd_exited(int pidfd);
 

@@ -1,0 +1,192 @@
+/*
+ * cuda_ipc_ns: the broker's registry of exported fds (see
+ * cuda_ipc_ns_broker_registry.h).
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cuda_ipc_ns_broker_registry.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+
+#include <sys/random.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+
+struct uct_cuda_ipc_ns_broker_reg {
+    uct_cuda_ipc_ns_broker_reg_t *next;    /* same alloc_id */
+    uint64_t                     alloc_id;
+    int                          fd;       /* borrowed from the caller */
+    uint8_t                      token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
+};
+
+
+/* Compare tokens in time independent of where they differ */
+static int uct_cuda_ipc_ns_broker_token_equal(const uint8_t *a, const uint8_t *b)
+{
+    uint8_t diff = 0;
+    int i;
+
+    for (i = 0; i < UCT_CUDA_IPC_NS_TOKEN_SIZE; ++i) {
+        diff |= a[i] ^ b[i];
+    }
+    /* no early exit above; this only turns the result into a boolean */
+    return ((diff - 1) >> 8) & 1;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_broker_random(void *buf, size_t len)
+{
+    uint8_t *p = buf;
+    ssize_t ret;
+
+    while (len > 0) {
+        ret = getrandom(p, len, 0);
+        if (ret < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            ucs_error("cuda_ipc_ns: getrandom(%zu) failed: %m", len);
+            return UCS_ERR_IO_ERROR;
+        }
+        p   += ret;
+        len -= ret;
+    }
+    return UCS_OK;
+}
+
+
+void uct_cuda_ipc_ns_broker_registry_init(uct_cuda_ipc_ns_broker_registry_t *registry)
+{
+    pthread_mutex_init(&registry->lock, NULL);
+    kh_init_inplace(uct_cuda_ipc_ns_broker_regs, &registry->regs);
+}
+
+
+void uct_cuda_ipc_ns_broker_registry_cleanup(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                             const char *name)
+{
+    uct_cuda_ipc_ns_broker_reg_t *reg, *next;
+
+    /* registrations left behind by the caller: their fds are not ours */
+    if (kh_size(&registry->regs) > 0) {
+        ucs_debug("cuda_ipc_ns: broker %s: %u allocation ids still registered "
+                  "at shutdown", name, kh_size(&registry->regs));
+    }
+    kh_foreach_value(&registry->regs, reg, {
+        for (; reg != NULL; reg = next) {
+            next = reg->next;
+            ucs_free(reg);
+        }
+    })
+    kh_destroy_inplace(uct_cuda_ipc_ns_broker_regs, &registry->regs);
+    pthread_mutex_destroy(&registry->lock);
+}
+
+
+ucs_status_t
+uct_cuda_ipc_ns_broker_registry_add(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                    int fd, uint64_t alloc_id,
+                                    uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
+                                    uct_cuda_ipc_ns_broker_reg_t **reg_p)
+{
+    uct_cuda_ipc_ns_broker_reg_t *reg;
+    ucs_status_t status;
+    khiter_t iter;
+    int ret;
+
+    reg = ucs_calloc(1, sizeof(*reg), "cuda_ipc_ns_broker_reg");
+    if (reg == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate a broker registration");
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = uct_cuda_ipc_ns_broker_random(reg->token, sizeof(reg->token));
+    if (status != UCS_OK) {
+        ucs_free(reg);
+        return status;
+    }
+    reg->alloc_id = alloc_id;
+    reg->fd       = fd;
+
+    pthread_mutex_lock(&registry->lock);
+    iter = kh_put(uct_cuda_ipc_ns_broker_regs, &registry->regs, alloc_id, &ret);
+    if (ret < 0) {
+        pthread_mutex_unlock(&registry->lock);
+        ucs_free(reg);
+        ucs_error("cuda_ipc_ns: failed to register alloc_id 0x%" PRIx64
+                  " with the broker", alloc_id);
+        return UCS_ERR_NO_MEMORY;
+    }
+    reg->next                      = (ret == 0) ? kh_val(&registry->regs, iter) :
+                                                  NULL;
+    kh_val(&registry->regs, iter)  = reg;
+    pthread_mutex_unlock(&registry->lock);
+
+    memcpy(token, reg->token, sizeof(reg->token));
+    *reg_p = reg;
+    return UCS_OK;
+}
+
+
+void uct_cuda_ipc_ns_broker_registry_remove(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                            uct_cuda_ipc_ns_broker_reg_t *reg)
+{
+    uct_cuda_ipc_ns_broker_reg_t **pp;
+    khiter_t iter;
+
+    pthread_mutex_lock(&registry->lock);
+    iter = kh_get(uct_cuda_ipc_ns_broker_regs, &registry->regs, reg->alloc_id);
+    if (iter != kh_end(&registry->regs)) {
+        for (pp = &kh_val(&registry->regs, iter); *pp != NULL;
+             pp = &(*pp)->next) {
+            if (*pp == reg) {
+                *pp = reg->next;
+                break;
+            }
+        }
+        if (kh_val(&registry->regs, iter) == NULL) {
+            kh_del(uct_cuda_ipc_ns_broker_regs, &registry->regs, iter);
+        }
+    }
+    pthread_mutex_unlock(&registry->lock);
+
+    ucs_trace("cuda_ipc_ns: unregistered fd %d alloc_id 0x%" PRIx64, reg->fd,
+              reg->alloc_id);
+    /* wipe the secret before the memory goes back to the heap */
+    memset(reg->token, 0, sizeof(reg->token));
+    ucs_free(reg);
+}
+
+
+int uct_cuda_ipc_ns_broker_registry_hand_out(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                             uint64_t alloc_id,
+                                             const uint8_t *token,
+                                             uct_cuda_ipc_ns_broker_send_fd_func_t send,
+                                             void *arg)
+{
+    uct_cuda_ipc_ns_broker_reg_t *reg, *found = NULL;
+    khiter_t iter;
+
+    pthread_mutex_lock(&registry->lock);
+    iter = kh_get(uct_cuda_ipc_ns_broker_regs, &registry->regs, alloc_id);
+    if (iter != kh_end(&registry->regs)) {
+        /* compare every entry of the chain: timing tells nothing of tokens */
+        for (reg = kh_val(&registry->regs, iter); reg != NULL; reg = reg->next) {
+            if (uct_cuda_ipc_ns_broker_token_equal(reg->token, token) &&
+                (found == NULL)) {
+                found = reg;
+            }
+        }
+    }
+
+    if (found != NULL) {
+        send(arg, found->fd);
+    }
+    pthread_mutex_unlock(&registry->lock);
+    return found != NULL;
+}

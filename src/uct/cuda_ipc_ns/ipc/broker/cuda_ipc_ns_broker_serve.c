@@ -1,0 +1,466 @@
+/*
+ * cuda_ipc_ns: the broker's serving loop (see cuda_ipc_ns_broker_serve.h).
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cuda_ipc_ns_broker_serve.h"
+#include "cuda_ipc_ns_broker_proto.h"
+#include "cuda_ipc_ns_scm.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/sys/math.h>
+
+#include <sys/socket.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <string.h>
+#include <unistd.h>
+
+
+/* Refused peers remembered to log each once; bounds memory under a flood */
+#define UCT_CUDA_IPC_NS_BROKER_MAX_LOGGED      4096
+/* Connections accepted per round: the ready ones are served in between */
+#define UCT_CUDA_IPC_NS_BROKER_ACCEPT_BATCH    16
+/* Pause of accept after it failed for want of fds or memory: doubled up to
+ * the maximum while it keeps failing */
+#define UCT_CUDA_IPC_NS_BROKER_BACKOFF_MIN_MS  10
+#define UCT_CUDA_IPC_NS_BROKER_BACKOFF_MAX_MS  200
+
+
+void uct_cuda_ipc_ns_broker_server_init(uct_cuda_ipc_ns_broker_server_t *server,
+                                        const char *name, int listen_fd,
+                                        int wake_fd,
+                                        uct_cuda_ipc_ns_broker_registry_t *registry,
+                                        int allowed_uid, double req_timeout)
+{
+    memset(server, 0, sizeof(*server));
+    server->name        = name;
+    server->listen_fd   = listen_fd;
+    server->wake_fd     = wake_fd;
+    server->registry    = registry;
+    server->uid         = geteuid();
+    server->allowed_uid = allowed_uid;
+    server->req_timeout = ucs_time_from_sec(req_timeout);
+    kh_init_inplace(uct_cuda_ipc_ns_broker_peers, &server->logged_peers);
+    pthread_mutex_init(&server->conns_lock, NULL);
+    pthread_cond_init(&server->conns_cond, NULL);
+}
+
+
+void uct_cuda_ipc_ns_broker_server_cleanup(uct_cuda_ipc_ns_broker_server_t *server)
+{
+    kh_destroy_inplace(uct_cuda_ipc_ns_broker_peers, &server->logged_peers);
+    pthread_mutex_destroy(&server->conns_lock);
+    pthread_cond_destroy(&server->conns_cond);
+}
+
+
+/* Count an accepted connection (+1) or one closed (-1) */
+static void uct_cuda_ipc_ns_broker_count_conn(uct_cuda_ipc_ns_broker_server_t *server,
+                                              int delta)
+{
+    pthread_mutex_lock(&server->conns_lock);
+    server->open_conns += delta;
+    if (server->open_conns == 0) {
+        pthread_cond_broadcast(&server->conns_cond);
+    }
+    pthread_mutex_unlock(&server->conns_lock);
+}
+
+
+static void uct_cuda_ipc_ns_broker_close_conn(uct_cuda_ipc_ns_broker_server_t *server,
+                                              int fd)
+{
+    close(fd);
+    uct_cuda_ipc_ns_broker_count_conn(server, -1);
+}
+
+
+/* Close connection @a index of the table, keeping the others in age order */
+static void uct_cuda_ipc_ns_broker_remove_conn(uct_cuda_ipc_ns_broker_server_t *server,
+                                               unsigned index)
+{
+    uct_cuda_ipc_ns_broker_close_conn(server, server->conns[index].fd);
+    --server->num_conns;
+    memmove(&server->conns[index], &server->conns[index + 1],
+            (server->num_conns - index) * sizeof(server->conns[0]));
+}
+
+
+/* Whether a refusal from @a pid is the first one seen (log it loudly) */
+static int uct_cuda_ipc_ns_broker_first_refusal(uct_cuda_ipc_ns_broker_server_t *server,
+                                                pid_t pid)
+{
+    int ret;
+
+    if (kh_get(uct_cuda_ipc_ns_broker_peers, &server->logged_peers, pid) !=
+        kh_end(&server->logged_peers)) {
+        return 0;
+    }
+
+    if (kh_size(&server->logged_peers) >= UCT_CUDA_IPC_NS_BROKER_MAX_LOGGED) {
+        if (!server->logged_overflow) {
+            server->logged_overflow = 1;
+            ucs_diag("cuda_ipc_ns: broker %s: refused %u peers, not logging "
+                     "more refusals", server->name,
+                     UCT_CUDA_IPC_NS_BROKER_MAX_LOGGED);
+        }
+        return 0;
+    }
+
+    kh_put(uct_cuda_ipc_ns_broker_peers, &server->logged_peers, pid, &ret);
+    return ret >= 0;
+}
+
+
+/* ucs_log() evaluates its level more than once: compute it first */
+#define uct_cuda_ipc_ns_broker_refusal_log(_server, _pid, _fmt, ...) \
+    do { \
+        ucs_log_level_t _level = \
+                uct_cuda_ipc_ns_broker_first_refusal(_server, _pid) ? \
+                UCS_LOG_LEVEL_DIAG : UCS_LOG_LEVEL_TRACE; \
+        ucs_log(_level, "cuda_ipc_ns: broker %s: refused peer pid %d: " _fmt, \
+                (_server)->name, (int)(_pid), ## __VA_ARGS__); \
+    } while (0)
+
+
+/*
+ * Send a reply; with @a fd >= 0 attach it. Nonblocking: the reply is one
+ * small message on a fresh connection, so it fits the socket buffer, and the
+ * caller may hold the registry lock.
+ */
+static void uct_cuda_ipc_ns_broker_reply(uct_cuda_ipc_ns_broker_server_t *server,
+                                         const uct_cuda_ipc_ns_broker_conn_t *conn,
+                                         uct_cuda_ipc_ns_broker_status_t status,
+                                         uint64_t alloc_id, int fd)
+{
+    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE];
+
+    uct_cuda_ipc_ns_broker_pack_reply(buf, status, alloc_id);
+    if (uct_cuda_ipc_ns_scm_send_fd(conn->fd, buf, sizeof(buf), fd,
+                                    MSG_DONTWAIT | MSG_NOSIGNAL) != UCS_OK) {
+        ucs_debug("cuda_ipc_ns: broker %s: sending reply '%s' to pid %d "
+                  "failed", server->name,
+                  uct_cuda_ipc_ns_broker_status_str(status), (int)conn->pid);
+    }
+}
+
+
+typedef struct {
+    uct_cuda_ipc_ns_broker_server_t     *server;
+    const uct_cuda_ipc_ns_broker_conn_t *conn;
+    uint64_t                            alloc_id;
+} uct_cuda_ipc_ns_broker_hand_out_t;
+
+
+static void uct_cuda_ipc_ns_broker_send_fd(void *arg, int fd)
+{
+    uct_cuda_ipc_ns_broker_hand_out_t *hand_out = arg;
+
+    uct_cuda_ipc_ns_broker_reply(hand_out->server, hand_out->conn,
+                                 UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
+                                 hand_out->alloc_id, fd);
+}
+
+
+/* Answer a well-formed request: the fd of a live registration, or NO_ENTRY */
+static void uct_cuda_ipc_ns_broker_serve(uct_cuda_ipc_ns_broker_server_t *server,
+                                         const uct_cuda_ipc_ns_broker_conn_t *conn,
+                                         uint64_t alloc_id, const uint8_t *token)
+{
+    uct_cuda_ipc_ns_broker_hand_out_t hand_out = {server, conn, alloc_id};
+
+    if (uct_cuda_ipc_ns_broker_registry_hand_out(server->registry, alloc_id,
+                                                 token,
+                                                 uct_cuda_ipc_ns_broker_send_fd,
+                                                 &hand_out)) {
+        ucs_debug("cuda_ipc_ns: broker %s: sent fd of alloc_id 0x%" PRIx64
+                  " to pid %d", server->name, alloc_id, (int)conn->pid);
+        return;
+    }
+
+    uct_cuda_ipc_ns_broker_reply(server, conn,
+                                 UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY,
+                                 alloc_id, -1);
+    uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
+                                       "unknown or released token for "
+                                       "alloc_id 0x%" PRIx64, alloc_id);
+}
+
+
+/* @return nonzero when the connection is done and can be closed */
+static int uct_cuda_ipc_ns_broker_handle(uct_cuda_ipc_ns_broker_server_t *server,
+                                         const uct_cuda_ipc_ns_broker_conn_t *conn)
+{
+    /* one more byte than a request: a longer message shows as too long */
+    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE + 1];
+    uct_cuda_ipc_ns_broker_status_t status;
+    uct_cuda_ipc_ns_broker_req_t req;
+    ssize_t len;
+
+    /* no control buffer: fds a peer might attach are dropped by the kernel */
+    len = recv(conn->fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (len < 0) {
+        if ((errno == EAGAIN) || (errno == EINTR)) {
+            return 0;
+        }
+        ucs_debug("cuda_ipc_ns: broker %s: recv from pid %d failed: %m",
+                  server->name, (int)conn->pid);
+        return 1;
+    } else if (len == 0) {
+        ucs_debug("cuda_ipc_ns: broker %s: pid %d closed without a request",
+                  server->name, (int)conn->pid);
+        return 1;
+    }
+
+    status = uct_cuda_ipc_ns_broker_unpack_request(buf, len, &req);
+    if (status == UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
+        uct_cuda_ipc_ns_broker_serve(server, conn, req.alloc_id, req.token);
+        return 1;
+    }
+
+    uct_cuda_ipc_ns_broker_reply(server, conn, status, req.alloc_id, -1);
+    if (status == UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION) {
+        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
+                                           "protocol version %u, expected %u",
+                                           req.version,
+                                           UCT_CUDA_IPC_NS_BROKER_VERSION);
+    } else if (req.token != NULL) {
+        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
+                                           "unknown operation %u", req.op);
+    } else {
+        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
+                                           "malformed request (%zd bytes)",
+                                           len);
+    }
+    return 1;
+}
+
+
+/*
+ * Discard what a refused peer already sent: closing a unix socket with unread
+ * data makes the peer's next recv fail with ECONNRESET before our reply.
+ */
+static void uct_cuda_ipc_ns_broker_drain(int fd)
+{
+    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE + 1];
+    int i;
+
+    for (i = 0; i < 4; ++i) {
+        if (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) <= 0) {
+            break;
+        }
+    }
+}
+
+
+/*
+ * accept() failed with @a err. Out of fds or memory: the listening socket
+ * stays readable, so polling it again at once would spin. Make room by
+ * closing the oldest connection, or, with none, pause accepting.
+ * @return nonzero to try accepting again now.
+ */
+static int uct_cuda_ipc_ns_broker_accept_failed(uct_cuda_ipc_ns_broker_server_t *server,
+                                                int err)
+{
+    ucs_time_t min_backoff =
+            ucs_time_from_msec(UCT_CUDA_IPC_NS_BROKER_BACKOFF_MIN_MS);
+
+    if ((err != EMFILE) && (err != ENFILE) && (err != ENOBUFS) &&
+        (err != ENOMEM)) {
+        if ((err != EAGAIN) && (err != EINTR) && (err != ECONNABORTED)) {
+            ucs_debug("cuda_ipc_ns: broker %s: accept failed: %s",
+                      server->name, strerror(err));
+        }
+        return 0;
+    }
+
+    if (!server->accept_failing) {
+        server->accept_failing = 1;
+        server->accept_backoff = min_backoff;
+        ucs_error("cuda_ipc_ns: broker %s: accept failed: %s; closing idle "
+                  "connections and pausing accept", server->name,
+                  strerror(err));
+    }
+
+    if (server->num_conns > 0) {
+        ucs_debug("cuda_ipc_ns: broker %s: closing the connection of pid %d "
+                  "to accept a new one", server->name,
+                  (int)server->conns[0].pid);
+        uct_cuda_ipc_ns_broker_remove_conn(server, 0);
+        return 1;
+    }
+
+    server->accept_resume  = ucs_get_time() + server->accept_backoff;
+    server->accept_backoff = ucs_min(2 * server->accept_backoff,
+                                     ucs_time_from_msec(
+                                     UCT_CUDA_IPC_NS_BROKER_BACKOFF_MAX_MS));
+    return 0;
+}
+
+
+/* Accept one connection; refuse a foreign uid at once, answer at once a
+ * request already queued, else keep it (evicting the oldest when full) */
+static int uct_cuda_ipc_ns_broker_accept_one(uct_cuda_ipc_ns_broker_server_t *server)
+{
+    uct_cuda_ipc_ns_broker_conn_t conn;
+    struct ucred cred;
+    socklen_t len;
+
+    conn.fd = accept4(server->listen_fd, NULL, NULL,
+                      SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (conn.fd < 0) {
+        return uct_cuda_ipc_ns_broker_accept_failed(server, errno);
+    }
+    uct_cuda_ipc_ns_broker_count_conn(server, +1);
+    if (server->accept_failing) {
+        server->accept_failing = 0;
+        ucs_diag("cuda_ipc_ns: broker %s: accepting again", server->name);
+    }
+
+    len = sizeof(cred);
+    if (getsockopt(conn.fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+        ucs_debug("cuda_ipc_ns: broker %s: SO_PEERCRED failed: %m",
+                  server->name);
+        uct_cuda_ipc_ns_broker_close_conn(server, conn.fd);
+        return 1;
+    }
+
+    conn.pid      = cred.pid;
+    conn.deadline = ucs_get_time() + server->req_timeout;
+    if ((cred.uid != server->uid) &&
+        ((server->allowed_uid < 0) ||
+         (cred.uid != (uid_t)server->allowed_uid))) {
+        /* refuse before reading anything from a foreign uid */
+        uct_cuda_ipc_ns_broker_reply(server, &conn,
+                                     UCT_CUDA_IPC_NS_BROKER_STATUS_DENIED, 0,
+                                     -1);
+        uct_cuda_ipc_ns_broker_refusal_log(server, conn.pid,
+                                           "uid %u is not allowed (ours is "
+                                           "%u)", (unsigned)cred.uid,
+                                           (unsigned)server->uid);
+        uct_cuda_ipc_ns_broker_drain(conn.fd);
+        uct_cuda_ipc_ns_broker_close_conn(server, conn.fd);
+        return 1;
+    }
+
+    if (uct_cuda_ipc_ns_broker_handle(server, &conn)) {
+        uct_cuda_ipc_ns_broker_close_conn(server, conn.fd);
+        return 1;
+    }
+
+    if (server->num_conns == UCT_CUDA_IPC_NS_BROKER_MAX_CONNS) {
+        ucs_debug("cuda_ipc_ns: broker %s: %u connections wait for a "
+                  "request, closing the oldest (pid %d)", server->name,
+                  server->num_conns, (int)server->conns[0].pid);
+        uct_cuda_ipc_ns_broker_remove_conn(server, 0);
+    }
+    server->conns[server->num_conns++] = conn;
+    return 1;
+}
+
+
+/* poll() timeout until the first connection deadline or accept resumes */
+static int uct_cuda_ipc_ns_broker_poll_timeout(uct_cuda_ipc_ns_broker_server_t *server,
+                                               ucs_time_t now, int accepting)
+{
+    ucs_time_t next = UCS_TIME_INFINITY;
+
+    if (server->num_conns > 0) {
+        next = server->conns[0].deadline; /* the oldest expires first */
+    }
+    if (!accepting) {
+        next = ucs_min(next, server->accept_resume);
+    }
+
+    if (next == UCS_TIME_INFINITY) {
+        return -1;
+    } else if (next <= now) {
+        return 0;
+    }
+    return (int)ucs_time_to_msec(next - now) + 1;
+}
+
+
+void *uct_cuda_ipc_ns_broker_server_run(void *arg)
+{
+    uct_cuda_ipc_ns_broker_server_t *server = arg;
+    struct pollfd pfds[2 + UCT_CUDA_IPC_NS_BROKER_MAX_CONNS];
+    unsigned i, num_polled, accepted;
+    int accepting, ret;
+    ucs_time_t now;
+
+    ucs_debug("cuda_ipc_ns: broker %s: serving", server->name);
+    for (;;) {
+        now       = ucs_get_time();
+        accepting = (server->accept_resume <= now);
+
+        pfds[0].fd     = server->wake_fd;
+        pfds[0].events = POLLIN;
+        pfds[1].fd     = accepting ? server->listen_fd : -1;
+        pfds[1].events = POLLIN;
+        for (i = 0; i < server->num_conns; ++i) {
+            pfds[2 + i].fd     = server->conns[i].fd;
+            pfds[2 + i].events = POLLIN;
+        }
+        num_polled = server->num_conns;
+
+        ret = poll(pfds, 2 + num_polled,
+                   uct_cuda_ipc_ns_broker_poll_timeout(server, now,
+                                                       accepting));
+        if (ret < 0) {
+            if (errno != EINTR) {
+                ucs_error("cuda_ipc_ns: broker %s: poll failed: %m",
+                          server->name);
+                usleep(1000); /* do not spin on a persistent error */
+            }
+            continue;
+        }
+
+        if (pfds[0].revents) {
+            break; /* shutdown */
+        }
+
+        /* every ready connection once, and the expired ones; backwards, so
+         * that removing one leaves the indices still to visit in place */
+        now = ucs_get_time();
+        for (i = num_polled; i-- > 0;) {
+            if (pfds[2 + i].revents &&
+                uct_cuda_ipc_ns_broker_handle(server, &server->conns[i])) {
+                uct_cuda_ipc_ns_broker_remove_conn(server, i);
+            } else if (server->conns[i].deadline <= now) {
+                ucs_debug("cuda_ipc_ns: broker %s: no request from pid %d "
+                          "in time, closing", server->name,
+                          (int)server->conns[i].pid);
+                uct_cuda_ipc_ns_broker_remove_conn(server, i);
+            }
+        }
+
+        if (pfds[1].revents & POLLIN) {
+            for (accepted = 0;
+                 (accepted < UCT_CUDA_IPC_NS_BROKER_ACCEPT_BATCH) &&
+                 uct_cuda_ipc_ns_broker_accept_one(server);
+                 ++accepted) {
+            }
+        }
+    }
+
+    while (server->num_conns > 0) {
+        uct_cuda_ipc_ns_broker_remove_conn(server, server->num_conns - 1);
+    }
+    ucs_debug("cuda_ipc_ns: broker %s: stopped", server->name);
+    return NULL;
+}
+
+
+void uct_cuda_ipc_ns_broker_server_wait_idle(uct_cuda_ipc_ns_broker_server_t *server)
+{
+    pthread_mutex_lock(&server->conns_lock);
+    while (server->open_conns > 0) {
+        pthread_cond_wait(&server->conns_cond, &server->conns_lock);
+    }
+    pthread_mutex_unlock(&server->conns_lock);
+}

@@ -1,0 +1,84 @@
+/*
+ * cuda_ipc_ns: the broker's serving loop (docs/security.md, "Denial of
+ * service").
+ *
+ * One thread polls the wake-up pipe (shutdown), the listening socket and
+ * the accepted connections, all nonblocking: it never blocks on a client.
+ * A connection carries one request; it is refused at accept when its uid is
+ * not allowed, and closed once answered, when its request deadline passes,
+ * or, oldest first, when the table is full and a new client arrives. The
+ * listening socket is always polled, except for a back-off after accept
+ * failed for want of fds or memory; each round serves every ready
+ * connection once and accepts a bounded batch, so no client holds the
+ * thread.
+ */
+#ifndef UCT_CUDA_IPC_NS_BROKER_SERVE_H
+#define UCT_CUDA_IPC_NS_BROKER_SERVE_H
+
+#include "cuda_ipc_ns_broker_registry.h"
+
+#include <ucs/datastruct/khash.h>
+#include <ucs/time/time.h>
+#include <pthread.h>
+#include <sys/types.h>
+
+
+/* Connections read concurrently; the oldest is evicted for a new one */
+#define UCT_CUDA_IPC_NS_BROKER_MAX_CONNS     64
+
+
+KHASH_SET_INIT_INT(uct_cuda_ipc_ns_broker_peers)
+
+
+typedef struct uct_cuda_ipc_ns_broker_conn {
+    int        fd;
+    pid_t      pid;        /* SO_PEERCRED, for logs */
+    ucs_time_t deadline;   /* closed when no request by then */
+} uct_cuda_ipc_ns_broker_conn_t;
+
+
+typedef struct uct_cuda_ipc_ns_broker_server {
+    /* set before the thread starts */
+    const char                        *name;      /* printable address */
+    int                               listen_fd;
+    int                               wake_fd;    /* readable: stop */
+    uct_cuda_ipc_ns_broker_registry_t *registry;
+    uid_t                             uid;
+    int                               allowed_uid;
+    ucs_time_t                        req_timeout;
+
+    /* used only by the thread */
+    khash_t(uct_cuda_ipc_ns_broker_peers) logged_peers;
+    int                               logged_overflow;
+    int                               accept_failing;
+    ucs_time_t                        accept_backoff;
+    ucs_time_t                        accept_resume; /* listen again then */
+    unsigned                          num_conns;     /* oldest first */
+    uct_cuda_ipc_ns_broker_conn_t     conns[UCT_CUDA_IPC_NS_BROKER_MAX_CONNS];
+
+    /* accepted connections not closed yet, for _wait_idle() */
+    pthread_mutex_t                   conns_lock;
+    pthread_cond_t                    conns_cond;
+    unsigned                          open_conns;
+} uct_cuda_ipc_ns_broker_server_t;
+
+
+void uct_cuda_ipc_ns_broker_server_init(uct_cuda_ipc_ns_broker_server_t *server,
+                                        const char *name, int listen_fd,
+                                        int wake_fd,
+                                        uct_cuda_ipc_ns_broker_registry_t *registry,
+                                        int allowed_uid, double req_timeout);
+
+
+void uct_cuda_ipc_ns_broker_server_cleanup(uct_cuda_ipc_ns_broker_server_t *server);
+
+
+/* The thread: serve until the wake-up fd is readable, then close every
+ * connection */
+void *uct_cuda_ipc_ns_broker_server_run(void *arg);
+
+
+/* Return once every accepted connection is closed */
+void uct_cuda_ipc_ns_broker_server_wait_idle(uct_cuda_ipc_ns_broker_server_t *server);
+
+#endif
