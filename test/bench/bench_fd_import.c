@@ -63,7 +63,9 @@ static int bench_read_full(int fd, void *buf, size_t len)
 /* Owner: broker + one registered memfd until the parent says stop */
 static int bench_owner(int chan, size_t size)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg = {UCT_CUDA_IPC_NS_FDX_AUTO, NULL, 5.0, -1};
+    uct_cuda_ipc_ns_fdx_config_t cfg = {.mode        = UCT_CUDA_IPC_NS_FDX_AUTO,
+                                        .timeout     = 5.0,
+                                        .allowed_uid = -1};
     const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
     uct_cuda_ipc_ns_rkey_info_t desc;
     uct_cuda_ipc_ns_broker_reg_t *reg;
@@ -120,7 +122,9 @@ static int bench_owner(int chan, size_t size)
 static int bench_import(uct_cuda_ipc_ns_fdx_mode_t mode,
                         const uct_cuda_ipc_ns_rkey_info_t *desc, double *usec)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg = {mode, NULL, 5.0, -1};
+    uct_cuda_ipc_ns_fdx_config_t cfg = {.mode        = mode,
+                                        .timeout     = 5.0,
+                                        .allowed_uid = -1};
     ucs_status_t status;
     double t0;
     int fd;
@@ -141,7 +145,9 @@ static int bench_import(uct_cuda_ipc_ns_fdx_mode_t mode,
 static int bench_check_bytes(uct_cuda_ipc_ns_fdx_mode_t mode,
                              const uct_cuda_ipc_ns_rkey_info_t *desc, size_t size)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg = {mode, NULL, 5.0, -1};
+    uct_cuda_ipc_ns_fdx_config_t cfg = {.mode        = mode,
+                                        .timeout     = 5.0,
+                                        .allowed_uid = -1};
     int fd, ok = 0;
     uint8_t *p;
     size_t i;

@@ -167,7 +167,7 @@ uct_cuda_ipc_ns_rkey_info_t fd_key_of(const uct_cuda_ipc_ns_identity_t &id)
 uct_cuda_ipc_ns_fdx_config_t fdx_config(uct_cuda_ipc_ns_fdx_mode_t mode,
                                         double timeout = 2.0)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg;
+    uct_cuda_ipc_ns_fdx_config_t cfg = {};
     cfg.mode        = mode;
     cfg.sock_dir    = NULL;
     cfg.timeout     = timeout;

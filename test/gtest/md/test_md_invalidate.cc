@@ -61,7 +61,7 @@ void counted_comp_init(counted_comp *cc, int count)
 
 uct_cuda_ipc_ns_fdx_config_t fdx_config(uct_cuda_ipc_ns_fdx_mode_t mode)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg;
+    uct_cuda_ipc_ns_fdx_config_t cfg = {};
     cfg.mode        = mode;
     cfg.sock_dir    = NULL;
     cfg.timeout     = 5.0;
