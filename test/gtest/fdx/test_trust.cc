@@ -11,6 +11,7 @@
  */
 #include "common/cuda_alloc.h"
 #include "common/peer.h"
+#include "fdx/fake_broker.h"
 
 #include <gtest/gtest.h>
 
@@ -43,32 +44,23 @@ namespace {
 const size_t FAKE_SIZE = 2 * 1024 * 1024;
 
 
-/* What the test tells the fake broker: where to listen */
-struct fake_broker_cfg {
-    uint8_t addr_len;
-    char    addr[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX];
-};
-
-
-/* What the fake broker reports: its identity, then how many requests it
- * read (a broker that is not the owner must not even get the request) */
-struct fake_broker_report {
-    int                        status; /* 0: listening */
-    uct_cuda_ipc_ns_identity_t id;
-    unsigned                   requests;
-};
+using test::fake_broker_cfg;
+using test::fake_broker_report;
 
 
 /*
- * The attacker: listens at the address it is given and answers every
- * request, as a broker would, with OK and an fd of a memfd full of 0xee,
- * until the test closes the channel.
+ * The attacker (fake_broker.h): listens at the address it is given and
+ * answers every request, as a broker would, with OK and an fd of a memfd
+ * full of 0xee, or silently holds every connection, until the test closes
+ * the channel.
  */
 TEST_PEER_ROLE(trust_fake_broker)
 {
     fake_broker_cfg cfg;
     fake_broker_report report = {};
     struct sockaddr_un sa     = {};
+    std::vector<int> held;
+    unsigned count = 0;
     int lfd, memfd;
 
     if (!chan.recv_obj(cfg)) {
@@ -106,6 +98,10 @@ TEST_PEER_ROLE(trust_fake_broker)
         int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (cfd < 0) {
             continue;
+        } else if (cfg.silent) {
+            held.push_back(cfd);
+            ++count;
+            continue;
         }
         uint8_t req[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE + 1];
         uct_cuda_ipc_ns_broker_req_t parsed;
@@ -116,7 +112,7 @@ TEST_PEER_ROLE(trust_fake_broker)
             (uct_cuda_ipc_ns_broker_unpack_request(req, len, &parsed) ==
              UCT_CUDA_IPC_NS_BROKER_STATUS_OK)) {
             uint8_t reply[UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE];
-            ++report.requests;
+            ++count;
             uct_cuda_ipc_ns_broker_pack_reply(reply,
                                               UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
                                               parsed.alloc_id);
@@ -127,8 +123,11 @@ TEST_PEER_ROLE(trust_fake_broker)
     }
 
     /* the test reads the count after closing its writing side */
+    for (int fd : held) {
+        close(fd);
+    }
     close(lfd);
-    return (int)report.requests;
+    return (int)count;
 }
 
 
