@@ -13,6 +13,14 @@
 #                  with ucx_perftest -e (peer error handling, NIXL's mode)
 #                  vs without, interleaved rounds (goal >= 0.8)
 #
+# How figures are taken (docs/architecture.md, Performance): every timed
+# operation is warmed up on the buffers it times; each figure is measured in
+# rounds (BENCH_ROUNDS, default 5, of at least BENCH_MIN_TIME / rounds s,
+# default 0.5 s per figure; PT_ROUNDS ucx_perftest rounds, default 3); a
+# ratio is computed per round and printed as the median with its range over
+# the rounds. The summary says PASS or FAIL against a goal only when the
+# whole range lies on one side of it, else "inconclusive" with the spread.
+#
 # Runs them against UCX 1.13.1 (BUILD_DIR, default build/), then, when a UCX
 # 1.22 build is present (BUILD_DIR_122, default build-1.22/, made by
 # `UCX=1.22 contrib/build.sh` or contrib/run-tests.sh; it is brought up to
@@ -46,31 +54,62 @@ bench() {
     echo "== UCX $ver: fd import: test/bench/bench_fd_import"
     "$bench/bench_fd_import" | tee "$out/fd_import.txt"
     echo "== UCX $ver: memory-type detection: test/bench/bench_memtype_detect"
-    "$bench/bench_memtype_detect" -n 2000000 "$UCX_CUDA_IPC_NS_DRIVER" |
+    "$bench/bench_memtype_detect" "$UCX_CUDA_IPC_NS_DRIVER" |
         tee "$out/memtype_detect.txt"
-    echo "== UCX $ver: UCP tag_bw vs UCT put_bw, server in another pod"
-    OUT_DIR=$out/perftest TESTS=uct:put_bw,ucp:tag_bw SIZES=1M,4M,16M,64M \
-        "$top/contrib/perftest-ns.sh" | tail -n 14
+    # ucx_perftest: ITER_BYTES/size iterations (at least 64 at 64 MiB, about
+    # 0.5 s on the emulator), its own warm-up (a tenth as many) on the same
+    # buffers; rounds: round 1 gives the plot too
+    local round rounds=${PT_ROUNDS:-3} t
+    echo "== UCX $ver: UCP tag_bw vs UCT put_bw, server in another pod, $rounds rounds"
+    for ((round = 1; round <= rounds; round++)); do
+        OUT_DIR=$out/perftest-$round TESTS=uct:put_bw,ucp:tag_bw ITER_BYTES=4G \
+            SIZES=$([ $round = 1 ] && echo 1M,4M,16M,64M || echo 64M) \
+            "$top/contrib/perftest-ns.sh" >"$out/perftest-$round.log" 2>&1
+    done
+    rm -rf "$out/perftest" && cp -r "$out/perftest-1" "$out/perftest"
+    tail -n 12 "$out/perftest-1.log"
 
-    echo "== UCX $ver: peer error handling (ucx_perftest -e) vs none, between two pods"
-    local round
-    for round in 1 2 3; do
+    echo "== UCX $ver: peer error handling (ucx_perftest -e) vs none, between two pods, $rounds rounds"
+    for ((round = 1; round <= rounds; round++)); do
         OUT_DIR=$out/errh-none-$round TESTS=ucp:tag_bw,ucp:ucp_put_bw,ucp:ucp_get \
-            SIZES=4M "$top/contrib/perftest-ns.sh" >/dev/null
-        OUT_DIR=$out/errh-peer-$round PERFTEST_ARGS=-e \
+            ITER_BYTES=4G SIZES=4M "$top/contrib/perftest-ns.sh" \
+            >"$out/errh-none-$round.log" 2>&1
+        OUT_DIR=$out/errh-peer-$round PERFTEST_ARGS=-e ITER_BYTES=4G \
             TESTS=ucp:tag_bw,ucp:ucp_put_bw,ucp:ucp_get SIZES=4M \
-            "$top/contrib/perftest-ns.sh" >/dev/null
+            "$top/contrib/perftest-ns.sh" >"$out/errh-peer-$round.log" 2>&1
     done
 
-    # bandwidth columns of the data-path table: size DtoD async put get
-    awk '$1 ~ /^[0-9]+$/ && NF == 8 {print $1 / 1048576, $2, $3, $4, $5}' \
+    # the perftest ratios, one per round, as the benchmark programs print
+    # theirs: "ratio NAME: MEDIAN (min MIN, max MAX, N rounds)"
+    {
+        awk -F'\t' '$1 == "uct:put_bw" && $2 == 67108864 {
+                split(FILENAME, p, "/perftest-"); r = p[2] + 0; put[r] = $4; n[r] = $6 }
+            $1 == "ucp:tag_bw" && $2 == 67108864 {
+                split(FILENAME, p, "/perftest-"); r = p[2] + 0; tag[r] = $4 }
+            END { for (r in put) if (tag[r] && put[r]) {
+                      printf "%s %s %s %s\n", tag[r] / put[r], tag[r], put[r], n[r] } }' \
+            "$out"/perftest-[0-9]*/results.tsv |
+            ratio_line "UCP tag_bw / UCT put_bw 64 MiB" "MB/s tag_bw / put_bw"
+        for t in ucp:tag_bw ucp:ucp_put_bw ucp:ucp_get; do
+            awk -F'\t' -v t="$t" '$1 == t && $2 == 4194304 {
+                    split(FILENAME, p, "/errh-"); split(p[2], q, "[-/]"); r = q[2] + 0
+                    if (q[1] == "peer") peer[r] = $4; else { none[r] = $4; n[r] = $6 } }
+                END { for (r in peer) if (none[r] && peer[r]) {
+                          printf "%s %s %s %s\n", peer[r] / none[r], peer[r], none[r], n[r] } }' \
+                "$out"/errh-*/results.tsv |
+                ratio_line "$t -e / no -e 4 MiB" "MB/s -e / none"
+        done
+    } >"$out/perftest-ratios.txt"
+
+    # bandwidth columns of the data-path table: size DtoD DtoD-r async put get
+    awk '$1 ~ /^[0-9]+$/ && NF == 10 {print $1 / 1048576, $3, $5, $6, $7}' \
         "$out/datapath.txt" >"$out/datapath.dat"
     gnuplot <<GP
 set terminal png size 900,560 noenhanced
 set output "$out/datapath.png"
 set title "UCX $ver: cu_ipc_ns put/get vs a single-process cuMemcpyDtoD ($(basename "$UCX_CUDA_IPC_NS_DRIVER"))"
 set xlabel "message size (MiB)"
-set ylabel "bandwidth (MB/s)"
+set ylabel "bandwidth (MB/s, medians of the rounds)"
 set logscale x 2
 set key top right
 set grid
@@ -80,37 +119,60 @@ plot "$out/datapath.dat" using 1:2 with linespoints title "cuMemcpyDtoD, one pro
      "" using 1:5 with linespoints title "get_zcopy, another process"
 GP
 
-    bw() {   # bandwidth of test $1 at size 64M from the perftest TSV
-        awk -F'\t' -v t="$1" '$1 == t && $2 == 67108864 {print $4}' \
-            "$out/perftest/results.tsv"
-    }
-    ucp=$(bw ucp:tag_bw) uct=$(bw uct:put_bw)
     {
-        echo "== summary, UCX $ver (goals: docs/architecture.md, Performance)"
-        grep -E '^(1048576|16777216|67108864) ' "$out/datapath.txt" |
-            awk '{printf "put/DtoD and get/DtoD at %3d MiB: %s %s (goal >= 0.90); put/async copy: %s\n", $1 / 1048576, $6, $7, $8}'
-        sed -n 's/^8-byte put latency.*ratio \([0-9.]*\).*/8 B put latency vs async copy + event: \1 (goal <= 1.5)/p' "$out/datapath.txt"
-        sed -n 's/^mapping cache hit, 1,000 regions in use.*ratio \([0-9.]*\).*/cache hit, 100,000 vs 1,000 regions: \1 (goal <= 2)/p' "$out/cache.txt"
-        sed -n 's/^mapping cache hit, every cached region.*ratio \([0-9.]*\).*/cache hit, every region in use, 100,000 vs 1,000: \1 (memory-bound)/p' "$out/cache.txt"
-        sed -n 's/.*ratio broker\/pidfd (median): \([0-9.]*\).*/fd import broker\/pidfd: \1 (goal <= 10)/p' "$out/fd_import.txt"
-        sed -n 's/^ratio host pointer default\/cache: \([0-9.]*\).*/detection of a host pointer, default\/cache: \1/p' "$out/memtype_detect.txt"
-        awk -v a="$ucp" -v b="$uct" 'BEGIN {if (a && b) printf "UCP tag_bw / UCT put_bw at 64 MiB: %.3f (%s / %s MB/s)\n", a / b, a, b}'
-        # median over the rounds of each mode, per test, at 4 MiB
-        for t in ucp:tag_bw ucp:ucp_put_bw ucp:ucp_get; do
-            awk -F'\t' -v t="$t" '$1 == t && $2 == 4194304 {
-                    mode = (FILENAME ~ /errh-peer/) ? "peer" : "none"
-                    v[mode, ++n[mode]] = $4 }
-                function median(m,   i, j, x) {
-                    for (i = 1; i <= n[m]; i++) for (j = i + 1; j <= n[m]; j++)
-                        if (v[m, j] < v[m, i]) { x = v[m, i]; v[m, i] = v[m, j]; v[m, j] = x }
-                    return v[m, int((n[m] + 1) / 2)] }
-                END { if (n["peer"] && n["none"])
-                    printf "%s -e / no -e at 4 MiB: %.2f (goal >= 0.8; medians %.0f / %.0f MB/s)\n",
-                           t, median("peer") / median("none"), median("peer"), median("none") }' \
-                "$out"/errh-*/results.tsv
-        done
+        echo "== summary, UCX $ver (goals: docs/architecture.md, Performance): median [min-max] over the rounds"
+        cat "$out/datapath.txt" "$out/cache.txt" "$out/fd_import.txt" \
+            "$out/memtype_detect.txt" "$out/perftest-ratios.txt" | verdicts
         echo "plots: $out/datapath.png $out/perftest/bandwidth.png"
     } | tee "$out/summary.txt"
+}
+
+# ratio_line NAME UNITS: reads "ratio a b iterations" per round, prints a
+# ratio line with median, min, max and the rounds, and what they came from
+ratio_line() {
+    sort -g | awk -v name="$1" -v units="$2" '
+        { v[++n] = $1; a[n] = $2; b[n] = $3; it = it (it ? "," : "") $4 }
+        END {
+            if (!n) { printf "ratio %s: none (a run failed)\n", name; exit }
+            med = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+            printf "ratio %s: %.3f (min %.3f, max %.3f, %d rounds)\n", name, med, v[1], v[n], n
+            printf "  per round (%s):", units
+            for (i = 1; i <= n; i++) printf " %.0f/%.0f", a[i], b[i]
+            printf "; iterations per run: %s\n", it
+        }'
+}
+
+# the ratio lines of the input with their goal and verdict: PASS or FAIL
+# only when the whole range across the rounds lies on one side of the goal
+verdicts() {
+    awk '
+    function goal(name) {
+        if (name ~ /^(put|get)\/DtoD /) return ">= 0.90"
+        if (name ~ /^get\/put (16|64) MiB/) return "within 0.85 1.15"
+        if (name ~ /^8 B put latency/) return "<= 1.5"
+        if (name ~ /^cache hit 100,000/) return "<= 2"
+        if (name ~ /^fd import/) return "<= 10"
+        if (name ~ / -e \/ no -e /) return ">= 0.8"
+        return ""
+    }
+    /^  per round / { print "    " substr($0, 3); next }
+    /^ratio / {
+        line = substr($0, 7); c = index(line, ": ")
+        name = substr(line, 1, c - 1); rest = substr(line, c + 2)
+        if (rest ~ /^none/) { printf "%-46s %s\n", name, rest; next }
+        gsub(/[(),]/, "", rest); split(rest, f, " ")
+        med = f[1]; lo = f[3]; hi = f[5]; n = f[6]
+        g = goal(name); split(g, gg, " ")
+        if (g == "") v = "(no goal)"
+        else {
+            if (gg[1] == ">=") { ok = lo >= gg[2]; bad = hi < gg[2]; gt = "goal >= " gg[2] }
+            else if (gg[1] == "<=") { ok = hi <= gg[2]; bad = lo > gg[2]; gt = "goal <= " gg[2] }
+            else { ok = lo >= gg[2] && hi <= gg[3]; bad = hi < gg[2] || lo > gg[3]
+                   gt = "goal " gg[2] "-" gg[3] }
+            v = gt ": " (ok ? "PASS" : bad ? "FAIL" : sprintf("inconclusive (spread %.3f-%.3f spans the goal)", lo, hi))
+        }
+        printf "%-46s %.3f [%.3f-%.3f] %2d rounds  %s\n", name, med, lo, hi, n, v
+    }'
 }
 
 BUILD_DIR=$build113 "$top/contrib/build.sh"

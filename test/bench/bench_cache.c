@@ -15,6 +15,7 @@
 #endif
 
 #include "cuda_ipc_ns_cache.h"
+#include "bench_stats.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -31,15 +32,6 @@
             exit(1); \
         } \
     } while (0)
-
-
-static double bench_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 
 /* The mapping stub: the cache's calls land here instead of the driver */
@@ -87,71 +79,94 @@ static uct_cuda_ipc_ns_peer_t *bench_cache_fill(uint64_t peer_pid, unsigned coun
 
 
 /* ns per hit (map + unpin) on random regions among @a span of the @a count
- * cached, spread evenly over them */
+ * cached, spread evenly over them, in batches of 1,000; @a lookups at least,
+ * for at least @a min_time seconds; *done_p: how many */
 static double bench_cache_hits(uct_cuda_ipc_ns_peer_t *peer, unsigned count,
-                               unsigned span, int lookups)
+                               unsigned span, long lookups, double min_time,
+                               long *done_p)
 {
     uct_cuda_ipc_ns_rkey_info_t key;
     uct_cuda_ipc_ns_region_t *region;
     uint64_t seed = 12345;
-    double t;
+    static bench_samples_t batches;
+    double t, t0, elapsed;
     unsigned i;
-    int it;
+    long it = 0, batch;
 
     memset(&key, 0, sizeof(key));
     key.handle_type = UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
     key.length      = 1ul << 21;
-    t               = bench_now();
-    for (it = 0; it < lookups; ++it) {
-        seed                      = seed * 6364136223846793005ull + 1;
-        i                         = ((seed >> 33) % span) * (count / span);
-        key.base                  = (uint64_t)(i + 1) << 21;
-        key.handle.posix.alloc_id = i;
-        uct_cuda_ipc_ns_cache_map(peer, &key, 0, NULL, &region);
-        uct_cuda_ipc_ns_cache_unpin(region);
-    }
-    return (bench_now() - t) / lookups * 1e9;
-}
-
-
-static int bench_cmp_double(const void *a, const void *b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-
-    return (x > y) - (x < y);
+    t               = bench_time_now();
+    do {
+        t0 = bench_time_now();
+        for (batch = 0; batch < 1000; ++batch, ++it) {
+            seed                      = seed * 6364136223846793005ull + 1;
+            i                         = ((seed >> 33) % span) * (count / span);
+            key.base                  = (uint64_t)(i + 1) << 21;
+            key.handle.posix.alloc_id = i;
+            uct_cuda_ipc_ns_cache_map(peer, &key, 0, NULL, &region);
+            uct_cuda_ipc_ns_cache_unpin(region);
+        }
+        elapsed = bench_time_now();
+        bench_samples_add(&batches, elapsed - t0);
+        elapsed -= t;
+    } while ((it < lookups) || (elapsed < min_time));
+    *done_p = it;
+    /* the median batch of 1,000: a batch preempted by another process is
+     * an outlier */
+    return bench_samples_median(&batches) / 1000 * 1e9;
 }
 
 
 /*
- * Median over rounds that alternate the two sizes (same machine state), for
- * lookups over a working set of 1,000 regions (the algorithm: what a bigger
- * cache costs a lookup) and over every cached region (the memory system too:
- * 100,000 regions do not fit the CPU caches).
+ * Rounds that alternate the two sizes (same machine state), each at least
+ * 200,000 lookups and BENCH_MIN_TIME / rounds seconds, after a warm-up pass
+ * over every cached region of both, for lookups over a working set of 1,000
+ * regions (the algorithm: what a bigger cache costs a lookup) and over every
+ * cached region (the memory system too: 100,000 regions do not fit the CPU
+ * caches). Prints the ratio large/small per round: median and range.
  */
-static void bench_cache(unsigned span, double *small_p, double *large_p)
+static void bench_cache(unsigned span, const char *name)
 {
     uct_cuda_ipc_ns_cache_config_t config = {1, UINT_MAX, SIZE_MAX};
+    const int rounds = bench_rounds();
+    const double round_time = bench_round_time();
+    double s[BENCH_MAX_ROUNDS], l[BENCH_MAX_ROUNDS], ratio[BENCH_MAX_ROUNDS];
+    double n_s[BENCH_MAX_ROUNDS], n_l[BENCH_MAX_ROUNDS];
     uct_cuda_ipc_ns_cache_stats_t before, after;
     uct_cuda_ipc_ns_peer_t *small, *large;
-    double s[9], l[9];
+    bench_range_t rs, rl, is, il;
+    long done;
     int round;
 
     BENCH_CHECK(uct_cuda_ipc_ns_cache_get(&config) == UCS_OK,
                 "cache");
     small = bench_cache_fill(1000, 1000);
     large = bench_cache_fill(100000, 100000);
+    bench_cache_hits(small, 1000, 1000, 1000, 0, &done);
+    bench_cache_hits(large, 100000, 100000, 100000, 0, &done);
     uct_cuda_ipc_ns_cache_get_stats(&before);
-    for (round = 0; round < 9; ++round) {
-        s[round] = bench_cache_hits(small, 1000, 1000, 200000);
-        l[round] = bench_cache_hits(large, 100000, span ? span : 100000,
-                                    200000);
+    for (round = 0; round < rounds; ++round) {
+        s[round]     = bench_cache_hits(small, 1000, 1000, 200000, round_time,
+                                        &done);
+        n_s[round]   = done;
+        l[round]     = bench_cache_hits(large, 100000, span ? span : 100000,
+                                        200000, round_time, &done);
+        n_l[round]   = done;
+        ratio[round] = l[round] / s[round];
     }
     uct_cuda_ipc_ns_cache_get_stats(&after);
     BENCH_CHECK(after.misses == before.misses, "every lookup a hit");
-    qsort(s, 9, sizeof(double), bench_cmp_double);
-    qsort(l, 9, sizeof(double), bench_cmp_double);
-    *small_p = s[4];
-    *large_p = l[4];
+    rs = bench_range(s, rounds);
+    rl = bench_range(l, rounds);
+    is = bench_range(n_s, rounds);
+    il = bench_range(n_l, rounds);
+    printf("mapping cache hit, %s: %.1f ns (%.1f-%.1f) with 1,000 cached, "
+           "%.1f ns (%.1f-%.1f) with 100,000 cached; %d rounds of %.0f-%.0f "
+           "and %.0f-%.0f lookups\n", span ? "1,000 regions in use" :
+           "every cached region in use", rs.med, rs.min, rs.max, rl.med,
+           rl.min, rl.max, rounds, is.min, is.max, il.min, il.max);
+    bench_print_ratio(name, ratio, rounds);
 
     uct_cuda_ipc_ns_cache_peer_put(small);
     uct_cuda_ipc_ns_cache_peer_put(large);
@@ -161,16 +176,8 @@ static void bench_cache(unsigned span, double *small_p, double *large_p)
 
 int main(int argc, char **argv)
 {
-    double small, large, small_all, large_all;
-
-    bench_cache(1000, &small, &large);
-    bench_cache(0, &small_all, &large_all);
-    printf("mapping cache hit, 1,000 regions in use: %.1f ns with 1,000 "
-           "cached, %.1f ns with 100,000 cached; ratio %.3f (goal <= 2)\n",
-           small, large, large / small);
-    printf("mapping cache hit, every cached region in use: %.1f ns with "
-           "1,000, %.1f ns with 100,000; ratio %.3f (memory-bound: 100,000 "
-           "regions exceed the CPU caches)\n", small_all, large_all,
-           large_all / small_all);
+    bench_print_settings("bench_cache");
+    bench_cache(1000, "cache hit 100,000 / 1,000 regions");
+    bench_cache(0, "cache hit every region in use 100,000 / 1,000");
     return 0;
 }

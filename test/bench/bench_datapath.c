@@ -4,10 +4,11 @@
  *
  *  1. put and get bandwidth through cu_ipc_ns (another process's VMM memory,
  *     one op at a time) vs a single-process cuMemcpyDtoD of the same size,
- *     at 1, 16 and 64 MiB (goal >= 0.90);
+ *     at 1, 16 and 64 MiB (goal >= 0.90), and get vs put;
  *  2. latency of an 8-byte put (post + progress to completion) vs one
  *     cuMemcpyDtoDAsync + cuEventRecord + polling cuEventQuery in one
  *     process (goal <= 1.5x);
+ * each as rounds after a warm-up, median and range (bench_stats.h).
  *
  * The mapping cache's figures come from bench_cache.
  *
@@ -15,6 +16,8 @@
  * used in a forked child), talking over a socketpair.
  *
  * Usage: bench_datapath [-n iterations]     (driver: UCX_CUDA_IPC_NS_DRIVER)
+ *   -n: the fewest iterations of a bandwidth round (default 5); a latency
+ *   round runs at least 200 times as many
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -23,6 +26,7 @@
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_addr.h"
 #include "cuda_ipc_ns_rkey.h"
+#include "bench_stats.h"
 
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
@@ -70,15 +74,6 @@ typedef struct {
 } bench_node_t;
 
 
-static double bench_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-
 static void bench_cuda_init(void)
 {
     CUdevice device;
@@ -93,29 +88,51 @@ static void bench_cuda_init(void)
 }
 
 
-/* VMM memory with POSIX fd handles, as exported across PID namespaces */
-static void *bench_vmm_alloc(size_t size)
+static CUmemAllocationProp bench_vmm_prop(void)
 {
     CUmemAllocationProp prop = {};
-    CUmemAccessDesc access   = {};
-    CUmemGenericAllocationHandle handle;
-    CUdeviceptr ptr;
-    size_t granularity;
 
     prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id          = 0;
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    BENCH_CU(cuMemGetAllocationGranularity, &granularity, &prop,
-             CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    size = ((size + granularity - 1) / granularity) * granularity;
-    BENCH_CU(cuMemCreate, &handle, size, &prop, 0);
+    return prop;
+}
+
+
+/* map @a handle of @a size bytes read-write on device 0 */
+static void *bench_vmm_map(CUmemGenericAllocationHandle handle, size_t size)
+{
+    CUmemAllocationProp prop = bench_vmm_prop();
+    CUmemAccessDesc access   = {};
+    CUdeviceptr ptr;
+
     BENCH_CU(cuMemAddressReserve, &ptr, size, 0, 0, 0);
     BENCH_CU(cuMemMap, ptr, size, 0, handle, 0);
     access.location = prop.location;
     access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     BENCH_CU(cuMemSetAccess, ptr, size, &access, 1);
     return (void*)ptr;
+}
+
+
+/* VMM memory with POSIX fd handles, as exported across PID namespaces;
+ * @a size a multiple of the granularity; @a handle_p may be NULL */
+static void *bench_vmm_alloc(size_t size,
+                             CUmemGenericAllocationHandle *handle_p)
+{
+    CUmemAllocationProp prop = bench_vmm_prop();
+    CUmemGenericAllocationHandle handle;
+    size_t granularity;
+
+    BENCH_CU(cuMemGetAllocationGranularity, &granularity, &prop,
+             CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    BENCH_CHECK(size % granularity == 0, "size a multiple of the granularity");
+    BENCH_CU(cuMemCreate, &handle, size, &prop, 0);
+    if (handle_p != NULL) {
+        *handle_p = handle;
+    }
+    return bench_vmm_map(handle, size);
 }
 
 
@@ -179,15 +196,23 @@ static void bench_node_close(bench_node_t *node)
 /* Exporter: a registered VMM buffer until the parent closes the channel */
 static int bench_exporter(int chan)
 {
+    char cbuf[CMSG_SPACE(sizeof(int))] = {};
+    CUmemGenericAllocationHandle handle;
+    struct msghdr mh = {};
+    struct cmsghdr *cmsg;
+    struct iovec iov;
     bench_export_t msg;
     bench_node_t node;
     uct_mem_h memh;
     void *buf;
+    int fd;
     char c;
 
     bench_cuda_init();
     bench_node_open(&node);
-    buf = bench_vmm_alloc(BENCH_MAX_SIZE);
+    buf = bench_vmm_alloc(BENCH_MAX_SIZE, &handle);
+    BENCH_CU(cuMemExportToShareableHandle, &fd, handle,
+             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     BENCH_CHECK(uct_md_mem_reg(node.md, buf, BENCH_MAX_SIZE,
                                UCT_MD_MEM_ACCESS_ALL, &memh) == UCS_OK,
                 "uct_md_mem_reg");
@@ -196,7 +221,21 @@ static int bench_exporter(int chan)
     uct_iface_get_device_address(node.iface, (uct_device_addr_t*)msg.dev_addr);
     uct_iface_get_address(node.iface, (uct_iface_addr_t*)msg.iface_addr);
     msg.addr = (uintptr_t)buf;
-    BENCH_CHECK(send(chan, &msg, sizeof(msg), 0) == sizeof(msg), "send");
+    /* with the memory's fd: the importer's own single-process reference
+     * copies use the very pages the transport copies to and from */
+    iov.iov_base       = &msg;
+    iov.iov_len        = sizeof(msg);
+    mh.msg_iov         = &iov;
+    mh.msg_iovlen      = 1;
+    mh.msg_control     = cbuf;
+    mh.msg_controllen  = sizeof(cbuf);
+    cmsg               = CMSG_FIRSTHDR(&mh);
+    cmsg->cmsg_level   = SOL_SOCKET;
+    cmsg->cmsg_type    = SCM_RIGHTS;
+    cmsg->cmsg_len     = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+    BENCH_CHECK(sendmsg(chan, &mh, 0) == sizeof(msg), "send");
+    close(fd);
     while (recv(chan, &c, 1, 0) > 0) {
     }
     uct_md_mem_dereg(node.md, memh);
@@ -239,99 +278,268 @@ static void bench_copy(bench_node_t *node, uct_ep_h ep, int is_put, void *local,
 }
 
 
-static int bench_iters(size_t size, int base)
+enum {
+    BENCH_OP_DTOD,   /* cuMemcpyDtoD to the exporter's pages, one process */
+    BENCH_OP_DTOD_R, /* cuMemcpyDtoD from them, one process */
+    BENCH_OP_ASYNC,  /* cuMemcpyDtoDAsync + cuStreamSynchronize, as DTOD */
+    BENCH_OP_PUT,    /* put_zcopy to the exporter's memory */
+    BENCH_OP_GET,    /* get_zcopy from it */
+    BENCH_OP_LAST
+};
+
+
+typedef struct {
+    bench_node_t          *node;
+    uct_ep_h              ep;
+    uint64_t              remote;    /* the exporter's buffer, its address */
+    uct_rkey_t            rkey;
+    void                  *local;
+    void                  *peer_mem; /* the same buffer, mapped here */
+    CUstream              stream;
+} bench_bw_ctx_t;
+
+
+static void bench_op(const bench_bw_ctx_t *c, int op, size_t size)
 {
-    int n = (int)((base * (1ul << 20)) / (size + (1ul << 20)));
-    return (n < 3) ? 3 : n;
+    CUdeviceptr local = (CUdeviceptr)c->local, peer = (CUdeviceptr)c->peer_mem;
+
+    switch (op) {
+    case BENCH_OP_DTOD:
+        BENCH_CU(cuMemcpyDtoD, peer, local, size);
+        break;
+    case BENCH_OP_DTOD_R:
+        BENCH_CU(cuMemcpyDtoD, local, peer, size);
+        break;
+    case BENCH_OP_ASYNC:
+        BENCH_CU(cuMemcpyDtoDAsync, peer, local, size, c->stream);
+        BENCH_CU(cuStreamSynchronize, c->stream);
+        break;
+    default:
+        bench_copy(c->node, c->ep, op == BENCH_OP_PUT, c->local, size,
+                   c->remote, c->rkey);
+        break;
+    }
 }
 
 
+/*
+ * Every operation once, on the buffers the figures time: every page of the
+ * local and of the exporter's buffer (through both mappings) is written and
+ * read in each direction, and the transport's mapping, streams and events
+ * exist before the first timed op
+ */
+static void bench_warmup(const bench_bw_ctx_t *c, size_t size)
+{
+    int op;
+
+    for (op = 0; op < BENCH_OP_LAST; ++op) {
+        bench_op(c, op, size);
+    }
+}
+
+
+/*
+ * The reference copies are single-process cuMemcpyDtoD between the same
+ * pages as the put and the get: the local buffer and the exporter's buffer,
+ * which this process maps itself too. Figures then compare the transport's
+ * path with the copy alone, not one pair of buffers with another (copies
+ * between different buffers differ by 10-30% from run to run on the
+ * emulator, with where their pages happen to lie).
+ */
 static void bench_bandwidth(bench_node_t *node, uct_ep_h ep,
                             const bench_export_t *exp, uct_rkey_t rkey,
-                            int base_iters)
+                            void *peer_mem, int min_iters)
 {
     static const size_t sizes[] = {1ul << 20, 16ul << 20, 64ul << 20};
-    void *local = bench_vmm_alloc(BENCH_MAX_SIZE);
-    void *other = bench_vmm_alloc(BENCH_MAX_SIZE);
-    double t, local_bw, async_bw, put_bw, get_bw;
-    CUstream stream;
+    static const char *op_names[] = {"DtoD", "DtoD reverse", "async", "put",
+                                     "get"};
+    const int rounds        = bench_rounds();
+    const double round_time = bench_round_time();
+    double bw[BENCH_OP_LAST][BENCH_MAX_ROUNDS], t[BENCH_OP_LAST], t0;
+    double put_dtod[BENCH_MAX_ROUNDS], get_dtod[BENCH_MAX_ROUNDS];
+    double put_async[BENCH_MAX_ROUNDS], get_put[BENCH_MAX_ROUNDS];
+    double iters[BENCH_MAX_ROUNDS], tmin, dt;
+    bench_samples_t samples[BENCH_OP_LAST] = {};
+    bench_range_t it_range, b[BENCH_OP_LAST];
+    bench_bw_ctx_t c;
+    char name[64];
     size_t i;
-    int it, n;
+    long it;
+    int r, k, op;
 
-    BENCH_CU(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    c.node     = node;
+    c.ep       = ep;
+    c.remote   = exp->addr;
+    c.rkey     = rkey;
+    c.local    = bench_vmm_alloc(BENCH_MAX_SIZE, NULL);
+    c.peer_mem = peer_mem;
+    BENCH_CU(cuStreamCreate, &c.stream, CU_STREAM_NON_BLOCKING);
+    bench_warmup(&c, BENCH_MAX_SIZE);
+
     /* the goal compares with cuMemcpyDtoD; the asynchronous copy on a stream
      * (what the transport does, in one process) is printed for reference */
-    printf("%-10s %12s %12s %12s %12s %8s %8s %8s\n", "size", "DtoD MB/s",
-           "async MB/s", "put MB/s", "get MB/s", "put/DtoD", "get/DtoD",
-           "put/async");
+    printf("bandwidth: medians of the rounds; iters: iterations per round "
+           "(min-max); DtoD: to the exporter's pages, as put; DtoD-r: from "
+           "them, as get\n");
+    printf("%-10s %9s %10s %10s %10s %10s %10s %8s %8s %9s\n", "size", "iters",
+           "DtoD MB/s", "DtoD-r", "async MB/s", "put MB/s", "get MB/s",
+           "put/DtoD", "get/DtoD", "put/async");
     for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
-        n = bench_iters(sizes[i], base_iters);
-        /* warm up: mappings, streams, events */
-        bench_copy(node, ep, 1, local, sizes[i], exp->addr, rkey);
-        BENCH_CU(cuMemcpyDtoD, (CUdeviceptr)other, (CUdeviceptr)local, sizes[i]);
-
-        /* interleaved, so all of them see the same machine state */
-        local_bw = async_bw = put_bw = get_bw = 0;
-        for (it = 0; it < n; ++it) {
-            t = bench_now();
-            BENCH_CU(cuMemcpyDtoD, (CUdeviceptr)other, (CUdeviceptr)local,
-                     sizes[i]);
-            local_bw += bench_now() - t;
-            t = bench_now();
-            BENCH_CU(cuMemcpyDtoDAsync, (CUdeviceptr)other, (CUdeviceptr)local,
-                     sizes[i], stream);
-            BENCH_CU(cuStreamSynchronize, stream);
-            async_bw += bench_now() - t;
-            t = bench_now();
-            bench_copy(node, ep, 1, local, sizes[i], exp->addr, rkey);
-            put_bw += bench_now() - t;
-            t = bench_now();
-            bench_copy(node, ep, 0, local, sizes[i], exp->addr, rkey);
-            get_bw += bench_now() - t;
+        bench_warmup(&c, sizes[i]);
+        for (r = 0; r < rounds; ++r) {
+            /* interleaved, so all of them see the same machine state; the
+             * first op of an iteration turns, so none always follows another */
+            memset(t, 0, sizeof(t));
+            it = 0;
+            do {
+                for (k = 0; k < BENCH_OP_LAST; ++k) {
+                    op = (k + it) % BENCH_OP_LAST;
+                    t0 = bench_time_now();
+                    bench_op(&c, op, sizes[i]);
+                    dt     = bench_time_now() - t0;
+                    t[op] += dt;
+                    bench_samples_add(&samples[op], dt);
+                }
+                ++it;
+                for (tmin = t[0], k = 1; k < BENCH_OP_LAST; ++k) {
+                    tmin = (t[k] < tmin) ? t[k] : tmin;
+                }
+            } while ((it < min_iters) || (tmin < round_time));
+            for (op = 0; op < BENCH_OP_LAST; ++op) {
+                bw[op][r] = sizes[i] / bench_samples_median(&samples[op]) /
+                            1e6;
+            }
+            iters[r]     = it;
+            put_dtod[r]  = bw[BENCH_OP_PUT][r] / bw[BENCH_OP_DTOD][r];
+            get_dtod[r]  = bw[BENCH_OP_GET][r] / bw[BENCH_OP_DTOD_R][r];
+            put_async[r] = bw[BENCH_OP_PUT][r] / bw[BENCH_OP_ASYNC][r];
+            get_put[r]   = bw[BENCH_OP_GET][r] / bw[BENCH_OP_PUT][r];
         }
-        local_bw = sizes[i] * n / local_bw / 1e6;
-        async_bw = sizes[i] * n / async_bw / 1e6;
-        put_bw   = sizes[i] * n / put_bw / 1e6;
-        get_bw   = sizes[i] * n / get_bw / 1e6;
-        printf("%-10zu %12.1f %12.1f %12.1f %12.1f %8.3f %8.3f %8.3f\n",
-               sizes[i], local_bw, async_bw, put_bw, get_bw,
-               put_bw / local_bw, get_bw / local_bw, put_bw / async_bw);
+        it_range = bench_range(iters, rounds);
+        for (op = 0; op < BENCH_OP_LAST; ++op) {
+            b[op] = bench_range(bw[op], rounds);
+        }
+        snprintf(name, sizeof(name), "%.0f-%.0f", it_range.min, it_range.max);
+        printf("%-10zu %9s %10.1f %10.1f %10.1f %10.1f %10.1f %8.3f %8.3f "
+               "%9.3f\n", sizes[i], name, b[0].med, b[1].med, b[2].med,
+               b[3].med, b[4].med, bench_range(put_dtod, rounds).med,
+               bench_range(get_dtod, rounds).med,
+               bench_range(put_async, rounds).med);
+        for (op = 0; op < BENCH_OP_LAST; ++op) {
+            printf("  %-12s MB/s over the rounds: min %.1f, max %.1f\n",
+                   op_names[op], b[op].min, b[op].max);
+        }
+        snprintf(name, sizeof(name), "put/DtoD %zu MiB", sizes[i] >> 20);
+        bench_print_ratio(name, put_dtod, rounds);
+        snprintf(name, sizeof(name), "get/DtoD %zu MiB", sizes[i] >> 20);
+        bench_print_ratio(name, get_dtod, rounds);
+        snprintf(name, sizeof(name), "put/async %zu MiB", sizes[i] >> 20);
+        bench_print_ratio(name, put_async, rounds);
+        snprintf(name, sizeof(name), "get/put %zu MiB", sizes[i] >> 20);
+        bench_print_ratio(name, get_put, rounds);
     }
-    uct_cuda_ipc_ns_drv.cuStreamDestroy(stream);
+    for (op = 0; op < BENCH_OP_LAST; ++op) {
+        free(samples[op].v);
+    }
+    uct_cuda_ipc_ns_drv.cuStreamDestroy(c.stream);
+}
+
+
+/* The exporter's message, and its buffer mapped in this process too */
+static void *bench_recv_export(int chan, bench_export_t *exp)
+{
+    char cbuf[CMSG_SPACE(sizeof(int))] = {};
+    CUmemGenericAllocationHandle handle;
+    struct msghdr mh = {};
+    struct cmsghdr *cmsg;
+    struct iovec iov;
+    void *ptr;
+    int fd;
+
+    iov.iov_base      = exp;
+    iov.iov_len       = sizeof(*exp);
+    mh.msg_iov        = &iov;
+    mh.msg_iovlen     = 1;
+    mh.msg_control    = cbuf;
+    mh.msg_controllen = sizeof(cbuf);
+    BENCH_CHECK(recvmsg(chan, &mh, 0) == sizeof(*exp), "exporter message");
+    cmsg = CMSG_FIRSTHDR(&mh);
+    BENCH_CHECK((cmsg != NULL) && (cmsg->cmsg_type == SCM_RIGHTS),
+                "exporter's fd");
+    memcpy(&fd, CMSG_DATA(cmsg), sizeof(int));
+    BENCH_CU(cuMemImportFromShareableHandle, &handle, (void*)(uintptr_t)fd,
+             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(fd);
+    ptr = bench_vmm_map(handle, BENCH_MAX_SIZE);
+    BENCH_CU(cuMemRelease, handle); /* the mapping keeps it */
+    return ptr;
 }
 
 
 static void bench_latency(bench_node_t *node, uct_ep_h ep,
-                          const bench_export_t *exp, uct_rkey_t rkey, int iters)
+                          const bench_export_t *exp, uct_rkey_t rkey,
+                          int min_iters)
 {
-    void *local = bench_vmm_alloc(1ul << 21);
-    void *other = bench_vmm_alloc(1ul << 21);
-    double t, ours = 0, ref = 0;
+    const int rounds        = bench_rounds();
+    const double round_time = bench_round_time();
+    void *local = bench_vmm_alloc(1ul << 21, NULL);
+    void *other = bench_vmm_alloc(1ul << 21, NULL);
+    double t, ours, ref, ratio[BENCH_MAX_ROUNDS], us[BENCH_MAX_ROUNDS];
+    double ref_us[BENCH_MAX_ROUNDS], iters[BENCH_MAX_ROUNDS], dt;
+    bench_samples_t s_ours = {}, s_ref = {};
+    bench_range_t it_range;
     CUstream stream;
     CUevent event;
-    int it;
+    long it;
+    int r;
 
     BENCH_CU(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
     BENCH_CU(cuEventCreate, &event, CU_EVENT_DISABLE_TIMING);
-    bench_copy(node, ep, 1, local, 8, exp->addr, rkey);
-
-    for (it = 0; it < iters; ++it) {
-        t = bench_now();
+    /* warm up: both ops, both buffers written and read */
+    for (it = 0; it < 100; ++it) {
+        bench_copy(node, ep, it % 2, local, 8, exp->addr, rkey);
         BENCH_CU(cuMemcpyDtoDAsync, (CUdeviceptr)other, (CUdeviceptr)local, 8,
                  stream);
-        BENCH_CU(cuEventRecord, event, stream);
-        while (uct_cuda_ipc_ns_drv.cuEventQuery(event) == CUDA_ERROR_NOT_READY) {
-        }
-        ref += bench_now() - t;
-
-        t = bench_now();
-        bench_copy(node, ep, 1, local, 8, exp->addr, rkey);
-        ours += bench_now() - t;
+        BENCH_CU(cuMemcpyDtoDAsync, (CUdeviceptr)local, (CUdeviceptr)other, 8,
+                 stream);
+        BENCH_CU(cuStreamSynchronize, stream);
     }
 
+    for (r = 0; r < rounds; ++r) {
+        ours = ref = 0;
+        it   = 0;
+        do {
+            t = bench_time_now();
+            BENCH_CU(cuMemcpyDtoDAsync, (CUdeviceptr)other,
+                     (CUdeviceptr)local, 8, stream);
+            BENCH_CU(cuEventRecord, event, stream);
+            while (uct_cuda_ipc_ns_drv.cuEventQuery(event) ==
+                   CUDA_ERROR_NOT_READY) {
+            }
+            dt   = bench_time_now() - t;
+            ref += dt;
+            bench_samples_add(&s_ref, dt);
+
+            t = bench_time_now();
+            bench_copy(node, ep, 1, local, 8, exp->addr, rkey);
+            dt    = bench_time_now() - t;
+            ours += dt;
+            bench_samples_add(&s_ours, dt);
+            ++it;
+        } while ((it < min_iters) || (ours < round_time) || (ref < round_time));
+        us[r]     = bench_samples_median(&s_ours) * 1e6;
+        ref_us[r] = bench_samples_median(&s_ref) * 1e6;
+        ratio[r]  = us[r] / ref_us[r];
+        iters[r]  = it;
+    }
+    free(s_ours.v);
+    free(s_ref.v);
+    it_range = bench_range(iters, rounds);
     printf("\n8-byte put latency: %.2f us; async copy + event in one process: "
-           "%.2f us; ratio %.3f (goal <= 1.5)\n", ours / iters * 1e6,
-           ref / iters * 1e6, ours / ref);
+           "%.2f us (medians of %d rounds of %.0f-%.0f iterations)\n",
+           bench_range(us, rounds).med, bench_range(ref_us, rounds).med,
+           rounds, it_range.min, it_range.max);
+    bench_print_ratio("8 B put latency / async copy + event", ratio, rounds);
     uct_cuda_ipc_ns_drv.cuEventDestroy(event);
     uct_cuda_ipc_ns_drv.cuStreamDestroy(stream);
 }
@@ -339,12 +547,13 @@ static void bench_latency(bench_node_t *node, uct_ep_h ep,
 
 int main(int argc, char **argv)
 {
-    int iters = 40, sv[2], opt;
+    int iters = 5, sv[2], opt;
     uct_ep_params_t ep_params = {};
     uct_rkey_bundle_t rkey;
     bench_export_t exp;
     bench_node_t node;
     char fd_str[16];
+    void *peer_mem;
     uct_ep_h ep;
     pid_t pid;
 
@@ -373,8 +582,7 @@ int main(int argc, char **argv)
 
     bench_cuda_init();
     bench_node_open(&node);
-    BENCH_CHECK(recv(sv[0], &exp, sizeof(exp), 0) == sizeof(exp),
-                "exporter message");
+    peer_mem = bench_recv_export(sv[0], &exp);
     ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
     ep_params.iface      = node.iface;
@@ -384,10 +592,12 @@ int main(int argc, char **argv)
     BENCH_CHECK(uct_rkey_unpack(node.component, exp.rkey, &rkey) == UCS_OK,
                 "uct_rkey_unpack");
 
-    printf("cuda_ipc_ns data path, driver %s\n\n",
+    printf("cuda_ipc_ns data path, driver %s\n",
            getenv("UCX_CUDA_IPC_NS_DRIVER") ?: "libcuda.so.1");
-    bench_bandwidth(&node, ep, &exp, rkey.rkey, iters);
-    bench_latency(&node, ep, &exp, rkey.rkey, iters * 50);
+    bench_print_settings("bench_datapath");
+    printf("\n");
+    bench_bandwidth(&node, ep, &exp, rkey.rkey, peer_mem, iters);
+    bench_latency(&node, ep, &exp, rkey.rkey, iters * 200);
 
     uct_rkey_release(node.component, &rkey);
     uct_ep_destroy(ep);

@@ -1,10 +1,12 @@
 /*
  * cuda_ipc_ns: fd import latency, pidfd_getfd vs the broker, in one run.
  *
- * Forks an owner process that runs a broker and registers a memfd, then
- * imports that fd N times through each path (alternating, so both see the
- * same machine state), closing each imported fd, and prints the median
- * latency of each path in microseconds and the ratio broker/pidfd.
+ * Forks an owner process that runs a broker and registers a memfd, then,
+ * after a warm-up, imports that fd through each path (alternating, so both
+ * see the same machine state), closing each imported fd, in rounds of at
+ * least N imports per path (default 200) and BENCH_MIN_TIME / rounds
+ * seconds, and prints the median latency of each path in microseconds and
+ * the ratio broker/pidfd, per round: median and range (bench_stats.h).
  *
  * Usage: bench_fd_import [-n iterations] [-s bytes]
  *
@@ -18,6 +20,7 @@
 #include "cuda_ipc_ns_broker.h"
 #include "cuda_ipc_ns_fdx.h"
 #include "cuda_ipc_ns_nsid.h"
+#include "bench_stats.h"
 
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -36,21 +39,6 @@ static double bench_now_usec(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-
-
-static int bench_cmp_double(const void *a, const void *b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-
-    return (x > y) - (x < y);
-}
-
-
-static double bench_percentile(double *v, int n, double pct)
-{
-    qsort(v, n, sizeof(*v), bench_cmp_double);
-    return v[(int)((n - 1) * pct + 0.5)];
 }
 
 
@@ -169,12 +157,17 @@ static int bench_check_bytes(uct_cuda_ipc_ns_fdx_mode_t mode,
 
 int main(int argc, char **argv)
 {
-    int iters = 2000, warmup = 50, i, c, sv[2], status, ret = 1;
+    const int rounds        = bench_rounds();
+    const double round_time = bench_round_time();
+    int iters = 200, warmup = 50, i, c, r, sv[2], status, ret = 1;
     uint64_t pidfd0, broker0, pidfd1, broker1;
+    double med_pidfd[BENCH_MAX_ROUNDS], med_broker[BENCH_MAX_ROUNDS];
+    double ratio[BENCH_MAX_ROUNDS], n[BENCH_MAX_ROUNDS], t_p, t_b, dt;
+    bench_samples_t s_pidfd = {}, s_broker = {};
+    bench_range_t rp, rb, rn;
     uct_cuda_ipc_ns_rkey_info_t desc;
-    double *t_pidfd, *t_broker;
-    double med_pidfd, med_broker;
     size_t size = 1 << 20;
+    long it, total = 0;
     pid_t pid;
 
     while ((c = getopt(argc, argv, "n:s:h")) != -1) {
@@ -212,10 +205,7 @@ int main(int argc, char **argv)
     }
     close(sv[1]);
 
-    t_pidfd  = calloc(iters, sizeof(double));
-    t_broker = calloc(iters, sizeof(double));
-    if ((t_pidfd == NULL) || (t_broker == NULL) ||
-        !bench_read_full(sv[0], &desc, sizeof(desc))) {
+    if (!bench_read_full(sv[0], &desc, sizeof(desc))) {
         fprintf(stderr, "no descriptor from the owner\n");
         goto out;
     }
@@ -227,45 +217,63 @@ int main(int argc, char **argv)
     }
 
     for (i = 0; i < warmup; ++i) {
-        if ((bench_import(UCT_CUDA_IPC_NS_FDX_PIDFD, &desc, &t_pidfd[0]) < 0) ||
-            (bench_import(UCT_CUDA_IPC_NS_FDX_BROKER, &desc, &t_broker[0]) < 0)) {
+        if ((bench_import(UCT_CUDA_IPC_NS_FDX_PIDFD, &desc, &dt) < 0) ||
+            (bench_import(UCT_CUDA_IPC_NS_FDX_BROKER, &desc, &dt) < 0)) {
             goto out;
         }
     }
 
+    /* alternating, so both paths see the same machine state */
     uct_cuda_ipc_ns_fdx_get_stats(&pidfd0, &broker0);
-    for (i = 0; i < iters; ++i) {
-        if ((bench_import(UCT_CUDA_IPC_NS_FDX_PIDFD, &desc, &t_pidfd[i]) < 0) ||
-            (bench_import(UCT_CUDA_IPC_NS_FDX_BROKER, &desc, &t_broker[i]) < 0)) {
-            goto out;
-        }
+    for (r = 0; r < rounds; ++r) {
+        t_p = t_b = 0;
+        it  = 0;
+        do {
+            if (bench_import(UCT_CUDA_IPC_NS_FDX_PIDFD, &desc, &dt) < 0) {
+                goto out;
+            }
+            t_p += dt * 1e-6;
+            bench_samples_add(&s_pidfd, dt);
+            if (bench_import(UCT_CUDA_IPC_NS_FDX_BROKER, &desc, &dt) < 0) {
+                goto out;
+            }
+            t_b += dt * 1e-6;
+            bench_samples_add(&s_broker, dt);
+            ++it;
+        } while ((it < iters) || (t_p < round_time) || (t_b < round_time));
+        med_pidfd[r]  = bench_samples_median(&s_pidfd);
+        med_broker[r] = bench_samples_median(&s_broker);
+        ratio[r]      = med_broker[r] / med_pidfd[r];
+        n[r]          = it;
+        total        += it;
     }
     uct_cuda_ipc_ns_fdx_get_stats(&pidfd1, &broker1);
-    if ((pidfd1 - pidfd0 != iters) || (broker1 - broker0 != iters)) {
+    if ((pidfd1 - pidfd0 != total) || (broker1 - broker0 != total)) {
         fprintf(stderr, "path counters do not match: pidfd %lu broker %lu\n",
                 (unsigned long)(pidfd1 - pidfd0),
                 (unsigned long)(broker1 - broker0));
         goto out;
     }
 
-    med_pidfd  = bench_percentile(t_pidfd, iters, 0.5);
-    med_broker = bench_percentile(t_broker, iters, 0.5);
-    printf("fd import latency, %d iterations each (import + close), "
-           "%zu-byte memfd\n", iters, size);
-    printf("  %-7s median %8.2f us   p10 %8.2f us   p90 %8.2f us\n", "pidfd",
-           med_pidfd, bench_percentile(t_pidfd, iters, 0.1),
-           bench_percentile(t_pidfd, iters, 0.9));
-    printf("  %-7s median %8.2f us   p10 %8.2f us   p90 %8.2f us\n", "broker",
-           med_broker, bench_percentile(t_broker, iters, 0.1),
-           bench_percentile(t_broker, iters, 0.9));
-    printf("  ratio broker/pidfd (median): %.2f\n", med_broker / med_pidfd);
+    rp = bench_range(med_pidfd, rounds);
+    rb = bench_range(med_broker, rounds);
+    rn = bench_range(n, rounds);
+    bench_print_settings("bench_fd_import");
+    printf("fd import latency (import + close), %zu-byte memfd, %d rounds of "
+           "%.0f-%.0f imports per path; per round the median import:\n",
+           size, rounds, rn.min, rn.max);
+    printf("  %-7s median of the rounds %8.2f us (rounds %.2f-%.2f)\n",
+           "pidfd", rp.med, rp.min, rp.max);
+    printf("  %-7s median of the rounds %8.2f us (rounds %.2f-%.2f)\n",
+           "broker", rb.med, rb.min, rb.max);
+    bench_print_ratio("fd import broker/pidfd", ratio, rounds);
     ret = 0;
 
 out:
     close(sv[0]); /* EOF tells the owner to stop */
     while ((waitpid(pid, &status, 0) < 0) && (errno == EINTR)) {
     }
-    free(t_pidfd);
-    free(t_broker);
+    free(s_pidfd.v);
+    free(s_broker.v);
     return ret;
 }

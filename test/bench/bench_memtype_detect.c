@@ -10,6 +10,10 @@
  *    the copy MD allocated; a host pointer is a cache miss;
  * and, for reference, one cuPointerGetAttributes() call. See docs/ucp.md.
  *
+ * Each figure: rounds (alternating the two modes) of at least -n calls
+ * (default 200,000) and BENCH_MIN_TIME / rounds seconds, the median batch of
+ * 1,000 calls per round, median and range of the rounds (bench_stats.h).
+ *
  * Usage: bench_memtype_detect [-n calls] [driver]
  *   driver: the CUDA driver library (default: UCX_CUDA_IPC_NS_DRIVER, else
  *   libcuda.so.1); the module must be linked or preloaded.
@@ -19,6 +23,7 @@
 #endif
 
 #include "cuda_ipc_ns_driver.h"
+#include "bench_stats.h"
 
 #include <ucp/api/ucp.h>
 #include <ucp/core/ucp_context.h>
@@ -40,21 +45,50 @@ static double bench_now_nsec(void)
 }
 
 
-/* ns per ucp_memory_detect() of @a ptr; *type_p gets the answer */
+/* ns per ucp_memory_detect() of @a ptr: the median batch of 1,000 calls,
+ * at least @a calls and BENCH_MIN_TIME / rounds seconds, after a warm-up
+ * batch; *type_p gets the answer */
 static double bench_detect(ucp_context_h context, const void *ptr, long calls,
                            ucs_memory_type_t *type_p)
 {
+    static bench_samples_t batches;
+    const double min_time = bench_round_time() * 1e9;
     ucp_memory_info_t info;
-    double start;
-    long i;
+    double start, t0;
+    long i, done = 0;
 
-    ucp_memory_detect(context, ptr, 64, &info); /* warm up */
-    start = bench_now_nsec();
-    for (i = 0; i < calls; ++i) {
-        ucp_memory_detect(context, ptr, 64, &info);
+    for (i = 0; i < 1000; ++i) {
+        ucp_memory_detect(context, ptr, 64, &info); /* warm up */
     }
+    start = bench_now_nsec();
+    do {
+        t0 = bench_now_nsec();
+        for (i = 0; i < 1000; ++i) {
+            ucp_memory_detect(context, ptr, 64, &info);
+        }
+        bench_samples_add(&batches, bench_now_nsec() - t0);
+        done += 1000;
+    } while ((done < calls) || (bench_now_nsec() - start < min_time));
     *type_p = info.type;
-    return (bench_now_nsec() - start) / calls;
+    return bench_samples_median(&batches) / 1000;
+}
+
+
+/* The memtype cache off (as by default) or on again: UCX looks the global
+ * instance up on every detection and makes none while the option is off */
+static void bench_memtype_cache_set(int on)
+{
+    static ucs_memtype_cache_t *saved;
+
+    if (!on && (ucs_memtype_cache_global_instance != NULL)) {
+        saved                                = ucs_memtype_cache_global_instance;
+        ucs_memtype_cache_global_instance    = NULL;
+        ucs_global_opts.enable_memtype_cache = UCS_NO;
+    } else if (on && (saved != NULL)) {
+        ucs_global_opts.enable_memtype_cache = UCS_YES;
+        ucs_memtype_cache_global_instance    = saved;
+        saved                                = NULL;
+    }
 }
 
 
@@ -82,10 +116,13 @@ static double bench_driver_call(const void *ptr, long calls)
 }
 
 
-static void bench_print(const char *what, double ns, ucs_memory_type_t type)
+static void bench_print(const char *what, const double *ns, int rounds,
+                        ucs_memory_type_t type)
 {
-    printf("  %-46s %8.1f ns/call  -> %s\n", what, ns,
-           ucs_memory_type_names[type]);
+    bench_range_t r = bench_range(ns, rounds);
+
+    printf("  %-46s %8.1f ns/call (rounds %.1f-%.1f)  -> %s\n", what, r.med,
+           r.min, r.max, ucs_memory_type_names[type]);
 }
 
 
@@ -118,18 +155,19 @@ int main(int argc, char **argv)
 {
     const char *driver = getenv("UCX_CUDA_IPC_NS_DRIVER");
     ucp_params_t params = {0};
-    double host_default, host_cache, ns;
+    const int rounds = bench_rounds();
+    double fig[5][BENCH_MAX_ROUNDS], ratio[BENCH_MAX_ROUNDS];
+    ucs_memory_type_t type[5];
     void *host, *ucp_cuda;
-    ucs_memory_type_t type;
     ucp_context_h context;
     ucp_config_t *config;
     CUdeviceptr own_cuda;
     ucp_mem_h memh;
     CUcontext ctx;
     CUdevice dev;
-    long calls = 1000000;
+    long calls = 200000;
     ucs_memory_info_t mem_info;
-    int c;
+    int c, r;
 
     while ((c = getopt(argc, argv, "n:")) != -1) {
         if (c == 'n') {
@@ -172,15 +210,16 @@ int main(int argc, char **argv)
         return 1;
     }
     host = malloc(1 << 20);
-
-    printf("ucp_memory_detect() per call, %ld calls each, driver %s\n", calls,
-           driver);
-    printf("default (UCX_MEMTYPE_CACHE unset: cache %s, driver asked):\n",
-           (ucs_global_opts.enable_memtype_cache == UCS_NO) ? "off" : "ON?");
-    host_default = bench_detect(context, host, calls, &type);
-    bench_print("host pointer (malloc)", host_default, type);
-    ns = bench_detect(context, (void*)own_cuda, calls, &type);
-    bench_print("CUDA pointer (application cuMemAlloc)", ns, type);
+    memset(host, 0, 1 << 20);
+    printf("ucp_memory_detect() per call, driver %s\n", driver);
+    bench_print_settings("bench_memtype_detect");
+    printf("per round: the median batch of 1,000 calls, at least %ld calls\n",
+           calls);
+    if (ucs_global_opts.enable_memtype_cache != UCS_NO) {
+        fprintf(stderr, "the memtype cache is on by default: is the module "
+                "loaded?\n");
+        return 1;
+    }
 
     /* the cache on, as UCX_MEMTYPE_CACHE=y would keep it: created before
      * the copy MD allocates, so that the allocation is recorded */
@@ -191,20 +230,36 @@ int main(int argc, char **argv)
         fprintf(stderr, "memtype cache or ucp_mem_map failed\n");
         return 1;
     }
+
+    /* rounds alternate the two modes, so both see the same machine state */
+    for (r = 0; r < rounds; ++r) {
+        bench_memtype_cache_set(0);
+        fig[0][r] = bench_detect(context, host, calls, &type[0]);
+        fig[1][r] = bench_detect(context, (void*)own_cuda, calls, &type[1]);
+        bench_memtype_cache_set(1);
+        fig[2][r] = bench_detect(context, host, calls, &type[2]);
+        fig[3][r] = bench_detect(context, ucp_cuda, calls, &type[3]);
+        fig[4][r] = bench_detect(context, (void*)own_cuda, calls, &type[4]);
+        ratio[r]  = fig[0][r] / fig[2][r];
+    }
+    printf("default (UCX_MEMTYPE_CACHE unset: cache off, driver asked):\n");
+    bench_print("host pointer (malloc)", fig[0], rounds, type[0]);
+    bench_print("CUDA pointer (application cuMemAlloc)", fig[1], rounds,
+                type[1]);
     printf("memtype cache on (UCX_MEMTYPE_CACHE=y):\n");
-    host_cache = bench_detect(context, host, calls, &type);
-    bench_print("host pointer (malloc): cache miss", host_cache, type);
-    ns = bench_detect(context, ucp_cuda, calls, &type);
-    bench_print("CUDA pointer (ucp_mem_map ALLOCATE): hit", ns, type);
-    ns = bench_detect(context, (void*)own_cuda, calls, &type);
-    bench_print("CUDA pointer (application cuMemAlloc): miss", ns, type);
+    bench_print("host pointer (malloc): cache miss", fig[2], rounds, type[2]);
+    bench_print("CUDA pointer (ucp_mem_map ALLOCATE): hit", fig[3], rounds,
+                type[3]);
+    bench_print("CUDA pointer (application cuMemAlloc): miss", fig[4], rounds,
+                type[4]);
 
     printf("reference:\n");
     printf("  %-46s %8.1f ns/call\n", "cuPointerGetAttributes (host pointer)",
            bench_driver_call(host, calls));
     printf("  %-46s %8.1f ns/call\n", "cuPointerGetAttributes (CUDA pointer)",
            bench_driver_call((void*)own_cuda, calls));
-    printf("ratio host pointer default/cache: %.1f\n", host_default / host_cache);
+    bench_print_ratio("detection of a host pointer default/cache", ratio,
+                      rounds);
 
     ucp_mem_unmap(context, memh);
     ucp_cleanup(context);

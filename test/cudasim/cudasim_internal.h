@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Every exported driver entry point carries this */
 #define CUDASIM_API         __attribute__((visibility("default")))
@@ -81,6 +82,11 @@ int      cudasim_ctx_valid(CUcontext ctx);
 /* device memory accounting */
 CUresult cudasim_mem_reserve(int device, size_t size);
 void     cudasim_mem_unreserve(int device, size_t size);
+/* Device memory is resident from its allocation on, as on a GPU: commit the
+ * pages of a new allocation's file (0, or -1 with errno, e.g. ENOSPC), and
+ * set up a mapping's page tables when access is granted (best effort) */
+int      cudasim_mem_commit(int fd, off_t offset, size_t size);
+void     cudasim_mem_populate(void *addr, size_t size, int prot);
 
 /* --- memory registry --- */
 typedef enum {

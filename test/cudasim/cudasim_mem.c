@@ -52,6 +52,43 @@ static uint32_t cudasim_pidns_inode(void)
 }
 
 
+/*
+ * A GPU's memory is resident from cuMemAlloc/cuMemCreate on: the first copy
+ * to it pays no allocation. Files grown with ftruncate() have no pages yet,
+ * and the first store to each page would allocate and zero it (on a VM also
+ * a hypervisor trap, ~10 us a page): fallocate() allocates them now, and
+ * fails (ENOSPC) where the memory is not there, as the driver reports
+ * CUDA_ERROR_OUT_OF_MEMORY.
+ */
+int cudasim_mem_commit(int fd, off_t offset, size_t size)
+{
+    if (fallocate(fd, 0, offset, size) == 0) {
+        return 0;
+    }
+    if ((errno == EOPNOTSUPP) || (errno == ENOSYS)) {
+        return 0; /* no fallocate on this file system: pages on first use */
+    }
+    return -1;
+}
+
+
+/*
+ * A GPU's page tables hold the whole mapping once it is accessible; a
+ * process's page tables fill on first touch (a minor fault per 4 KiB page,
+ * ~2 us). Populate them up front (Linux 5.14+; older kernels fault lazily).
+ */
+void cudasim_mem_populate(void *addr, size_t size, int prot)
+{
+#ifdef MADV_POPULATE_WRITE
+    if (prot & PROT_WRITE) {
+        (void)madvise(addr, size, MADV_POPULATE_WRITE);
+    } else if (prot & PROT_READ) {
+        (void)madvise(addr, size, MADV_POPULATE_READ);
+    }
+#endif
+}
+
+
 static size_t cudasim_page_align(size_t size)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -110,8 +147,10 @@ CUDASIM_API CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
     /* the real driver lets any process (any uid) open an IPC handle */
     (void)fchmod(fd, 0666);
     map_size = cudasim_page_align(bytesize);
-    if (ftruncate(fd, map_size) != 0) {
-        cudasim_log("ftruncate(%s, %zu) failed: %m", owner->name, map_size);
+    if ((ftruncate(fd, map_size) != 0) ||
+        (cudasim_mem_commit(fd, 0, map_size) != 0)) {
+        cudasim_log("ftruncate/fallocate(%s, %zu) failed: %m", owner->name,
+                    map_size);
         goto err_unlink;
     }
     addr = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -120,6 +159,7 @@ CUDASIM_API CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
         goto err_unlink;
     }
     close(fd);
+    cudasim_mem_populate(addr, map_size, PROT_READ | PROT_WRITE);
 
     region->base         = (uintptr_t)addr;
     region->size         = bytesize;
@@ -382,6 +422,7 @@ static CUresult cudasim_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle,
         res = CUDA_ERROR_MAP_FAILED;
         goto err_unlock;
     }
+    cudasim_mem_populate(addr, map_size, PROT_READ | PROT_WRITE);
 
     memcpy(owner->name, h.name, sizeof(owner->name));
     owner->pid      = h.pid;

@@ -183,8 +183,10 @@ CUDASIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle,
         cudasim_log("memfd_create failed: %m");
         goto err_free;
     }
-    if (ftruncate(fd, CUDASIM_VMM_HDR_SIZE + size) != 0) {
-        cudasim_log("ftruncate(memfd, %zu) failed: %m", size);
+    /* the driver allocates the memory here, not at first use */
+    if ((ftruncate(fd, CUDASIM_VMM_HDR_SIZE + size) != 0) ||
+        (cudasim_mem_commit(fd, 0, CUDASIM_VMM_HDR_SIZE + size) != 0)) {
+        cudasim_log("ftruncate/fallocate(memfd, %zu) failed: %m", size);
         goto err_close;
     }
     memset(&hdr, 0, sizeof(hdr));
@@ -589,6 +591,9 @@ CUDASIM_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
             cudasim_registry_unlock();
             free(maps);
             return CUDA_ERROR_INVALID_VALUE;
+        }
+        if (maps[i]->access == CU_MEM_ACCESS_FLAGS_PROT_NONE) {
+            cudasim_mem_populate((void*)maps[i]->base, maps[i]->size, prot);
         }
         maps[i]->access          = access;
         maps[i]->access_devices  = (maps[i]->access_devices | grant) & ~revoke;

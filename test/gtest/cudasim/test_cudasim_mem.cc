@@ -5,6 +5,7 @@
 #include "cudasim_test.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cstring>
@@ -326,6 +327,56 @@ TEST_F(test_cudasim_mem, vmm_map_access_export_import)
     EXPECT_EQ(0x5a, back[100]);
     CU_OK(cuMemUnmap, va1, size);
     CU_OK(cuMemAddressFree, va1, size);
+}
+
+
+/* pages of [ptr, ptr + size) in memory (mincore), before any access */
+static size_t resident_pages(CUdeviceptr ptr, size_t size)
+{
+    const size_t page = sysconf(_SC_PAGESIZE);
+    std::vector<unsigned char> vec((size + page - 1) / page);
+    size_t n = 0;
+
+    if (mincore((void*)ptr, size, vec.data()) != 0) {
+        return 0;
+    }
+    for (unsigned char v : vec) {
+        n += v & 1;
+    }
+    return n;
+}
+
+
+/* Memory is resident from its allocation on, as on a GPU: no benchmark or
+ * test pays a first-touch cost (page allocation, zeroing) at its first copy */
+TEST_F(test_cudasim_mem, memory_committed_at_allocation)
+{
+    SKIP_IF_NOT_EMULATOR();
+    const size_t size = 2 * granularity(), page = sysconf(_SC_PAGESIZE);
+    CUmemAllocationProp prop = vmm_prop(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    CUmemAccessDesc access   = rw_access();
+    CUmemGenericAllocationHandle handle;
+    CUdeviceptr va, legacy;
+    struct stat st;
+    int fd = -1;
+
+    CU_OK(cuMemCreate, &handle, size, &prop, 0);
+    CU_OK(cuMemExportToShareableHandle, &fd, handle,
+          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    ASSERT_EQ(0, fstat(fd, &st));
+    close(fd);
+    EXPECT_GE((size_t)st.st_blocks * 512, size) << "cuMemCreate: not allocated";
+    CU_OK(cuMemAddressReserve, &va, size, 0, 0, 0);
+    CU_OK(cuMemMap, va, size, 0, handle, 0);
+    CU_OK(cuMemSetAccess, va, size, &access, 1);
+    EXPECT_EQ(size / page, resident_pages(va, size));
+    CU_OK(cuMemUnmap, va, size);
+    CU_OK(cuMemAddressFree, va, size);
+    CU_OK(cuMemRelease, handle);
+
+    CU_OK(cuMemAlloc, &legacy, size);
+    EXPECT_EQ(size / page, resident_pages(legacy, size)) << "cuMemAlloc";
+    CU_OK(cuMemFree, legacy);
 }
 
 
