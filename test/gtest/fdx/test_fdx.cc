@@ -674,16 +674,20 @@ TEST_F(test_fdx, other_uid_refused)
     test::peer_options opts;
     opts.uid = 65534;
 
-    /* the abstract socket is reachable by anyone: the broker must refuse */
-    import_result res = run_importer(opts, UCT_CUDA_IPC_NS_FDX_BROKER, desc,
-                                     0x66);
+    /* the abstract socket is reachable by anyone: the broker must refuse,
+     * even an importer that trusts the broker's uid (so that it is the
+     * broker's check, not the importer's, that refuses here) */
+    const int owner_uid = (int)geteuid();
+    import_result res   = run_importer(opts, UCT_CUDA_IPC_NS_FDX_BROKER, desc,
+                                       0x66, 2.0, owner_uid);
     EXPECT_EQ(UCT_CUDA_IPC_NS_ERR_NO_PERMISSION, res.status);
     EXPECT_EQ(0u, res.broker_delta);
     EXPECT_EQ(0, res.fd_delta);
 
     /* auto: pidfd_getfd fails (no ptrace right on a root process), then the
      * broker refuses */
-    res = run_importer(opts, UCT_CUDA_IPC_NS_FDX_AUTO, desc, 0x66);
+    res = run_importer(opts, UCT_CUDA_IPC_NS_FDX_AUTO, desc, 0x66, 2.0,
+                       owner_uid);
     EXPECT_EQ(UCT_CUDA_IPC_NS_ERR_NO_PERMISSION, res.status);
     EXPECT_EQ(0u, res.pidfd_delta + res.broker_delta);
     EXPECT_EQ(0, res.fd_delta);
