@@ -191,6 +191,16 @@ uct_cuda_ipc_ns_rkey_info_t dead_exporter_key()
 }
 
 
+/* make @a key name the process of @a id as its owner */
+void owned_by(uct_cuda_ipc_ns_rkey_info_t *key,
+              const uct_cuda_ipc_ns_identity_t &id)
+{
+    key->pid        = id.pid;
+    key->pid_ns     = id.pid_ns;
+    key->start_time = id.start_time;
+}
+
+
 uct_cuda_ipc_ns_fdx_config_t broker_only(int allowed_uid = -1)
 {
     uct_cuda_ipc_ns_fdx_config_t cfg = {};
@@ -299,9 +309,9 @@ TEST_F(trust, squatter_in_a_sibling_pid_namespace_is_not_believed)
     test::peer importer("trust_importer", opts);
     int32_t status;
 
+    ASSERT_NE(key.pid_ns, report.id.pid_ns);
     key.pid        = report.id.pid;
     key.start_time = report.id.start_time;
-    ASSERT_NE(key.pid_ns, report.id.pid_ns);
     ASSERT_TRUE(importer.chan().send_obj(key));
     ASSERT_TRUE(importer.chan().recv_obj(status));
     EXPECT_EQ(UCT_CUDA_IPC_NS_ERR_NO_PERMISSION, status);
@@ -348,10 +358,8 @@ TEST_F(trust, owner_in_another_pid_namespace_is_believed)
     test::peer_options opts;
     opts.new_pid_ns = true;
 
-    auto fake      = squat(key, opts, &report);
-    key.pid        = report.id.pid;
-    key.pid_ns     = report.id.pid_ns;
-    key.start_time = report.id.start_time;
+    auto fake = squat(key, opts, &report);
+    owned_by(&key, report.id);
     EXPECT_EQ(UCS_OK, import(key));
     EXPECT_EQ(1u, requests_read(fake));
 }
@@ -365,9 +373,8 @@ TEST_F(trust, owner_of_another_uid_needs_the_allowed_uid)
     test::peer_options opts;
     opts.uid = 65534;
 
-    auto fake      = squat(key, opts, &report);
-    key.pid        = report.id.pid;
-    key.start_time = report.id.start_time;
+    auto fake = squat(key, opts, &report);
+    owned_by(&key, report.id);
     EXPECT_EQ(UCT_CUDA_IPC_NS_ERR_NO_PERMISSION, import(key));
     EXPECT_EQ(UCS_OK, import(key, 65534));
     EXPECT_EQ(1u, requests_read(fake));
@@ -426,10 +433,8 @@ protected:
         EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_register(m_broker, e.fd,
                                                           0x600d + m_exports.size(),
                                                           key.token, &e.reg));
+        owned_by(&key, *self);
         key.handle_type           = UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
-        key.pid                   = self->pid;
-        key.pid_ns                = self->pid_ns;
-        key.start_time            = self->start_time;
         key.base                  = 0x7f0000000000ull;
         key.length                = key_length;
         key.handle.posix.fd       = e.fd;
@@ -601,8 +606,7 @@ TEST_F(trust_sock_dir, importer_refuses_an_unsafe_or_odd_path)
     ASSERT_TRUE(fake.chan().send_obj(fcfg));
     ASSERT_TRUE(fake.chan().recv_obj(report));
     ASSERT_EQ(0, report.status);
-    key.pid        = report.id.pid;
-    key.start_time = report.id.start_time;
+    owned_by(&key, report.id);
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_cuda_ipc_ns_fdx_import(&cfg, &key, &fd, NULL));
     shutdown(fake.chan().fd(), SHUT_WR);
