@@ -295,7 +295,7 @@ TEST_F(broker_dos, thousand_held_connections)
         ASSERT_GE(sock, 0) << strerror(-sock);
         m_clients.push_back(sock);
     }
-    std::cout << "[          ] 1000 connects: " << m_clients.size()
+    std::cout << "[ INFO     ] 1000 connects: " << m_clients.size()
               << " held, " << full << " found the backlog full" << std::endl;
     ASSERT_GT(m_clients.size(), (size_t)UCT_CUDA_IPC_NS_BROKER_MAX_CONNS);
 
@@ -303,7 +303,7 @@ TEST_F(broker_dos, thousand_held_connections)
     /* its table, and at most the probe's connection, closed just after
      * its answer */
     int held = count_sockets(owner->pid()) - sockets0;
-    std::cout << "[          ] the broker holds " << held << " connections"
+    std::cout << "[ INFO     ] the broker holds " << held << " connections"
               << std::endl;
     EXPECT_LE(held, UCT_CUDA_IPC_NS_BROKER_MAX_CONNS + 1);
 
@@ -359,7 +359,7 @@ TEST_F(broker_dos, broker_at_fd_limit_does_not_spin)
     long ticks1 = thread_cpu_ticks(owner->pid(), tid);
     ASSERT_GE(ticks0, 0);
     ASSERT_GE(ticks1, 0);
-    std::cout << "[          ] broker thread: " << (ticks1 - ticks0)
+    std::cout << "[ INFO     ] broker thread: " << (ticks1 - ticks0)
               << " clock ticks of CPU in 2 s (" << hz << " per second)"
               << std::endl;
     EXPECT_LT(ticks1 - ticks0, 2 * hz / 10) << "the broker spins on accept";
