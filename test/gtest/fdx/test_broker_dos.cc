@@ -242,7 +242,8 @@ protected:
         ASSERT_GE(sock, 0) << strerror(-sock);
         m_clients.push_back(sock);
         ASSERT_NO_FATAL_FAILURE(hold_idle(desc, 10));
-        ASSERT_NO_FATAL_FAILURE(sync_broker(desc)); /* the broker took it, and the ten, while full */
+        /* the broker took it, and the ten, with its table full */
+        ASSERT_NO_FATAL_FAILURE(sync_broker(desc));
         request_on(sock, desc, pattern);
     }
 
