@@ -7,15 +7,9 @@
  * another uid) imports it and checks the bytes through mmap. No CUDA needed:
  * the fd exchange does not care what the fd is.
  */
-#include "common/peer.h"
+#include "fdx/fdx_peers.h"
 
 #include <gtest/gtest.h>
-
-extern "C" {
-#include "cuda_ipc_ns_broker.h"
-#include "cuda_ipc_ns_fdx.h"
-#include "cuda_ipc_ns_nsid.h"
-}
 
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -38,29 +32,12 @@ extern "C" {
 
 namespace {
 
+using namespace fdx_peers;
+
 /* ---------------------------------------------------------------------------
- * Messages between the test and its peers (same binary: plain structs)
+ * Messages between the test and its importer peers (the owner's:
+ * fdx_peers.h)
  * ------------------------------------------------------------------------ */
-
-struct owner_config {
-    char   sock_dir[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX];
-    double timeout;
-    int    allowed_uid;
-};
-
-enum { OWNER_REGISTER = 1, OWNER_UNREGISTER, OWNER_QUIT };
-
-struct owner_cmd {
-    int      op;
-    uint64_t alloc_id;
-    uint8_t  pattern;
-    size_t   size;
-};
-
-struct owner_reply {
-    int                         status;
-    uct_cuda_ipc_ns_rkey_info_t desc;
-};
 
 struct import_req {
     int                         mode;
@@ -87,178 +64,9 @@ struct silent_reply {
 };
 
 
-const size_t MEM_SIZE = 8192;
-
-
-double now_sec()
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-
-uint8_t pattern_byte(uint8_t pattern, size_t i)
-{
-    return (uint8_t)(pattern + i * 7);
-}
-
-
-int make_memfd(uint8_t pattern, size_t size)
-{
-    int fd = memfd_create("cuda_ipc_ns_test", MFD_CLOEXEC);
-    if (fd < 0) {
-        return -1;
-    }
-    if (ftruncate(fd, size) < 0) {
-        close(fd);
-        return -1;
-    }
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-        close(fd);
-        return -1;
-    }
-    for (size_t i = 0; i < size; ++i) {
-        ((uint8_t*)p)[i] = pattern_byte(pattern, i);
-    }
-    munmap(p, size);
-    return fd;
-}
-
-
-/* the imported fd really shares the owner's memory */
-bool check_bytes(int fd, uint8_t pattern, size_t size)
-{
-    void *p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-        return false;
-    }
-    bool ok = true;
-    for (size_t i = 0; ok && (i < size); ++i) {
-        ok = (((uint8_t*)p)[i] == pattern_byte(pattern, i));
-    }
-    munmap(p, size);
-    return ok;
-}
-
-
-/* a POSIX-fd key with nothing else set */
-uct_cuda_ipc_ns_rkey_info_t fd_key()
-{
-    uct_cuda_ipc_ns_rkey_info_t key = {};
-    key.handle_type = UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
-    return key;
-}
-
-
-/* a POSIX-fd key whose owner is process @a id: a broker it runs passes the
- * importer's owner check */
-uct_cuda_ipc_ns_rkey_info_t fd_key_of(const uct_cuda_ipc_ns_identity_t &id)
-{
-    uct_cuda_ipc_ns_rkey_info_t key = fd_key();
-    key.pid        = id.pid;
-    key.pid_ns     = id.pid_ns;
-    key.start_time = id.start_time;
-    return key;
-}
-
-
-uct_cuda_ipc_ns_fdx_config_t fdx_config(uct_cuda_ipc_ns_fdx_mode_t mode,
-                                        double timeout = 2.0)
-{
-    uct_cuda_ipc_ns_fdx_config_t cfg = {};
-    cfg.mode        = mode;
-    cfg.sock_dir    = NULL;
-    cfg.timeout     = timeout;
-    cfg.allowed_uid = -1;
-    return cfg;
-}
-
-
 /* ---------------------------------------------------------------------------
- * Peer roles
+ * Peer roles (the owner: fdx_peers.cc)
  * ------------------------------------------------------------------------ */
-
-/* Owner: runs a broker, registers memfds on request */
-TEST_PEER_ROLE(fdx_owner)
-{
-    struct registration {
-        int                           fd;
-        uint64_t                      alloc_id;
-        uct_cuda_ipc_ns_broker_reg_t *reg;
-    };
-    uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
-    std::vector<registration> regs;
-    uct_cuda_ipc_ns_broker_t *broker;
-    owner_config ocfg;
-
-    if (!chan.recv_obj(ocfg)) {
-        return 1;
-    }
-    cfg.sock_dir    = ocfg.sock_dir;
-    cfg.timeout     = ocfg.timeout;
-    cfg.allowed_uid = ocfg.allowed_uid;
-
-    int status = uct_cuda_ipc_ns_broker_get(&cfg, &broker);
-    chan.send_obj(status);
-    if (status != UCS_OK) {
-        return 2;
-    }
-
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
-    owner_cmd cmd;
-    /* the test closing the channel also ends the peer */
-    while (chan.recv_obj(cmd, 120000)) {
-        owner_reply reply = {};
-        if (cmd.op == OWNER_QUIT) {
-            break;
-        } else if (cmd.op == OWNER_REGISTER) {
-            registration r;
-            r.fd       = make_memfd(cmd.pattern, cmd.size);
-            r.alloc_id = cmd.alloc_id;
-            reply.status = (r.fd < 0) ? UCS_ERR_IO_ERROR :
-                           uct_cuda_ipc_ns_broker_register(broker, r.fd,
-                                                           r.alloc_id,
-                                                           reply.desc.token,
-                                                           &r.reg);
-            if (reply.status == UCS_OK) {
-                const char *addr;
-                regs.push_back(r);
-                reply.desc.pid        = self->pid;
-                reply.desc.pid_ns     = self->pid_ns;
-                reply.desc.start_time = self->start_time;
-                reply.desc.handle_type           = UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
-                reply.desc.handle.posix.fd       = r.fd;
-                reply.desc.handle.posix.alloc_id = r.alloc_id;
-                addr = uct_cuda_ipc_ns_broker_addr(broker,
-                                                   &reply.desc.broker_addr_len);
-                memcpy(reply.desc.broker_addr, addr,
-                       reply.desc.broker_addr_len);
-            }
-        } else if (cmd.op == OWNER_UNREGISTER) {
-            reply.status = UCS_ERR_NO_ELEM;
-            for (auto it = regs.begin(); it != regs.end(); ++it) {
-                if (it->alloc_id == cmd.alloc_id) {
-                    uct_cuda_ipc_ns_broker_unregister(broker, it->reg);
-                    close(it->fd);
-                    regs.erase(it);
-                    reply.status = UCS_OK;
-                    break;
-                }
-            }
-        }
-        chan.send_obj(reply);
-    }
-
-    for (auto &r : regs) {
-        uct_cuda_ipc_ns_broker_unregister(broker, r.reg);
-        close(r.fd);
-    }
-    uct_cuda_ipc_ns_broker_put(broker);
-    return 0;
-}
-
 
 /* Importer: imports once, checks the bytes, reports */
 TEST_PEER_ROLE(fdx_importer)
@@ -332,64 +140,6 @@ TEST_PEER_ROLE(fdx_silent_broker)
 
 class test_fdx : public ::testing::Test {
 protected:
-    /* start an owner peer with a running broker */
-    std::unique_ptr<test::peer>
-    start_owner(const test::peer_options &opts = test::peer_options(),
-                const std::string &sock_dir = "", int allowed_uid = -1,
-                double timeout = 2.0)
-    {
-        std::unique_ptr<test::peer> owner(new test::peer("fdx_owner", opts));
-        owner_config ocfg = {};
-        int status;
-
-        strncpy(ocfg.sock_dir, sock_dir.c_str(), sizeof(ocfg.sock_dir) - 1);
-        ocfg.timeout     = timeout;
-        ocfg.allowed_uid = allowed_uid;
-        EXPECT_TRUE(owner->chan().send_obj(ocfg));
-        EXPECT_TRUE(owner->chan().recv_obj(status));
-        EXPECT_EQ(UCS_OK, status);
-        return owner;
-    }
-
-    uct_cuda_ipc_ns_rkey_info_t owner_register(test::peer &owner,
-                                             uint64_t alloc_id, uint8_t pattern,
-                                             size_t size = MEM_SIZE)
-    {
-        owner_cmd cmd     = {}; /* no uninitialized padding on the wire */
-        owner_reply reply = {};
-
-        cmd.op       = OWNER_REGISTER;
-        cmd.alloc_id = alloc_id;
-        cmd.pattern  = pattern;
-        cmd.size     = size;
-
-        EXPECT_TRUE(owner.chan().send_obj(cmd));
-        EXPECT_TRUE(owner.chan().recv_obj(reply));
-        EXPECT_EQ(UCS_OK, reply.status);
-        return reply.desc;
-    }
-
-    void owner_unregister(test::peer &owner, uint64_t alloc_id)
-    {
-        owner_cmd cmd     = {};
-        owner_reply reply = {};
-
-        cmd.op       = OWNER_UNREGISTER;
-        cmd.alloc_id = alloc_id;
-
-        EXPECT_TRUE(owner.chan().send_obj(cmd));
-        EXPECT_TRUE(owner.chan().recv_obj(reply));
-        EXPECT_EQ(UCS_OK, reply.status);
-    }
-
-    void stop_owner(test::peer &owner)
-    {
-        owner_cmd cmd = {};
-        cmd.op        = OWNER_QUIT;
-        owner.chan().send_obj(cmd);
-        EXPECT_EQ(0, owner.wait());
-    }
-
     import_result run_importer(const test::peer_options &opts,
                                uct_cuda_ipc_ns_fdx_mode_t mode,
                                const uct_cuda_ipc_ns_rkey_info_t &desc,
@@ -945,8 +695,8 @@ TEST_F(test_fdx, broker_survives_bad_clients)
     EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION, bstatus);
     close(bad);
 
-    /* served despite three silent connections: the broker's client
-     * timeout is an hour, so a broker stalled by them would make this
+    /* served despite three silent connections: the broker's request
+     * deadline is an hour, so a broker stalled by them would make this
      * import (timeout 30 s, a safety net) time out */
     EXPECT_EQ(UCS_OK, import_here(UCT_CUDA_IPC_NS_FDX_BROKER, desc, 0xaa, &pd,
                                   &bd, 30.0));
