@@ -4,7 +4,8 @@
  * and either answers every request with OK and an fd of its own memory, or
  * (silent) accepts and holds connections without a word. It exits when the
  * test shuts the channel, with the number of requests read (answering) or
- * connections accepted (silent) as its exit code.
+ * connections accepted (silent) as its exit code; an orphan's child sends
+ * that number on the channel instead (an unsigned).
  */
 #ifndef TEST_FDX_FAKE_BROKER_H
 #define TEST_FDX_FAKE_BROKER_H
@@ -23,6 +24,7 @@ struct fake_broker_cfg {
     uint8_t addr_len;
     char    addr[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX];
     uint8_t silent;
+    uint8_t orphan; /* the listener exits; a child it forked answers */
 };
 
 

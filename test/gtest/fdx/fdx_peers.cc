@@ -193,6 +193,12 @@ TEST_PEER_ROLE(fdx_owner)
                 if (errno == EMFILE) {
                     reply.status = UCS_OK;
                 }
+                /* leave cmd.alloc_id fds free */
+                for (uint64_t i = 0; (i < cmd.alloc_id) && !fillers.empty();
+                     ++i) {
+                    close(fillers.back());
+                    fillers.pop_back();
+                }
             }
             reply.count = fillers.size();
         } else if (cmd.op == OWNER_FREE_FDS) {
@@ -273,12 +279,13 @@ void owner_unregister(test::peer &owner, uint64_t alloc_id)
 }
 
 
-int owner_fill_fds(test::peer &owner, unsigned limit)
+int owner_fill_fds(test::peer &owner, unsigned limit, unsigned spare)
 {
     owner_cmd cmd = {};
 
-    cmd.op   = OWNER_FILL_FDS;
-    cmd.size = limit;
+    cmd.op       = OWNER_FILL_FDS;
+    cmd.size     = limit;
+    cmd.alloc_id = spare;
     return owner_call(owner, cmd).count;
 }
 

@@ -36,7 +36,8 @@ enum {
     OWNER_REGISTER = 1,
     OWNER_UNREGISTER,
     OWNER_QUIT,
-    OWNER_FILL_FDS, /* lower RLIMIT_NOFILE to size, open fds up to it */
+    OWNER_FILL_FDS, /* lower RLIMIT_NOFILE to size, open fds up to it but
+                     * alloc_id of them */
     OWNER_FREE_FDS  /* close them, restore RLIMIT_NOFILE */
 };
 
@@ -93,9 +94,9 @@ uct_cuda_ipc_ns_rkey_info_t owner_register(test::peer &owner,
 void owner_unregister(test::peer &owner, uint64_t alloc_id);
 
 /* the owner (its broker thread included) runs out of fds: it lowers its
- * RLIMIT_NOFILE soft limit to @a limit and opens fds up to it; returns how
- * many it opened */
-int owner_fill_fds(test::peer &owner, unsigned limit);
+ * RLIMIT_NOFILE soft limit to @a limit and opens fds up to it, then closes
+ * @a spare of them again; returns how many stay open */
+int owner_fill_fds(test::peer &owner, unsigned limit, unsigned spare = 0);
 
 /* undo owner_fill_fds(); returns how many fds the owner closed */
 int owner_free_fds(test::peer &owner);

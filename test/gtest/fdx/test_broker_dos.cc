@@ -373,4 +373,22 @@ TEST_F(broker_dos, broker_at_fd_limit_does_not_spin)
     stop_owner(*owner);
 }
 
+/*
+ * One fd free: accepting a client takes it, and the next accept() fails
+ * with EMFILE although nobody waits. That must not close the client just
+ * accepted, which is still checking the broker before it sends its request.
+ */
+TEST_F(broker_dos, imports_succeed_with_one_fd_free)
+{
+    auto owner = start_owner();
+    auto desc  = owner_register(*owner, 0xd005, 0xd5);
+
+    EXPECT_GT(owner_fill_fds(*owner, 256, 1), 0);
+    for (int i = 0; i < 10; ++i) {
+        expect_import(desc, 0xd5, 2.0);
+    }
+    EXPECT_GT(owner_free_fds(*owner), 0);
+    stop_owner(*owner);
+}
+
 } // namespace

@@ -90,6 +90,11 @@ TEST_PEER_ROLE(trust_fake_broker)
         return 4;
     }
 
+    /* the listener that reported itself exits; its child keeps the socket */
+    if (cfg.orphan && (fork() != 0)) {
+        return 0;
+    }
+
     for (;;) {
         struct pollfd pfds[2] = {{chan.fd(), POLLIN, 0}, {lfd, POLLIN, 0}};
         if ((poll(pfds, 2, -1) < 0) || pfds[0].revents) {
@@ -127,6 +132,10 @@ TEST_PEER_ROLE(trust_fake_broker)
         close(fd);
     }
     close(lfd);
+    if (cfg.orphan) {
+        chan.send_obj(count);
+        _exit(0);
+    }
     return (int)count;
 }
 
@@ -288,6 +297,37 @@ TEST_F(trust, squatter_of_our_uid_but_another_pid_is_not_believed)
     key.start_time = report.id.start_time - 1;
     EXPECT_EQ(UCT_CUDA_IPC_NS_ERR_NO_PERMISSION, import(key));
     EXPECT_EQ(0u, requests_read(fake));
+}
+
+
+/*
+ * The key's owner listened, left the socket to a child and exited: the
+ * socket's credentials name a process that is gone, and the child (our
+ * uid, maybe another namespace) is nobody the key names.
+ */
+TEST_F(trust, socket_left_by_an_exited_owner_is_not_believed)
+{
+    auto key = dead_exporter_key();
+    fake_broker_report report;
+    fake_broker_cfg cfg = {};
+    unsigned requests;
+
+    /* (in a PID namespace of its own the listener would be pid 1, whose
+     * exit ends the namespace and the child with it) */
+    test::peer fake("trust_fake_broker");
+    cfg.addr_len = key.broker_addr_len;
+    cfg.orphan   = 1;
+    memcpy(cfg.addr, key.broker_addr, key.broker_addr_len);
+    ASSERT_TRUE(fake.chan().send_obj(cfg));
+    ASSERT_TRUE(fake.chan().recv_obj(report));
+    ASSERT_EQ(0, report.status);
+    EXPECT_EQ(0, fake.wait()) << "the listener exited";
+
+    owned_by(&key, report.id);
+    EXPECT_EQ(UCT_CUDA_IPC_NS_ERR_NO_PERMISSION, import(key));
+    shutdown(fake.chan().fd(), SHUT_WR);
+    ASSERT_TRUE(fake.chan().recv_obj(requests));
+    EXPECT_EQ(0u, requests) << "the token went to the listener's child";
 }
 
 

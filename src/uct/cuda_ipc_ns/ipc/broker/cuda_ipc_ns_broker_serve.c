@@ -257,10 +257,21 @@ static void uct_cuda_ipc_ns_broker_drain(int fd)
 }
 
 
+/* Whether a client waits in the listening socket's backlog */
+static int uct_cuda_ipc_ns_broker_client_waits(uct_cuda_ipc_ns_broker_server_t *server)
+{
+    struct pollfd pfd = {.fd = server->listen_fd, .events = POLLIN};
+
+    return (poll(&pfd, 1, 0) == 1) && (pfd.revents & POLLIN);
+}
+
+
 /*
  * accept() failed with @a err. Out of fds or memory: the listening socket
- * stays readable, so polling it again at once would spin. Make room by
- * closing the oldest connection, or, with none, pause accepting.
+ * stays readable, so polling it again at once would spin. accept() fails so
+ * even with nobody waiting; when a client does wait, make room by closing
+ * the oldest idle connection, but only one idle for a while (a client just
+ * accepted is still sending its request); otherwise pause accepting.
  * @return nonzero to try accepting again now.
  */
 static int uct_cuda_ipc_ns_broker_accept_failed(uct_cuda_ipc_ns_broker_server_t *server,
@@ -268,6 +279,7 @@ static int uct_cuda_ipc_ns_broker_accept_failed(uct_cuda_ipc_ns_broker_server_t 
 {
     ucs_time_t min_backoff =
             ucs_time_from_msec(UCT_CUDA_IPC_NS_BROKER_BACKOFF_MIN_MS);
+    ucs_time_t now;
 
     if ((err != EMFILE) && (err != ENFILE) && (err != ENOBUFS) &&
         (err != ENOMEM)) {
@@ -281,12 +293,18 @@ static int uct_cuda_ipc_ns_broker_accept_failed(uct_cuda_ipc_ns_broker_server_t 
     if (!server->accept_failing) {
         server->accept_failing = 1;
         server->accept_backoff = min_backoff;
-        ucs_error("cuda_ipc_ns: broker %s: accept failed: %s; closing idle "
-                  "connections and pausing accept", server->name,
-                  strerror(err));
+        ucs_log(server->logged_accept_failure ? UCS_LOG_LEVEL_DEBUG :
+                                                UCS_LOG_LEVEL_ERROR,
+                "cuda_ipc_ns: broker %s: accept failed: %s; closing idle "
+                "connections and pausing accept", server->name, strerror(err));
+        server->logged_accept_failure = 1;
     }
 
-    if (server->num_conns > 0) {
+    now = ucs_get_time();
+    if ((server->num_conns > 0) &&
+        /* accepted at deadline - req_timeout, idle at least min_backoff */
+        (server->conns[0].deadline + min_backoff <= now + server->req_timeout) &&
+        uct_cuda_ipc_ns_broker_client_waits(server)) {
         ucs_debug("cuda_ipc_ns: broker %s: closing the connection of pid %d "
                   "to accept a new one", server->name,
                   (int)server->conns[0].pid);
@@ -294,7 +312,7 @@ static int uct_cuda_ipc_ns_broker_accept_failed(uct_cuda_ipc_ns_broker_server_t 
         return 1;
     }
 
-    server->accept_resume  = ucs_get_time() + server->accept_backoff;
+    server->accept_resume  = now + server->accept_backoff;
     server->accept_backoff = ucs_min(2 * server->accept_backoff,
                                      ucs_time_from_msec(
                                      UCT_CUDA_IPC_NS_BROKER_BACKOFF_MAX_MS));
@@ -318,7 +336,7 @@ static int uct_cuda_ipc_ns_broker_accept_one(uct_cuda_ipc_ns_broker_server_t *se
     uct_cuda_ipc_ns_broker_count_conn(server, +1);
     if (server->accept_failing) {
         server->accept_failing = 0;
-        ucs_diag("cuda_ipc_ns: broker %s: accepting again", server->name);
+        ucs_debug("cuda_ipc_ns: broker %s: accepting again", server->name);
     }
 
     len = sizeof(cred);

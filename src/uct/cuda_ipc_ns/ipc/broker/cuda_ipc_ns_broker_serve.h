@@ -51,6 +51,7 @@ typedef struct uct_cuda_ipc_ns_broker_server {
     khash_t(uct_cuda_ipc_ns_broker_peers) logged_peers;
     int                               logged_overflow;
     int                               accept_failing;
+    int                               logged_accept_failure; /* once */
     ucs_time_t                        accept_backoff;
     ucs_time_t                        accept_resume; /* listen again then */
     unsigned                          num_conns;     /* oldest first */

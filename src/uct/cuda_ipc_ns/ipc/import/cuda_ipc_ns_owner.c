@@ -98,14 +98,17 @@ uct_cuda_ipc_ns_owner_check_cred_pid(const struct ucred *cred, const char *name,
     status = uct_cuda_ipc_ns_pidfd_open_checked(key->pid, key->start_time,
                                                 pidfd_p, &err);
     if (status == UCS_ERR_UNREACHABLE) {
-        uct_cuda_ipc_ns_owner_refuse(name, key, "pid %d belongs to another "
-                                     "process now (start time)",
+        uct_cuda_ipc_ns_owner_refuse(name, key, "pid %d exited or belongs to "
+                                     "another process now (start time)",
                                      (int)cred->pid);
         return UCT_CUDA_IPC_NS_ERR_NO_PERMISSION;
-    } else if (status != UCS_OK) {
-        *pidfd_p = -1; /* pidfd_open blocked: the pid matched */
+    } else if (status == UCS_ERR_REJECTED) {
+        uct_cuda_ipc_ns_owner_unchecked(name, "pidfd_open is blocked: the "
+                                        "start time of its pid is not checked");
+        *pidfd_p = -1;
+        return UCS_OK;
     }
-    return UCS_OK;
+    return status;
 }
 
 
@@ -144,6 +147,15 @@ ucs_status_t uct_cuda_ipc_ns_owner_check(int sock, const char *name,
         return uct_cuda_ipc_ns_owner_check_cred_pid(&cred, name, key, pidfd_p);
     }
 
+    /* the credentials are those of the process that called listen(): one
+     * that exited may have left the socket to anyone of its uid */
+    if (uct_cuda_ipc_ns_pidfd_exited(pidfd)) {
+        uct_cuda_ipc_ns_owner_refuse(name, key, "the process that listens "
+                                     "there has exited");
+        status = UCT_CUDA_IPC_NS_ERR_NO_PERMISSION;
+        goto err_close;
+    }
+
     checked = 0;
     if (uct_cuda_ipc_ns_pidfd_pid_ns(pidfd, &pid_ns) == UCS_OK) {
         if (pid_ns != key->pid_ns) {
@@ -165,6 +177,15 @@ ucs_status_t uct_cuda_ipc_ns_owner_check(int sock, const char *name,
         uct_cuda_ipc_ns_owner_unchecked(name, "its PID namespace cannot be "
                                         "read (PIDFD_GET_PID_NAMESPACE: Linux "
                                         "6.11) and our /proc does not show it");
+    }
+
+    /* what was read above was read of a live process (it cannot have been
+     * another one: the pidfd pins it) */
+    if (uct_cuda_ipc_ns_pidfd_exited(pidfd)) {
+        uct_cuda_ipc_ns_owner_refuse(name, key, "the process that listens "
+                                     "there exited during the check");
+        status = UCT_CUDA_IPC_NS_ERR_NO_PERMISSION;
+        goto err_close;
     }
 
     *pidfd_p = pidfd;
