@@ -1,6 +1,6 @@
 /*
- * cuda_ipc_ns: the broker's serving loop (docs/security.md, "Denial of
- * service").
+ * cuda_ipc_ns: the broker's serving loop (docs/security.md, "Broker
+ * (server)").
  *
  * One thread polls the wake-up pipe (shutdown), the listening socket and
  * the accepted connections, all nonblocking: it never blocks on a client.
@@ -8,9 +8,9 @@
  * not allowed, and closed once answered, when its request deadline passes,
  * or, oldest first, when the table is full and a new client arrives. The
  * listening socket is always polled, except for a back-off after accept
- * failed for want of fds or memory; each round serves every ready
- * connection once and accepts a bounded batch, so no client holds the
- * thread.
+ * failed for want of fds or memory (then an idle connection is closed for
+ * room only when a client waits); each round serves every ready connection
+ * once and accepts a bounded batch, so no client holds the thread.
  */
 #ifndef UCT_CUDA_IPC_NS_BROKER_SERVE_H
 #define UCT_CUDA_IPC_NS_BROKER_SERVE_H
