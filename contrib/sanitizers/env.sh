@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034
 # Sourced (not run) by contrib/run-sanitizers.sh and
 # test/other_uid/check_other_uid.sh: the environment a sanitizer build of the
 # suite runs in, the same for both.
