@@ -4,7 +4,9 @@
 # cannot enter, as a clone under /root (0700) is. Whatever a process of
 # another uid reads from the clone (a binary or library the peer staging
 # missed, a sanitizer's suppressions file named in its environment, ...)
-# then fails them, wherever this clone sits.
+# then fails them, wherever this clone sits. Every file a sanitizer option
+# names must also be readable by that uid, as LSan and UBSan read theirs only
+# at a report.
 #
 # No second clone and no rebuild: the script runs itself in a private mount
 # namespace, mounts a tmpfs of mode 0700 over the clone's top directory (and
@@ -28,7 +30,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 filter=${OTHER_UID_FILTER:-*other_uid*}
 other_uid=65534   # the uid of test_fdx's peers
 
-[ $# -gt 0 ] || { sed -n '2,22p' "$0" >&2; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,25p' "$0" >&2; exit 2; }
 kinds=() dirs=()
 for arg in "$@"; do
     kind=${arg%%:*} dir=${arg#*:}
@@ -68,14 +70,18 @@ close_dir() {
     cd /
 }
 
+# as_other_uid CMD...: CMD run as the peers' uid
+as_other_uid() {
+    setpriv --reuid="$other_uid" --regid="$other_uid" --clear-groups "$@"
+}
+
 closed=("$top")
 for dir in "${dirs[@]}"; do
     case $dir/ in "$top"/*) ;; *) closed+=("$dir") ;; esac
 done
 for dir in "${closed[@]}"; do
     close_dir "$dir"
-    if setpriv --reuid="$other_uid" --regid="$other_uid" --clear-groups \
-            test -x "$dir"; then
+    if as_other_uid test -x "$dir"; then
         say "FAILED: uid $other_uid can still enter $dir; the tests would not see a path into it"
         exit 1
     fi
@@ -84,6 +90,27 @@ say "uid $other_uid cannot enter ${closed[*]} (a tmpfs of mode 0700 over each, i
 
 san_stage_supp
 trap 'rm -rf "$san_supp_dir"' EXIT
+
+# options_readable VAR=VALUE...: every absolute path a sanitizer option names
+# (suppressions=, ...) can be read by the peers' uid. LSan and UBSan read
+# theirs only at a report, which a passing test never makes: without this a
+# path into the clone there would go unseen
+options_readable() {
+    local word opt opts path ok=0
+    for word in "$@"; do
+        case ${word%%=*} in *SAN_OPTIONS) ;; *) continue ;; esac
+        IFS=: read -r -a opts <<<"${word#*=}"
+        for opt in "${opts[@]}"; do
+            path=${opt#*=}
+            case $path in /*) ;; *) continue ;; esac
+            if ! as_other_uid test -r "$path"; then
+                say "uid $other_uid cannot read $path (${word%%=*}: $opt)"
+                ok=1
+            fi
+        done
+    done
+    return $ok
+}
 
 rc=0
 for i in "${!dirs[@]}"; do
@@ -95,6 +122,10 @@ for i in "${!dirs[@]}"; do
     asan)  what="ASan+UBSan"; san_env asan; env=("${san_env[@]}") ;;
     tsan)  what="TSan";       san_env tsan; env=("${san_env[@]}") ;;
     esac
+    if ! options_readable "${env[@]}"; then
+        say "$what: FAILED: a sanitizer option names a file the peers cannot read"
+        rc=1
+    fi
     run_rc=0
     (cd "$dir/test/gtest" && env "${env[@]}" ./gtest --gtest_filter="$filter") \
         </dev/null >"$log" 2>&1 || run_rc=$?
