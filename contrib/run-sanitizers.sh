@@ -18,12 +18,14 @@
 # suite to DIR/gtest.log. Exit status 0 when every run passed with no
 # sanitizer report; otherwise the failed tests and the first report are
 # shown. Suppressions (UCX internals only, each justified) are in
-# contrib/sanitizers/ (none needed so far).
+# contrib/sanitizers/ (none needed so far); the sanitizer options are in
+# contrib/sanitizers/env.sh, which hands the processes copies of the
+# suppression files under /tmp (a peer of another uid cannot read the clone).
 set -euo pipefail
 prog=sanitizers
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/contrib/steps.sh"
-san_dir=$top/contrib/sanitizers
+. "$top/contrib/sanitizers/env.sh"
 base=${SAN_BUILD_BASE:-$top/build}
 : "${ASAN_FILTER:=*}"
 # forked_child_starts_own_broker: the child's broker thread gets the
@@ -64,37 +66,27 @@ show_failure() {
     } | sed 's/^/    /' >&2
 }
 
+# the suppression files, where a peer of another uid can read them too
+san_stage_supp
+trap 'rm -rf "$san_supp_dir"' EXIT
+
 rc=0
 for kind in "${kinds[@]}"; do
     start=$SECONDS
     dir=$base-$kind
     mkdir -p "$dir/logs"
     case $kind in
-    asan) sanitizers=address,undefined; what="ASan+UBSan" ;;
-    tsan) sanitizers=thread;            what="TSan" ;;
+    asan) sanitizers=address,undefined; what="ASan+UBSan"; filter=$ASAN_FILTER ;;
+    tsan) sanitizers=thread;            what="TSan";       filter=$TSAN_FILTER ;;
     esac
     step "$dir/logs/configure.log" "$what: configure ($dir)" \
         in_dir "$dir" configure_san "$sanitizers"
     step "$dir/logs/make.log" "$what: make (module, emulator, gtest)" \
         in_dir "$dir" make_san
     say "$what: the gtest suite (log $dir/gtest.log)"
-    case $kind in
-    asan)
-        # UCX's memory events stay on: UCP's memtype cache needs them
-        # (cpy_ucp_test), and they work under ASan
-        env ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=66" \
-            LSAN_OPTIONS="suppressions=$san_dir/lsan.supp:print_suppressions=0" \
-            UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$san_dir/ubsan.supp" \
-            "$dir/test/gtest/gtest" --gtest_filter="$ASAN_FILTER" \
-            >"$dir/gtest.log" 2>&1 || true
-        ;;
-    tsan)
-        env TSAN_OPTIONS="halt_on_error=1:exitcode=66:die_after_fork=0:suppressions=$san_dir/tsan.supp" \
-            UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no \
-            "$dir/test/gtest/gtest" --gtest_filter="$TSAN_FILTER" \
-            >"$dir/gtest.log" 2>&1 || true
-        ;;
-    esac
+    san_env "$kind"
+    env "${san_env[@]}" "$dir/test/gtest/gtest" --gtest_filter="$filter" \
+        >"$dir/gtest.log" 2>&1 || true
     summary=$(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+ test' "$dir/gtest.log" |
               tr '\n' ' ' | sed 's/ *$//')
     # a sanitizer report in a peer process fails its test; one in the

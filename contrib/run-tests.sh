@@ -9,9 +9,13 @@
 # the rkey parser fuzz run (FUZZ_SECONDS, default 30), then the whole suite
 # again built with ASan+UBSan and with TSan (contrib/run-sanitizers.sh, in
 # BUILD-asan/ and BUILD-tsan/ beside the build dir; SKIP_SANITIZERS=1 skips),
-# and the mutation check (test/mutation/run_mutations.sh, log
-# BUILD/logs/mutation.log; SKIP_MUTATIONS=1 skips).
-# UCX 1.22: the build (UCX=1.22 contrib/build.sh), `make check`, the
+# the other-uid tests of each build with the clone closed to other uids
+# (test/other_uid/check_other_uid.sh: a tmpfs of mode 0700 over it in a
+# mount namespace, as a clone under /root is), and the mutation check
+# (test/mutation/run_mutations.sh, log BUILD/logs/mutation.log;
+# SKIP_MUTATIONS=1 skips).
+# UCX 1.22: the build (UCX=1.22 contrib/build.sh), `make check` and its
+# other-uid tests with the clone closed, the
 # activation checks against 1.22's own ucx_info/ucx_perftest through
 # UCX_PLUGIN_PATH and after make install into (a scratch copy of) its module
 # dir (test/activation/check_activation.sh BUILD plugin), and the same short
@@ -94,6 +98,14 @@ if [ "${SKIP_SANITIZERS:-0}" = 1 ]; then
 else
     SAN_BUILD_BASE=$build "$top/contrib/run-sanitizers.sh" asan tsan
 fi
+# the other-uid tests of each build again, the clone closed to other uids as
+# one under /root is: nothing their peer (uid 65534) needs may be read from it
+if [ "${SKIP_SANITIZERS:-0}" = 1 ]; then
+    "$top/test/other_uid/check_other_uid.sh" "plain:$build"
+else
+    "$top/test/other_uid/check_other_uid.sh" "plain:$build" \
+        "asan:$build-asan" "tsan:$build-tsan"
+fi
 # each mutation of test/mutation/mutations.list must turn the suite red
 if [ "${SKIP_MUTATIONS:-0}" = 1 ]; then
     say "mutation check: skipped (SKIP_MUTATIONS=1)"
@@ -122,6 +134,8 @@ else
     ver=$(sed -n 's/^UCX_VERSION = //p' "$build122/Makefile")
     # every 1.22 step runs even when one before it failed; the run fails at the end
     make_check "$build122" keep-going
+    "$top/test/other_uid/check_other_uid.sh" "plain:$build122" ||
+        failed+=("other-uid tests with the clone closed")
     say "activation checks (UCX $ver's ucx_info, UCX_PLUGIN_PATH; make install into its module dir)"
     "$top/test/activation/check_activation.sh" "$build122" plugin || failed+=("activation checks")
     say "ucx_perftest between two pods, short (UCX $ver's ucx_perftest, UCX_PLUGIN_PATH)"
