@@ -43,7 +43,7 @@ TEST_F(many_peers, eight_importers_one_killed_the_exporter_leaks_nothing) {
 
     /* a client that dies silently must be noticed by its hang-up, not by
      * the broker's deadline for a request: make that deadline moot */
-    scoped_env sock_timeout("UCX_CUDA_IPC_NS_SOCK_TIMEOUT", "3600s");
+    scoped_env req_timeout("UCX_CUDA_IPC_NS_SOCK_REQ_TIMEOUT", "3600s");
 
     agent exporter;
     ASSERT_TRUE(exporter.ok());
