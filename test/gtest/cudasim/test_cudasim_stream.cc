@@ -93,39 +93,49 @@ TEST_F(test_cudasim_stream, create_destroy)
 TEST_F(test_cudasim_stream, query_pending_and_event)
 {
     const size_t size = 1 << 16;
-    std::vector<unsigned char> host(size, 7), back(size, 0);
+    std::vector<unsigned char> back(size, 1);
     CUstream stream;
     CUevent event, never;
-    CUdeviceptr dev;
+    CUdeviceptr src, dst;
     gate g;
 
-    CU_OK(cuMemAlloc, &dev, size);
+    CU_OK(cuMemAlloc, &src, size);
+    CU_OK(cuMemAlloc, &dst, size);
+    CU_OK(cuMemsetD8, dst, 0, size);
+    CU_OK(cuStreamSynchronize, nullptr);
     CU_OK(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
     CU_OK(cuEventCreate, &event, CU_EVENT_DISABLE_TIMING);
     CU_OK(cuEventCreate, &never, CU_EVENT_DEFAULT);
     CU_OK(cuEventQuery, never); /* never recorded: complete */
 
+    /* only device memory behind the gate: an asynchronous copy from or to
+     * pageable host memory may block the caller on a GPU (here, forever) */
     CU_OK(cuLaunchHostFunc, stream, gate_func, &g);
-    CU_OK(cuMemcpyHtoDAsync, dev, host.data(), size, stream);
-    CU_OK(cuMemcpyDtoHAsync, back.data(), dev, size, stream);
+    CU_OK(cuMemsetD8Async, src, 7, size, stream);
+    CU_OK(cuMemcpyDtoDAsync, dst, src, size, stream);
     CU_OK(cuEventRecord, event, stream);
 
     g.wait_reached();
     CU_EXPECT(CUDA_ERROR_NOT_READY, cuStreamQuery, stream);
     CU_EXPECT(CUDA_ERROR_NOT_READY, cuEventQuery, event);
-    EXPECT_EQ(0, back[0]); /* the copies wait behind the host function */
+    /* the non-blocking stream does not hold the default stream's copy */
+    CU_OK(cuMemcpyDtoH, back.data(), dst, size);
+    EXPECT_EQ(std::vector<unsigned char>(size, 0), back)
+            << "the copies wait behind the host function";
 
     g.set_open(true);
     CU_OK(cuEventSynchronize, event);
     CU_OK(cuEventQuery, event);
-    EXPECT_EQ(host, back);
+    CU_OK(cuMemcpyDtoH, back.data(), dst, size);
+    EXPECT_EQ(std::vector<unsigned char>(size, 7), back);
     CU_OK(cuStreamSynchronize, stream);
     CU_OK(cuStreamQuery, stream);
 
     CU_OK(cuEventDestroy, event);
     CU_OK(cuEventDestroy, never);
     CU_OK(cuStreamDestroy, stream);
-    CU_OK(cuMemFree, dev);
+    CU_OK(cuMemFree, src);
+    CU_OK(cuMemFree, dst);
 }
 
 
@@ -353,8 +363,11 @@ TEST_F(test_cudasim_stream, copies_and_memset)
     EXPECT_EQ(0xee, back[1004]);
     EXPECT_EQ(host[1005], back[1005]);
 
+    /* the memset is ordered before the copy on the default stream; a
+     * pageable asynchronous copy may return before it is done */
     CU_OK(cuMemsetD8, b, 0x3c, size);
     CU_OK(cuMemcpyDtoHAsync, back.data(), b, size, nullptr);
+    CU_OK(cuStreamSynchronize, nullptr);
     EXPECT_EQ(std::vector<unsigned char>(size, 0x3c), back);
 
     CU_OK(cuMemcpyHtoDAsync, a, host.data(), 0, stream); /* empty: fine */
@@ -383,8 +396,9 @@ TEST_F(test_cudasim_stream, legacy_stream_waits_for_blocking_streams)
         g.wait_reached();
         g.set_open(true);
     });
-    /* the legacy default stream waits for prior work of blocking streams */
-    CU_OK(cuMemcpyDtoHAsync, &out, dev, 1, CU_STREAM_LEGACY);
+    /* the legacy default stream waits for prior work of blocking streams;
+     * a copy to host memory returns when it is done */
+    CU_OK(cuMemcpyDtoH, &out, dev, 1);
     EXPECT_EQ(0x77, out);
     opener.join();
     CU_OK(cuStreamDestroy, blocking);
@@ -460,6 +474,10 @@ TEST_PEER_ROLE(cudasim_latency_peer)
         if (uct_cuda_ipc_ns_drv.cuMemcpyHtoD(dev, &byte, 1) != CUDA_SUCCESS) {
             return 2;
         }
+    }
+    /* a pageable cuMemcpyHtoD returns before its copy is done */
+    if (uct_cuda_ipc_ns_drv.cuStreamSynchronize(nullptr) != CUDA_SUCCESS) {
+        return 2;
     }
     long long us = std::chrono::duration_cast<std::chrono::microseconds>(
                            std::chrono::steady_clock::now() - start).count();
