@@ -782,6 +782,20 @@ CUDASIM_API CUresult CUDAAPI cuStreamAddCallback(CUstream hStream,
 /* Copies and memset                                                  */
 /* ------------------------------------------------------------------ */
 
+/* Whether a copy or memset returns only once it is done */
+static int cudasim_op_waits(cudasim_op_type_t type, int dev_sides,
+                            int host_sync)
+{
+    if ((type != CUDASIM_OP_COPY) || (dev_sides & CUDASIM_DST_DEV)) {
+        return 0; /* to device memory: asynchronous */
+    }
+    if (!(dev_sides & CUDASIM_SRC_DEV)) {
+        return 1; /* host to host: synchronous */
+    }
+    return host_sync; /* device to host: cuMemcpyDtoH, not ...Async */
+}
+
+
 /*
  * Validate and queue a copy or memset. need_dev: sides that must be device
  * memory; other sides are classified (unknown = host memory). host_sync: a
@@ -844,10 +858,7 @@ static CUresult cudasim_mem_op(cudasim_op_type_t type, void *dst,
     op->dev_sides = dev_sides;
     op->device    = device;
 
-    /* returns when the copy is done: to host memory (host_sync), host to
-     * host (always) */
-    wait = (type == CUDASIM_OP_COPY) && !(dev_sides & CUDASIM_DST_DEV) &&
-           (host_sync || !(dev_sides & CUDASIM_SRC_DEV));
+    wait = cudasim_op_waits(type, dev_sides, host_sync);
     if (host_sync && (type == CUDASIM_OP_COPY) &&
         (dev_sides == CUDASIM_DST_DEV)) {
         /* pageable host to device: a stream synchronization, then the source

@@ -406,6 +406,103 @@ TEST_F(test_cudasim_stream, legacy_stream_waits_for_blocking_streams)
 }
 
 
+/* read device memory through a non-blocking stream, which does not wait for
+ * the default stream */
+static std::vector<unsigned char> read_beside(CUdeviceptr dev, size_t size,
+                                              CUstream nonblocking)
+{
+    std::vector<unsigned char> bytes(size, 0xff);
+
+    EXPECT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuMemcpyDtoHAsync(
+                      bytes.data(), dev, size, nonblocking));
+    EXPECT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuStreamSynchronize(
+                      nonblocking));
+    return bytes;
+}
+
+TEST_F(test_cudasim_stream, default_stream_work_is_asynchronous_and_ordered)
+{
+    const size_t size = 4096;
+    const std::vector<unsigned char> zero(size, 0), set(size, 0x11);
+    std::vector<unsigned char> host(size), staged;
+    CUstream blocking, other, nonblocking;
+    CUdeviceptr a, b, c, d;
+    std::condition_variable cond;
+    std::mutex lock;
+    bool returned = false, late = false;
+    gate g;
+
+    for (size_t i = 0; i < size; ++i) {
+        host[i] = (unsigned char)(i * 7 + 1);
+    }
+    staged = host;
+    for (CUdeviceptr *p : {&a, &b, &c, &d}) {
+        CU_OK(cuMemAlloc, p, size);
+        CU_OK(cuMemsetD8, *p, 0, size);
+    }
+    CU_OK(cuStreamSynchronize, nullptr);
+    CU_OK(cuStreamCreate, &blocking, CU_STREAM_DEFAULT);
+    CU_OK(cuStreamCreate, &other, CU_STREAM_DEFAULT);
+    CU_OK(cuStreamCreate, &nonblocking, CU_STREAM_NON_BLOCKING);
+
+    /* opens the gate once the calls below returned; a call that waits for
+     * its copy (a synchronous default stream) would wait for the gate: the
+     * safety net then opens it and the test fails instead of hanging */
+    std::thread opener([&] {
+        g.wait_reached();
+        std::unique_lock<std::mutex> guard(lock);
+        late = !cond.wait_for(guard, std::chrono::minutes(1),
+                              [&] { return returned; });
+        guard.unlock();
+        g.set_open(true);
+    });
+    CU_OK(cuLaunchHostFunc, blocking, gate_func, &g);
+    /* the legacy default stream waits for the blocking stream's gate. A
+     * pageable cuMemcpyHtoD synchronizes the default stream first (so it
+     * comes first here), then returns once its source is staged */
+    CU_OK(cuMemcpyHtoD, c, host.data(), size);
+    std::fill(host.begin(), host.end(), 0x99);
+    CU_OK(cuMemsetD8, a, 0x11, size);
+    CU_OK(cuMemcpyDtoD, b, a, size);
+    /* a blocking stream waits for the legacy stream's work */
+    CU_OK(cuMemcpyDtoDAsync, d, b, size, other);
+
+    /* the calls returned, the gate is still closed: nothing landed */
+    g.wait_reached();
+    CU_EXPECT(CUDA_ERROR_NOT_READY, cuStreamQuery, nullptr);
+    CU_EXPECT(CUDA_ERROR_NOT_READY, cuStreamQuery, other);
+    EXPECT_EQ(zero, read_beside(a, size, nonblocking)) << "memset landed";
+    EXPECT_EQ(zero, read_beside(b, size, nonblocking)) << "DtoD landed";
+    EXPECT_EQ(zero, read_beside(c, size, nonblocking)) << "HtoD landed";
+    EXPECT_EQ(zero, read_beside(d, size, nonblocking))
+            << "the blocking stream ran before the legacy stream's work";
+    {
+        std::lock_guard<std::mutex> guard(lock);
+        returned = true;
+        cond.notify_all();
+    }
+    opener.join();
+    EXPECT_FALSE(late) << "a default-stream call waited for its copy";
+
+    CU_OK(cuStreamSynchronize, other);
+    EXPECT_EQ(set, read_beside(d, size, nonblocking))
+            << "the blocking stream did not wait for the legacy stream";
+    CU_OK(cuStreamSynchronize, nullptr);
+    CU_OK(cuStreamQuery, nullptr);
+    EXPECT_EQ(set, read_beside(a, size, nonblocking));
+    EXPECT_EQ(set, read_beside(b, size, nonblocking));
+    EXPECT_EQ(staged, read_beside(c, size, nonblocking))
+            << "the HtoD copy read its source after the call returned";
+
+    for (CUstream s : {blocking, other, nonblocking}) {
+        CU_OK(cuStreamDestroy, s);
+    }
+    for (CUdeviceptr p : {a, b, c, d}) {
+        CU_OK(cuMemFree, p);
+    }
+}
+
+
 TEST_F(test_cudasim_stream, emulated_copy_latency_and_bad_handles)
 {
     SKIP_IF_NOT_EMULATOR();
