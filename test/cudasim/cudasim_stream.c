@@ -1046,7 +1046,9 @@ CUDASIM_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
     }
 
     pthread_mutex_lock(&cudasim_lock);
-    if (!cudasim_event_live(hEvent)) {
+    /* cuda.h: "hEvent and hStream must be from the same context otherwise
+     * CUDA_ERROR_INVALID_HANDLE is returned" */
+    if (!cudasim_event_live(hEvent) || (hEvent->ctx != s->ctx)) {
         pthread_mutex_unlock(&cudasim_lock);
         free(op);
         return CUDA_ERROR_INVALID_HANDLE;

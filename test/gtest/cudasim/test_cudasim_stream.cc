@@ -596,3 +596,79 @@ TEST_F(test_cudasim_stream, emulated_copy_latency)
     }
     EXPECT_GE(us, 10 * 20000);
 }
+
+
+/* cuEventRecord of an event of one context on a stream of another */
+struct record_ctx_reply {
+    int count        = 0;
+    int other_stream = -1; /* event of device 1, stream of device 0 */
+    int other_legacy = -1; /* ... on the default stream of device 0 */
+    int same_legacy  = -1; /* ... on the default stream of device 1 */
+};
+
+TEST_PEER_ROLE(cudasim_record_ctx_peer)
+{
+    record_ctx_reply reply;
+    CUcontext ctx0, ctx1;
+    CUstream stream0;
+    CUevent event1;
+
+    if (!test::cuda_init() ||
+        (uct_cuda_ipc_ns_drv.cuDeviceGetCount(&reply.count) != CUDA_SUCCESS)) {
+        return 1;
+    }
+    if (reply.count < 2) {
+        return chan.send_obj(reply) ? 0 : 2;
+    }
+    if ((uct_cuda_ipc_ns_drv.cuDevicePrimaryCtxRetain(&ctx0, 0) !=
+         CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuDevicePrimaryCtxRetain(&ctx1, 1) !=
+         CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuCtxSetCurrent(ctx1) != CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuEventCreate(&event1, CU_EVENT_DISABLE_TIMING) !=
+         CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuCtxSetCurrent(ctx0) != CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuStreamCreate(&stream0, CU_STREAM_NON_BLOCKING) !=
+         CUDA_SUCCESS)) {
+        return 3;
+    }
+    reply.other_stream = uct_cuda_ipc_ns_drv.cuEventRecord(event1, stream0);
+    reply.other_legacy = uct_cuda_ipc_ns_drv.cuEventRecord(event1, nullptr);
+    uct_cuda_ipc_ns_drv.cuCtxSetCurrent(ctx1);
+    reply.same_legacy  = uct_cuda_ipc_ns_drv.cuEventRecord(event1, nullptr);
+    uct_cuda_ipc_ns_drv.cuEventSynchronize(event1);
+    uct_cuda_ipc_ns_drv.cuEventDestroy(event1);
+    uct_cuda_ipc_ns_drv.cuCtxSetCurrent(ctx0);
+    uct_cuda_ipc_ns_drv.cuStreamDestroy(stream0);
+    return chan.send_obj(reply) ? 0 : 4;
+}
+
+/* cuda.h, cuEventRecord: "hEvent and hStream must be from the same context
+ * otherwise CUDA_ERROR_INVALID_HANDLE is returned" */
+TEST_F(test_cudasim_stream, event_recorded_only_on_its_context_streams)
+{
+    record_ctx_reply reply;
+    const char *old = getenv("CUDASIM_DEVICE_COUNT");
+    std::string saved = (old != nullptr) ? old : "";
+
+    setenv("CUDASIM_DEVICE_COUNT", "2", 1);
+    {
+        test::peer peer("cudasim_record_ctx_peer");
+        if (old != nullptr) {
+            setenv("CUDASIM_DEVICE_COUNT", saved.c_str(), 1);
+        } else {
+            unsetenv("CUDASIM_DEVICE_COUNT");
+        }
+        ASSERT_TRUE(peer.chan().recv_obj(reply));
+        EXPECT_EQ(0, peer.wait());
+    }
+    if (reply.count < 2) {
+        GTEST_SKIP() << "needs two devices";
+    }
+    EXPECT_EQ(CUDA_ERROR_INVALID_HANDLE, reply.other_stream)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.other_stream);
+    EXPECT_EQ(CUDA_ERROR_INVALID_HANDLE, reply.other_legacy)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.other_legacy);
+    EXPECT_EQ(CUDA_SUCCESS, reply.same_legacy)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.same_legacy);
+}
