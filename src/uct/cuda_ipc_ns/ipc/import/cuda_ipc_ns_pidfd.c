@@ -61,6 +61,31 @@ int uct_cuda_ipc_ns_pidfd_exited(int pidfd)
 
 
 /*
+ * The line "\n<field>" of the fdinfo of @a pidfd, read into @a buf:
+ * @return a pointer just past the field name, or NULL (no fdinfo, no field).
+ */
+static const char *uct_cuda_ipc_ns_pidfd_fdinfo_field(int pidfd,
+                                                      const char *field,
+                                                      char *buf, size_t max)
+{
+    char path[64];
+    const char *p;
+
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+    if (uct_cuda_ipc_ns_read_proc_file(path, buf, max) != UCS_OK) {
+        return NULL;
+    }
+
+    p = strstr(buf, field);
+    if (p == NULL) {
+        ucs_debug("cuda_ipc_ns: no%s in %s", field, path);
+        return NULL;
+    }
+    return p + strlen(field);
+}
+
+
+/*
  * The pid of a pidfd's process as numbered in the PID namespace of our /proc
  * mount, which may differ from ours (a process that unshared its PID
  * namespace without remounting /proc). -1: the process exited; 0: it is not
@@ -68,16 +93,11 @@ int uct_cuda_ipc_ns_pidfd_exited(int pidfd)
  */
 static ucs_status_t uct_cuda_ipc_ns_pidfd_procfs_pid(int pidfd, pid_t *pid_p)
 {
-    char path[64], buf[1024], *p;
+    char buf[1024];
+    const char *p;
 
-    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
-    if (uct_cuda_ipc_ns_read_proc_file(path, buf, sizeof(buf)) != UCS_OK) {
-        return UCS_ERR_UNSUPPORTED;
-    }
-
-    p = strstr(buf, "\nPid:");
-    if ((p == NULL) || (sscanf(p + 5, "%d", pid_p) != 1)) {
-        ucs_debug("cuda_ipc_ns: no Pid in %s", path);
+    p = uct_cuda_ipc_ns_pidfd_fdinfo_field(pidfd, "\nPid:", buf, sizeof(buf));
+    if ((p == NULL) || (sscanf(p, "%d", pid_p) != 1)) {
         return UCS_ERR_UNSUPPORTED;
     }
     return UCS_OK;
@@ -167,21 +187,16 @@ ucs_status_t uct_cuda_ipc_ns_pidfd_open_checked(uint32_t pid,
 
 ucs_status_t uct_cuda_ipc_ns_pidfd_inner_pid(int pidfd, pid_t *pid_p)
 {
-    char path[64], buf[1024], *p, *end;
+    char buf[1024], *end;
+    const char *p;
     long value;
 
-    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
-    if (uct_cuda_ipc_ns_read_proc_file(path, buf, sizeof(buf)) != UCS_OK) {
-        return UCS_ERR_UNSUPPORTED;
-    }
-
-    p = strstr(buf, "\nNSpid:");
+    /* "NSpid:\t<our level>\t...\t<its own level>"; 0 or -1 alone when
+     * not visible from our /proc or gone */
+    p = uct_cuda_ipc_ns_pidfd_fdinfo_field(pidfd, "\nNSpid:", buf, sizeof(buf));
     if (p == NULL) {
         return UCS_ERR_UNSUPPORTED;
     }
-    /* "NSpid:\t<our level>\t...\t<its own level>"; 0 or -1 alone when
-     * not visible from our /proc or gone */
-    p += strlen("\nNSpid:");
     for (;;) {
         value = strtol(p, &end, 10);
         if (end == p) {
