@@ -303,12 +303,17 @@ static void bench_op(const bench_bw_ctx_t *c, int op, size_t size)
 {
     CUdeviceptr local = (CUdeviceptr)c->local, peer = (CUdeviceptr)c->peer_mem;
 
+    /* cuMemcpyDtoD may return before a device-to-device copy lands (the
+     * driver's synchronization rules, docs/architecture.md "Performance"):
+     * the reference waits for it, as put and get wait for their completion */
     switch (op) {
     case BENCH_OP_DTOD:
         BENCH_CU(cuMemcpyDtoD, peer, local, size);
+        BENCH_CU(cuStreamSynchronize, NULL);
         break;
     case BENCH_OP_DTOD_R:
         BENCH_CU(cuMemcpyDtoD, local, peer, size);
+        BENCH_CU(cuStreamSynchronize, NULL);
         break;
     case BENCH_OP_ASYNC:
         BENCH_CU(cuMemcpyDtoDAsync, peer, local, size, c->stream);
