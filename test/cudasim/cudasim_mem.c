@@ -397,9 +397,15 @@ static CUresult cudasim_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle,
         if ((other->pidns == h.pidns) && (other->pid == h.pid) &&
             !strcmp(other->name, h.name) &&
             (((CUcontext)r->ctx)->device == ctx->device)) {
-            /* like the real driver: one mapping per allocation and device */
-            res = CUDA_ERROR_ALREADY_MAPPED;
-            goto err_unlock;
+            /* already open in this context: as the real driver does
+             * (cuda.h), the reference count goes up by one and the same
+             * pointer is returned; one mapping per allocation and device */
+            ++other->refcount;
+            *pdptr = (CUdeviceptr)r->base;
+            cudasim_registry_unlock();
+            free(owner);
+            free(region);
+            return CUDA_SUCCESS;
         }
     }
 
@@ -490,6 +496,11 @@ CUDASIM_API CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
     if ((region == NULL) || (region->base != (uintptr_t)dptr)) {
         cudasim_registry_unlock();
         return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* drops one reference; the memory is unmapped with the last one */
+    if (--((cudasim_legacy_t*)region->owner)->refcount > 0) {
+        cudasim_registry_unlock();
+        return CUDA_SUCCESS;
     }
     cudasim_region_remove(region);
     cudasim_registry_unlock();

@@ -23,6 +23,8 @@ struct share_msg {
 struct share_reply {
     int legacy_open;      /* CUresult of cuIpcOpenMemHandle */
     int legacy_reopen;    /* ... of opening the same handle again */
+    int legacy_reopen_same; /* it gave the same pointer */
+    int legacy_kept;      /* closing it once left the first open mapped */
     int freed_open;       /* ... of opening the freed allocation's handle */
     int legacy_data_ok;
     int vmm_import;       /* CUresult of cuMemImportFromShareableHandle */
@@ -107,7 +109,14 @@ TEST_PEER_ROLE(cudasim_share_peer)
         reply.legacy_reopen = uct_cuda_ipc_ns_drv.cuIpcOpenMemHandle(
                 &legacy2, msg.legacy, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
         if (reply.legacy_reopen == CUDA_SUCCESS) {
-            uct_cuda_ipc_ns_drv.cuIpcCloseMemHandle(legacy2);
+            /* cuda.h: the reference count goes up, the same pointer comes
+             * back; a close drops one reference */
+            reply.legacy_reopen_same = (legacy2 == legacy);
+            reply.legacy_kept =
+                    (uct_cuda_ipc_ns_drv.cuIpcCloseMemHandle(legacy2) ==
+                     CUDA_SUCCESS) &&
+                    (uct_cuda_ipc_ns_drv.cuMemGetAddressRange(
+                             nullptr, nullptr, legacy) == CUDA_SUCCESS);
         }
         reply.legacy_data_ok =
                 check(legacy, msg.legacy_size, SEED_LEGACY_EXPORTER, stream) &&
@@ -163,6 +172,13 @@ TEST_PEER_ROLE(cudasim_share_peer)
     if (reply.legacy_open == CUDA_SUCCESS) {
         if (uct_cuda_ipc_ns_drv.cuIpcCloseMemHandle(legacy) != CUDA_SUCCESS) {
             return 15;
+        }
+        /* the last reference gone, the memory is unmapped */
+        if ((reply.legacy_reopen == CUDA_SUCCESS) &&
+            (uct_cuda_ipc_ns_drv.cuMemGetAddressRange(nullptr, nullptr,
+                                                      legacy) ==
+             CUDA_SUCCESS)) {
+            return 16;
         }
     }
     uct_cuda_ipc_ns_drv.cuStreamDestroy(stream);
@@ -264,8 +280,12 @@ TEST_F(test_cudasim_ipc, two_processes)
             << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
     EXPECT_TRUE(reply.legacy_data_ok);
     EXPECT_TRUE(reply.legacy_attr_ok);
-    /* one mapping per allocation and process */
-    EXPECT_EQ(CUDA_ERROR_ALREADY_MAPPED, reply.legacy_reopen);
+    /* opened again in the same context: the same mapping, one more
+     * reference (cuda.h), not CUDA_ERROR_ALREADY_MAPPED */
+    EXPECT_EQ(CUDA_SUCCESS, reply.legacy_reopen)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_reopen);
+    EXPECT_TRUE(reply.legacy_reopen_same);
+    EXPECT_TRUE(reply.legacy_kept);
     EXPECT_NE(CUDA_SUCCESS, reply.freed_open);
     if (is_emulator()) {
         EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, reply.freed_open);

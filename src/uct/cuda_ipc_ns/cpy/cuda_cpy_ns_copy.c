@@ -1,6 +1,7 @@
 /*
  * cuda_cpy_ns: synchronous copies through the CUDA driver in the right
- * context (see cuda_cpy_ns_copy.h).
+ * context (see cuda_cpy_ns_copy.h): each returns once the data is written
+ * (the default stream synchronized after the copy or memset).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -69,6 +70,12 @@ static ucs_status_t uct_cuda_cpy_ns_write(void *dst, const void *src,
                                 length) :
              UCT_CUDA_IPC_NS_CU(cuMemsetD8, (CUdeviceptr)dst,
                                 (unsigned char)value, length);
+    if (status == UCS_OK) {
+        /* cuMemcpy to device memory and cuMemsetD8 return before the data
+         * lands (the driver's "API synchronization behavior"): the write is
+         * done, and may be reported so, once the default stream is */
+        status = UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, NULL);
+    }
     uct_cuda_ipc_ns_ctx_pop(pushed);
     if (status != UCS_OK) {
         ucs_error("cuda_cpy_ns: writing %zu bytes at %p from %p (value 0x%x "
