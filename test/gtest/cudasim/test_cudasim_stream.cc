@@ -672,3 +672,141 @@ TEST_F(test_cudasim_stream, event_recorded_only_on_its_context_streams)
     EXPECT_EQ(CUDA_SUCCESS, reply.same_legacy)
             << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.same_legacy);
 }
+
+
+/*
+ * Every mix of the default (legacy) stream with blocking and non-blocking
+ * streams that the library and the benchmark use, many times over, each
+ * result checked through a non-blocking stream that waits for nothing else:
+ * a lost dependency reads stale bytes, a lost wake-up hangs. The loop runs
+ * in a peer so that a hang fails the test (the peer's wait is the safety
+ * net) instead of stopping the suite.
+ */
+struct cross_stream_reply {
+    int  iterations = 0;
+    int  stage      = 0; /* the first mix that read a wrong byte, 0: none */
+    int  got        = 0;
+    int  expected   = 0;
+};
+
+TEST_PEER_ROLE(cudasim_cross_stream_peer)
+{
+    const size_t size = 4096;
+    const int iterations = 300;
+    cross_stream_reply reply;
+    CUstream blocking, nonblocking;
+    CUevent ev, ev2;
+    CUdeviceptr buf[6];
+    unsigned char byte;
+    CUresult res;
+
+    auto &drv = uct_cuda_ipc_ns_drv;
+    if (!test::cuda_init() ||
+        (drv.cuStreamCreate(&blocking, CU_STREAM_DEFAULT) != CUDA_SUCCESS) ||
+        (drv.cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING) !=
+         CUDA_SUCCESS) ||
+        (drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) ||
+        (drv.cuEventCreate(&ev2, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)) {
+        return 1;
+    }
+    for (CUdeviceptr &b : buf) {
+        if (drv.cuMemAlloc(&b, size) != CUDA_SUCCESS) {
+            return 1;
+        }
+    }
+    /* the last byte of @dev, read on the non-blocking stream only */
+    auto check = [&](int stage, CUdeviceptr dev, unsigned char expected) {
+        byte = (unsigned char)~expected;
+        if ((drv.cuMemcpyDtoHAsync(&byte, dev + size - 1, 1, nonblocking) !=
+             CUDA_SUCCESS) ||
+            (drv.cuStreamSynchronize(nonblocking) != CUDA_SUCCESS)) {
+            return false;
+        }
+        if ((byte != expected) && (reply.stage == 0)) {
+            reply.stage    = stage;
+            reply.got      = byte;
+            reply.expected = expected;
+        }
+        return true;
+    };
+
+    for (int i = 0; i < iterations; ++i) {
+        unsigned char v = (unsigned char)(i * 3 + 1);
+
+        /* the benchmark: default-stream copies, then a copy on a stream of
+         * its own synchronized; a blocking stream waits for the legacy
+         * stream's work */
+        if ((drv.cuMemsetD8(buf[0], v, size) != CUDA_SUCCESS) ||
+            (drv.cuMemcpyDtoD(buf[1], buf[0], size) != CUDA_SUCCESS) ||
+            (drv.cuMemcpyDtoDAsync(buf[2], buf[1], size, blocking) !=
+             CUDA_SUCCESS) ||
+            (drv.cuStreamSynchronize(blocking) != CUDA_SUCCESS) ||
+            !check(1, buf[2], v)) {
+            return 2;
+        }
+        /* a non-blocking stream ordered after a blocking one by an event */
+        if ((drv.cuMemsetD8Async(buf[3], v + 1, size, blocking) !=
+             CUDA_SUCCESS) ||
+            (drv.cuEventRecord(ev, blocking) != CUDA_SUCCESS) ||
+            (drv.cuStreamWaitEvent(nonblocking, ev, 0) != CUDA_SUCCESS) ||
+            (drv.cuMemcpyDtoDAsync(buf[4], buf[3], size, nonblocking) !=
+             CUDA_SUCCESS) ||
+            (drv.cuEventRecord(ev2, nonblocking) != CUDA_SUCCESS) ||
+            (drv.cuEventSynchronize(ev2) != CUDA_SUCCESS) ||
+            !check(2, buf[4], v + 1)) {
+            return 3;
+        }
+        /* synchronizing the legacy stream waits for the blocking streams */
+        if ((drv.cuMemsetD8Async(buf[5], v + 2, size, blocking) !=
+             CUDA_SUCCESS) ||
+            (drv.cuStreamSynchronize(nullptr) != CUDA_SUCCESS) ||
+            !check(3, buf[5], v + 2)) {
+            return 4;
+        }
+        /* a legacy copy after blocking-stream work, its event polled */
+        if ((drv.cuMemsetD8Async(buf[0], v + 3, size, blocking) !=
+             CUDA_SUCCESS) ||
+            (drv.cuMemcpyDtoD(buf[1], buf[0], size) != CUDA_SUCCESS) ||
+            (drv.cuEventRecord(ev, nullptr) != CUDA_SUCCESS)) {
+            return 5;
+        }
+        while ((res = drv.cuEventQuery(ev)) == CUDA_ERROR_NOT_READY) {
+        }
+        if ((res != CUDA_SUCCESS) || !check(4, buf[1], v + 3)) {
+            return 6;
+        }
+        /* a non-blocking stream's copy beside the default stream's work:
+         * not ordered with it, but both complete */
+        if ((drv.cuMemcpyDtoD(buf[2], buf[1], size) != CUDA_SUCCESS) ||
+            (drv.cuMemcpyDtoDAsync(buf[4], buf[3], size, nonblocking) !=
+             CUDA_SUCCESS) ||
+            (drv.cuStreamSynchronize(nonblocking) != CUDA_SUCCESS) ||
+            (drv.cuStreamSynchronize(nullptr) != CUDA_SUCCESS) ||
+            !check(5, buf[2], v + 3) || !check(6, buf[4], v + 1)) {
+            return 7;
+        }
+        reply.iterations = i + 1;
+    }
+    for (CUdeviceptr b : buf) {
+        drv.cuMemFree(b);
+    }
+    drv.cuEventDestroy(ev);
+    drv.cuEventDestroy(ev2);
+    drv.cuStreamDestroy(blocking);
+    drv.cuStreamDestroy(nonblocking);
+    return chan.send_obj(reply) ? 0 : 8;
+}
+
+TEST_F(test_cudasim_stream, cross_stream_mixes_in_a_loop)
+{
+    cross_stream_reply reply;
+
+    test::peer peer("cudasim_cross_stream_peer");
+    /* generous: the loop takes about a second; a hang fails here */
+    EXPECT_TRUE(peer.chan().recv_obj(reply, 10 * 60 * 1000))
+            << "the peer hung or failed";
+    EXPECT_EQ(0, peer.wait(60 * 1000));
+    EXPECT_EQ(300, reply.iterations);
+    EXPECT_EQ(0, reply.stage) << "mix " << reply.stage << " read "
+                              << reply.got << ", expected " << reply.expected;
+}
