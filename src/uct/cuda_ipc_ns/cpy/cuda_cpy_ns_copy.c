@@ -30,21 +30,24 @@ static int uct_cuda_cpy_ns_copy_device(const void *a, const void *b)
 }
 
 
-/* Make sure a context is current for memory at @a a / @a b */
+/* Make sure a context is current for memory at @a a / @a b: the caller's
+ * when it has one (unified addressing lets any context copy), else the
+ * primary context of the memory's device */
 static ucs_status_t uct_cuda_cpy_ns_ctx_push_for(const void *a, const void *b,
                                                  int *pushed_p)
 {
     CUcontext current = NULL;
     ucs_status_t status;
 
-    /* the pointers are only asked when the thread has no context */
     *pushed_p = 0;
     status    = UCT_CUDA_IPC_NS_CU(cuCtxGetCurrent, &current);
-    if ((status != UCS_OK) || (current != NULL)) {
+    if (status != UCS_OK) {
         return status;
     }
-    return uct_cuda_ipc_ns_ctx_push_primary(uct_cuda_cpy_ns_copy_device(a, b),
-                                            pushed_p);
+    /* the pointers are only asked when the thread has no context */
+    return uct_cuda_ipc_ns_ctx_push(current, (current != NULL) ? -1 :
+                                    uct_cuda_cpy_ns_copy_device(a, b),
+                                    pushed_p);
 }
 
 
