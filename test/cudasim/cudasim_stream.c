@@ -292,6 +292,7 @@ static void *cudasim_stream_worker(void *arg)
             pthread_mutex_lock(&cudasim_lock);
             if ((res != CUDA_SUCCESS) && (s->error == CUDA_SUCCESS)) {
                 s->error = res;
+                cudasim_ctx_poison(s->ctx, res);
             }
             break;
         case CUDASIM_OP_HOSTFN:

@@ -521,39 +521,121 @@ TEST_F(test_cudasim_stream, emulated_copy_latency_and_bad_handles)
 }
 
 
-TEST_F(test_cudasim_stream, emulated_sticky_illegal_address)
+/* what a fatal copy error leaves behind, seen from a peer */
+struct poison_reply {
+    int count        = 0;
+    int sync         = -1; /* the stream of the failed copy */
+    int query        = -1;
+    int alloc        = -1; /* cuMemAlloc in the same context */
+    int stream       = -1; /* cuStreamCreate in it */
+    int legacy_sync  = -1; /* its default stream */
+    int other_alloc  = -1; /* cuMemAlloc in device 1's context */
+    int after_reset  = -1; /* ... in device 0's once released and retained */
+};
+
+TEST_PEER_ROLE(cudasim_poison_peer)
 {
-    SKIP_IF_NOT_EMULATOR();
-    const size_t gran = granularity();
+    auto &drv = uct_cuda_ipc_ns_drv;
+    int (*hold)(int, int) = nullptr;
     CUmemAllocationProp prop = {};
     CUmemAccessDesc access   = {};
     CUmemGenericAllocationHandle handle;
     std::vector<unsigned char> host(64, 1);
-    CUstream stream;
-    CUdeviceptr va;
-    gate g;
+    poison_reply reply;
+    CUcontext ctx0, ctx1;
+    CUdevice dev0, dev1;
+    CUdeviceptr va, dev;
+    CUstream stream, other;
+    size_t gran;
 
     prop.type          = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location    = prop.location;
     access.flags       = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CU_OK(cuMemCreate, &handle, gran, &prop, 0);
-    CU_OK(cuMemAddressReserve, &va, gran, 0, 0, 0);
-    CU_OK(cuMemMap, va, gran, 0, handle, 0);
-    CU_OK(cuMemSetAccess, va, gran, &access, 1);
-    CU_OK(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    if (!test::cuda_init() ||
+        ((hold = (int (*)(int, int))cudasim_test::driver_sym(
+                  "cudasim_hold_copies")) == nullptr) ||
+        (drv.cuDeviceGetCount(&reply.count) != CUDA_SUCCESS) ||
+        (drv.cuMemGetAllocationGranularity(&gran, &prop,
+                                           CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
+         CUDA_SUCCESS) ||
+        (drv.cuMemCreate(&handle, gran, &prop, 0) != CUDA_SUCCESS) ||
+        (drv.cuMemAddressReserve(&va, gran, 0, 0, 0) != CUDA_SUCCESS) ||
+        (drv.cuMemMap(va, gran, 0, handle, 0) != CUDA_SUCCESS) ||
+        (drv.cuMemSetAccess(va, gran, &access, 1) != CUDA_SUCCESS) ||
+        (drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) !=
+         CUDA_SUCCESS)) {
+        return 1;
+    }
 
-    /* queue a copy, then unmap its destination before it runs */
-    CU_OK(cuLaunchHostFunc, stream, gate_func, &g);
-    CU_OK(cuMemcpyHtoDAsync, va, host.data(), host.size(), stream);
-    CU_OK(cuMemUnmap, va, gran);
-    g.set_open(true);
-    CU_EXPECT(CUDA_ERROR_ILLEGAL_ADDRESS, cuStreamSynchronize, stream);
-    CU_EXPECT(CUDA_ERROR_ILLEGAL_ADDRESS, cuStreamQuery, stream);
+    /* a copy held back, its destination unmapped before it runs: on a GPU
+     * an illegal address in a kernel or copy */
+    hold(-1, 1);
+    if ((drv.cuMemcpyHtoDAsync(va, host.data(), host.size(), stream) !=
+         CUDA_SUCCESS) ||
+        (drv.cuMemUnmap(va, gran) != CUDA_SUCCESS)) {
+        return 2;
+    }
+    hold(-1, 0);
+    reply.sync        = drv.cuStreamSynchronize(stream);
+    reply.query       = drv.cuStreamQuery(stream);
+    reply.alloc       = drv.cuMemAlloc(&dev, 4096);
+    reply.stream      = drv.cuStreamCreate(&other, CU_STREAM_NON_BLOCKING);
+    reply.legacy_sync = drv.cuStreamSynchronize(nullptr);
 
-    CU_OK(cuStreamDestroy, stream);
-    CU_OK(cuMemAddressFree, va, gran);
-    CU_OK(cuMemRelease, handle);
+    if ((reply.count >= 2) &&
+        (drv.cuDeviceGet(&dev1, 1) == CUDA_SUCCESS) &&
+        (drv.cuDevicePrimaryCtxRetain(&ctx1, dev1) == CUDA_SUCCESS) &&
+        (drv.cuCtxSetCurrent(ctx1) == CUDA_SUCCESS)) {
+        reply.other_alloc = drv.cuMemAlloc(&dev, 4096);
+    }
+
+    /* test::cuda_init retained device 0's primary context once: its last
+     * release destroys it, the next retain makes a new one */
+    if ((drv.cuDeviceGet(&dev0, 0) == CUDA_SUCCESS) &&
+        (drv.cuDevicePrimaryCtxRelease(dev0) == CUDA_SUCCESS) &&
+        (drv.cuDevicePrimaryCtxRetain(&ctx0, dev0) == CUDA_SUCCESS) &&
+        (drv.cuCtxSetCurrent(ctx0) == CUDA_SUCCESS)) {
+        reply.after_reset = drv.cuMemAlloc(&dev, 4096);
+    }
+    return chan.send_obj(reply) ? 0 : 3;
+}
+
+/*
+ * An illegal address in a stream poisons its whole context, as on a GPU
+ * (cuda.h, CUDA_ERROR_ILLEGAL_ADDRESS: "any further CUDA work will return
+ * the same error"), until its primary context is released and made anew;
+ * another device's context is not affected. In a peer: the test process's
+ * context must stay usable.
+ */
+TEST_F(test_cudasim_stream, emulated_illegal_address_poisons_the_context)
+{
+    SKIP_IF_NOT_EMULATOR();
+    const char *old   = getenv("CUDASIM_DEVICE_COUNT");
+    std::string saved = (old != nullptr) ? old : "";
+    poison_reply reply;
+
+    setenv("CUDASIM_DEVICE_COUNT", "2", 1);
+    {
+        test::peer peer("cudasim_poison_peer");
+        if (old != nullptr) {
+            setenv("CUDASIM_DEVICE_COUNT", saved.c_str(), 1);
+        } else {
+            unsetenv("CUDASIM_DEVICE_COUNT");
+        }
+        ASSERT_TRUE(peer.chan().recv_obj(reply));
+        EXPECT_EQ(0, peer.wait());
+    }
+    for (int res : {reply.sync, reply.query, reply.alloc, reply.stream,
+                    reply.legacy_sync}) {
+        EXPECT_EQ(CUDA_ERROR_ILLEGAL_ADDRESS, res)
+                << uct_cuda_ipc_ns_cu_error_name((CUresult)res);
+    }
+    EXPECT_EQ(2, reply.count);
+    EXPECT_EQ(CUDA_SUCCESS, reply.other_alloc)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.other_alloc);
+    EXPECT_EQ(CUDA_SUCCESS, reply.after_reset)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.after_reset);
 }
 
 
