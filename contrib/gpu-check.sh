@@ -41,7 +41,7 @@ dry=0
 case ${1:-} in
 --dry) dry=1 ;;
 "") ;;
-*) sed -n '2,33p' "$0"; exit 2 ;;
+*) sed -n '2,34p' "$0"; exit 2 ;;
 esac
 out=${OUT_DIR:-$build/gpu-check}
 mkdir -p "$out"
