@@ -11,7 +11,9 @@
 # BUILD-asan/ and BUILD-tsan/ beside the build dir; SKIP_SANITIZERS=1 skips),
 # the other-uid tests of each build with the clone closed to other uids
 # (test/other_uid/check_other_uid.sh: a tmpfs of mode 0700 over it in a
-# mount namespace, as a clone under /root is), and the mutation check
+# mount namespace, as a clone under /root is), the GPU command's dry run
+# (contrib/gpu-check.sh --dry: its steps on the emulator, short), and the
+# mutation check
 # (test/mutation/run_mutations.sh, log BUILD/logs/mutation.log;
 # SKIP_MUTATIONS=1 skips).
 # UCX 1.22: the build (UCX=1.22 contrib/build.sh), `make check` and its
@@ -106,6 +108,9 @@ else
     "$top/test/other_uid/check_other_uid.sh" "plain:$build" \
         "asan:$build-asan" "tsan:$build-tsan"
 fi
+# the GPU command's steps on the emulator, short, on this build
+say "the GPU command, dry run (contrib/gpu-check.sh --dry, logs in $build/gpu-check)"
+"$top/contrib/gpu-check.sh" --dry
 # each mutation of test/mutation/mutations.list must turn the suite red
 if [ "${SKIP_MUTATIONS:-0}" = 1 ]; then
     say "mutation check: skipped (SKIP_MUTATIONS=1)"

@@ -8,7 +8,9 @@
 #                         and sets san_supp_dir to it; the caller removes it
 #                         (rm -rf "$san_supp_dir")
 #   san_env asan|tsan     sets the array san_env to the VAR=value words for
-#                         env(1), the suppressions taken from $san_supp_dir
+#                         env(1), the suppressions taken from $san_supp_dir;
+#                         ASAN_EXTRA_OPTIONS is appended to ASAN_OPTIONS
+#                         (contrib/gpu-check.sh: protect_shadow_gap=0)
 #
 # Why staged: the other-uid tests' peer drops to uid 65534, which may not
 # enter the clone (one under /root is 0700), and it inherits these variables;
@@ -31,7 +33,7 @@ san_env() {
         # UCX's memory events stay on: UCP's memtype cache needs them
         # (cpy_ucp_test), and they work under ASan
         san_env=(
-            ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=66"
+            ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=66${ASAN_EXTRA_OPTIONS:+:$ASAN_EXTRA_OPTIONS}"
             LSAN_OPTIONS="suppressions=$san_supp_dir/lsan.supp:print_suppressions=0"
             UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$san_supp_dir/ubsan.supp"
         ) ;;

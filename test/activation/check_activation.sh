@@ -16,7 +16,10 @@
 #    domain with its transport, also when the driver lacks an optional entry
 #    (test/cudasim's libcudasim_partial.so);
 #  - a missing driver: ucx_info -d exits 0 and lists no cuda_ipc_ns;
-#  - ucx_info -c -f documents UCX_CUDA_IPC_NS_DRIVER;
+#  - with the driver the caller names in UCX_CUDA_IPC_NS_DRIVER, when it is
+#    not the emulator (a GPU's): ucx_info -d shows it too;
+#  - ucx_info -c -f documents UCX_CUDA_IPC_NS_DRIVER (the value in effect:
+#    libcuda.so.1, or the caller's);
 #  - the module file name;
 #  - the loopback copy transport: ucx_info -d lists cu_cpy_ns, and
 #    ucx_perftest accepts -m cuda with the module only (UCP and UCT tests).
@@ -97,7 +100,9 @@ config_documented() {
     out=$(env "${act[@]}" "$ucx_info" -c -f) || return 1
     # here-strings, not pipes: grep -q closing a pipe early would make
     # pipefail report the writer's SIGPIPE
-    grep -q '^UCX_CUDA_IPC_NS_DRIVER=libcuda.so.1$' <<<"$out" &&
+    # the value in effect: the default, or the caller's (a GPU machine may
+    # name its driver by path)
+    grep -q -x -F "UCX_CUDA_IPC_NS_DRIVER=${UCX_CUDA_IPC_NS_DRIVER:-libcuda.so.1}" <<<"$out" &&
     grep -q 'CUDA driver library to load at run time' \
         <<<"$(grep -B12 '^UCX_CUDA_IPC_NS_DRIVER=' <<<"$out")"
 }
@@ -148,6 +153,12 @@ perftest_cuda_uct() {
 
 check "module file is libuct_cuda_ipc_ns.so" test -f "$module"
 check "ucx_info -d lists cuda_ipc_ns with the emulator" lists_device "$cudasim"
+# the driver the caller uses (contrib/gpu-check.sh: the real one), when other
+if [ -n "${UCX_CUDA_IPC_NS_DRIVER:-}" ] &&
+   [ "$(readlink -f "$UCX_CUDA_IPC_NS_DRIVER" 2>/dev/null)" != "$(readlink -f "$cudasim")" ]; then
+    check "ucx_info -d lists cuda_ipc_ns with the driver in use ($UCX_CUDA_IPC_NS_DRIVER)" \
+        lists_device "$UCX_CUDA_IPC_NS_DRIVER"
+fi
 check "ucx_info -d lists cuda_ipc_ns with a driver lacking optional cuMemsetD8Async" \
     lists_device "$partial" CUDASIM_PARTIAL_HIDE=cuMemsetD8Async
 check "ucx_info -d without a driver exits 0, no cuda_ipc_ns" without_driver

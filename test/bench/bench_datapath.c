@@ -279,8 +279,9 @@ static void bench_copy(bench_node_t *node, uct_ep_h ep, int is_put, void *local,
 
 
 enum {
-    BENCH_OP_DTOD,   /* cuMemcpyDtoD to the exporter's pages, one process */
-    BENCH_OP_DTOD_R, /* cuMemcpyDtoD from them, one process */
+    BENCH_OP_DTOD,   /* cuMemcpyDtoD to the exporter's pages, one process,
+                      * + cuStreamSynchronize of the default stream */
+    BENCH_OP_DTOD_R, /* cuMemcpyDtoD from them, one process, + the same */
     BENCH_OP_ASYNC,  /* cuMemcpyDtoDAsync + cuStreamSynchronize, as DTOD */
     BENCH_OP_PUT,    /* put_zcopy to the exporter's memory */
     BENCH_OP_GET,    /* get_zcopy from it */
@@ -303,10 +304,10 @@ static void bench_op(const bench_bw_ctx_t *c, int op, size_t size)
 {
     CUdeviceptr local = (CUdeviceptr)c->local, peer = (CUdeviceptr)c->peer_mem;
 
-    /* cuMemcpyDtoD may return before a device-to-device copy lands (the
-     * driver's synchronization rules, docs/architecture.md "Performance"):
-     * the reference waits for it, as put and get wait for their completion */
     switch (op) {
+    /* cuMemcpyDtoD returns before the copy is done (the driver's "API
+     * synchronization behavior"; the emulator too): the time of the copy
+     * is the time until the default stream is synchronized */
     case BENCH_OP_DTOD:
         BENCH_CU(cuMemcpyDtoD, peer, local, size);
         BENCH_CU(cuStreamSynchronize, NULL);

@@ -18,6 +18,8 @@ cudasim_config_t cudasim_cfg;
 
 static pthread_mutex_t cudasim_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile int    cudasim_init_done; /* 1 after a successful cuInit */
+/* 1 in a fork()ed child of an initialized process: CUDA is refused there */
+static volatile int    cudasim_fork_child;
 static int             cudasim_debug;
 static uint64_t        cudasim_buffer_salt;
 static uint64_t        cudasim_buffer_seq;
@@ -215,9 +217,25 @@ void cudasim_log(const char *fmt, ...)
 }
 
 
+/*
+ * A child of fork() gets the driver's state but not its threads nor the
+ * device's view of the process: CUDA is undefined there until exec (NVIDIA's
+ * CUDA C++ guidelines, rule 1.6), and the driver's calls fail with
+ * CUDA_ERROR_NOT_INITIALIZED ("initialization error"). The emulator refuses
+ * every call in such a child, cuInit too, so that no code relies on it.
+ */
+static void cudasim_atfork_child(void)
+{
+    if (cudasim_init_done) {
+        cudasim_fork_child = 1;
+    }
+}
+
+
 int cudasim_initialized(void)
 {
-    return __atomic_load_n(&cudasim_init_done, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&cudasim_init_done, __ATOMIC_ACQUIRE) &&
+           !cudasim_fork_child;
 }
 
 
@@ -319,10 +337,14 @@ CUDASIM_API CUresult CUDAAPI cuInit(unsigned int Flags)
     static int config_done;
     CUresult res;
 
+    if (cudasim_fork_child) {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
     pthread_mutex_lock(&cudasim_init_lock);
     if (!config_done) {
         cudasim_config_read();
         cudasim_fault_reload();
+        pthread_atfork(NULL, NULL, cudasim_atfork_child);
         config_done = 1;
     }
     pthread_mutex_unlock(&cudasim_init_lock);

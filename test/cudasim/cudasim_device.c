@@ -87,8 +87,27 @@ static int cudasim_ctx_active(CUcontext ctx)
 }
 
 
+/*
+ * The driver's sticky errors (cuda.h, CUDA_ERROR_ILLEGAL_ADDRESS: "This
+ * leaves the process in an inconsistent state and any further CUDA work will
+ * return the same error"): the context is unusable until the process exits,
+ * or its primary context is released and a new one made
+ */
+void cudasim_ctx_poison(CUcontext ctx, CUresult error)
+{
+    CUresult none = CUDA_SUCCESS;
+
+    if (__atomic_compare_exchange_n(&ctx->sticky, &none, error, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        cudasim_log("context of device %d poisoned: error %d", ctx->device,
+                    (int)error);
+    }
+}
+
+
 CUresult cudasim_current_ctx(CUcontext *ctx_p)
 {
+    CUresult sticky;
     CUcontext ctx;
 
     if (cudasim_ctx_depth == 0) {
@@ -97,6 +116,10 @@ CUresult cudasim_current_ctx(CUcontext *ctx_p)
     ctx = cudasim_ctx_stack[cudasim_ctx_depth - 1];
     if ((ctx == NULL) || !cudasim_ctx_active(ctx)) {
         return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    sticky = __atomic_load_n(&ctx->sticky, __ATOMIC_ACQUIRE);
+    if (sticky != CUDA_SUCCESS) {
+        return sticky;
     }
     if (ctx_p != NULL) {
         *ctx_p = ctx;
@@ -382,8 +405,10 @@ static CUresult cudasim_primary_ctx_release(CUdevice dev)
     pthread_mutex_lock(&cudasim_device_lock);
     if (ctx->refcount <= 0) {
         res = CUDA_ERROR_INVALID_CONTEXT;
-    } else {
-        __atomic_sub_fetch(&ctx->refcount, 1, __ATOMIC_ACQ_REL);
+    } else if (__atomic_sub_fetch(&ctx->refcount, 1, __ATOMIC_ACQ_REL) == 0) {
+        /* the last release destroys the primary context: the next retain
+         * makes a new one, without the old one's sticky error */
+        __atomic_store_n(&ctx->sticky, CUDA_SUCCESS, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&cudasim_device_lock);
     return res;

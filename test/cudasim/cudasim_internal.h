@@ -41,7 +41,13 @@ struct CUctx_st {
     uint32_t magic;
     int      device;
     int      refcount; /* primary context retain count; 0: inactive */
+    CUresult sticky;   /* a fatal error that poisoned it, until it is
+                        * released to 0 (a new context then) */
 };
+
+/* A fatal error (an illegal address in a stream) poisons the whole context
+ * on a GPU: every later call in it returns that error */
+void     cudasim_ctx_poison(CUcontext ctx, CUresult error);
 
 /* --- core --- */
 int      cudasim_initialized(void);

@@ -280,6 +280,42 @@ __attribute__((destructor)) static void cudasim_mem_cleanup(void)
 /* Legacy IPC                                                         */
 /* ------------------------------------------------------------------ */
 
+/*
+ * Whether process @pid of our PID namespace has exited (gone, or a zombie
+ * not reaped yet): the driver frees a process's memory when it exits, killed
+ * or not, and its handles no longer open. 0 when /proc is not our PID
+ * namespace's (it cannot tell).
+ */
+static int cudasim_process_exited(uint32_t pid)
+{
+    char path[64], buf[512], *p;
+    ssize_t n;
+    int fd;
+
+    n = readlink("/proc/self", buf, sizeof(buf) - 1);
+    if (n <= 0) {
+        return 0;
+    }
+    buf[n] = '\0';
+    if (strtoul(buf, NULL, 10) != (unsigned long)getpid()) {
+        return 0;
+    }
+    snprintf(path, sizeof(path), "/proc/%u/stat", (unsigned)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return errno == ENOENT;
+    }
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) {
+        return 0;
+    }
+    buf[n] = '\0';
+    /* "pid (comm) S ...": the state follows the last ')' */
+    p = strrchr(buf, ')');
+    return (p != NULL) && (p[1] == ' ') && ((p[2] == 'Z') || (p[2] == 'X'));
+}
+
 CUDASIM_API CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle,
                                                CUdeviceptr dptr)
 {
@@ -397,12 +433,27 @@ static CUresult cudasim_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle,
         if ((other->pidns == h.pidns) && (other->pid == h.pid) &&
             !strcmp(other->name, h.name) &&
             (((CUcontext)r->ctx)->device == ctx->device)) {
-            /* like the real driver: one mapping per allocation and device */
-            res = CUDA_ERROR_ALREADY_MAPPED;
-            goto err_unlock;
+            /* already open in this context: as the real driver does
+             * (cuda.h), the reference count goes up by one and the same
+             * pointer is returned; one mapping per allocation and device */
+            ++other->refcount;
+            *pdptr = (CUdeviceptr)r->base;
+            cudasim_registry_unlock();
+            free(owner);
+            free(region);
+            return CUDA_SUCCESS;
         }
     }
 
+    if (cudasim_process_exited(h.pid)) {
+        /* a killed exporter's memory is gone with it, as on a GPU (one that
+         * exited normally unlinked it at exit) */
+        cudasim_log("cuIpcOpenMemHandle(%s): exporter pid %u exited", h.name,
+                    h.pid);
+        shm_unlink(h.name);
+        res = CUDA_ERROR_INVALID_VALUE;
+        goto err_unlock;
+    }
     fd = shm_open(h.name, O_RDWR | O_CLOEXEC, 0);
     if (fd < 0) {
         /* the allocation was freed (or its exporter exited) */
@@ -490,6 +541,11 @@ CUDASIM_API CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
     if ((region == NULL) || (region->base != (uintptr_t)dptr)) {
         cudasim_registry_unlock();
         return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* drops one reference; the memory is unmapped with the last one */
+    if (--((cudasim_legacy_t*)region->owner)->refcount > 0) {
+        cudasim_registry_unlock();
+        return CUDA_SUCCESS;
     }
     cudasim_region_remove(region);
     cudasim_registry_unlock();

@@ -2,10 +2,19 @@
  * cudasim: streams (one worker thread each, executing its queue in order),
  * events, host functions, memory copies and memset.
  *
- * The default streams (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) run
- * their work synchronously in the calling thread. Work on NULL/legacy first
- * waits for all blocking streams of the context, like the legacy default
- * stream does.
+ * The default streams (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) are one
+ * stream per context and process, with a worker thread like the others: the
+ * legacy default stream. Its work is asynchronous as on a GPU (cuMemcpyDtoD,
+ * cuMemsetD8 and pageable cuMemcpyHtoD return before the copy lands) and is
+ * ordered with the blocking streams of its context as the driver orders it:
+ * an operation queued on the legacy stream waits for the work already queued
+ * on every blocking stream, and an operation queued on a blocking stream
+ * waits for the work already queued on the legacy stream (an internal event
+ * recorded on the one and waited for on the other). What the driver
+ * documents as synchronous with the host stays so: a copy to host memory
+ * returns when it is done, a host-to-host copy too, and a pageable
+ * cuMemcpyHtoD first synchronizes the stream and returns once the source
+ * was staged.
  */
 #include "cudasim_internal.h"
 
@@ -45,6 +54,8 @@ typedef struct cudasim_op {
     void               *arg;
     CUevent            event;
     uint64_t           seq;
+    CUstream           user_stream; /* the handle a callback gets */
+    void               *staging;    /* freed when the op is done */
 } cudasim_op_t;
 
 struct CUstream_st {
@@ -53,6 +64,10 @@ struct CUstream_st {
     unsigned           flags;
     cudasim_op_t       *head, *tail;
     int                destroyed;
+    int                legacy;  /* the context's legacy default stream */
+    pid_t              pid;     /* process that created it (fork) */
+    uint64_t           enq_count;  /* operations queued so far */
+    uint64_t           done_count; /* operations completed so far */
     CUresult           error;   /* sticky: an illegal access happened */
     pthread_cond_t     work_cond;
     pthread_t          thread;
@@ -179,7 +194,7 @@ static CUresult cudasim_exec_mem_op(const cudasim_op_t *op)
 static int cudasim_op_held(CUstream s, const cudasim_op_t *op)
 {
     return ((op->type == CUDASIM_OP_COPY) || (op->type == CUDASIM_OP_MEMSET)) &&
-           (s->ctx != NULL) && (s->ctx->device >= 0) && (s->ctx->device < 64) &&
+           !s->legacy && (s->ctx != NULL) && (s->ctx->device >= 0) && (s->ctx->device < 64) &&
            (cudasim_held_devices & (1ull << s->ctx->device));
 }
 
@@ -277,6 +292,7 @@ static void *cudasim_stream_worker(void *arg)
             pthread_mutex_lock(&cudasim_lock);
             if ((res != CUDA_SUCCESS) && (s->error == CUDA_SUCCESS)) {
                 s->error = res;
+                cudasim_ctx_poison(s->ctx, res);
             }
             break;
         case CUDASIM_OP_HOSTFN:
@@ -287,7 +303,7 @@ static void *cudasim_stream_worker(void *arg)
         case CUDASIM_OP_CALLBACK:
             res = s->error;
             pthread_mutex_unlock(&cudasim_lock);
-            op->cb(s, res, op->arg);
+            op->cb(op->user_stream, res, op->arg);
             pthread_mutex_lock(&cudasim_lock);
             break;
         }
@@ -296,6 +312,8 @@ static void *cudasim_stream_worker(void *arg)
         if (s->head == NULL) {
             s->tail = NULL;
         }
+        ++s->done_count;
+        free(op->staging);
         free(op);
         pthread_cond_broadcast(&cudasim_progress_cond);
     }
@@ -345,12 +363,63 @@ void cudasim_streams_sync_all(void)
 }
 
 
+/* with cudasim_lock held: a new stream with its worker thread, or NULL */
+static CUstream cudasim_stream_new(CUcontext ctx, unsigned flags, int legacy)
+{
+    pthread_attr_t attr;
+    CUstream s;
+    int ret;
+
+    s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return NULL;
+    }
+    s->magic  = CUDASIM_STREAM_MAGIC;
+    s->ctx    = ctx;
+    s->flags  = flags;
+    s->legacy = legacy;
+    s->pid    = getpid();
+    s->error  = CUDA_SUCCESS;
+    pthread_cond_init(&s->work_cond, NULL);
+
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    ret = pthread_create(&s->thread, &attr, cudasim_stream_worker, s);
+    pthread_attr_destroy(&attr);
+    if (ret != 0) {
+        pthread_cond_destroy(&s->work_cond);
+        free(s);
+        return NULL;
+    }
+    s->next         = cudasim_streams;
+    cudasim_streams = s;
+    return s;
+}
+
+
+/* with cudasim_lock held: the legacy default stream of @ctx in this process,
+ * created when @create (NULL when there is none or it cannot be created) */
+static CUstream cudasim_legacy_stream(CUcontext ctx, int create)
+{
+    pid_t pid = getpid();
+    CUstream s;
+
+    for (s = cudasim_streams; s != NULL; s = s->next) {
+        /* a fork()ed child has the structure but not the worker thread */
+        if (s->legacy && (s->ctx == ctx) && (s->pid == pid)) {
+            return s;
+        }
+    }
+    return create ? cudasim_stream_new(ctx, 0, 1) : NULL;
+}
+
+
 /*
- * Resolve the stream of an operation. *sync_p = 1: a default stream, run
- * the operation in the calling thread now (after the legacy stream's
- * implicit synchronization).
+ * Resolve the stream of an operation: a default stream handle (NULL,
+ * CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) gives the current context's legacy
+ * default stream, another handle must be a live stream.
  */
-static CUresult cudasim_stream_get(CUstream s, int *sync_p)
+static CUresult cudasim_stream_get(CUstream hStream, CUstream *s_p)
 {
     CUcontext ctx;
     CUresult res;
@@ -359,32 +428,23 @@ static CUresult cudasim_stream_get(CUstream s, int *sync_p)
     if (res != CUDA_SUCCESS) {
         return res;
     }
-    if (cudasim_is_default_stream(s)) {
-        *sync_p = 1;
-        if (s != CU_STREAM_PER_THREAD) {
-            pthread_mutex_lock(&cudasim_lock);
-            cudasim_wait_streams(ctx, 1);
-            pthread_mutex_unlock(&cudasim_lock);
-        }
-        return CUDA_SUCCESS;
-    }
-    *sync_p = 0;
     pthread_mutex_lock(&cudasim_lock);
-    res = cudasim_stream_live(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    if (cudasim_is_default_stream(hStream)) {
+        *s_p = cudasim_legacy_stream(ctx, 1);
+        res  = (*s_p != NULL) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        *s_p = hStream;
+        res  = cudasim_stream_live(hStream) ? CUDA_SUCCESS :
+                                              CUDA_ERROR_INVALID_HANDLE;
+    }
     pthread_mutex_unlock(&cudasim_lock);
     return res;
 }
 
 
-/* Queue op on s (a live, non-default stream); takes ownership of op */
-static CUresult cudasim_enqueue(CUstream s, cudasim_op_t *op)
+/* with cudasim_lock held: append op to s */
+static uint64_t cudasim_append(CUstream s, cudasim_op_t *op)
 {
-    pthread_mutex_lock(&cudasim_lock);
-    if (!cudasim_stream_live(s)) {
-        pthread_mutex_unlock(&cudasim_lock);
-        free(op);
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
     if ((op->type == CUDASIM_OP_WAIT) || (op->type == CUDASIM_OP_RECORD)) {
         ++op->event->refs;
     }
@@ -396,8 +456,118 @@ static CUresult cudasim_enqueue(CUstream s, cudasim_op_t *op)
     }
     s->tail = op;
     pthread_cond_signal(&s->work_cond);
-    pthread_mutex_unlock(&cudasim_lock);
+    return ++s->enq_count;
+}
+
+
+/* with cudasim_lock held: make @waiter wait for the work queued on @target
+ * so far (an internal event recorded on @target and waited for on @waiter) */
+static CUresult cudasim_stream_order(CUstream target, CUstream waiter)
+{
+    cudasim_op_t *rec, *wait;
+    CUevent e;
+
+    e    = calloc(1, sizeof(*e));
+    rec  = calloc(1, sizeof(*rec));
+    wait = calloc(1, sizeof(*wait));
+    if ((e == NULL) || (rec == NULL) || (wait == NULL)) {
+        free(e);
+        free(rec);
+        free(wait);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    e->magic    = CUDASIM_EVENT_MAGIC;
+    e->ctx      = target->ctx;
+    e->flags    = CU_EVENT_DISABLE_TIMING;
+    e->refs     = 1;
+    e->destroyed = 1; /* never a user's handle: not in cudasim_events */
+    rec->type   = CUDASIM_OP_RECORD;
+    rec->event  = e;
+    rec->seq    = ++e->record_seq;
+    wait->type  = CUDASIM_OP_WAIT;
+    wait->event = e;
+    wait->seq   = rec->seq;
+    cudasim_append(target, rec);
+    cudasim_append(waiter, wait);
+    cudasim_event_put(e);
     return CUDA_SUCCESS;
+}
+
+
+/* with cudasim_lock held: the implicit synchronization of the legacy default
+ * stream, before an operation is queued on s */
+static CUresult cudasim_implicit_sync(CUstream s)
+{
+    CUstream t, legacy;
+    CUresult res;
+
+    if (s->legacy) {
+        /* waits for all work queued on the blocking streams of its context */
+        for (t = cudasim_streams; t != NULL; t = t->next) {
+            if ((t != s) && !t->legacy && (t->ctx == s->ctx) &&
+                !(t->flags & CU_STREAM_NON_BLOCKING) && (t->head != NULL)) {
+                res = cudasim_stream_order(t, s);
+                if (res != CUDA_SUCCESS) {
+                    return res;
+                }
+            }
+        }
+    } else if (!(s->flags & CU_STREAM_NON_BLOCKING)) {
+        /* a blocking stream waits for the work queued on the legacy one */
+        legacy = cudasim_legacy_stream(s->ctx, 0);
+        if ((legacy != NULL) && (legacy->head != NULL)) {
+            return cudasim_stream_order(legacy, s);
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+
+/* Queue op on s (resolved by cudasim_stream_get); takes ownership of op and
+ * its staging buffer. *seq_p (when not NULL): the op's sequence number on
+ * s, for cudasim_stream_wait_seq. */
+static CUresult cudasim_enqueue(CUstream s, cudasim_op_t *op, uint64_t *seq_p)
+{
+    CUresult res;
+    uint64_t seq;
+
+    pthread_mutex_lock(&cudasim_lock);
+    if (!s->legacy && !cudasim_stream_live(s)) {
+        res = CUDA_ERROR_INVALID_HANDLE;
+        goto err;
+    }
+    res = cudasim_implicit_sync(s);
+    if (res != CUDA_SUCCESS) {
+        goto err;
+    }
+    seq = cudasim_append(s, op);
+    pthread_mutex_unlock(&cudasim_lock);
+    if (seq_p != NULL) {
+        *seq_p = seq;
+    }
+    return CUDA_SUCCESS;
+
+err:
+    pthread_mutex_unlock(&cudasim_lock);
+    free(op->staging);
+    free(op);
+    return res;
+}
+
+
+/* Wait until the op numbered @seq on s (and all before it) completed; returns
+ * the stream's sticky error */
+static CUresult cudasim_stream_wait_seq(CUstream s, uint64_t seq)
+{
+    CUresult res;
+
+    pthread_mutex_lock(&cudasim_lock);
+    while (s->done_count < seq) {
+        pthread_cond_wait(&cudasim_progress_cond, &cudasim_lock);
+    }
+    res = s->error;
+    pthread_mutex_unlock(&cudasim_lock);
+    return res;
 }
 
 
@@ -408,7 +578,6 @@ static CUresult cudasim_enqueue(CUstream s, cudasim_op_t *op)
 CUDASIM_API CUresult CUDAAPI cuStreamCreate(CUstream *phStream,
                                             unsigned int Flags)
 {
-    pthread_attr_t attr;
     CUcontext ctx;
     CUresult res;
     CUstream s;
@@ -421,30 +590,12 @@ CUDASIM_API CUresult CUDAAPI cuStreamCreate(CUstream *phStream,
     if (res != CUDA_SUCCESS) {
         return res;
     }
-    s = calloc(1, sizeof(*s));
+    pthread_mutex_lock(&cudasim_lock);
+    s = cudasim_stream_new(ctx, Flags, 0);
+    pthread_mutex_unlock(&cudasim_lock);
     if (s == NULL) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    s->magic = CUDASIM_STREAM_MAGIC;
-    s->ctx   = ctx;
-    s->flags = Flags;
-    s->error = CUDA_SUCCESS;
-    pthread_cond_init(&s->work_cond, NULL);
-
-    pthread_mutex_lock(&cudasim_lock);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&s->thread, &attr, cudasim_stream_worker, s) != 0) {
-        pthread_attr_destroy(&attr);
-        pthread_mutex_unlock(&cudasim_lock);
-        pthread_cond_destroy(&s->work_cond);
-        free(s);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    pthread_attr_destroy(&attr);
-    s->next         = cudasim_streams;
-    cudasim_streams = s;
-    pthread_mutex_unlock(&cudasim_lock);
 
     *phStream = s;
     return CUDA_SUCCESS;
@@ -492,22 +643,15 @@ CUresult CUDAAPI cudasim_cuStreamDestroy_v1(CUstream hStream)
 CUDASIM_API CUresult CUDAAPI cuStreamQuery(CUstream hStream)
 {
     CUresult res;
-    int sync;
+    CUstream s;
 
     CUDASIM_ENTER("cuStreamQuery");
-    if (cudasim_is_default_stream(hStream)) {
-        res = cudasim_current_ctx(NULL);
-        if (res != CUDA_SUCCESS) {
-            return res;
-        }
-        return CUDA_SUCCESS; /* its work always completed synchronously */
-    }
-    res = cudasim_stream_get(hStream, &sync);
+    res = cudasim_stream_get(hStream, &s);
     if (res != CUDA_SUCCESS) {
         return res;
     }
     pthread_mutex_lock(&cudasim_lock);
-    res = (hStream->head != NULL) ? CUDA_ERROR_NOT_READY : hStream->error;
+    res = (s->head != NULL) ? CUDA_ERROR_NOT_READY : s->error;
     pthread_mutex_unlock(&cudasim_lock);
     return res;
 }
@@ -516,18 +660,23 @@ CUDASIM_API CUresult CUDAAPI cuStreamQuery(CUstream hStream)
 CUDASIM_API CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
 {
     CUresult res;
-    int sync;
+    CUstream s;
 
     CUDASIM_ENTER("cuStreamSynchronize");
-    res = cudasim_stream_get(hStream, &sync);
-    if ((res != CUDA_SUCCESS) || sync) {
+    res = cudasim_stream_get(hStream, &s);
+    if (res != CUDA_SUCCESS) {
         return res;
     }
     pthread_mutex_lock(&cudasim_lock);
-    while (hStream->head != NULL) {
-        pthread_cond_wait(&cudasim_progress_cond, &cudasim_lock);
+    if (s->legacy) {
+        /* the legacy stream and the blocking streams of its context */
+        cudasim_wait_streams(s->ctx, 1);
+    } else {
+        while (s->head != NULL) {
+            pthread_cond_wait(&cudasim_progress_cond, &cudasim_lock);
+        }
     }
-    res = hStream->error;
+    res = s->error;
     pthread_mutex_unlock(&cudasim_lock);
     return res;
 }
@@ -540,13 +689,13 @@ CUDASIM_API CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream,
     cudasim_op_t *op;
     CUresult res;
     uint64_t seq;
-    int sync;
+    CUstream s;
 
     CUDASIM_ENTER("cuStreamWaitEvent");
     if (Flags & ~CU_EVENT_WAIT_EXTERNAL) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    res = cudasim_stream_get(hStream, &sync);
+    res = cudasim_stream_get(hStream, &s);
     if (res != CUDA_SUCCESS) {
         return res;
     }
@@ -562,13 +711,6 @@ CUDASIM_API CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream,
         pthread_mutex_unlock(&cudasim_lock);
         return CUDA_SUCCESS;
     }
-    if (sync) {
-        while (hEvent->done_seq < seq) {
-            pthread_cond_wait(&cudasim_progress_cond, &cudasim_lock);
-        }
-        pthread_mutex_unlock(&cudasim_lock);
-        return CUDA_SUCCESS;
-    }
     pthread_mutex_unlock(&cudasim_lock);
 
     op = calloc(1, sizeof(*op));
@@ -578,7 +720,7 @@ CUDASIM_API CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream,
     op->type  = CUDASIM_OP_WAIT;
     op->event = hEvent;
     op->seq   = seq;
-    return cudasim_enqueue(hStream, op);
+    return cudasim_enqueue(s, op, NULL);
 }
 
 
@@ -587,19 +729,15 @@ CUDASIM_API CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn,
 {
     cudasim_op_t *op;
     CUresult res;
-    int sync;
+    CUstream s;
 
     CUDASIM_ENTER("cuLaunchHostFunc");
     if (fn == NULL) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    res = cudasim_stream_get(hStream, &sync);
+    res = cudasim_stream_get(hStream, &s);
     if (res != CUDA_SUCCESS) {
         return res;
-    }
-    if (sync) {
-        fn(userData);
-        return CUDA_SUCCESS;
     }
     op = calloc(1, sizeof(*op));
     if (op == NULL) {
@@ -608,7 +746,7 @@ CUDASIM_API CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn,
     op->type = CUDASIM_OP_HOSTFN;
     op->fn   = fn;
     op->arg  = userData;
-    return cudasim_enqueue(hStream, op);
+    return cudasim_enqueue(s, op, NULL);
 }
 
 
@@ -619,28 +757,25 @@ CUDASIM_API CUresult CUDAAPI cuStreamAddCallback(CUstream hStream,
 {
     cudasim_op_t *op;
     CUresult res;
-    int sync;
+    CUstream s;
 
     CUDASIM_ENTER("cuStreamAddCallback");
     if ((callback == NULL) || (flags != 0)) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    res = cudasim_stream_get(hStream, &sync);
+    res = cudasim_stream_get(hStream, &s);
     if (res != CUDA_SUCCESS) {
         return res;
-    }
-    if (sync) {
-        callback(hStream, CUDA_SUCCESS, userData);
-        return CUDA_SUCCESS;
     }
     op = calloc(1, sizeof(*op));
     if (op == NULL) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    op->type = CUDASIM_OP_CALLBACK;
-    op->cb   = callback;
-    op->arg  = userData;
-    return cudasim_enqueue(hStream, op);
+    op->type        = CUDASIM_OP_CALLBACK;
+    op->cb          = callback;
+    op->arg         = userData;
+    op->user_stream = hStream;
+    return cudasim_enqueue(s, op, NULL);
 }
 
 
@@ -648,20 +783,42 @@ CUDASIM_API CUresult CUDAAPI cuStreamAddCallback(CUstream hStream,
 /* Copies and memset                                                  */
 /* ------------------------------------------------------------------ */
 
+/* Whether a copy or memset returns only once it is done */
+static int cudasim_op_waits(cudasim_op_type_t type, int dev_sides,
+                            int host_sync)
+{
+    if ((type != CUDASIM_OP_COPY) || (dev_sides & CUDASIM_DST_DEV)) {
+        return 0; /* to device memory: asynchronous */
+    }
+    if (!(dev_sides & CUDASIM_SRC_DEV)) {
+        return 1; /* host to host: synchronous */
+    }
+    return host_sync; /* device to host: cuMemcpyDtoH, not ...Async */
+}
+
+
 /*
- * Validate and run/queue a copy or memset. need_dev: sides that must be
- * device memory; other sides are classified (unknown = host memory).
+ * Validate and queue a copy or memset. need_dev: sides that must be device
+ * memory; other sides are classified (unknown = host memory). host_sync: a
+ * call without a stream argument (cuMemcpy, cuMemcpyDtoD, cuMemsetD8, ...),
+ * whose synchronization with the host the driver documents ("API
+ * synchronization behavior"): device to device and memset return at once, to
+ * host memory when the copy is done, pageable host to device once the source
+ * was staged (after a synchronization of the stream). A copy from host to
+ * host memory is synchronous with either kind of call.
  */
 static CUresult cudasim_mem_op(cudasim_op_type_t type, void *dst,
                                const void *src, size_t len,
                                unsigned char value, int need_dev,
-                               CUstream hStream)
+                               CUstream hStream, int host_sync)
 {
-    cudasim_op_t op_local, *op;
-    int sync, chk, dev_sides = 0, device;
+    int chk, dev_sides = 0, device, wait;
+    cudasim_op_t *op;
+    uint64_t seq;
     CUresult res;
+    CUstream s;
 
-    res = cudasim_stream_get(hStream, &sync);
+    res = cudasim_stream_get(hStream, &s);
     if (res != CUDA_SUCCESS) {
         return res;
     }
@@ -669,9 +826,9 @@ static CUresult cudasim_mem_op(cudasim_op_type_t type, void *dst,
         return CUDA_SUCCESS;
     }
     /* a copy on a stream runs on its context's device: VMM memory must have
-     * granted that device access (cuMemSetAccess); default streams (the
-     * tests' synchronous helpers) accept any device's access */
-    device = sync ? -1 : hStream->ctx->device;
+     * granted that device access (cuMemSetAccess); the default stream (the
+     * tests' helpers) accepts any device's access */
+    device = s->legacy ? -1 : s->ctx->device;
 
     cudasim_registry_rdlock();
     chk = cudasim_range_check((uintptr_t)dst, len, 1, device);
@@ -690,24 +847,41 @@ static CUresult cudasim_mem_op(cudasim_op_type_t type, void *dst,
     }
     cudasim_registry_unlock();
 
-    memset(&op_local, 0, sizeof(op_local));
-    op_local.type      = type;
-    op_local.dst       = dst;
-    op_local.src       = src;
-    op_local.len       = len;
-    op_local.value     = value;
-    op_local.dev_sides = dev_sides;
-    op_local.device    = device;
-
-    if (sync) {
-        return cudasim_exec_mem_op(&op_local);
-    }
-    op = malloc(sizeof(*op));
+    op = calloc(1, sizeof(*op));
     if (op == NULL) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    *op = op_local;
-    return cudasim_enqueue(hStream, op);
+    op->type      = type;
+    op->dst       = dst;
+    op->src       = src;
+    op->len       = len;
+    op->value     = value;
+    op->dev_sides = dev_sides;
+    op->device    = device;
+
+    wait = cudasim_op_waits(type, dev_sides, host_sync);
+    if (host_sync && (type == CUDASIM_OP_COPY) &&
+        (dev_sides == CUDASIM_DST_DEV)) {
+        /* pageable host to device: a stream synchronization, then the source
+         * is staged and the call returns before the copy lands */
+        pthread_mutex_lock(&cudasim_lock);
+        seq = s->enq_count;
+        pthread_mutex_unlock(&cudasim_lock);
+        (void)cudasim_stream_wait_seq(s, seq);
+        op->staging = malloc(len);
+        if (op->staging == NULL) {
+            free(op);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(op->staging, src, len);
+        op->src = op->staging;
+    }
+
+    res = cudasim_enqueue(s, op, &seq);
+    if ((res != CUDA_SUCCESS) || !wait) {
+        return res;
+    }
+    return cudasim_stream_wait_seq(s, seq);
 }
 
 
@@ -718,7 +892,7 @@ CUDASIM_API CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src,
 {
     CUDASIM_ENTER("cuMemcpy");
     return cudasim_mem_op(CUDASIM_OP_COPY, CUDASIM_DEV(dst), CUDASIM_DEV(src),
-                          ByteCount, 0, 0, NULL);
+                          ByteCount, 0, 0, NULL, 1);
 }
 
 
@@ -727,7 +901,7 @@ CUDASIM_API CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src,
 {
     CUDASIM_ENTER("cuMemcpyAsync");
     return cudasim_mem_op(CUDASIM_OP_COPY, CUDASIM_DEV(dst), CUDASIM_DEV(src),
-                          ByteCount, 0, 0, hStream);
+                          ByteCount, 0, 0, hStream, 0);
 }
 
 
@@ -738,7 +912,7 @@ CUDASIM_API CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dstDevice,
     CUDASIM_ENTER("cuMemcpyDtoD");
     return cudasim_mem_op(CUDASIM_OP_COPY, CUDASIM_DEV(dstDevice),
                           CUDASIM_DEV(srcDevice), ByteCount, 0,
-                          CUDASIM_DST_DEV | CUDASIM_SRC_DEV, NULL);
+                          CUDASIM_DST_DEV | CUDASIM_SRC_DEV, NULL, 1);
 }
 
 
@@ -750,7 +924,7 @@ CUDASIM_API CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice,
     CUDASIM_ENTER("cuMemcpyDtoDAsync");
     return cudasim_mem_op(CUDASIM_OP_COPY, CUDASIM_DEV(dstDevice),
                           CUDASIM_DEV(srcDevice), ByteCount, 0,
-                          CUDASIM_DST_DEV | CUDASIM_SRC_DEV, hStream);
+                          CUDASIM_DST_DEV | CUDASIM_SRC_DEV, hStream, 0);
 }
 
 
@@ -760,7 +934,7 @@ CUDASIM_API CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dstDevice,
 {
     CUDASIM_ENTER("cuMemcpyHtoD");
     return cudasim_mem_op(CUDASIM_OP_COPY, CUDASIM_DEV(dstDevice), srcHost,
-                          ByteCount, 0, CUDASIM_DST_DEV, NULL);
+                          ByteCount, 0, CUDASIM_DST_DEV, NULL, 1);
 }
 
 
@@ -771,7 +945,7 @@ CUDASIM_API CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice,
 {
     CUDASIM_ENTER("cuMemcpyHtoDAsync");
     return cudasim_mem_op(CUDASIM_OP_COPY, CUDASIM_DEV(dstDevice), srcHost,
-                          ByteCount, 0, CUDASIM_DST_DEV, hStream);
+                          ByteCount, 0, CUDASIM_DST_DEV, hStream, 0);
 }
 
 
@@ -780,7 +954,7 @@ CUDASIM_API CUresult CUDAAPI cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice,
 {
     CUDASIM_ENTER("cuMemcpyDtoH");
     return cudasim_mem_op(CUDASIM_OP_COPY, dstHost, CUDASIM_DEV(srcDevice),
-                          ByteCount, 0, CUDASIM_SRC_DEV, NULL);
+                          ByteCount, 0, CUDASIM_SRC_DEV, NULL, 1);
 }
 
 
@@ -791,7 +965,7 @@ CUDASIM_API CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost,
 {
     CUDASIM_ENTER("cuMemcpyDtoHAsync");
     return cudasim_mem_op(CUDASIM_OP_COPY, dstHost, CUDASIM_DEV(srcDevice),
-                          ByteCount, 0, CUDASIM_SRC_DEV, hStream);
+                          ByteCount, 0, CUDASIM_SRC_DEV, hStream, 0);
 }
 
 
@@ -800,7 +974,7 @@ CUDASIM_API CUresult CUDAAPI cuMemsetD8(CUdeviceptr dstDevice,
 {
     CUDASIM_ENTER("cuMemsetD8");
     return cudasim_mem_op(CUDASIM_OP_MEMSET, CUDASIM_DEV(dstDevice), NULL, N,
-                          uc, CUDASIM_DST_DEV, NULL);
+                          uc, CUDASIM_DST_DEV, NULL, 1);
 }
 
 
@@ -810,7 +984,7 @@ CUDASIM_API CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice,
 {
     CUDASIM_ENTER("cuMemsetD8Async");
     return cudasim_mem_op(CUDASIM_OP_MEMSET, CUDASIM_DEV(dstDevice), NULL, N,
-                          uc, CUDASIM_DST_DEV, hStream);
+                          uc, CUDASIM_DST_DEV, hStream, 0);
 }
 
 
@@ -860,11 +1034,10 @@ CUDASIM_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
 {
     cudasim_op_t *op;
     CUresult res;
-    uint64_t seq;
-    int sync;
+    CUstream s;
 
     CUDASIM_ENTER("cuEventRecord");
-    res = cudasim_stream_get(hStream, &sync);
+    res = cudasim_stream_get(hStream, &s);
     if (res != CUDA_SUCCESS) {
         return res;
     }
@@ -874,20 +1047,9 @@ CUDASIM_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
     }
 
     pthread_mutex_lock(&cudasim_lock);
-    if (!cudasim_event_live(hEvent)) {
-        pthread_mutex_unlock(&cudasim_lock);
-        free(op);
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
-    if (sync) {
-        seq = ++hEvent->record_seq;
-        hEvent->done_seq = seq;
-        pthread_cond_broadcast(&cudasim_progress_cond);
-        pthread_mutex_unlock(&cudasim_lock);
-        free(op);
-        return CUDA_SUCCESS;
-    }
-    if (!cudasim_stream_live(hStream)) {
+    /* cuda.h: "hEvent and hStream must be from the same context otherwise
+     * CUDA_ERROR_INVALID_HANDLE is returned" */
+    if (!cudasim_event_live(hEvent) || (hEvent->ctx != s->ctx)) {
         pthread_mutex_unlock(&cudasim_lock);
         free(op);
         return CUDA_ERROR_INVALID_HANDLE;
@@ -898,8 +1060,8 @@ CUDASIM_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
     pthread_mutex_unlock(&cudasim_lock);
     /* a record can only overtake another record of the same event across
      * streams; done_seq keeps the maximum, as the real driver's semantics
-     * ("the most recent record") need */
-    return cudasim_enqueue(hStream, op);
+     * ("the most recent record") need; cudasim_enqueue checks the stream */
+    return cudasim_enqueue(s, op, NULL);
 }
 
 

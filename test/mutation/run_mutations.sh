@@ -46,10 +46,23 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 start=$(date +%s)
-echo "mutation: copying the tree (tracked files as in the work tree) to $work"
-mkdir -p "$work/src" "$work/pristine"
-(cd "$top" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$work/src"
-cp -a "$work/src/src" "$work/pristine/src"
+mkdir -p "$work/src"
+if git -C "$top" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    echo "mutation: copying the tree (tracked files as in the work tree) to $work"
+    (cd "$top" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$work/src"
+else
+    # a source tarball, no .git: every file but the build directories (those
+    # with a config.status) and autoconf's cache
+    echo "mutation: copying the tree (no git: all but build directories) to $work"
+    excl=(--exclude=./autom4te.cache --exclude=./.git)
+    for d in "$top"/*/; do
+        if [ -f "$d/config.status" ]; then
+            excl+=(--exclude="./$(basename "$d")")
+        fi
+    done
+    (cd "$top" && tar "${excl[@]}" -cf - .) | tar -xf - -C "$work/src"
+fi
+cp -a "$work/src" "$work/pristine"
 
 echo "mutation: building the copy"
 BUILD_DIR=$work/build "$work/src/contrib/build.sh" >"$work/build.log" 2>&1 ||
@@ -81,9 +94,14 @@ while IFS= read -r line; do
     fi
     n=$((n + 1))
     t0=$(date +%s)
-    target=$work/src/src/uct/cuda_ipc_ns/$file
+    # relative to src/uct/cuda_ipc_ns, or to the top with a leading /
+    case "$file" in
+    /*) rel=${file#/} ;;
+    *) rel=src/uct/cuda_ipc_ns/$file ;;
+    esac
+    target=$work/src/$rel
     sed -i "$script" "$target"
-    if cmp -s "$target" "$work/pristine/src/uct/cuda_ipc_ns/$file"; then
+    if cmp -s "$target" "$work/pristine/$rel"; then
         result="NOT APPLIED"
     elif ! make -C "$work/build" -j"$jobs" >"$work/$id.build.log" 2>&1 ||
          ! make -C "$work/build/test/gtest" gtest >>"$work/$id.build.log" 2>&1; then
@@ -112,7 +130,7 @@ while IFS= read -r line; do
         fi
     fi
     # restore from the pristine copy, whatever happened
-    cp "$work/pristine/src/uct/cuda_ipc_ns/$file" "$target"
+    cp "$work/pristine/$rel" "$target"
     case "$result" in killed*) ;; *) failed=$((failed + 1)) ;; esac
     results+=("$(printf '%-22s %-52s %s (%ss)' "$id" "$filter" "$result" \
                  "$(( $(date +%s) - t0 ))")")

@@ -111,12 +111,14 @@ cuda_vmm_buffer::~cuda_vmm_buffer()
 void cuda_fill(void *dst, unsigned char value, size_t size)
 {
     TEST_CU(cuMemsetD8, (CUdeviceptr)dst, value, size);
+    TEST_CU(cuStreamSynchronize, nullptr);
 }
 
 
 void cuda_write(void *dev_dst, const void *host_src, size_t size)
 {
     TEST_CU(cuMemcpyHtoD, (CUdeviceptr)dev_dst, host_src, size);
+    TEST_CU(cuStreamSynchronize, nullptr);
 }
 
 

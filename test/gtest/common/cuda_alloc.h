@@ -65,6 +65,12 @@ private:
     CUmemGenericAllocationHandle m_handle;
 };
 
+/* Device memory written (cuda_fill, cuda_write) or read (cuda_read) through
+ * the driver in the current context; each returns once the data is in place:
+ * cuMemsetD8 and a pageable cuMemcpyHtoD return before their copy lands (the
+ * driver's "API synchronization behavior"), so the helpers synchronize the
+ * default stream after them, and other streams (the transport's are
+ * non-blocking) and other processes see the data. */
 void cuda_fill(void *dst, unsigned char value, size_t size);
 void cuda_read(void *host_dst, const void *dev_src, size_t size);
 void cuda_write(void *dev_dst, const void *host_src, size_t size);

@@ -245,3 +245,79 @@ TEST_F(cpy_perftest_test, uct_alloc_legacy) {
 }
 
 } // namespace
+
+
+namespace {
+
+/* what the copy peer saw right after each call returned */
+struct copy_done_result {
+    int32_t copy_idle   = -1; /* cuStreamQuery(default stream) after memcpy */
+    int32_t copy_data   = 0;  /* the data, read beside the default stream */
+    int32_t memset_idle = -1; /* cuStreamQuery(default stream) after memset */
+    int32_t memset_data = 0;
+};
+
+/* device memory read through a non-blocking stream, which does not wait for
+ * the default stream */
+bool device_holds(CUdeviceptr dev, const bytes_t &expected, CUstream stream)
+{
+    bytes_t back(expected.size(), (uint8_t)~expected[0]);
+
+    return (uct_cuda_ipc_ns_drv.cuMemcpyDtoHAsync(back.data(), dev,
+                                                  back.size(), stream) ==
+            CUDA_SUCCESS) &&
+           (uct_cuda_ipc_ns_drv.cuStreamSynchronize(stream) == CUDA_SUCCESS) &&
+           (back == expected);
+}
+
+} // namespace
+
+TEST_PEER_ROLE(cpy_copy_done_peer)
+{
+    const size_t size = 4096;
+    const bytes_t data = cpy_test::pattern(size, 29), set(size, 0x5a);
+    const ucx_perf_allocator_t *allocator =
+            ucx_perf_mem_type_allocators[UCS_MEMORY_TYPE_CUDA];
+    copy_done_result res;
+    CUdeviceptr dev;
+    CUstream stream;
+
+    if ((allocator == nullptr) || !test::cuda_init() ||
+        (uct_cuda_ipc_ns_drv.cuMemAlloc(&dev, size) != CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) !=
+         CUDA_SUCCESS)) {
+        chan.send_obj(res);
+        return 1;
+    }
+    allocator->memcpy((void*)dev, UCS_MEMORY_TYPE_CUDA, data.data(),
+                      UCS_MEMORY_TYPE_HOST, size);
+    res.copy_idle = uct_cuda_ipc_ns_drv.cuStreamQuery(nullptr);
+    res.copy_data = device_holds(dev, data, stream);
+    allocator->memset((void*)dev, 0x5a, size);
+    res.memset_idle = uct_cuda_ipc_ns_drv.cuStreamQuery(nullptr);
+    res.memset_data = device_holds(dev, set, stream);
+    uct_cuda_ipc_ns_drv.cuStreamDestroy(stream);
+    uct_cuda_ipc_ns_drv.cuMemFree(dev);
+    return chan.send_obj(res) ? 0 : 2;
+}
+
+/* A copy or memset through cu_cpy_ns is done when it returns (cuMemcpy to
+ * device memory and cuMemsetD8 alone return before the data lands). Each
+ * emulated copy of the peer takes 100 ms, so one reported done too early
+ * is still on the default stream when the peer looks (no bound on time: a
+ * correct copy passes however slow the machine) */
+TEST_F(cpy_perftest_test, copy_and_memset_are_done_when_they_return) {
+    copy_done_result res;
+    {
+        scoped_setenv latency("CUDASIM_COPY_LATENCY_US", "100000");
+        test::peer peer("cpy_copy_done_peer");
+        ASSERT_TRUE(peer.chan().recv_obj(res));
+        EXPECT_EQ(0, peer.wait());
+    }
+    EXPECT_EQ(CUDA_SUCCESS, res.copy_idle)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)res.copy_idle);
+    EXPECT_TRUE(res.copy_data);
+    EXPECT_EQ(CUDA_SUCCESS, res.memset_idle)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)res.memset_idle);
+    EXPECT_TRUE(res.memset_data);
+}

@@ -4,6 +4,8 @@
  */
 #include "cudasim_test.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -238,6 +240,53 @@ TEST_F(test_cudasim_core, no_context_on_new_thread)
 
 
 /* ---- before cuInit, in a fresh process ---------------------------------- */
+
+/*
+ * CUDA in a fork()ed child without exec is undefined on a GPU (NVIDIA's CUDA
+ * C++ guidelines, rule 1.6; the driver answers "initialization error"): the
+ * emulator refuses every call there with CUDA_ERROR_NOT_INITIALIZED, cuInit
+ * too, so that neither the module nor a test relies on it. The parent's
+ * CUDA is unaffected.
+ */
+TEST_F(test_cudasim_core, refused_in_a_fork_child)
+{
+    SKIP_IF_NOT_EMULATOR();
+    CUresult results[4] = {};
+    CUdeviceptr dev;
+    CUcontext ctx;
+    int pfd[2], count;
+
+    CU_OK(cuMemAlloc, &dev, 4096);
+    ASSERT_EQ(0, pipe(pfd));
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        CUdeviceptr child_dev;
+        results[0] = uct_cuda_ipc_ns_drv.cuInit(0);
+        results[1] = uct_cuda_ipc_ns_drv.cuCtxGetCurrent(&ctx);
+        results[2] = uct_cuda_ipc_ns_drv.cuMemAlloc(&child_dev, 4096);
+        results[3] = uct_cuda_ipc_ns_drv.cuMemsetD8(dev, 1, 4096);
+        _exit((write(pfd[1], results, sizeof(results)) == sizeof(results)) ?
+              0 : 1);
+    }
+    close(pfd[1]);
+    ssize_t n = read(pfd[0], results, sizeof(results));
+    close(pfd[0]);
+    int status;
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+    EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0));
+    ASSERT_EQ((ssize_t)sizeof(results), n);
+    for (CUresult res : results) {
+        EXPECT_EQ(CUDA_ERROR_NOT_INITIALIZED, res)
+                << uct_cuda_ipc_ns_cu_error_name(res);
+    }
+
+    CU_OK(cuDeviceGetCount, &count);
+    CU_OK(cuMemsetD8, dev, 2, 4096);
+    CU_OK(cuStreamSynchronize, nullptr);
+    CU_OK(cuMemFree, dev);
+}
+
 
 TEST_PEER_ROLE(cudasim_before_init)
 {

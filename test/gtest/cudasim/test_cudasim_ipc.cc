@@ -5,6 +5,8 @@
  */
 #include "cudasim_test.h"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cstring>
 #include <vector>
@@ -23,6 +25,8 @@ struct share_msg {
 struct share_reply {
     int legacy_open;      /* CUresult of cuIpcOpenMemHandle */
     int legacy_reopen;    /* ... of opening the same handle again */
+    int legacy_reopen_same; /* it gave the same pointer */
+    int legacy_kept;      /* closing it once left the first open mapped */
     int freed_open;       /* ... of opening the freed allocation's handle */
     int legacy_data_ok;
     int vmm_import;       /* CUresult of cuMemImportFromShareableHandle */
@@ -107,7 +111,14 @@ TEST_PEER_ROLE(cudasim_share_peer)
         reply.legacy_reopen = uct_cuda_ipc_ns_drv.cuIpcOpenMemHandle(
                 &legacy2, msg.legacy, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
         if (reply.legacy_reopen == CUDA_SUCCESS) {
-            uct_cuda_ipc_ns_drv.cuIpcCloseMemHandle(legacy2);
+            /* cuda.h: the reference count goes up, the same pointer comes
+             * back; a close drops one reference */
+            reply.legacy_reopen_same = (legacy2 == legacy);
+            reply.legacy_kept =
+                    (uct_cuda_ipc_ns_drv.cuIpcCloseMemHandle(legacy2) ==
+                     CUDA_SUCCESS) &&
+                    (uct_cuda_ipc_ns_drv.cuMemGetAddressRange(
+                             nullptr, nullptr, legacy) == CUDA_SUCCESS);
         }
         reply.legacy_data_ok =
                 check(legacy, msg.legacy_size, SEED_LEGACY_EXPORTER, stream) &&
@@ -163,6 +174,13 @@ TEST_PEER_ROLE(cudasim_share_peer)
     if (reply.legacy_open == CUDA_SUCCESS) {
         if (uct_cuda_ipc_ns_drv.cuIpcCloseMemHandle(legacy) != CUDA_SUCCESS) {
             return 15;
+        }
+        /* the last reference gone, the memory is unmapped */
+        if ((reply.legacy_reopen == CUDA_SUCCESS) &&
+            (uct_cuda_ipc_ns_drv.cuMemGetAddressRange(nullptr, nullptr,
+                                                      legacy) ==
+             CUDA_SUCCESS)) {
+            return 16;
         }
     }
     uct_cuda_ipc_ns_drv.cuStreamDestroy(stream);
@@ -264,8 +282,12 @@ TEST_F(test_cudasim_ipc, two_processes)
             << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
     EXPECT_TRUE(reply.legacy_data_ok);
     EXPECT_TRUE(reply.legacy_attr_ok);
-    /* one mapping per allocation and process */
-    EXPECT_EQ(CUDA_ERROR_ALREADY_MAPPED, reply.legacy_reopen);
+    /* opened again in the same context: the same mapping, one more
+     * reference (cuda.h), not CUDA_ERROR_ALREADY_MAPPED */
+    EXPECT_EQ(CUDA_SUCCESS, reply.legacy_reopen)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_reopen);
+    EXPECT_TRUE(reply.legacy_reopen_same);
+    EXPECT_TRUE(reply.legacy_kept);
     EXPECT_NE(CUDA_SUCCESS, reply.freed_open);
     if (is_emulator()) {
         EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, reply.freed_open);
@@ -294,4 +316,63 @@ TEST_F(test_cudasim_ipc, pid_namespace)
     EXPECT_EQ(CUDA_SUCCESS, reply.vmm_import)
             << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.vmm_import);
     EXPECT_TRUE(reply.vmm_data_ok);
+}
+
+
+/* Allocates legacy memory, sends its handle, then waits to be killed */
+TEST_PEER_ROLE(cudasim_legacy_owner_peer)
+{
+    CUipcMemHandle handle;
+    CUdeviceptr dev;
+    char never;
+
+    if (!test::cuda_init() ||
+        (uct_cuda_ipc_ns_drv.cuMemAlloc(&dev, 4096) != CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuIpcGetMemHandle(&handle, dev) !=
+         CUDA_SUCCESS) ||
+        !chan.send_obj(handle)) {
+        return 1;
+    }
+    (void)chan.recv_obj(never, -1);
+    return 2;
+}
+
+/*
+ * A killed exporter's legacy memory is gone: the driver frees a process's
+ * memory when it exits, so its handle no longer opens (the emulator gives
+ * CUDA_ERROR_INVALID_VALUE, as for a freed allocation), as soon as it died
+ * (a zombie not reaped yet) and after.
+ */
+TEST_F(test_cudasim_ipc, killed_owner_memory_no_longer_opens)
+{
+    CUipcMemHandle handle;
+    CUdeviceptr dev;
+    siginfo_t info = {};
+
+    test::peer peer("cudasim_legacy_owner_peer");
+    ASSERT_TRUE(peer.chan().recv_obj(handle));
+    CU_OK(cuIpcOpenMemHandle, &dev, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    CU_OK(cuIpcCloseMemHandle, dev);
+
+    ASSERT_EQ(0, kill(peer.pid(), SIGKILL));
+    /* dead, not reaped: waitid with WNOWAIT returns once it is a zombie */
+    ASSERT_EQ(0, waitid(P_PID, peer.pid(), &info, WEXITED | WNOWAIT));
+    CUresult res = uct_cuda_ipc_ns_drv.cuIpcOpenMemHandle(
+            &dev, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    EXPECT_NE(CUDA_SUCCESS, res) << "a dead exporter's memory opened";
+    if (is_emulator()) {
+        EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, res)
+                << uct_cuda_ipc_ns_cu_error_name(res);
+    }
+    if (res == CUDA_SUCCESS) {
+        uct_cuda_ipc_ns_drv.cuIpcCloseMemHandle(dev);
+    }
+
+    EXPECT_EQ(128 + SIGKILL, peer.wait());
+    res = uct_cuda_ipc_ns_drv.cuIpcOpenMemHandle(
+            &dev, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    EXPECT_NE(CUDA_SUCCESS, res) << "a dead exporter's memory opened";
+    if (res == CUDA_SUCCESS) {
+        uct_cuda_ipc_ns_drv.cuIpcCloseMemHandle(dev);
+    }
 }

@@ -93,39 +93,49 @@ TEST_F(test_cudasim_stream, create_destroy)
 TEST_F(test_cudasim_stream, query_pending_and_event)
 {
     const size_t size = 1 << 16;
-    std::vector<unsigned char> host(size, 7), back(size, 0);
+    std::vector<unsigned char> back(size, 1);
     CUstream stream;
     CUevent event, never;
-    CUdeviceptr dev;
+    CUdeviceptr src, dst;
     gate g;
 
-    CU_OK(cuMemAlloc, &dev, size);
+    CU_OK(cuMemAlloc, &src, size);
+    CU_OK(cuMemAlloc, &dst, size);
+    CU_OK(cuMemsetD8, dst, 0, size);
+    CU_OK(cuStreamSynchronize, nullptr);
     CU_OK(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
     CU_OK(cuEventCreate, &event, CU_EVENT_DISABLE_TIMING);
     CU_OK(cuEventCreate, &never, CU_EVENT_DEFAULT);
     CU_OK(cuEventQuery, never); /* never recorded: complete */
 
+    /* only device memory behind the gate: an asynchronous copy from or to
+     * pageable host memory may block the caller on a GPU (here, forever) */
     CU_OK(cuLaunchHostFunc, stream, gate_func, &g);
-    CU_OK(cuMemcpyHtoDAsync, dev, host.data(), size, stream);
-    CU_OK(cuMemcpyDtoHAsync, back.data(), dev, size, stream);
+    CU_OK(cuMemsetD8Async, src, 7, size, stream);
+    CU_OK(cuMemcpyDtoDAsync, dst, src, size, stream);
     CU_OK(cuEventRecord, event, stream);
 
     g.wait_reached();
     CU_EXPECT(CUDA_ERROR_NOT_READY, cuStreamQuery, stream);
     CU_EXPECT(CUDA_ERROR_NOT_READY, cuEventQuery, event);
-    EXPECT_EQ(0, back[0]); /* the copies wait behind the host function */
+    /* the non-blocking stream does not hold the default stream's copy */
+    CU_OK(cuMemcpyDtoH, back.data(), dst, size);
+    EXPECT_EQ(std::vector<unsigned char>(size, 0), back)
+            << "the copies wait behind the host function";
 
     g.set_open(true);
     CU_OK(cuEventSynchronize, event);
     CU_OK(cuEventQuery, event);
-    EXPECT_EQ(host, back);
+    CU_OK(cuMemcpyDtoH, back.data(), dst, size);
+    EXPECT_EQ(std::vector<unsigned char>(size, 7), back);
     CU_OK(cuStreamSynchronize, stream);
     CU_OK(cuStreamQuery, stream);
 
     CU_OK(cuEventDestroy, event);
     CU_OK(cuEventDestroy, never);
     CU_OK(cuStreamDestroy, stream);
-    CU_OK(cuMemFree, dev);
+    CU_OK(cuMemFree, src);
+    CU_OK(cuMemFree, dst);
 }
 
 
@@ -353,8 +363,11 @@ TEST_F(test_cudasim_stream, copies_and_memset)
     EXPECT_EQ(0xee, back[1004]);
     EXPECT_EQ(host[1005], back[1005]);
 
+    /* the memset is ordered before the copy on the default stream; a
+     * pageable asynchronous copy may return before it is done */
     CU_OK(cuMemsetD8, b, 0x3c, size);
     CU_OK(cuMemcpyDtoHAsync, back.data(), b, size, nullptr);
+    CU_OK(cuStreamSynchronize, nullptr);
     EXPECT_EQ(std::vector<unsigned char>(size, 0x3c), back);
 
     CU_OK(cuMemcpyHtoDAsync, a, host.data(), 0, stream); /* empty: fine */
@@ -383,12 +396,110 @@ TEST_F(test_cudasim_stream, legacy_stream_waits_for_blocking_streams)
         g.wait_reached();
         g.set_open(true);
     });
-    /* the legacy default stream waits for prior work of blocking streams */
-    CU_OK(cuMemcpyDtoHAsync, &out, dev, 1, CU_STREAM_LEGACY);
+    /* the legacy default stream waits for prior work of blocking streams;
+     * a copy to host memory returns when it is done */
+    CU_OK(cuMemcpyDtoH, &out, dev, 1);
     EXPECT_EQ(0x77, out);
     opener.join();
     CU_OK(cuStreamDestroy, blocking);
     CU_OK(cuMemFree, dev);
+}
+
+
+/* read device memory through a non-blocking stream, which does not wait for
+ * the default stream */
+static std::vector<unsigned char> read_beside(CUdeviceptr dev, size_t size,
+                                              CUstream nonblocking)
+{
+    std::vector<unsigned char> bytes(size, 0xff);
+
+    EXPECT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuMemcpyDtoHAsync(
+                      bytes.data(), dev, size, nonblocking));
+    EXPECT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuStreamSynchronize(
+                      nonblocking));
+    return bytes;
+}
+
+TEST_F(test_cudasim_stream, default_stream_work_is_asynchronous_and_ordered)
+{
+    const size_t size = 4096;
+    const std::vector<unsigned char> zero(size, 0), set(size, 0x11);
+    std::vector<unsigned char> host(size), staged;
+    CUstream blocking, other, nonblocking;
+    CUdeviceptr a, b, c, d;
+    std::condition_variable cond;
+    std::mutex lock;
+    bool returned = false, late = false;
+    gate g;
+
+    for (size_t i = 0; i < size; ++i) {
+        host[i] = (unsigned char)(i * 7 + 1);
+    }
+    staged = host;
+    for (CUdeviceptr *p : {&a, &b, &c, &d}) {
+        CU_OK(cuMemAlloc, p, size);
+        CU_OK(cuMemsetD8, *p, 0, size);
+    }
+    CU_OK(cuStreamSynchronize, nullptr);
+    CU_OK(cuStreamCreate, &blocking, CU_STREAM_DEFAULT);
+    CU_OK(cuStreamCreate, &other, CU_STREAM_DEFAULT);
+    CU_OK(cuStreamCreate, &nonblocking, CU_STREAM_NON_BLOCKING);
+
+    /* opens the gate once the calls below returned; a call that waits for
+     * its copy (a synchronous default stream) would wait for the gate: the
+     * safety net then opens it and the test fails instead of hanging */
+    std::thread opener([&] {
+        g.wait_reached();
+        std::unique_lock<std::mutex> guard(lock);
+        late = !cond.wait_for(guard, std::chrono::minutes(1),
+                              [&] { return returned; });
+        guard.unlock();
+        g.set_open(true);
+    });
+    CU_OK(cuLaunchHostFunc, blocking, gate_func, &g);
+    /* the legacy default stream waits for the blocking stream's gate. A
+     * pageable cuMemcpyHtoD synchronizes the default stream first (so it
+     * comes first here), then returns once its source is staged */
+    CU_OK(cuMemcpyHtoD, c, host.data(), size);
+    std::fill(host.begin(), host.end(), 0x99);
+    CU_OK(cuMemsetD8, a, 0x11, size);
+    CU_OK(cuMemcpyDtoD, b, a, size);
+    /* a blocking stream waits for the legacy stream's work */
+    CU_OK(cuMemcpyDtoDAsync, d, b, size, other);
+
+    /* the calls returned, the gate is still closed: nothing landed */
+    g.wait_reached();
+    CU_EXPECT(CUDA_ERROR_NOT_READY, cuStreamQuery, nullptr);
+    CU_EXPECT(CUDA_ERROR_NOT_READY, cuStreamQuery, other);
+    EXPECT_EQ(zero, read_beside(a, size, nonblocking)) << "memset landed";
+    EXPECT_EQ(zero, read_beside(b, size, nonblocking)) << "DtoD landed";
+    EXPECT_EQ(zero, read_beside(c, size, nonblocking)) << "HtoD landed";
+    EXPECT_EQ(zero, read_beside(d, size, nonblocking))
+            << "the blocking stream ran before the legacy stream's work";
+    {
+        std::lock_guard<std::mutex> guard(lock);
+        returned = true;
+        cond.notify_all();
+    }
+    opener.join();
+    EXPECT_FALSE(late) << "a default-stream call waited for its copy";
+
+    CU_OK(cuStreamSynchronize, other);
+    EXPECT_EQ(set, read_beside(d, size, nonblocking))
+            << "the blocking stream did not wait for the legacy stream";
+    CU_OK(cuStreamSynchronize, nullptr);
+    CU_OK(cuStreamQuery, nullptr);
+    EXPECT_EQ(set, read_beside(a, size, nonblocking));
+    EXPECT_EQ(set, read_beside(b, size, nonblocking));
+    EXPECT_EQ(staged, read_beside(c, size, nonblocking))
+            << "the HtoD copy read its source after the call returned";
+
+    for (CUstream s : {blocking, other, nonblocking}) {
+        CU_OK(cuStreamDestroy, s);
+    }
+    for (CUdeviceptr p : {a, b, c, d}) {
+        CU_OK(cuMemFree, p);
+    }
 }
 
 
@@ -410,39 +521,121 @@ TEST_F(test_cudasim_stream, emulated_copy_latency_and_bad_handles)
 }
 
 
-TEST_F(test_cudasim_stream, emulated_sticky_illegal_address)
+/* what a fatal copy error leaves behind, seen from a peer */
+struct poison_reply {
+    int count        = 0;
+    int sync         = -1; /* the stream of the failed copy */
+    int query        = -1;
+    int alloc        = -1; /* cuMemAlloc in the same context */
+    int stream       = -1; /* cuStreamCreate in it */
+    int legacy_sync  = -1; /* its default stream */
+    int other_alloc  = -1; /* cuMemAlloc in device 1's context */
+    int after_reset  = -1; /* ... in device 0's once released and retained */
+};
+
+TEST_PEER_ROLE(cudasim_poison_peer)
 {
-    SKIP_IF_NOT_EMULATOR();
-    const size_t gran = granularity();
+    auto &drv = uct_cuda_ipc_ns_drv;
+    int (*hold)(int, int) = nullptr;
     CUmemAllocationProp prop = {};
     CUmemAccessDesc access   = {};
     CUmemGenericAllocationHandle handle;
     std::vector<unsigned char> host(64, 1);
-    CUstream stream;
-    CUdeviceptr va;
-    gate g;
+    poison_reply reply;
+    CUcontext ctx0, ctx1;
+    CUdevice dev0, dev1;
+    CUdeviceptr va, dev;
+    CUstream stream, other;
+    size_t gran;
 
     prop.type          = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location    = prop.location;
     access.flags       = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CU_OK(cuMemCreate, &handle, gran, &prop, 0);
-    CU_OK(cuMemAddressReserve, &va, gran, 0, 0, 0);
-    CU_OK(cuMemMap, va, gran, 0, handle, 0);
-    CU_OK(cuMemSetAccess, va, gran, &access, 1);
-    CU_OK(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+    if (!test::cuda_init() ||
+        ((hold = (int (*)(int, int))cudasim_test::driver_sym(
+                  "cudasim_hold_copies")) == nullptr) ||
+        (drv.cuDeviceGetCount(&reply.count) != CUDA_SUCCESS) ||
+        (drv.cuMemGetAllocationGranularity(&gran, &prop,
+                                           CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
+         CUDA_SUCCESS) ||
+        (drv.cuMemCreate(&handle, gran, &prop, 0) != CUDA_SUCCESS) ||
+        (drv.cuMemAddressReserve(&va, gran, 0, 0, 0) != CUDA_SUCCESS) ||
+        (drv.cuMemMap(va, gran, 0, handle, 0) != CUDA_SUCCESS) ||
+        (drv.cuMemSetAccess(va, gran, &access, 1) != CUDA_SUCCESS) ||
+        (drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) !=
+         CUDA_SUCCESS)) {
+        return 1;
+    }
 
-    /* queue a copy, then unmap its destination before it runs */
-    CU_OK(cuLaunchHostFunc, stream, gate_func, &g);
-    CU_OK(cuMemcpyHtoDAsync, va, host.data(), host.size(), stream);
-    CU_OK(cuMemUnmap, va, gran);
-    g.set_open(true);
-    CU_EXPECT(CUDA_ERROR_ILLEGAL_ADDRESS, cuStreamSynchronize, stream);
-    CU_EXPECT(CUDA_ERROR_ILLEGAL_ADDRESS, cuStreamQuery, stream);
+    /* a copy held back, its destination unmapped before it runs: on a GPU
+     * an illegal address in a kernel or copy */
+    hold(-1, 1);
+    if ((drv.cuMemcpyHtoDAsync(va, host.data(), host.size(), stream) !=
+         CUDA_SUCCESS) ||
+        (drv.cuMemUnmap(va, gran) != CUDA_SUCCESS)) {
+        return 2;
+    }
+    hold(-1, 0);
+    reply.sync        = drv.cuStreamSynchronize(stream);
+    reply.query       = drv.cuStreamQuery(stream);
+    reply.alloc       = drv.cuMemAlloc(&dev, 4096);
+    reply.stream      = drv.cuStreamCreate(&other, CU_STREAM_NON_BLOCKING);
+    reply.legacy_sync = drv.cuStreamSynchronize(nullptr);
 
-    CU_OK(cuStreamDestroy, stream);
-    CU_OK(cuMemAddressFree, va, gran);
-    CU_OK(cuMemRelease, handle);
+    if ((reply.count >= 2) &&
+        (drv.cuDeviceGet(&dev1, 1) == CUDA_SUCCESS) &&
+        (drv.cuDevicePrimaryCtxRetain(&ctx1, dev1) == CUDA_SUCCESS) &&
+        (drv.cuCtxSetCurrent(ctx1) == CUDA_SUCCESS)) {
+        reply.other_alloc = drv.cuMemAlloc(&dev, 4096);
+    }
+
+    /* test::cuda_init retained device 0's primary context once: its last
+     * release destroys it, the next retain makes a new one */
+    if ((drv.cuDeviceGet(&dev0, 0) == CUDA_SUCCESS) &&
+        (drv.cuDevicePrimaryCtxRelease(dev0) == CUDA_SUCCESS) &&
+        (drv.cuDevicePrimaryCtxRetain(&ctx0, dev0) == CUDA_SUCCESS) &&
+        (drv.cuCtxSetCurrent(ctx0) == CUDA_SUCCESS)) {
+        reply.after_reset = drv.cuMemAlloc(&dev, 4096);
+    }
+    return chan.send_obj(reply) ? 0 : 3;
+}
+
+/*
+ * An illegal address in a stream poisons its whole context, as on a GPU
+ * (cuda.h, CUDA_ERROR_ILLEGAL_ADDRESS: "any further CUDA work will return
+ * the same error"), until its primary context is released and made anew;
+ * another device's context is not affected. In a peer: the test process's
+ * context must stay usable.
+ */
+TEST_F(test_cudasim_stream, emulated_illegal_address_poisons_the_context)
+{
+    SKIP_IF_NOT_EMULATOR();
+    const char *old   = getenv("CUDASIM_DEVICE_COUNT");
+    std::string saved = (old != nullptr) ? old : "";
+    poison_reply reply;
+
+    setenv("CUDASIM_DEVICE_COUNT", "2", 1);
+    {
+        test::peer peer("cudasim_poison_peer");
+        if (old != nullptr) {
+            setenv("CUDASIM_DEVICE_COUNT", saved.c_str(), 1);
+        } else {
+            unsetenv("CUDASIM_DEVICE_COUNT");
+        }
+        ASSERT_TRUE(peer.chan().recv_obj(reply));
+        EXPECT_EQ(0, peer.wait());
+    }
+    for (int res : {reply.sync, reply.query, reply.alloc, reply.stream,
+                    reply.legacy_sync}) {
+        EXPECT_EQ(CUDA_ERROR_ILLEGAL_ADDRESS, res)
+                << uct_cuda_ipc_ns_cu_error_name((CUresult)res);
+    }
+    EXPECT_EQ(2, reply.count);
+    EXPECT_EQ(CUDA_SUCCESS, reply.other_alloc)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.other_alloc);
+    EXPECT_EQ(CUDA_SUCCESS, reply.after_reset)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.after_reset);
 }
 
 
@@ -460,6 +653,10 @@ TEST_PEER_ROLE(cudasim_latency_peer)
         if (uct_cuda_ipc_ns_drv.cuMemcpyHtoD(dev, &byte, 1) != CUDA_SUCCESS) {
             return 2;
         }
+    }
+    /* a pageable cuMemcpyHtoD returns before its copy is done */
+    if (uct_cuda_ipc_ns_drv.cuStreamSynchronize(nullptr) != CUDA_SUCCESS) {
+        return 2;
     }
     long long us = std::chrono::duration_cast<std::chrono::microseconds>(
                            std::chrono::steady_clock::now() - start).count();
@@ -480,4 +677,218 @@ TEST_F(test_cudasim_stream, emulated_copy_latency)
         EXPECT_EQ(0, peer.wait());
     }
     EXPECT_GE(us, 10 * 20000);
+}
+
+
+/* cuEventRecord of an event of one context on a stream of another */
+struct record_ctx_reply {
+    int count        = 0;
+    int other_stream = -1; /* event of device 1, stream of device 0 */
+    int other_legacy = -1; /* ... on the default stream of device 0 */
+    int same_legacy  = -1; /* ... on the default stream of device 1 */
+};
+
+TEST_PEER_ROLE(cudasim_record_ctx_peer)
+{
+    record_ctx_reply reply;
+    CUcontext ctx0, ctx1;
+    CUstream stream0;
+    CUevent event1;
+
+    if (!test::cuda_init() ||
+        (uct_cuda_ipc_ns_drv.cuDeviceGetCount(&reply.count) != CUDA_SUCCESS)) {
+        return 1;
+    }
+    if (reply.count < 2) {
+        return chan.send_obj(reply) ? 0 : 2;
+    }
+    if ((uct_cuda_ipc_ns_drv.cuDevicePrimaryCtxRetain(&ctx0, 0) !=
+         CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuDevicePrimaryCtxRetain(&ctx1, 1) !=
+         CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuCtxSetCurrent(ctx1) != CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuEventCreate(&event1, CU_EVENT_DISABLE_TIMING) !=
+         CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuCtxSetCurrent(ctx0) != CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuStreamCreate(&stream0, CU_STREAM_NON_BLOCKING) !=
+         CUDA_SUCCESS)) {
+        return 3;
+    }
+    reply.other_stream = uct_cuda_ipc_ns_drv.cuEventRecord(event1, stream0);
+    reply.other_legacy = uct_cuda_ipc_ns_drv.cuEventRecord(event1, nullptr);
+    uct_cuda_ipc_ns_drv.cuCtxSetCurrent(ctx1);
+    reply.same_legacy  = uct_cuda_ipc_ns_drv.cuEventRecord(event1, nullptr);
+    uct_cuda_ipc_ns_drv.cuEventSynchronize(event1);
+    uct_cuda_ipc_ns_drv.cuEventDestroy(event1);
+    uct_cuda_ipc_ns_drv.cuCtxSetCurrent(ctx0);
+    uct_cuda_ipc_ns_drv.cuStreamDestroy(stream0);
+    return chan.send_obj(reply) ? 0 : 4;
+}
+
+/* cuda.h, cuEventRecord: "hEvent and hStream must be from the same context
+ * otherwise CUDA_ERROR_INVALID_HANDLE is returned" */
+TEST_F(test_cudasim_stream, event_recorded_only_on_its_context_streams)
+{
+    record_ctx_reply reply;
+    const char *old = getenv("CUDASIM_DEVICE_COUNT");
+    std::string saved = (old != nullptr) ? old : "";
+
+    setenv("CUDASIM_DEVICE_COUNT", "2", 1);
+    {
+        test::peer peer("cudasim_record_ctx_peer");
+        if (old != nullptr) {
+            setenv("CUDASIM_DEVICE_COUNT", saved.c_str(), 1);
+        } else {
+            unsetenv("CUDASIM_DEVICE_COUNT");
+        }
+        ASSERT_TRUE(peer.chan().recv_obj(reply));
+        EXPECT_EQ(0, peer.wait());
+    }
+    if (reply.count < 2) {
+        GTEST_SKIP() << "needs two devices";
+    }
+    EXPECT_EQ(CUDA_ERROR_INVALID_HANDLE, reply.other_stream)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.other_stream);
+    EXPECT_EQ(CUDA_ERROR_INVALID_HANDLE, reply.other_legacy)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.other_legacy);
+    EXPECT_EQ(CUDA_SUCCESS, reply.same_legacy)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.same_legacy);
+}
+
+
+/*
+ * Every mix of the default (legacy) stream with blocking and non-blocking
+ * streams that the library and the benchmark use, many times over, each
+ * result checked through a non-blocking stream that waits for nothing else:
+ * a lost dependency reads stale bytes, a lost wake-up hangs. The loop runs
+ * in a peer so that a hang fails the test (the peer's wait is the safety
+ * net) instead of stopping the suite.
+ */
+struct cross_stream_reply {
+    int  iterations = 0;
+    int  stage      = 0; /* the first mix that read a wrong byte, 0: none */
+    int  got        = 0;
+    int  expected   = 0;
+};
+
+TEST_PEER_ROLE(cudasim_cross_stream_peer)
+{
+    const size_t size = 4096;
+    const int iterations = 300;
+    cross_stream_reply reply;
+    CUstream blocking, nonblocking;
+    CUevent ev, ev2;
+    CUdeviceptr buf[6];
+    unsigned char byte;
+    CUresult res;
+
+    auto &drv = uct_cuda_ipc_ns_drv;
+    if (!test::cuda_init() ||
+        (drv.cuStreamCreate(&blocking, CU_STREAM_DEFAULT) != CUDA_SUCCESS) ||
+        (drv.cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING) !=
+         CUDA_SUCCESS) ||
+        (drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) ||
+        (drv.cuEventCreate(&ev2, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)) {
+        return 1;
+    }
+    for (CUdeviceptr &b : buf) {
+        if (drv.cuMemAlloc(&b, size) != CUDA_SUCCESS) {
+            return 1;
+        }
+    }
+    /* the last byte of @dev, read on the non-blocking stream only */
+    auto check = [&](int stage, CUdeviceptr dev, unsigned char expected) {
+        byte = (unsigned char)~expected;
+        if ((drv.cuMemcpyDtoHAsync(&byte, dev + size - 1, 1, nonblocking) !=
+             CUDA_SUCCESS) ||
+            (drv.cuStreamSynchronize(nonblocking) != CUDA_SUCCESS)) {
+            return false;
+        }
+        if ((byte != expected) && (reply.stage == 0)) {
+            reply.stage    = stage;
+            reply.got      = byte;
+            reply.expected = expected;
+        }
+        return true;
+    };
+
+    for (int i = 0; i < iterations; ++i) {
+        unsigned char v = (unsigned char)(i * 3 + 1);
+
+        /* the benchmark: default-stream copies, then a copy on a stream of
+         * its own synchronized; a blocking stream waits for the legacy
+         * stream's work */
+        if ((drv.cuMemsetD8(buf[0], v, size) != CUDA_SUCCESS) ||
+            (drv.cuMemcpyDtoD(buf[1], buf[0], size) != CUDA_SUCCESS) ||
+            (drv.cuMemcpyDtoDAsync(buf[2], buf[1], size, blocking) !=
+             CUDA_SUCCESS) ||
+            (drv.cuStreamSynchronize(blocking) != CUDA_SUCCESS) ||
+            !check(1, buf[2], v)) {
+            return 2;
+        }
+        /* a non-blocking stream ordered after a blocking one by an event */
+        if ((drv.cuMemsetD8Async(buf[3], v + 1, size, blocking) !=
+             CUDA_SUCCESS) ||
+            (drv.cuEventRecord(ev, blocking) != CUDA_SUCCESS) ||
+            (drv.cuStreamWaitEvent(nonblocking, ev, 0) != CUDA_SUCCESS) ||
+            (drv.cuMemcpyDtoDAsync(buf[4], buf[3], size, nonblocking) !=
+             CUDA_SUCCESS) ||
+            (drv.cuEventRecord(ev2, nonblocking) != CUDA_SUCCESS) ||
+            (drv.cuEventSynchronize(ev2) != CUDA_SUCCESS) ||
+            !check(2, buf[4], v + 1)) {
+            return 3;
+        }
+        /* synchronizing the legacy stream waits for the blocking streams */
+        if ((drv.cuMemsetD8Async(buf[5], v + 2, size, blocking) !=
+             CUDA_SUCCESS) ||
+            (drv.cuStreamSynchronize(nullptr) != CUDA_SUCCESS) ||
+            !check(3, buf[5], v + 2)) {
+            return 4;
+        }
+        /* a legacy copy after blocking-stream work, its event polled */
+        if ((drv.cuMemsetD8Async(buf[0], v + 3, size, blocking) !=
+             CUDA_SUCCESS) ||
+            (drv.cuMemcpyDtoD(buf[1], buf[0], size) != CUDA_SUCCESS) ||
+            (drv.cuEventRecord(ev, nullptr) != CUDA_SUCCESS)) {
+            return 5;
+        }
+        while ((res = drv.cuEventQuery(ev)) == CUDA_ERROR_NOT_READY) {
+        }
+        if ((res != CUDA_SUCCESS) || !check(4, buf[1], v + 3)) {
+            return 6;
+        }
+        /* a non-blocking stream's copy beside the default stream's work:
+         * not ordered with it, but both complete */
+        if ((drv.cuMemcpyDtoD(buf[2], buf[1], size) != CUDA_SUCCESS) ||
+            (drv.cuMemcpyDtoDAsync(buf[4], buf[3], size, nonblocking) !=
+             CUDA_SUCCESS) ||
+            (drv.cuStreamSynchronize(nonblocking) != CUDA_SUCCESS) ||
+            (drv.cuStreamSynchronize(nullptr) != CUDA_SUCCESS) ||
+            !check(5, buf[2], v + 3) || !check(6, buf[4], v + 1)) {
+            return 7;
+        }
+        reply.iterations = i + 1;
+    }
+    for (CUdeviceptr b : buf) {
+        drv.cuMemFree(b);
+    }
+    drv.cuEventDestroy(ev);
+    drv.cuEventDestroy(ev2);
+    drv.cuStreamDestroy(blocking);
+    drv.cuStreamDestroy(nonblocking);
+    return chan.send_obj(reply) ? 0 : 8;
+}
+
+TEST_F(test_cudasim_stream, cross_stream_mixes_in_a_loop)
+{
+    cross_stream_reply reply;
+
+    test::peer peer("cudasim_cross_stream_peer");
+    /* generous: the loop takes about a second; a hang fails here */
+    EXPECT_TRUE(peer.chan().recv_obj(reply, 10 * 60 * 1000))
+            << "the peer hung or failed";
+    EXPECT_EQ(0, peer.wait(60 * 1000));
+    EXPECT_EQ(300, reply.iterations);
+    EXPECT_EQ(0, reply.stage) << "mix " << reply.stage << " read "
+                              << reply.got << ", expected " << reply.expected;
 }

@@ -59,13 +59,21 @@ ucs_status_t uct_cuda_ipc_ns_primary_ctx(int device, CUcontext *ctx_p)
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_ctx_push(CUcontext ctx, int *pushed_p)
+ucs_status_t uct_cuda_ipc_ns_ctx_push(CUcontext ctx, int device,
+                                      int *pushed_p)
 {
     CUcontext current = NULL;
     ucs_status_t status;
 
     *pushed_p = 0;
-    status    = UCT_CUDA_IPC_NS_CU(cuCtxGetCurrent, &current);
+    if (ctx == NULL) {
+        status = uct_cuda_ipc_ns_primary_ctx(device, &ctx);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    status = UCT_CUDA_IPC_NS_CU(cuCtxGetCurrent, &current);
     if ((status != UCS_OK) || (current == ctx)) {
         return status;
     }
@@ -78,40 +86,6 @@ ucs_status_t uct_cuda_ipc_ns_ctx_push(CUcontext ctx, int *pushed_p)
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_ctx_push_primary(int device, int *pushed_p)
-{
-    ucs_status_t status;
-    CUcontext ctx;
-
-    *pushed_p = 0;
-    status    = uct_cuda_ipc_ns_primary_ctx(device, &ctx);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = UCT_CUDA_IPC_NS_CU(cuCtxPushCurrent, ctx);
-    if (status == UCS_OK) {
-        *pushed_p = 1;
-    }
-    return status;
-}
-
-
-ucs_status_t uct_cuda_ipc_ns_ctx_ensure(int device, int *pushed_p)
-{
-    CUcontext current = NULL;
-    ucs_status_t status;
-
-    *pushed_p = 0;
-    status    = UCT_CUDA_IPC_NS_CU(cuCtxGetCurrent, &current);
-    if ((status != UCS_OK) || (current != NULL)) {
-        return status;
-    }
-
-    return uct_cuda_ipc_ns_ctx_push_primary(device, pushed_p);
-}
-
-
 void uct_cuda_ipc_ns_ctx_pop(int pushed)
 {
     CUcontext ctx;
@@ -119,18 +93,4 @@ void uct_cuda_ipc_ns_ctx_pop(int pushed)
     if (pushed) {
         (void)UCT_CUDA_IPC_NS_CU(cuCtxPopCurrent, &ctx);
     }
-}
-
-
-ucs_status_t uct_cuda_ipc_ns_ctx_set_primary(int device)
-{
-    ucs_status_t status;
-    CUcontext ctx;
-
-    status = uct_cuda_ipc_ns_primary_ctx(device, &ctx);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    return UCT_CUDA_IPC_NS_CU(cuCtxSetCurrent, ctx);
 }

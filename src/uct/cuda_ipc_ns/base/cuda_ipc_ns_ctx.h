@@ -20,29 +20,17 @@ ucs_status_t uct_cuda_ipc_ns_primary_ctx(int device, CUcontext *ctx_p);
 
 
 /**
- * Make @a ctx current on this thread, pushing it only when another context
- * is current. *pushed_p tells uct_cuda_ipc_ns_ctx_pop() what to undo.
+ * Make a context current on this thread for driver calls: @a ctx, or when it
+ * is NULL the primary context of @a device. It is pushed only when another
+ * context, or none, is current, so that uct_cuda_ipc_ns_ctx_pop(*pushed_p)
+ * restores the caller's context and never pops it. The one way the library
+ * makes a context current.
  */
-ucs_status_t uct_cuda_ipc_ns_ctx_push(CUcontext ctx, int *pushed_p);
+ucs_status_t uct_cuda_ipc_ns_ctx_push(CUcontext ctx, int device,
+                                      int *pushed_p);
 
 
-/** Push the primary context of @a device, whatever is current */
-ucs_status_t uct_cuda_ipc_ns_ctx_push_primary(int device, int *pushed_p);
-
-
-/**
- * Make sure the thread has a current context: keep the caller's when it has
- * one (unified addressing lets any context copy), else push the primary
- * context of @a device.
- */
-ucs_status_t uct_cuda_ipc_ns_ctx_ensure(int device, int *pushed_p);
-
-
-/** Undo uct_cuda_ipc_ns_ctx_push() / _ensure() */
+/** Undo uct_cuda_ipc_ns_ctx_push() */
 void uct_cuda_ipc_ns_ctx_pop(int pushed);
-
-
-/** Make the primary context of @a device current (replacing any) */
-ucs_status_t uct_cuda_ipc_ns_ctx_set_primary(int device);
 
 #endif

@@ -35,12 +35,15 @@ static int uct_cuda_cpy_ns_alloc_device(void)
 }
 
 
+/* in the device's primary context, retained for the life of the process:
+ * the memory does not depend on a context of the caller's staying alive,
+ * and uct_cuda_cpy_ns_mem_free() frees it in the same context */
 static ucs_status_t uct_cuda_cpy_ns_alloc_legacy(uct_cuda_cpy_ns_alloc_t *alloc)
 {
     ucs_status_t status;
     int pushed;
 
-    status = uct_cuda_ipc_ns_ctx_ensure(alloc->device, &pushed);
+    status = uct_cuda_ipc_ns_ctx_push(NULL, alloc->device, &pushed);
     if (status != UCS_OK) {
         return status;
     }
@@ -144,7 +147,7 @@ ucs_status_t uct_cuda_cpy_ns_mem_free(const uct_cuda_cpy_ns_alloc_t *alloc)
     int pushed;
 
     if (alloc->mode == UCT_CUDA_CPY_NS_ALLOC_LEGACY) {
-        status = uct_cuda_ipc_ns_ctx_ensure(alloc->device, &pushed);
+        status = uct_cuda_ipc_ns_ctx_push(NULL, alloc->device, &pushed);
         if (status == UCS_OK) {
             status = UCT_CUDA_IPC_NS_CU(cuMemFree, alloc->ptr);
             uct_cuda_ipc_ns_ctx_pop(pushed);

@@ -1,6 +1,7 @@
 /*
  * cuda_cpy_ns: synchronous copies through the CUDA driver in the right
- * context (see cuda_cpy_ns_copy.h).
+ * context (see cuda_cpy_ns_copy.h): each returns once the data is written
+ * (the default stream synchronized after the copy or memset).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -29,21 +30,24 @@ static int uct_cuda_cpy_ns_copy_device(const void *a, const void *b)
 }
 
 
-/* Make sure a context is current for memory at @a a / @a b */
+/* Make sure a context is current for memory at @a a / @a b: the caller's
+ * when it has one (unified addressing lets any context copy), else the
+ * primary context of the memory's device */
 static ucs_status_t uct_cuda_cpy_ns_ctx_push_for(const void *a, const void *b,
                                                  int *pushed_p)
 {
     CUcontext current = NULL;
     ucs_status_t status;
 
-    /* the pointers are only asked when the thread has no context */
     *pushed_p = 0;
     status    = UCT_CUDA_IPC_NS_CU(cuCtxGetCurrent, &current);
-    if ((status != UCS_OK) || (current != NULL)) {
+    if (status != UCS_OK) {
         return status;
     }
-    return uct_cuda_ipc_ns_ctx_push_primary(uct_cuda_cpy_ns_copy_device(a, b),
-                                            pushed_p);
+    /* the pointers are only asked when the thread has no context */
+    return uct_cuda_ipc_ns_ctx_push(current, (current != NULL) ? -1 :
+                                    uct_cuda_cpy_ns_copy_device(a, b),
+                                    pushed_p);
 }
 
 
@@ -69,6 +73,12 @@ static ucs_status_t uct_cuda_cpy_ns_write(void *dst, const void *src,
                                 length) :
              UCT_CUDA_IPC_NS_CU(cuMemsetD8, (CUdeviceptr)dst,
                                 (unsigned char)value, length);
+    if (status == UCS_OK) {
+        /* cuMemcpy to device memory and cuMemsetD8 return before the data
+         * lands (the driver's "API synchronization behavior"): the write is
+         * done, and may be reported so, once the default stream is */
+        status = UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, NULL);
+    }
     uct_cuda_ipc_ns_ctx_pop(pushed);
     if (status != UCS_OK) {
         ucs_error("cuda_cpy_ns: writing %zu bytes at %p from %p (value 0x%x "

@@ -58,7 +58,7 @@ static ucs_status_t uct_cuda_cpy_ns_perf_init(ucx_perf_context_t *perf)
 {
     unsigned group_index = rte_call(perf, group_index);
     ucs_status_t status;
-    int count;
+    int count, pushed;
 
     status = uct_cuda_ipc_ns_driver_load_configured();
     if (status != UCS_OK) {
@@ -72,7 +72,8 @@ static ucs_status_t uct_cuda_cpy_ns_perf_init(ucx_perf_context_t *perf)
         return status;
     }
 
-    return uct_cuda_ipc_ns_ctx_set_primary(group_index % count);
+    /* stays current for the test's life: never popped */
+    return uct_cuda_ipc_ns_ctx_push(NULL, group_index % count, &pushed);
 }
 
 

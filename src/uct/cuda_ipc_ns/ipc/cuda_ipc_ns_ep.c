@@ -455,7 +455,7 @@ uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
         }
     }
 
-    status = uct_cuda_ipc_ns_ctx_push(target.ctx, &pushed);
+    status = uct_cuda_ipc_ns_ctx_push(target.ctx, -1, &pushed);
     if (status != UCS_OK) {
         goto err_unpin;
     }
@@ -513,7 +513,7 @@ uct_cuda_ipc_ns_ep_copy_sync(uct_ep_h tl_ep, void *local, size_t length,
         return status;
     }
 
-    status = uct_cuda_ipc_ns_ctx_push(target.ctx, &pushed);
+    status = uct_cuda_ipc_ns_ctx_push(target.ctx, -1, &pushed);
     if (status == UCS_OK) {
         status = uct_cuda_ipc_ns_cq_stream(&iface->cq, target.ctx,
                                            key->info.dev_uuid, &stream);

@@ -220,7 +220,7 @@ void uct_cuda_ipc_ns_cq_cleanup(uct_cuda_ipc_ns_cq_t *cq)
      * that completion unpins: wait for everything enqueued */
     for (i = 0; i < cq->num_streams; ++i) {
         stream = cq->streams[i];
-        if (uct_cuda_ipc_ns_ctx_push(stream->ctx, &pushed) == UCS_OK) {
+        if (uct_cuda_ipc_ns_ctx_push(stream->ctx, -1, &pushed) == UCS_OK) {
             (void)UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, stream->stream);
             (void)UCT_CUDA_IPC_NS_CU(cuStreamDestroy, stream->stream);
             uct_cuda_ipc_ns_ctx_pop(pushed);
@@ -424,7 +424,7 @@ static unsigned uct_cuda_ipc_ns_cq_progress_stream(uct_cuda_ipc_ns_cq_t *cq,
     int pushed;
 
     /* event calls need a current context; the progress thread may have none */
-    if (uct_cuda_ipc_ns_ctx_push(stream->ctx, &pushed) != UCS_OK) {
+    if (uct_cuda_ipc_ns_ctx_push(stream->ctx, -1, &pushed) != UCS_OK) {
         return 0;
     }
 
@@ -481,7 +481,7 @@ ucs_status_t uct_cuda_ipc_ns_cq_arm(uct_cuda_ipc_ns_cq_t *cq)
     }
 
     ucs_list_for_each(stream, &cq->active, active) {
-        status = uct_cuda_ipc_ns_ctx_push(stream->ctx, &pushed);
+        status = uct_cuda_ipc_ns_ctx_push(stream->ctx, -1, &pushed);
         if (status != UCS_OK) {
             return status;
         }

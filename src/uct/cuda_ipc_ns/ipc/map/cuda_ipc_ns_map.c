@@ -25,15 +25,9 @@ uct_cuda_ipc_ns_map_legacy(const uct_cuda_ipc_ns_rkey_info_t *key, int device,
     CUipcMemHandle handle;
     CUdeviceptr dptr;
     ucs_status_t status;
-    CUcontext ctx;
     int pushed;
 
-    status = uct_cuda_ipc_ns_primary_ctx(device, &ctx);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = uct_cuda_ipc_ns_ctx_push(ctx, &pushed);
+    status = uct_cuda_ipc_ns_ctx_push(NULL, device, &pushed);
     if (status != UCS_OK) {
         return status;
     }
@@ -230,14 +224,13 @@ ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
 void uct_cuda_ipc_ns_unmap(uct_cuda_ipc_ns_mapping_t *mapping)
 {
     CUdeviceptr dptr = (CUdeviceptr)mapping->addr;
-    CUcontext ctx;
     int pushed;
 
     ucs_debug("cuda_ipc_ns: unmapping %p (%zu bytes, type %d)", mapping->addr,
               mapping->length, mapping->handle_type);
     if (mapping->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) {
-        if ((uct_cuda_ipc_ns_primary_ctx(mapping->device, &ctx) == UCS_OK) &&
-            (uct_cuda_ipc_ns_ctx_push(ctx, &pushed) == UCS_OK)) {
+        if (uct_cuda_ipc_ns_ctx_push(NULL, mapping->device, &pushed) ==
+            UCS_OK) {
             (void)UCT_CUDA_IPC_NS_CU(cuIpcCloseMemHandle, dptr);
             uct_cuda_ipc_ns_ctx_pop(pushed);
         }
