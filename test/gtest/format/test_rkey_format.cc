@@ -499,7 +499,7 @@ TEST(cuda_ipc_ns_rkey_format, pack_rejects) {
     info             = expected_legacy(true);
     info.handle_type = 0;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_cuda_ipc_ns_rkey_pack(&info, buf));
-    info.handle_type = 3;
+    info.handle_type = 4;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_cuda_ipc_ns_rkey_pack(&info, buf));
     info.handle_type = 0xff;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_cuda_ipc_ns_rkey_pack(&info, buf));
