@@ -155,7 +155,8 @@ static ucs_status_t uct_cuda_cpy_ns_alloc_chunked(uct_cuda_cpy_ns_alloc_t *alloc
         return status;
     }
 
-    alloc->size = ucs_align_up(alloc->size, alloc->chunk);
+    alloc->size = ((alloc->size + alloc->chunk - 1) / alloc->chunk) *
+                  alloc->chunk;
     status      = UCT_CUDA_IPC_NS_CU(cuMemAddressReserve, &alloc->ptr,
                                      alloc->size, alloc->chunk, 0, 0);
     if (status != UCS_OK) {
