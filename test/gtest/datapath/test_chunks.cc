@@ -140,11 +140,16 @@ TEST_P(chunks, put_get_2048_chunks_nofile_1024) {
     ASSERT_TRUE(m_importer->connect(*m_owner));
 
     size_t size         = num_chunks * GRAN;
+    int owner_fds0      = m_owner->open_fds();
     agent_buffer remote = m_owner->alloc(BUF_VMM_CHUNKS, size, 1);
     ASSERT_GE(remote.index, 0);
+    int owner_fds1      = m_owner->open_fds();
     agent_buffer local  = m_importer->alloc(BUF_VMM, size, 2);
     ASSERT_GE(local.index, 0);
     ASSERT_TRUE(m_importer->set_nofile(1024));
+    /* the emulator backs each allocation with a memfd; the registration
+     * adds no fd of its own per chunk */
+    EXPECT_LT(owner_fds1 - owner_fds0, (int)num_chunks + 64);
 
     ASSERT_TRUE(m_importer->fill(local.index, 7));
     for (size_t off = GRAN / 2; off < size; off += per_copy * GRAN) {
@@ -164,6 +169,9 @@ TEST_P(chunks, put_get_2048_chunks_nofile_1024) {
     }
     EXPECT_TRUE(m_importer->check(local.index, 8, 0, size));
     EXPECT_LT(m_importer->open_fds(), 1024);
+    /* every chunk exported was closed once sent */
+    ASSERT_TRUE(m_owner->wait_broker_idle());
+    EXPECT_EQ(owner_fds1, m_owner->open_fds());
 }
 
 
