@@ -1,6 +1,6 @@
 /*
- * cuda_ipc_ns: libFuzzer target for the rkey and address parsers
- * (docs/wire-format.md).
+ * cuda_ipc_ns: libFuzzer target for the rkey, address and broker message
+ * parsers (docs/wire-format.md).
  *
  * Any input may be rejected; an accepted one must survive pack/parse
  * unchanged, otherwise abort() so the fuzzer records the input. Built with
@@ -13,6 +13,7 @@
 
 #include "cuda_ipc_ns_rkey.h"
 #include "cuda_ipc_ns_addr.h"
+#include "cuda_ipc_ns_broker_proto.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,11 @@ static void fuzz_check_same_info(const uct_cuda_ipc_ns_rkey_info_t *a,
     } else {
         FUZZ_CHECK(a->handle.posix.fd == b->handle.posix.fd);
         FUZZ_CHECK(a->handle.posix.alloc_id == b->handle.posix.alloc_id);
+    }
+    if (a->handle_type == UCT_CUDA_IPC_NS_HANDLE_CHUNKS) {
+        FUZZ_CHECK(a->handle.posix.reg_id == b->handle.posix.reg_id);
+        FUZZ_CHECK(a->handle.posix.num_chunks == b->handle.posix.num_chunks);
+        FUZZ_CHECK(a->handle.posix.num_chunks != 0);
     }
     FUZZ_CHECK(a->pid == b->pid);
     FUZZ_CHECK(a->base == b->base);
@@ -110,9 +116,52 @@ static void fuzz_addr(const uint8_t *data, size_t size)
     }
 }
 
+/* Broker requests and layout replies: an accepted message repacks to
+ * itself (but the version of a reply, which its parser does not read), and
+ * a layout of any content is checked without a read past its entries */
+static void fuzz_broker(const uint8_t *data, size_t size)
+{
+    static uct_cuda_ipc_ns_chunk_t chunks[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
+    static uint8_t buf[UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX];
+    uct_cuda_ipc_ns_layout_page_t page;
+    uct_cuda_ipc_ns_broker_req_t req;
+    uint64_t length = 0;
+    uint32_t i;
+
+    if (uct_cuda_ipc_ns_broker_unpack_request(data, size, &req) ==
+        UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
+        if (req.op == UCT_CUDA_IPC_NS_BROKER_OP_GET_FD) {
+            FUZZ_CHECK(size == UCT_CUDA_IPC_NS_BROKER_REQ_SIZE);
+            uct_cuda_ipc_ns_broker_pack_request(buf, req.alloc_id, req.token);
+        } else {
+            FUZZ_CHECK(size == UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE);
+            uct_cuda_ipc_ns_broker_pack_chunk_request(buf, req.op, req.alloc_id,
+                                                      req.token, req.index);
+        }
+        FUZZ_CHECK(!memcmp(buf, data, size));
+    }
+
+    if ((uct_cuda_ipc_ns_broker_unpack_layout(data, size, &page, chunks) !=
+         UCS_OK) || (page.status != UCT_CUDA_IPC_NS_BROKER_STATUS_OK)) {
+        return;
+    }
+
+    FUZZ_CHECK((page.count >= 1) &&
+               (page.count <= UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX));
+    FUZZ_CHECK(uct_cuda_ipc_ns_broker_pack_layout(buf, page.reg_id,
+                                                  page.total, page.first,
+                                                  page.count, chunks) == size);
+    FUZZ_CHECK(!memcmp(buf, data, 4) && !memcmp(buf + 6, data + 6, size - 6));
+    for (i = 0; i < page.count; ++i) {
+        length += chunks[i].size;
+    }
+    (void)uct_cuda_ipc_ns_layout_check(chunks, page.count, length);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_rkey(data, size);
     fuzz_addr(data, size);
+    fuzz_broker(data, size);
     return 0;
 }

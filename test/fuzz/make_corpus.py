@@ -13,7 +13,8 @@ import sys
 BASE_SIZE = 101
 PACKED_SIZE = 244
 EXT_FLAG = 0x80000000
-LEGACY, POSIX_FD = 1, 2
+LEGACY, POSIX_FD, CHUNKS = 1, 2, 3
+BROKER_MAGIC = 0x736e6963
 
 
 def base_key(htype, handle, pid, base, length, uuid, ext):
@@ -98,6 +99,28 @@ def corpus():
                            big[35:] + bytes(255 - len(big)))
     c['posix_addr_past_ext'] = pad(px + e_posix[:34] + b'\x16' +
                                    e_posix[35:])
+    # a registration of 2,048 chunks (handle type 3)
+    cx = base_key(CHUNKS, struct.pack('<iQI', -1, 0x0877665544332211, 2048) +
+                  bytes(48), 0xabcdef, 0x7f0000200000, 40 << 30, UUID, True)
+    c['chunks_abstract'] = pad(cx + e_posix)
+    c['chunks_zero'] = pad(base_key(CHUNKS, struct.pack('<iQI', -1, 1, 0) +
+                                    bytes(48), 0xabcdef, 0x7f0000200000,
+                                    1 << 30, UUID, True) + e_posix)
+    # broker messages (the target parses them too)
+    head = struct.pack('<IHH', BROKER_MAGIC, 1, 2) + \
+        struct.pack('<Q', 0x0807060504030201)
+    c['broker_layout_req'] = head + TOKEN + struct.pack('<I', 128)
+    c['broker_chunk_req'] = (struct.pack('<IHH', BROKER_MAGIC, 1, 3) +
+                             head[8:] + TOKEN + struct.pack('<I', 2047))
+    c['broker_get_fd_req'] = (struct.pack('<IHH', BROKER_MAGIC, 1, 1) +
+                              head[8:] + TOKEN)
+    c['broker_layout_reply'] = (
+        struct.pack('<IHHQIII', BROKER_MAGIC, 1, 0, 0x0807060504030201, 3,
+                    1, 2) +
+        struct.pack('<QQQ', 20 << 20, 20 << 20, 0x11) +
+        struct.pack('<QQQ', 40 << 20, 2 << 20, 0x12))
+    c['broker_layout_refused'] = struct.pack('<IHHQ', BROKER_MAGIC, 1, 4,
+                                             0x0807060504030201)
     # addresses (the target parses them too)
     c['device_addr'] = struct.pack('<QB', 0x0123456789abcdef, 7)
     c['iface_addr'] = struct.pack('<IQB', 0x12345, 0xeffffffc, 3)

@@ -53,6 +53,7 @@ cppflags=(-I"$ucx_src" -I"$ucx_src/src" -DHAVE_CONFIG_H
           -I"$cuda_include" -I"$module/base" -I"$module/ipc" -I"$module/ipc/broker")
 sources=("$module/ipc/cuda_ipc_ns_rkey.c"
          "$module/base/cuda_ipc_ns_addr.c"
+         "$module/ipc/broker/cuda_ipc_ns_broker_proto.c"
          "$here/fuzz_rkey_parse.c")
 libs=(-lucs)
 # ASan: libucs keeps some allocations for the process lifetime

@@ -108,6 +108,69 @@ cuda_vmm_buffer::~cuda_vmm_buffer()
 }
 
 
+static CUmemAllocationProp chunk_prop(int device)
+{
+    CUmemAllocationProp prop = {};
+
+    prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id          = device;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    return prop;
+}
+
+
+cuda_vmm_chunks::cuda_vmm_chunks(size_t num_chunks, int device) :
+    m_ptr(0), m_chunk(0), m_device(device), m_handles(num_chunks, 0)
+{
+    CUmemAllocationProp prop = chunk_prop(device);
+
+    TEST_CU(cuMemGetAllocationGranularity, &m_chunk, &prop,
+            CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    TEST_CU(cuMemAddressReserve, &m_ptr, m_chunk * num_chunks, 0, 0, 0);
+    for (size_t i = 0; i < num_chunks; ++i) {
+        map_chunk(i);
+    }
+}
+
+
+void cuda_vmm_chunks::map_chunk(size_t index)
+{
+    CUmemAllocationProp prop = chunk_prop(m_device);
+    CUdeviceptr addr         = m_ptr + index * m_chunk;
+    CUmemAccessDesc access   = {};
+
+    TEST_CU(cuMemCreate, &m_handles[index], m_chunk, &prop, 0);
+    TEST_CU(cuMemMap, addr, m_chunk, 0, m_handles[index], 0);
+    access.location = prop.location;
+    access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    TEST_CU(cuMemSetAccess, addr, m_chunk, &access, 1);
+}
+
+
+void cuda_vmm_chunks::replace(size_t index)
+{
+    CUdeviceptr addr = m_ptr + index * m_chunk;
+
+    TEST_CU(cuMemUnmap, addr, m_chunk);
+    TEST_CU(cuMemRelease, m_handles[index]);
+    m_handles[index] = 0;
+    map_chunk(index);
+}
+
+
+cuda_vmm_chunks::~cuda_vmm_chunks()
+{
+    for (size_t i = 0; i < m_handles.size(); ++i) {
+        if (m_handles[i] != 0) {
+            uct_cuda_ipc_ns_drv.cuMemUnmap(m_ptr + i * m_chunk, m_chunk);
+            uct_cuda_ipc_ns_drv.cuMemRelease(m_handles[i]);
+        }
+    }
+    uct_cuda_ipc_ns_drv.cuMemAddressFree(m_ptr, m_chunk * m_handles.size());
+}
+
+
 void cuda_fill(void *dst, unsigned char value, size_t size)
 {
     TEST_CU(cuMemsetD8, (CUdeviceptr)dst, value, size);

@@ -65,6 +65,28 @@ private:
     CUmemGenericAllocationHandle m_handle;
 };
 
+/* A range of separate cuMemCreate allocations (POSIX fd handle type) of the
+ * minimal granularity each, mapped back to back in one reservation, as
+ * PyTorch's expandable segments map them (docs/framework-memory.md) */
+class cuda_vmm_chunks {
+public:
+    cuda_vmm_chunks(size_t num_chunks, int device = 0);
+    ~cuda_vmm_chunks();
+    void *ptr() const { return (void*)m_ptr; }
+    size_t size() const { return m_chunk * m_handles.size(); }
+    size_t chunk_size() const { return m_chunk; }
+    /* unmap chunk @a index and map a new allocation at its address, as a
+     * pool that shrank and grew again */
+    void replace(size_t index);
+private:
+    void map_chunk(size_t index);
+
+    CUdeviceptr                               m_ptr;
+    size_t                                    m_chunk;
+    int                                       m_device;
+    std::vector<CUmemGenericAllocationHandle> m_handles;
+};
+
 /* Device memory written (cuda_fill, cuda_write) or read (cuda_read) through
  * the driver in the current context; each returns once the data is in place:
  * cuMemsetD8 and a pageable cuMemcpyHtoD return before their copy lands (the

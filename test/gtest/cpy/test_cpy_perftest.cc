@@ -9,6 +9,7 @@
 
 extern "C" {
 #include <tools/perf/lib/libperf_int.h>
+#include "cuda_ipc_ns_rkey.h"
 }
 
 #include <cstdlib>
@@ -242,6 +243,70 @@ TEST_F(cpy_perftest_test, uct_alloc_legacy) {
                           mem.address,
                           CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE));
     m_allocator->uct_free(m_perf.get(), &mem);
+}
+
+/* chunked: allocations of the granularity mapped back to back, one
+ * registration of cu_ipc_ns over all of them (docs/framework-memory.md) */
+TEST_F(cpy_perftest_test, uct_alloc_chunked) {
+    uct_allocated_memory_t mem;
+    size_t gran;
+
+    setenv("UCX_CUDA_CPY_NS_MEM_ALLOC", "chunked", 1);
+    ucs_status_t status = m_allocator->uct_alloc(m_perf.get(), 4ul << 20,
+                                                 UCT_MD_MEM_ACCESS_ALL, &mem);
+    unsetenv("UCX_CUDA_CPY_NS_MEM_ALLOC");
+    ASSERT_EQ(UCS_OK, status);
+
+    gran = cpy_test::pointer_attribute<size_t>(
+            mem.address, CU_POINTER_ATTRIBUTE_RANGE_SIZE);
+    ASSERT_LT(gran, (size_t)(4ul << 20)) << "one allocation per chunk";
+    void *second = UCS_PTR_BYTE_OFFSET(mem.address, gran);
+    EXPECT_EQ((uint64_t)(uintptr_t)second,
+              cpy_test::pointer_attribute<uint64_t>(
+                      second, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR));
+    EXPECT_NE(cpy_test::pointer_attribute<unsigned long long>(
+                      mem.address, CU_POINTER_ATTRIBUTE_BUFFER_ID),
+              cpy_test::pointer_attribute<unsigned long long>(
+                      second, CU_POINTER_ATTRIBUTE_BUFFER_ID));
+    EXPECT_TRUE(cpy_test::posix_fd_exportable(second));
+
+    /* bytes across the chunks */
+    bytes_t data = cpy_test::pattern(4ul << 20, 23), back(4ul << 20);
+    m_allocator->memcpy(mem.address, UCS_MEMORY_TYPE_CUDA, data.data(),
+                        UCS_MEMORY_TYPE_HOST, data.size());
+    m_allocator->memcpy(back.data(), UCS_MEMORY_TYPE_HOST, mem.address,
+                        UCS_MEMORY_TYPE_CUDA, back.size());
+    EXPECT_EQ(data, back);
+
+    /* cu_ipc_ns registers every chunk in one key */
+    uct_component_h ipc = test::find_component("cuda_ipc_ns");
+    uct_md_config_t *config;
+    uct_md_h ipc_md;
+    uct_mem_h memh;
+    ASSERT_NE(nullptr, ipc);
+    ASSERT_EQ(UCS_OK, uct_md_config_read(ipc, NULL, NULL, &config));
+    ASSERT_EQ(UCS_OK, uct_md_open(ipc, "cuda_ipc_ns", config, &ipc_md));
+    uct_config_release(config);
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(ipc_md, mem.address, 4ul << 20,
+                                     UCT_MD_MEM_ACCESS_ALL, &memh));
+    uint8_t key[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
+    uct_cuda_ipc_ns_rkey_info_t info;
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(ipc_md, memh, key));
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_parse(key, sizeof(key), &info));
+    EXPECT_EQ(UCT_CUDA_IPC_NS_HANDLE_CHUNKS, info.handle_type);
+    EXPECT_EQ((4ul << 20) / gran, info.handle.posix.num_chunks);
+    EXPECT_EQ((uint64_t)(uintptr_t)mem.address, info.base);
+    EXPECT_EQ((uint64_t)(4ul << 20), info.length);
+    uct_md_mem_dereg(ipc_md, memh);
+    uct_md_close(ipc_md);
+
+    void *address = mem.address;
+    m_allocator->uct_free(m_perf.get(), &mem);
+    ucs_memory_type_t type;
+    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, address, 8, &type));
+    EXPECT_EQ(UCS_MEMORY_TYPE_HOST, type) << "freed";
+    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, second, 8, &type));
+    EXPECT_EQ(UCS_MEMORY_TYPE_HOST, type) << "freed";
 }
 
 } // namespace

@@ -13,6 +13,7 @@ extern "C" {
 #include <algorithm>
 #include <cstring>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -23,7 +24,7 @@ namespace test {
 enum agent_op : uint32_t {
     AG_HELLO = 1, AG_ALLOC, AG_FILL, AG_CHECK, AG_FREE, AG_CONNECT, AG_COPY,
     AG_EXIT, AG_RKEY, AG_POST, AG_WAIT, AG_QUERY, AG_FDS, AG_IDLE, AG_HOLD,
-    AG_BROKER_CONNECT
+    AG_BROKER_CONNECT, AG_REPLACE_CHUNK, AG_REREG, AG_NOFILE
 };
 
 
@@ -159,8 +160,9 @@ TEST_PEER_ROLE(datapath_agent)
             if (r.status != UCS_OK) {
                 break;
             }
-            r.status = node.copy(ep, c.is_put, node.buf(c.index).ptr, c.size,
-                                 c.remote_addr, bundle.rkey);
+            r.status = node.copy(ep, c.is_put,
+                                 (char*)node.buf(c.index).ptr + c.offset,
+                                 c.size, c.remote_addr, bundle.rkey);
             uct_rkey_release(node.component(), &bundle);
             break;
         }
@@ -242,6 +244,24 @@ TEST_PEER_ROLE(datapath_agent)
             int fd   = agent_broker_connect(c.rkey, sizeof(c.rkey));
             r.status = (fd >= 0) ? UCS_OK : UCS_ERR_UNREACHABLE;
             r.index  = fd;
+            break;
+        }
+        case AG_REPLACE_CHUNK:
+            node.replace_chunk(c.index, c.offset);
+            break;
+        case AG_REREG:
+            if (!node.reregister(c.index)) {
+                r.status = UCS_ERR_NO_MEMORY;
+                break;
+            }
+            memcpy(r.rkey, node.rkey(c.index).data(), sizeof(r.rkey));
+            break;
+        case AG_NOFILE: {
+            struct rlimit lim;
+            getrlimit(RLIMIT_NOFILE, &lim);
+            lim.rlim_cur = c.size;
+            r.status = (setrlimit(RLIMIT_NOFILE, &lim) == 0) ? UCS_OK :
+                                                            UCS_ERR_IO_ERROR;
             break;
         }
         case AG_EXIT:
@@ -425,18 +445,55 @@ bool agent::connect(const uct_node &node)
 
 
 ucs_status_t agent::copy(bool is_put, int local_index, size_t size,
-                         uint64_t remote_addr, const bytes_t &rkey)
+                         uint64_t remote_addr, const bytes_t &rkey,
+                         size_t local_offset)
 {
     cmd c = {};
     reply r;
 
     c.op          = AG_COPY;
+    c.offset      = local_offset;
     c.is_put      = is_put;
     c.index       = local_index;
     c.size        = size;
     c.remote_addr = remote_addr;
     memcpy(c.rkey, rkey.data(), sizeof(c.rkey));
     return call(c, &r) ? (ucs_status_t)r.status : UCS_ERR_IO_ERROR;
+}
+
+
+bool agent::replace_chunk(int index, size_t chunk)
+{
+    cmd c = {};
+
+    c.op     = AG_REPLACE_CHUNK;
+    c.index  = index;
+    c.offset = chunk;
+    return call_ok(c);
+}
+
+
+bytes_t agent::reregister(int index)
+{
+    cmd c = {};
+    reply r;
+
+    c.op    = AG_REREG;
+    c.index = index;
+    if (!call(c, &r) || (r.status != UCS_OK)) {
+        return bytes_t();
+    }
+    return bytes_t(r.rkey, r.rkey + sizeof(r.rkey));
+}
+
+
+bool agent::set_nofile(size_t limit)
+{
+    cmd c = {};
+
+    c.op   = AG_NOFILE;
+    c.size = limit;
+    return call_ok(c);
 }
 
 

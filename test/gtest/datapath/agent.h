@@ -46,7 +46,14 @@ public:
     bool connect(const uct_node &node);
     bool connect(const agent &other); /* to another agent's iface */
     ucs_status_t copy(bool is_put, int local_index, size_t size,
-                      uint64_t remote_addr, const bytes_t &rkey);
+                      uint64_t remote_addr, const bytes_t &rkey,
+                      size_t local_offset = 0);
+    /* BUF_VMM_CHUNKS: a new allocation in place of chunk @a chunk */
+    bool replace_chunk(int index, size_t chunk);
+    /* the buffer registered again: its new key (empty on failure) */
+    bytes_t reregister(int index);
+    /* the agent's soft RLIMIT_NOFILE */
+    bool set_nofile(size_t limit);
 
     /* asynchronous copies: an unpacked key kept by the agent (its index),
      * a zcopy posted on it without waiting (its number, in post order),

@@ -126,6 +126,13 @@ int uct_node::alloc(buffer_kind kind, size_t size, CUdeviceptr hint,
     if (kind == BUF_LEGACY) {
         b->legacy.reset(new cuda_legacy_buffer(size, device));
         b->ptr = b->legacy->ptr();
+    } else if (kind == BUF_VMM_CHUNKS) {
+        b->chunks.reset(new cuda_vmm_chunks(1, device));
+        size_t chunk = b->chunks->chunk_size();
+        b->chunks.reset(new cuda_vmm_chunks((size + chunk - 1) / chunk,
+                                            device));
+        b->ptr = b->chunks->ptr();
+        size   = b->chunks->size();
     } else {
         b->vmm.reset(new cuda_vmm_buffer(size, true, hint, device));
         b->ptr = b->vmm->ptr();
@@ -149,6 +156,22 @@ void uct_node::free(int index)
     }
     uct_md_mem_dereg(m_md, it->second->memh);
     m_buffers.erase(it);
+}
+
+
+void uct_node::replace_chunk(int index, size_t chunk)
+{
+    buf(index).chunks->replace(chunk);
+}
+
+
+bool uct_node::reregister(int index)
+{
+    buffer &b = buf(index);
+
+    uct_md_mem_dereg(m_md, b.memh);
+    return uct_md_mem_reg(m_md, b.ptr, b.size, UCT_MD_MEM_ACCESS_ALL,
+                          &b.memh) == UCS_OK;
 }
 
 

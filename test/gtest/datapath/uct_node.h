@@ -31,7 +31,10 @@ typedef std::vector<uint8_t> bytes_t;
 
 enum buffer_kind : uint32_t {
     BUF_LEGACY = 1, /* cuMemAlloc: legacy IPC handle */
-    BUF_VMM    = 2  /* cuMemCreate with POSIX fd handles */
+    BUF_VMM    = 2, /* cuMemCreate with POSIX fd handles */
+    /* cuda_vmm_chunks: allocations of the minimal granularity back to back
+     * (size: their number times the granularity) */
+    BUF_VMM_CHUNKS = 3
 };
 
 /* Byte i of the pattern of @a seed */
@@ -48,6 +51,7 @@ public:
     struct buffer {
         std::unique_ptr<cuda_legacy_buffer> legacy;
         std::unique_ptr<cuda_vmm_buffer>    vmm;
+        std::unique_ptr<cuda_vmm_chunks>    chunks;
         void                                *ptr;
         size_t                              size;
         uct_mem_h                           memh;
@@ -75,6 +79,10 @@ public:
     int alloc(buffer_kind kind, size_t size, CUdeviceptr hint = 0,
               int device = 0);
     void free(int index);
+    /* BUF_VMM_CHUNKS: replace chunk @a chunk by a new allocation */
+    void replace_chunk(int index, size_t chunk);
+    /* deregister and register the buffer again (a new key) */
+    bool reregister(int index);
     buffer &buf(int index) { return *m_buffers.at(index); }
     bytes_t rkey(int index);
 

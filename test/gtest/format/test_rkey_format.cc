@@ -124,6 +124,29 @@ const uint8_t golden_legacy_v2[] = {
     0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08  /* unknown v2 fields */
 };
 
+/* 5) a registration of 2,048 chunks (handle type 3): no fd number, the
+ *    registration id and the chunk count in the handle, the extension of a
+ *    posix fd key */
+const uint8_t golden_chunks_ext[] = {
+    0x03,                                           /* handle type chunks */
+    0xff, 0xff, 0xff, 0xff,                         /* fd -1: none */
+    0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x08, /* registration id */
+    0x00, 0x08, 0x00, 0x00,                         /* 2,048 chunks */
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* 48 reserved bytes */
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0xef, 0xcd, 0xab, 0x80,                         /* pid 0xabcdef | ext */
+    0x00, 0x00, 0x20, 0x00, 0x00, 0x7f, 0x00, 0x00, /* base */
+    0x00, 0x00, 0x00, 0x00, 0x0a, 0x00, 0x00, 0x00, /* length 40 GiB */
+    UUID_BYTES,
+    0x38,                                           /* ext_length 56 */
+    0x01,                                           /* version 1 */
+    POSIX_EXT_V1_FIELDS
+};
+
 const char golden_broker_addr[] = "\0cuda_ipc_ns-0123abcd";
 const uint8_t golden_broker_addr_len = sizeof(golden_broker_addr) - 1; /* 21 */
 
@@ -179,6 +202,20 @@ uct_cuda_ipc_ns_rkey_info_t expected_posix()
 }
 
 
+uct_cuda_ipc_ns_rkey_info_t expected_chunks()
+{
+    uct_cuda_ipc_ns_rkey_info_t info = expected_posix();
+
+    info.handle_type             = UCT_CUDA_IPC_NS_HANDLE_CHUNKS;
+    info.handle.posix.fd         = -1;
+    info.handle.posix.reg_id     = 0x0877665544332211ull;
+    info.handle.posix.alloc_id   = info.handle.posix.reg_id;
+    info.handle.posix.num_chunks = 2048;
+    info.length                  = 40ull << 30;
+    return info;
+}
+
+
 /* Field by field, so union/padding bytes never matter */
 void expect_info_eq(const uct_cuda_ipc_ns_rkey_info_t &exp,
                     const uct_cuda_ipc_ns_rkey_info_t &act,
@@ -191,6 +228,8 @@ void expect_info_eq(const uct_cuda_ipc_ns_rkey_info_t &exp,
     } else {
         EXPECT_EQ(exp.handle.posix.fd, act.handle.posix.fd);
         EXPECT_EQ(exp.handle.posix.alloc_id, act.handle.posix.alloc_id);
+        EXPECT_EQ(exp.handle.posix.reg_id, act.handle.posix.reg_id);
+        EXPECT_EQ(exp.handle.posix.num_chunks, act.handle.posix.num_chunks);
     }
     EXPECT_EQ(exp.pid, act.pid);
     EXPECT_EQ(exp.base, act.base);
@@ -299,6 +338,39 @@ TEST(cuda_ipc_ns_rkey_format, golden_posix_ext) {
     ASSERT_EQ(UCS_OK, parse_exact(GOLDEN(golden_posix_ext), &info));
     expect_info_eq(expected_posix(), info);
     EXPECT_EQ('\0', info.broker_addr[0]); /* abstract socket */
+}
+
+TEST(cuda_ipc_ns_rkey_format, golden_chunks_ext) {
+    uct_cuda_ipc_ns_rkey_info_t info;
+
+    EXPECT_EQ(sizeof(golden_chunks_ext), (size_t)101 + 56);
+    expect_pack_equals(expected_chunks(), GOLDEN(golden_chunks_ext));
+    ASSERT_EQ(UCS_OK, parse_exact(GOLDEN(golden_chunks_ext), &info));
+    expect_info_eq(expected_chunks(), info);
+}
+
+/* A chunks key needs its chunks, its token and its broker: refused without */
+TEST(cuda_ipc_ns_rkey_format, chunks_rejects) {
+    uint8_t buf[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
+    uct_cuda_ipc_ns_rkey_info_t info;
+    bytes_t key;
+
+    info                         = expected_chunks();
+    info.handle.posix.num_chunks = 0;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_cuda_ipc_ns_rkey_pack(&info, buf));
+    info         = expected_chunks();
+    info.has_ext = 0;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_cuda_ipc_ns_rkey_pack(&info, buf));
+
+    key = padded(GOLDEN(golden_chunks_ext));
+    key[1 + 12] = key[1 + 13] = 0; /* 0 chunks */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, parse_exact(key, &info));
+    key = padded(GOLDEN(golden_chunks_ext));
+    key[ext_off - 16 - 8 - 8 - 1] &= 0x7f; /* no extension */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, parse_exact(key, &info));
+    key = padded(GOLDEN(golden_chunks_ext));
+    key[ext_off] = 18; /* a legacy key's extension length */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, parse_exact(key, &info));
 }
 
 TEST(cuda_ipc_ns_rkey_format, golden_newer_writer) {
@@ -427,7 +499,7 @@ TEST(cuda_ipc_ns_rkey_format, pack_rejects) {
     info             = expected_legacy(true);
     info.handle_type = 0;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_cuda_ipc_ns_rkey_pack(&info, buf));
-    info.handle_type = 3;
+    info.handle_type = 4;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_cuda_ipc_ns_rkey_pack(&info, buf));
     info.handle_type = 0xff;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_cuda_ipc_ns_rkey_pack(&info, buf));
@@ -467,7 +539,7 @@ TEST(cuda_ipc_ns_rkey_format, parse_short_buffer) {
 
 TEST(cuda_ipc_ns_rkey_format, parse_bad_handle_type) {
     uct_cuda_ipc_ns_rkey_info_t info;
-    const uint8_t types[] = {0, 3, 4, 0x7f, 0x80, 0xff};
+    const uint8_t types[] = {0, 4, 5, 0x7f, 0x80, 0xff};
 
     for (size_t i = 0; i < sizeof(types); ++i) {
         bytes_t key = padded(GOLDEN(golden_legacy_ext));

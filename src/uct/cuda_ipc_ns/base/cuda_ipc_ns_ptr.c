@@ -39,6 +39,30 @@ void uct_cuda_ipc_ns_ptr_query(const void *address,
 }
 
 
+/*
+ * The end of the allocations mapped back to back from @a info's up to @a end
+ * at most (a pool's chunks, docs/framework-memory.md): UCP registers what
+ * mem_query reports, so a range over several allocations must be reported
+ * whole. Only the queried range is walked.
+ */
+static uintptr_t uct_cuda_ipc_ns_ptr_extent_end(const uct_cuda_ipc_ns_ptr_info_t *info,
+                                                uintptr_t end)
+{
+    uintptr_t next = info->base + info->size;
+    uct_cuda_ipc_ns_ptr_info_t chunk;
+
+    while (next < end) {
+        uct_cuda_ipc_ns_ptr_query((void*)next, &chunk);
+        if (!chunk.is_cuda || (chunk.base != next) || (chunk.size == 0) ||
+            (chunk.device != info->device)) {
+            break;
+        }
+        next += chunk.size;
+    }
+    return next;
+}
+
+
 ucs_status_t uct_cuda_ipc_ns_ptr_mem_query(uct_md_h md, const void *address,
                                            size_t length,
                                            uct_cuda_ipc_ns_mem_attr_t *mem_attr)
@@ -65,7 +89,8 @@ ucs_status_t uct_cuda_ipc_ns_ptr_mem_query(uct_md_h md, const void *address,
         mem_attr->base_address = (void*)info.base;
     }
     if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH) {
-        mem_attr->alloc_length = info.size;
+        mem_attr->alloc_length = uct_cuda_ipc_ns_ptr_extent_end(
+                &info, (uintptr_t)address + length) - info.base;
     }
     return UCS_OK;
 }

@@ -17,6 +17,7 @@
 const char *uct_cuda_cpy_ns_alloc_mode_names[] = {
     [UCT_CUDA_CPY_NS_ALLOC_VMM]    = "vmm",
     [UCT_CUDA_CPY_NS_ALLOC_LEGACY] = "legacy",
+    [UCT_CUDA_CPY_NS_ALLOC_CHUNKED] = "chunked",
     [UCT_CUDA_CPY_NS_ALLOC_LAST]   = NULL
 };
 
@@ -113,6 +114,87 @@ err_release:
 }
 
 
+/* Unmap the first @a count chunks of @a alloc (each is its own mapping) */
+static ucs_status_t uct_cuda_cpy_ns_unmap_chunks(const uct_cuda_cpy_ns_alloc_t *alloc,
+                                                 size_t count)
+{
+    ucs_status_t status = UCS_OK;
+    size_t i;
+
+    for (i = 0; i < count; ++i) {
+        if (UCT_CUDA_IPC_NS_CU(cuMemUnmap, alloc->ptr + i * alloc->chunk,
+                               alloc->chunk) != UCS_OK) {
+            status = UCS_ERR_IO_ERROR;
+        }
+    }
+    return status;
+}
+
+
+/*
+ * Allocations of the granularity each, created with the POSIX-fd handle
+ * type and mapped back to back in one reservation; their handles are
+ * released at once (the mappings keep the memory)
+ */
+static ucs_status_t uct_cuda_cpy_ns_alloc_chunked(uct_cuda_cpy_ns_alloc_t *alloc)
+{
+    CUmemAllocationProp prop = {};
+    CUmemAccessDesc access   = {};
+    CUmemGenericAllocationHandle handle;
+    ucs_status_t status;
+    CUdeviceptr addr;
+    size_t i;
+
+    prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id          = alloc->device;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    access.location           = prop.location;
+    access.flags              = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+
+    status = UCT_CUDA_IPC_NS_CU(cuMemGetAllocationGranularity, &alloc->chunk,
+                                &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    alloc->size = ((alloc->size + alloc->chunk - 1) / alloc->chunk) *
+                  alloc->chunk;
+    status      = UCT_CUDA_IPC_NS_CU(cuMemAddressReserve, &alloc->ptr,
+                                     alloc->size, alloc->chunk, 0, 0);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    for (i = 0; i < alloc->size / alloc->chunk; ++i) {
+        addr   = alloc->ptr + i * alloc->chunk;
+        status = UCT_CUDA_IPC_NS_CU(cuMemCreate, &handle, alloc->chunk, &prop,
+                                    0);
+        if (status != UCS_OK) {
+            goto err_unmap;
+        }
+        status = UCT_CUDA_IPC_NS_CU(cuMemMap, addr, alloc->chunk, 0, handle, 0);
+        (void)UCT_CUDA_IPC_NS_CU(cuMemRelease, handle);
+        if (status != UCS_OK) {
+            goto err_unmap;
+        }
+        status = UCT_CUDA_IPC_NS_CU(cuMemSetAccess, addr, alloc->chunk,
+                                    &access, 1);
+        if (status != UCS_OK) {
+            ++i; /* mapped */
+            goto err_unmap;
+        }
+    }
+    return UCS_OK;
+
+err_unmap:
+    if (uct_cuda_cpy_ns_unmap_chunks(alloc, i) == UCS_OK) {
+        (void)UCT_CUDA_IPC_NS_CU(cuMemAddressFree, alloc->ptr, alloc->size);
+    }
+    return status;
+}
+
+
 ucs_status_t uct_cuda_cpy_ns_mem_alloc(uct_cuda_cpy_ns_alloc_mode_t mode,
                                        size_t length,
                                        uct_cuda_cpy_ns_alloc_t *alloc)
@@ -126,6 +208,8 @@ ucs_status_t uct_cuda_cpy_ns_mem_alloc(uct_cuda_cpy_ns_alloc_mode_t mode,
 
     status = (mode == UCT_CUDA_CPY_NS_ALLOC_VMM) ?
              uct_cuda_cpy_ns_alloc_vmm(alloc) :
+             (mode == UCT_CUDA_CPY_NS_ALLOC_CHUNKED) ?
+             uct_cuda_cpy_ns_alloc_chunked(alloc) :
              uct_cuda_cpy_ns_alloc_legacy(alloc);
     if (status != UCS_OK) {
         ucs_error("cuda_cpy_ns: failed to allocate %zu bytes of %s memory on "
@@ -151,6 +235,14 @@ ucs_status_t uct_cuda_cpy_ns_mem_free(const uct_cuda_cpy_ns_alloc_t *alloc)
         if (status == UCS_OK) {
             status = UCT_CUDA_IPC_NS_CU(cuMemFree, alloc->ptr);
             uct_cuda_ipc_ns_ctx_pop(pushed);
+        }
+    } else if (alloc->mode == UCT_CUDA_CPY_NS_ALLOC_CHUNKED) {
+        /* each chunk is a mapping of its own; the address stays reserved
+         * if one of them could not be unmapped */
+        status = uct_cuda_cpy_ns_unmap_chunks(alloc, alloc->size / alloc->chunk);
+        if (status == UCS_OK) {
+            status = UCT_CUDA_IPC_NS_CU(cuMemAddressFree, alloc->ptr,
+                                        alloc->size);
         }
     } else {
         /* keep the address reserved if the unmap failed: a later allocation

@@ -4,7 +4,9 @@
  *
  * By default the memory is a VMM allocation created with the POSIX-fd handle
  * type, so that cu_ipc_ns can export it to a process in another PID namespace
- * (docs/ucp.md); cuMemAlloc ("legacy") on request.
+ * (docs/ucp.md); cuMemAlloc ("legacy") on request, or separate VMM
+ * allocations of the granularity mapped back to back ("chunked"), as
+ * PyTorch's expandable segments map memory (docs/framework-memory.md).
  */
 #ifndef UCT_CUDA_CPY_NS_ALLOC_H
 #define UCT_CUDA_CPY_NS_ALLOC_H
@@ -17,6 +19,8 @@
 typedef enum {
     UCT_CUDA_CPY_NS_ALLOC_VMM,    /* cuMemCreate + map, POSIX-fd exportable */
     UCT_CUDA_CPY_NS_ALLOC_LEGACY, /* cuMemAlloc, legacy IPC handles */
+    UCT_CUDA_CPY_NS_ALLOC_CHUNKED, /* VMM allocations of the granularity,
+                                     back to back in one reservation */
     UCT_CUDA_CPY_NS_ALLOC_LAST
 } uct_cuda_cpy_ns_alloc_mode_t;
 
@@ -31,6 +35,7 @@ typedef struct uct_cuda_cpy_ns_alloc {
     uct_cuda_cpy_ns_alloc_mode_t mode;
     int                          device; /* ordinal */
     CUmemGenericAllocationHandle handle; /* VMM only */
+    size_t                       chunk;  /* chunked: size of each one */
 } uct_cuda_cpy_ns_alloc_t;
 
 

@@ -49,6 +49,9 @@ ucs_config_field_t uct_cuda_cpy_ns_md_config_table[] = {
      " vmm    - cuMemCreate with POSIX file descriptor handles, mapped with\n"
      "          cuMemMap: cu_ipc_ns can share it across PID namespaces\n"
      " legacy - cuMemAlloc: legacy IPC handles, same PID namespace only\n"
+     " chunked - separate cuMemCreate allocations of the granularity (2 MiB\n"
+     "          on a GPU) with POSIX file descriptor handles, mapped back to\n"
+     "          back, as PyTorch's expandable segments map memory\n"
      "The CUDA driver is the one named by UCX_CUDA_IPC_NS_DRIVER.",
      ucs_offsetof(uct_cuda_cpy_ns_md_config_t, mem_alloc),
      UCS_CONFIG_TYPE_ENUM(uct_cuda_cpy_ns_alloc_mode_names)},

@@ -15,8 +15,10 @@
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_compat.h"
+#include "cuda_ipc_ns_fdx.h"
 
 #include <uct/base/uct_iov.inl>
+#include <ucs/debug/memtrack_int.h>
 #include <ucs/debug/log.h>
 #include <ucs/type/class.h>
 #include <inttypes.h>
@@ -254,18 +256,133 @@ static ucs_status_t uct_cuda_ipc_ns_ep_apply_fence(uct_cuda_ipc_ns_ep_t *ep,
 }
 
 
+/* A remote range mapped here, pinned, and the context to copy in */
+typedef struct {
+    uct_cuda_ipc_ns_region_t      *region;  /* the first (or only) one */
+    void                          *remote;  /* one allocation: the mapped
+                                               address of remote_addr */
+    CUcontext                     ctx;      /* of the local buffer */
+    /* a key of several allocations (chunks != NULL): the range touches its
+     * chunks first..first+count-1; region maps the first, more[] the
+     * others (heap, count - 1 entries) */
+    const uct_cuda_ipc_ns_chunk_t *chunks;
+    uint64_t                      offset;   /* of remote_addr in the key */
+    uint32_t                      first;
+    uint32_t                      count;
+    uct_cuda_ipc_ns_region_t      **more;
+} uct_cuda_ipc_ns_target_t;
+
+
+/* Unpin everything @a target holds */
+static void uct_cuda_ipc_ns_ep_target_release(uct_cuda_ipc_ns_target_t *target)
+{
+    uct_cuda_ipc_ns_cache_unpin(target->region);
+    if (target->more != NULL) {
+        uct_cuda_ipc_ns_cq_unpin_regions(target->more, target->count - 1);
+        target->more = NULL;
+    }
+}
+
+
+/* Index of the chunk holding @a offset (< the key's length) */
+static uint32_t uct_cuda_ipc_ns_ep_chunk_index(const uct_cuda_ipc_ns_chunk_t *chunks,
+                                               uint32_t count, uint64_t offset)
+{
+    uint32_t low = 0, high = count - 1, mid;
+
+    /* chunks tile the key (checked when learned): the last one whose
+     * offset is <= @a offset */
+    while (low < high) {
+        mid = low + (high - low + 1) / 2;
+        if (chunks[mid].offset <= offset) {
+            low = mid;
+        } else {
+            high = mid - 1;
+        }
+    }
+    return low;
+}
+
+
+/* One copy on @a stream; @a any_memory: the local side may be host memory */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_cuda_ipc_ns_ep_memcpy_one(void *remote, CUdeviceptr local, size_t length,
+                              int is_put, int any_memory, CUstream stream)
+{
+    CUdeviceptr dst = is_put ? (CUdeviceptr)remote : local;
+    CUdeviceptr src = is_put ? local : (CUdeviceptr)remote;
+
+    return any_memory ?
+           UCT_CUDA_IPC_NS_CU(cuMemcpyAsync, dst, src, length, stream) :
+           UCT_CUDA_IPC_NS_CU(cuMemcpyDtoDAsync, dst, src, length, stream);
+}
+
+
+/*
+ * Copy @a length bytes between @a local and the target's range at @a off
+ * (from remote_addr). A key of several allocations is copied chunk by chunk:
+ * each chunk is mapped by itself (docs/framework-memory.md, "Split at chunk
+ * boundaries"). *posted_p is set once a copy was enqueued.
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_ep_memcpy(const uct_cuda_ipc_ns_target_t *target,
+                          CUdeviceptr local, size_t off, size_t length,
+                          int is_put, int any_memory, CUstream stream,
+                          int *posted_p)
+{
+    const uct_cuda_ipc_ns_chunk_t *chunk;
+    uct_cuda_ipc_ns_region_t *region;
+    ucs_status_t status;
+    uint64_t pos;
+    uint32_t index;
+    size_t seg;
+
+    if (ucs_likely(target->chunks == NULL)) {
+        status = uct_cuda_ipc_ns_ep_memcpy_one(
+                UCS_PTR_BYTE_OFFSET(target->remote, off), local, length,
+                is_put, any_memory, stream);
+        *posted_p |= (status == UCS_OK);
+        return status;
+    }
+
+    pos   = target->offset + off;
+    index = target->first +
+            uct_cuda_ipc_ns_ep_chunk_index(target->chunks + target->first,
+                                           target->count,
+                                           pos - target->chunks[target->first].offset);
+    while (length > 0) {
+        chunk  = &target->chunks[index];
+        region = (index == target->first) ? target->region :
+                 target->more[index - target->first - 1];
+        seg    = ucs_min(length, chunk->offset + chunk->size - pos);
+        status = uct_cuda_ipc_ns_ep_memcpy_one(
+                UCS_PTR_BYTE_OFFSET(region->mapping.addr, pos - chunk->offset),
+                local, seg, is_put, any_memory, stream);
+        if (status != UCS_OK) {
+            return status;
+        }
+        *posted_p = 1;
+        pos      += seg;
+        local    += seg;
+        length   -= seg;
+        ++index;
+    }
+    return UCS_OK;
+}
+
+
 /* Enqueue the copies of @a iov on @a stream and post the op */
 static ucs_status_t
 uct_cuda_ipc_ns_ep_enqueue(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_op_t *op,
                            uct_cuda_ipc_ns_stream_t *stream,
                            const uct_iov_t *iov, size_t iovcnt,
-                           uct_cuda_ipc_ns_region_t *region, void *remote,
+                           const uct_cuda_ipc_ns_target_t *target,
                            uct_completion_t *comp, int is_put)
 {
     uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
     ucs_status_t status;
     CUdeviceptr local;
-    size_t i, j, count, length;
+    size_t i, j, count, length, off = 0;
     int posted = 0;
 
     status = uct_cuda_ipc_ns_ep_apply_fence(ep, stream);
@@ -290,12 +407,9 @@ uct_cuda_ipc_ns_ep_enqueue(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_op_t *op,
         for (j = 0; j < count; ++j) {
             local  = (CUdeviceptr)UCS_PTR_BYTE_OFFSET(iov[i].buffer,
                                                       j * iov[i].stride);
-            status = is_put ?
-                     UCT_CUDA_IPC_NS_CU(cuMemcpyDtoDAsync, (CUdeviceptr)remote,
-                                        local, length, stream->stream) :
-                     UCT_CUDA_IPC_NS_CU(cuMemcpyDtoDAsync, local,
-                                        (CUdeviceptr)remote, length,
-                                        stream->stream);
+            status = uct_cuda_ipc_ns_ep_memcpy(target, local, off, length,
+                                               is_put, 0, stream->stream,
+                                               &posted);
             if (status != UCS_OK) {
                 if (posted) {
                     /* earlier copies use the mapping: let them end first */
@@ -304,28 +418,125 @@ uct_cuda_ipc_ns_ep_enqueue(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_op_t *op,
                 }
                 return status;
             }
-            posted = 1;
-            remote = UCS_PTR_BYTE_OFFSET(remote, length);
+            off += length;
         }
     }
 
-    return uct_cuda_ipc_ns_cq_post(&iface->cq, &ep->cq_ep, op, stream, region,
-                                   comp);
+    return uct_cuda_ipc_ns_cq_post(&iface->cq, &ep->cq_ep, op, stream,
+                                   target->region, comp);
 }
 
 
-/* A remote range mapped here, pinned, and the context to copy in */
-typedef struct {
+/* The layout of a key of several allocations, asked of its owner once */
+static ucs_status_t uct_cuda_ipc_ns_ep_layout(uct_cuda_ipc_ns_ep_t *ep,
+                                              uct_cuda_ipc_ns_rkey_t *key,
+                                              const uct_cuda_ipc_ns_chunk_t **chunks_p)
+{
+    uct_cuda_ipc_ns_chunk_t *chunks, *expected = NULL;
+    ucs_status_t status;
+
+    chunks = __atomic_load_n(&key->chunks, __ATOMIC_ACQUIRE);
+    if (ucs_likely(chunks != NULL)) {
+        *chunks_p = chunks;
+        return UCS_OK;
+    }
+
+    status = uct_cuda_ipc_ns_fdx_layout(&uct_cuda_ipc_ns_ep_md(ep)->fdx,
+                                        &key->info, &chunks);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    /* another thread may have learned it meanwhile: keep the first */
+    if (!__atomic_compare_exchange_n(&key->chunks, &expected, chunks, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        ucs_free(chunks);
+        chunks = expected;
+    }
+    *chunks_p = chunks;
+    return UCS_OK;
+}
+
+
+/*
+ * Map and pin the chunks of @a key that [offset, offset + length) touches,
+ * each one as a region of the cache of its own (its allocation id is its
+ * staleness guard), imported on first use.
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_ep_map_chunks(uct_cuda_ipc_ns_ep_t *ep,
+                              uct_cuda_ipc_ns_rkey_t *key,
+                              uct_cuda_ipc_ns_peer_t *peer, int device,
+                              uint64_t offset, size_t length,
+                              uct_cuda_ipc_ns_target_t *target)
+{
+    uint32_t num_chunks = key->info.handle.posix.num_chunks;
+    const uct_cuda_ipc_ns_chunk_t *chunks, *chunk;
+    uct_cuda_ipc_ns_rkey_info_t chunk_key;
     uct_cuda_ipc_ns_region_t *region;
-    void                     *remote;  /* mapped address of remote_addr */
-    CUcontext                ctx;      /* of the local buffer */
-} uct_cuda_ipc_ns_target_t;
+    ucs_status_t status;
+    uint32_t i, last;
+
+    status = uct_cuda_ipc_ns_ep_layout(ep, key, &chunks);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    target->chunks = chunks;
+    target->offset = offset;
+    target->first  = uct_cuda_ipc_ns_ep_chunk_index(chunks, num_chunks, offset);
+    last           = uct_cuda_ipc_ns_ep_chunk_index(chunks, num_chunks,
+                                                    offset + length - 1);
+    target->count  = last - target->first + 1;
+    if (target->count > 1) {
+        target->more = ucs_malloc(sizeof(*target->more) * (target->count - 1),
+                                  "cuda_ipc_ns_op_regions");
+        if (target->more == NULL) {
+            ucs_error("cuda_ipc_ns: failed to allocate the regions of %u "
+                      "chunks", target->count);
+            return UCS_ERR_NO_MEMORY;
+        }
+    }
+
+    /* each chunk as a key of one allocation of its own, fetched from the
+     * owner's broker by registration id, token and index */
+    chunk_key = key->info;
+    for (i = 0; i < target->count; ++i) {
+        chunk                              = &chunks[target->first + i];
+        chunk_key.base                     = key->info.base + chunk->offset;
+        chunk_key.length                   = chunk->size;
+        chunk_key.handle.posix.alloc_id    = chunk->alloc_id;
+        chunk_key.handle.posix.chunk_index = target->first + i;
+        status = uct_cuda_ipc_ns_cache_map(peer, &chunk_key, device,
+                                           &uct_cuda_ipc_ns_ep_md(ep)->fdx,
+                                           &region);
+        if (status != UCS_OK) {
+            goto err_unpin;
+        }
+        if (i == 0) {
+            target->region = region;
+        } else {
+            target->more[i - 1] = region;
+        }
+    }
+    return UCS_OK;
+
+err_unpin:
+    if (i > 0) {
+        uct_cuda_ipc_ns_cache_unpin(target->region);
+    }
+    if (target->more != NULL) {
+        uct_cuda_ipc_ns_cq_unpin_regions(target->more, (i > 1) ? i - 1 : 0);
+        target->more = NULL;
+    }
+    return status;
+}
 
 
 /*
  * Everything a copy between @a local and [remote_addr, +length) of @a key
  * needs: range check, the local context, the owner's cache entry (and its
- * watch), the mapping (pinned: the caller unpins).
+ * watch), the mappings (pinned: the caller releases the target).
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_cuda_ipc_ns_ep_resolve(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_rkey_t *key,
@@ -363,9 +574,19 @@ uct_cuda_ipc_ns_ep_resolve(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_rkey_t *key
         return status;
     }
 
-    status = uct_cuda_ipc_ns_cache_map(peer, &key->info, device,
-                                       &uct_cuda_ipc_ns_ep_md(ep)->fdx,
-                                       &target->region);
+    target->remote = NULL;
+    target->chunks = NULL;
+    target->more   = NULL;
+    target->count  = 1;
+    if (ucs_unlikely(key->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_CHUNKS)) {
+        status = uct_cuda_ipc_ns_ep_map_chunks(ep, key, peer, device,
+                                               remote_addr - key->info.base,
+                                               length, target);
+    } else {
+        status = uct_cuda_ipc_ns_cache_map(peer, &key->info, device,
+                                           &uct_cuda_ipc_ns_ep_md(ep)->fdx,
+                                           &target->region);
+    }
     if (status != UCS_OK) {
         /* a failed import may mean the owner is gone: ask its watch */
         if ((uct_cuda_ipc_ns_cache_peer_check(peer) != UCS_OK) &&
@@ -376,8 +597,10 @@ uct_cuda_ipc_ns_ep_resolve(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_rkey_t *key
         return status;
     }
 
-    target->remote = UCS_PTR_BYTE_OFFSET(target->region->mapping.addr,
-                                         remote_addr - key->info.base);
+    if (target->chunks == NULL) {
+        target->remote = UCS_PTR_BYTE_OFFSET(target->region->mapping.addr,
+                                             remote_addr - key->info.base);
+    }
     return UCS_OK;
 }
 
@@ -463,9 +686,15 @@ uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     status = uct_cuda_ipc_ns_cq_stream(&iface->cq, target.ctx,
                                        key->info.dev_uuid, &stream);
     if (status == UCS_OK) {
+        /* the op owns the chunks' pins once posted */
+        op->more_regions     = target.more;
+        op->num_more_regions = target.count - 1;
         status = uct_cuda_ipc_ns_ep_enqueue(ep, op, stream, iov, iovcnt,
-                                            target.region, target.remote,
-                                            comp, is_put);
+                                            &target, comp, is_put);
+        if (status != UCS_OK) {
+            op->more_regions     = NULL;
+            op->num_more_regions = 0;
+        }
     }
     uct_cuda_ipc_ns_ctx_pop(pushed);
     if (status != UCS_OK) {
@@ -478,7 +707,7 @@ uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     return UCS_INPROGRESS;
 
 err_unpin:
-    uct_cuda_ipc_ns_cache_unpin(target.region);
+    uct_cuda_ipc_ns_ep_target_release(&target);
 err_put_op:
     uct_cuda_ipc_ns_cq_op_put(&iface->cq, op);
     return status;
@@ -501,7 +730,7 @@ uct_cuda_ipc_ns_ep_copy_sync(uct_ep_h tl_ep, void *local, size_t length,
     uct_cuda_ipc_ns_stream_t *stream;
     uct_cuda_ipc_ns_target_t target;
     ucs_status_t status;
-    int pushed;
+    int pushed, posted = 0;
 
     if (length == 0) {
         return UCS_OK;
@@ -518,13 +747,9 @@ uct_cuda_ipc_ns_ep_copy_sync(uct_ep_h tl_ep, void *local, size_t length,
         status = uct_cuda_ipc_ns_cq_stream(&iface->cq, target.ctx,
                                            key->info.dev_uuid, &stream);
         if (status == UCS_OK) {
-            status = is_put ?
-                     UCT_CUDA_IPC_NS_CU(cuMemcpyAsync, (CUdeviceptr)target.remote,
-                                        (CUdeviceptr)local, length,
-                                        stream->stream) :
-                     UCT_CUDA_IPC_NS_CU(cuMemcpyAsync, (CUdeviceptr)local,
-                                        (CUdeviceptr)target.remote, length,
-                                        stream->stream);
+            status = uct_cuda_ipc_ns_ep_memcpy(&target, (CUdeviceptr)local, 0,
+                                               length, is_put, 1,
+                                               stream->stream, &posted);
             /* even after a failed enqueue: earlier copies use the mapping */
             if (UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, stream->stream) !=
                 UCS_OK) {
@@ -534,7 +759,7 @@ uct_cuda_ipc_ns_ep_copy_sync(uct_ep_h tl_ep, void *local, size_t length,
         uct_cuda_ipc_ns_ctx_pop(pushed);
     }
 
-    uct_cuda_ipc_ns_cache_unpin(target.region);
+    uct_cuda_ipc_ns_ep_target_release(&target);
     return status;
 }
 

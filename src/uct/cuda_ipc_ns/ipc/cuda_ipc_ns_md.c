@@ -311,6 +311,125 @@ uct_cuda_ipc_ns_memh_export_posix_fd(uct_cuda_ipc_ns_md_t *md,
 }
 
 
+/* Whether the allocation of @a attr is exported as a POSIX fd by us */
+static int uct_cuda_ipc_ns_md_exports_fd(const uct_cuda_ipc_ns_md_t *md,
+                                         const uct_cuda_ipc_ns_ptr_attr_t *attr)
+{
+    return !(attr->legacy_capable && md->legacy) &&
+           (attr->memory_type == CU_MEMORYTYPE_DEVICE) &&
+           (attr->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) &&
+           md->posix_fd;
+}
+
+
+/*
+ * The VMM allocations mapped back to back from @a first (the one holding the
+ * registered address) up to @a end, as a framework's pool maps them
+ * (docs/framework-memory.md): each one on the same device, exportable as a
+ * POSIX fd. The walk stops at the first address that is not: the
+ * registration covers the mapped extent, and a peer's access beyond it
+ * fails the range check against the key.
+ *
+ * @return UCS_OK with *chunks_p (the caller frees it) and *count_p >= 1.
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_md_walk_chunks(const uct_cuda_ipc_ns_md_t *md,
+                               const uct_cuda_ipc_ns_ptr_attr_t *first,
+                               uintptr_t end, ucs_log_level_t log_level,
+                               uct_cuda_ipc_ns_chunk_t **chunks_p,
+                               uint32_t *count_p)
+{
+    uct_cuda_ipc_ns_chunk_t *chunks = NULL, *grown;
+    uint32_t count = 0, max = 0;
+    uct_cuda_ipc_ns_ptr_attr_t attr = *first;
+    uintptr_t next = first->base;
+
+    for (;;) {
+        if (count == max) {
+            max   = ucs_max(16, max * 2);
+            grown = ucs_realloc(chunks, sizeof(*chunks) * max,
+                                "cuda_ipc_ns_chunks");
+            if (grown == NULL) {
+                ucs_log(log_level, "cuda_ipc_ns: failed to allocate the "
+                        "layout of %u chunks", max);
+                ucs_free(chunks);
+                return UCS_ERR_NO_MEMORY;
+            }
+            chunks = grown;
+        }
+
+        chunks[count].offset   = next - first->base;
+        chunks[count].size     = attr.size;
+        chunks[count].alloc_id = attr.buffer_id;
+        ++count;
+        next += attr.size;
+
+        if ((next >= end) || (count == UCT_CUDA_IPC_NS_MAX_CHUNKS)) {
+            break;
+        }
+        if ((uct_cuda_ipc_ns_ptr_attr_get((void*)next, &attr) != UCS_OK) ||
+            (attr.base != next) || (attr.size == 0) ||
+            (attr.device != first->device) || (attr.buffer_id == 0) ||
+            !uct_cuda_ipc_ns_md_exports_fd(md, &attr)) {
+            ucs_debug("cuda_ipc_ns: 0x%lx..0x%lx: no exportable VMM allocation "
+                      "of device %d mapped at 0x%lx: registering the %u "
+                      "allocations before it", (unsigned long)first->base,
+                      (unsigned long)end, first->device, (unsigned long)next,
+                      count);
+            break;
+        }
+    }
+
+    if (next < end) {
+        ucs_debug("cuda_ipc_ns: registration 0x%lx..0x%lx covers 0x%lx..0x%lx "
+                  "(%u allocations)", (unsigned long)first->base,
+                  (unsigned long)end, (unsigned long)first->base,
+                  (unsigned long)next, count);
+    }
+    *chunks_p = chunks;
+    *count_p  = count;
+    return UCS_OK;
+}
+
+
+/*
+ * Register a range of several VMM allocations with our broker: no fd is
+ * exported now, the broker exports each chunk when a peer asks for it
+ * (docs/framework-memory.md).
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_memh_export_chunks(uct_cuda_ipc_ns_md_t *md,
+                                   uct_cuda_ipc_ns_memh_t *memh,
+                                   const uct_cuda_ipc_ns_ptr_attr_t *attr,
+                                   const uct_cuda_ipc_ns_chunk_t *chunks,
+                                   uint32_t count)
+{
+    const char *addr;
+    ucs_status_t status;
+    uint8_t len;
+
+    status = uct_cuda_ipc_ns_broker_register_chunks(md->broker, attr->buffer_id,
+                                                    attr->base, chunks, count,
+                                                    memh->info.token,
+                                                    &memh->reg);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    memh->info.handle_type             = UCT_CUDA_IPC_NS_HANDLE_CHUNKS;
+    memh->info.handle.posix.fd         = -1;
+    memh->info.handle.posix.reg_id     = attr->buffer_id;
+    memh->info.handle.posix.alloc_id   = attr->buffer_id;
+    memh->info.handle.posix.num_chunks = count;
+    memh->info.length                  = chunks[count - 1].offset +
+                                         chunks[count - 1].size;
+    addr = uct_cuda_ipc_ns_broker_addr(md->broker, &len);
+    memcpy(memh->info.broker_addr, addr, len);
+    memh->info.broker_addr_len = len;
+    return UCS_OK;
+}
+
+
 static ucs_status_t uct_cuda_ipc_ns_memh_set_uuid(uct_cuda_ipc_ns_memh_t *memh,
                                                   int device,
                                                   ucs_log_level_t log_level)
@@ -343,6 +462,8 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
     unsigned flags = uct_cuda_ipc_ns_compat_mem_reg_flags(reg_arg);
     uct_cuda_ipc_ns_md_t *md = ucs_derived_of(uct_md, uct_cuda_ipc_ns_md_t);
     const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    uct_cuda_ipc_ns_chunk_t *chunks = NULL;
+    uint32_t num_chunks             = 1;
     ucs_log_level_t log_level;
     uct_cuda_ipc_ns_ptr_attr_t attr;
     uct_cuda_ipc_ns_memh_t *memh;
@@ -358,11 +479,26 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
         return UCS_ERR_UNSUPPORTED;
     }
 
-    /* the key always describes the whole allocation of @a address; a range
-     * that runs past its end (UCP's registration cache aligns ranges) is
-     * registered as what the allocation covers: a peer's access beyond it
-     * fails the range check against the key (docs/architecture.md) */
-    if ((uintptr_t)address + length > attr.base + attr.size) {
+    /* a range past the end of an exportable VMM allocation may span the
+     * allocations a pool mapped after it: they are registered together when
+     * our broker can export them (docs/framework-memory.md) */
+    if (((uintptr_t)address + length > attr.base + attr.size) &&
+        uct_cuda_ipc_ns_md_exports_fd(md, &attr) && (md->broker != NULL)) {
+        status = uct_cuda_ipc_ns_md_walk_chunks(md, &attr,
+                                                (uintptr_t)address + length,
+                                                log_level, &chunks,
+                                                &num_chunks);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    /* otherwise the key describes the whole allocation of @a address; a
+     * range that runs past its end (UCP's registration cache aligns ranges)
+     * is registered as what the allocation covers: a peer's access beyond
+     * it fails the range check against the key (docs/architecture.md) */
+    if ((num_chunks == 1) &&
+        ((uintptr_t)address + length > attr.base + attr.size)) {
         ucs_debug("cuda_ipc_ns: %p..%p runs past the end of allocation "
                   "0x%llx..0x%llx: registering the allocation", address,
                   UCS_PTR_BYTE_OFFSET(address, length),
@@ -373,6 +509,7 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
     memh = ucs_calloc(1, sizeof(*memh), "cuda_ipc_ns_memh");
     if (memh == NULL) {
         ucs_log(log_level, "cuda_ipc_ns: failed to allocate memory handle");
+        ucs_free(chunks);
         return UCS_ERR_NO_MEMORY;
     }
 
@@ -389,7 +526,16 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
         goto err_free;
     }
 
-    if (attr.legacy_capable && md->legacy) {
+    if (num_chunks > 1) {
+        status = uct_cuda_ipc_ns_memh_export_chunks(md, memh, &attr, chunks,
+                                                    num_chunks);
+        memh->info.has_ext = 1;
+        if (status != UCS_OK) {
+            ucs_log(log_level, "cuda_ipc_ns: cannot register %u allocations "
+                    "from 0x%llx with the fd broker: %s", num_chunks,
+                    (unsigned long long)attr.base, ucs_status_string(status));
+        }
+    } else if (attr.legacy_capable && md->legacy) {
         status = uct_cuda_ipc_ns_memh_export_legacy(memh, &attr, log_level);
         /* the base key alone describes a legacy handle of the default ns */
         memh->info.has_ext = (self->pid_ns != UCT_CUDA_IPC_NS_INIT_PID_NS);
@@ -412,13 +558,17 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
         goto err_free;
     }
 
-    ucs_trace("cuda_ipc_ns: registered %p..%p allocation 0x%llx/%zu type %d",
-              address, UCS_PTR_BYTE_OFFSET(address, length),
-              (unsigned long long)attr.base, attr.size, memh->info.handle_type);
+    ucs_trace("cuda_ipc_ns: registered %p..%p allocation 0x%llx/%" PRIu64
+              " type %d (%u allocations)", address,
+              UCS_PTR_BYTE_OFFSET(address, length),
+              (unsigned long long)attr.base, memh->info.length,
+              memh->info.handle_type, num_chunks);
+    ucs_free(chunks);
     *memh_p = memh;
     return UCS_OK;
 
 err_free:
+    ucs_free(chunks);
     ucs_free(memh);
     return status;
 }
@@ -590,6 +740,7 @@ static ucs_status_t uct_cuda_ipc_ns_rkey_release(uct_component_t *component,
     if (key->peer != NULL) {
         uct_cuda_ipc_ns_cache_peer_put(key->peer);
     }
+    ucs_free(key->chunks);
     ucs_free(key);
     return UCS_OK;
 }

@@ -55,6 +55,9 @@ typedef struct uct_cuda_ipc_ns_rkey {
     /* owner's cache entry when it is not the endpoint's peer, found on
      * first use; referenced until the key is released */
     uct_cuda_ipc_ns_peer_t      *peer;
+    /* a key of several allocations: their layout, asked of the owner on
+     * first use (published once, atomically); NULL until then */
+    uct_cuda_ipc_ns_chunk_t     *chunks;
 } uct_cuda_ipc_ns_rkey_t;
 
 

@@ -26,6 +26,7 @@
 /* Offsets inside the posix fd handle */
 #define UCT_CUDA_IPC_NS_RKEY_HOFF_FD       0
 #define UCT_CUDA_IPC_NS_RKEY_HOFF_ALLOC_ID 4
+#define UCT_CUDA_IPC_NS_RKEY_HOFF_CHUNKS   12 /* chunks keys */
 
 /* Offsets inside the extension */
 #define UCT_CUDA_IPC_NS_RKEY_EOFF_LENGTH   0
@@ -60,7 +61,7 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
 
     /* Validate everything first so a failed pack leaves no half key */
     if ((info->handle_type != UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
-        (info->handle_type != UCT_CUDA_IPC_NS_HANDLE_POSIX_FD)) {
+        !uct_cuda_ipc_ns_handle_is_fd(info->handle_type)) {
         ucs_debug("cuda_ipc_ns: rkey pack: unknown handle type %u",
                   info->handle_type);
         return UCS_ERR_INVALID_PARAM;
@@ -73,7 +74,13 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) {
+    if ((info->handle_type == UCT_CUDA_IPC_NS_HANDLE_CHUNKS) &&
+        (info->handle.posix.num_chunks == 0)) {
+        ucs_debug("cuda_ipc_ns: rkey pack: chunks key without chunks");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (uct_cuda_ipc_ns_handle_is_fd(info->handle_type)) {
         if (!info->has_ext) {
             /* without token and broker address the fd cannot be fetched */
             ucs_debug("cuda_ipc_ns: rkey pack: posix fd key without "
@@ -95,6 +102,14 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
     handle = p + UCT_CUDA_IPC_NS_RKEY_OFF_HANDLE;
     if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) {
         memcpy(handle, info->handle.legacy, UCT_CUDA_IPC_NS_HANDLE_SIZE);
+    } else if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_CHUNKS) {
+        /* no fd number: the owner's broker exports each chunk when asked */
+        uct_cuda_ipc_ns_put_le32(handle + UCT_CUDA_IPC_NS_RKEY_HOFF_FD,
+                                (uint32_t)-1);
+        uct_cuda_ipc_ns_put_le64(handle + UCT_CUDA_IPC_NS_RKEY_HOFF_ALLOC_ID,
+                                info->handle.posix.reg_id);
+        uct_cuda_ipc_ns_put_le32(handle + UCT_CUDA_IPC_NS_RKEY_HOFF_CHUNKS,
+                                info->handle.posix.num_chunks);
     } else {
         /* the remaining handle bytes stay zero (reserved) */
         uct_cuda_ipc_ns_put_le32(handle + UCT_CUDA_IPC_NS_RKEY_HOFF_FD,
@@ -121,7 +136,7 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
                             info->pid_ns);
     uct_cuda_ipc_ns_put_le64(ext + UCT_CUDA_IPC_NS_RKEY_EOFF_START,
                             info->start_time);
-    if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) {
+    if (uct_cuda_ipc_ns_handle_is_fd(info->handle_type)) {
         memcpy(ext + UCT_CUDA_IPC_NS_RKEY_EOFF_TOKEN, info->token,
                UCT_CUDA_IPC_NS_TOKEN_SIZE);
         ext[UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR_LEN] = info->broker_addr_len;
@@ -169,6 +184,18 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
         info->handle.posix.alloc_id = uct_cuda_ipc_ns_get_le64(
                 handle + UCT_CUDA_IPC_NS_RKEY_HOFF_ALLOC_ID);
         break;
+    case UCT_CUDA_IPC_NS_HANDLE_CHUNKS:
+        info->handle.posix.fd         = -1;
+        info->handle.posix.reg_id     = uct_cuda_ipc_ns_get_le64(
+                handle + UCT_CUDA_IPC_NS_RKEY_HOFF_ALLOC_ID);
+        info->handle.posix.alloc_id   = info->handle.posix.reg_id;
+        info->handle.posix.num_chunks = uct_cuda_ipc_ns_get_le32(
+                handle + UCT_CUDA_IPC_NS_RKEY_HOFF_CHUNKS);
+        if (info->handle.posix.num_chunks == 0) {
+            ucs_debug("cuda_ipc_ns: rkey parse: chunks key without chunks");
+            return UCS_ERR_INVALID_PARAM;
+        }
+        break;
     default:
         ucs_debug("cuda_ipc_ns: rkey parse: unknown handle type %u",
                   info->handle_type);
@@ -184,7 +211,7 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
            UCT_CUDA_IPC_NS_UUID_SIZE);
 
     if (!info->has_ext) {
-        if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) {
+        if (uct_cuda_ipc_ns_handle_is_fd(info->handle_type)) {
             ucs_debug("cuda_ipc_ns: rkey parse: posix fd key without "
                       "extension (no broker address or token)");
             return UCS_ERR_INVALID_PARAM;
@@ -209,7 +236,7 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
     }
 
     /* every version >= 1 starts with the v1 fields */
-    required = (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) ?
+    required = uct_cuda_ipc_ns_handle_is_fd(info->handle_type) ?
                UCT_CUDA_IPC_NS_RKEY_EXT_POSIX_FIXED_SIZE :
                UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE;
     if (ext_length < required) {
@@ -228,7 +255,7 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
                                                UCT_CUDA_IPC_NS_RKEY_EOFF_PID_NS);
     info->start_time = uct_cuda_ipc_ns_get_le64(ext +
                                                UCT_CUDA_IPC_NS_RKEY_EOFF_START);
-    if (info->handle_type != UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) {
+    if (!uct_cuda_ipc_ns_handle_is_fd(info->handle_type)) {
         /* legacy keys carry no token/address; newer fields are skipped */
         return UCS_OK;
     }

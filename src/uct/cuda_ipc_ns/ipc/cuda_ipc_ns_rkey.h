@@ -10,7 +10,9 @@
  *     u8   handle_type        UCT_CUDA_IPC_NS_HANDLE_*
  *     u8   handle[64]         legacy: CUipcMemHandle bytes;
  *                             posix fd: i32 fd number, u64 allocation id,
- *                             52 zero bytes
+ *                             52 zero bytes;
+ *                             chunks: i32 -1, u64 registration id,
+ *                             u32 number of chunks, 48 zero bytes
  *     u32  pid                bit 31 set: an extension follows
  *     u64  base               allocation base address in the owner
  *     u64  length             allocation length
@@ -59,8 +61,19 @@
 
 typedef enum {
     UCT_CUDA_IPC_NS_HANDLE_LEGACY   = 1, /* cuIpcGetMemHandle */
-    UCT_CUDA_IPC_NS_HANDLE_POSIX_FD = 2  /* cuMemExportToShareableHandle */
+    UCT_CUDA_IPC_NS_HANDLE_POSIX_FD = 2, /* cuMemExportToShareableHandle */
+    /* a range of several VMM allocations mapped back to back: each is
+     * exported by the owner's broker when asked (docs/framework-memory.md) */
+    UCT_CUDA_IPC_NS_HANDLE_CHUNKS   = 3
 } uct_cuda_ipc_ns_handle_type_t;
+
+
+/* Handle types whose memory comes as POSIX fds (token and broker needed) */
+static inline int uct_cuda_ipc_ns_handle_is_fd(unsigned handle_type)
+{
+    return (handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) ||
+           (handle_type == UCT_CUDA_IPC_NS_HANDLE_CHUNKS);
+}
 
 
 /* Unpacked (host-order) contents of a key */
@@ -69,8 +82,16 @@ typedef struct uct_cuda_ipc_ns_rkey_info {
     union {
         uint8_t  legacy[UCT_CUDA_IPC_NS_HANDLE_SIZE];
         struct {
-            int32_t  fd;           /* fd number in the owner */
-            uint64_t alloc_id;     /* owner's allocation (buffer) id */
+            int32_t  fd;           /* fd number in the owner; -1: chunks */
+            /* owner's allocation (buffer) id; chunks: of one chunk when
+             * the key names one (the importer's chunk keys), else the
+             * registration id */
+            uint64_t alloc_id;
+            /* chunks only: on the wire, the registration id and the
+             * number of chunks; in a chunk key, also the chunk's index */
+            uint64_t reg_id;
+            uint32_t num_chunks;
+            uint32_t chunk_index;
         } posix;
     } handle;
     uint32_t pid;                  /* owner pid, without the extension flag */

@@ -16,6 +16,7 @@
 #include <ucs/sys/math.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
+#include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/compiler_def.h>
 
 #include <sys/eventfd.h>
@@ -30,6 +31,8 @@ static void uct_cuda_ipc_ns_op_init(ucs_mpool_t *mp, void *obj, void *chunk)
     uct_cuda_ipc_ns_op_t *op = obj;
 
     op->event     = NULL;
+    op->more_regions     = NULL;
+    op->num_more_regions = 0;
     op->event_ctx = NULL;
 }
 
@@ -128,6 +131,18 @@ static void uct_cuda_ipc_ns_cq_ep_progress_flush(uct_cuda_ipc_ns_cq_ep_t *cq_ep)
 }
 
 
+void uct_cuda_ipc_ns_cq_unpin_regions(uct_cuda_ipc_ns_region_t **regions,
+                                      unsigned count)
+{
+    unsigned i;
+
+    for (i = 0; i < count; ++i) {
+        uct_cuda_ipc_ns_cache_unpin(regions[i]);
+    }
+    ucs_free(regions);
+}
+
+
 /*
  * The op's copy ended with @a status: a copy whose other end is gone is moot
  * (the peer died), the mapping is unpinned, the user's completion called,
@@ -145,6 +160,12 @@ static void uct_cuda_ipc_ns_cq_op_complete(uct_cuda_ipc_ns_cq_t *cq,
     }
 
     uct_cuda_ipc_ns_cache_unpin(op->region);
+    if (op->more_regions != NULL) {
+        uct_cuda_ipc_ns_cq_unpin_regions(op->more_regions,
+                                         op->num_more_regions);
+        op->more_regions     = NULL;
+        op->num_more_regions = 0;
+    }
 
     if (cq_ep != NULL) {
         ucs_list_del(&op->ep_elem);

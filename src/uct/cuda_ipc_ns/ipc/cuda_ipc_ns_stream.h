@@ -42,6 +42,10 @@ typedef struct uct_cuda_ipc_ns_op {
     ucs_list_link_t               ep_elem;  /* in its endpoint's list */
     uct_cuda_ipc_ns_cq_ep_t       *ep;      /* NULL once the ep is gone */
     uct_cuda_ipc_ns_region_t      *region;  /* pinned until completion */
+    /* an op over several allocations of a registration: the regions after
+     * the first, pinned until completion; owned by the op (ucs_free) */
+    uct_cuda_ipc_ns_region_t      **more_regions;
+    unsigned                      num_more_regions;
     uct_completion_t              *comp;    /* user's, may be NULL */
     uint64_t                      seq;      /* endpoint post order */
     uct_cuda_ipc_ns_stream_t      *stream;
@@ -165,6 +169,11 @@ ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
 /** Make @a stream wait for the op's event (fences across streams) */
 ucs_status_t uct_cuda_ipc_ns_cq_wait_op(uct_cuda_ipc_ns_stream_t *stream,
                                         const uct_cuda_ipc_ns_op_t *op);
+
+
+/* Unpin @a count regions and free their array (op->more_regions) */
+void uct_cuda_ipc_ns_cq_unpin_regions(uct_cuda_ipc_ns_region_t **regions,
+                                      unsigned count);
 
 
 /** Complete up to max_poll finished ops; returns how many */

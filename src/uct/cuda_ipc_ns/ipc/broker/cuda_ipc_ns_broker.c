@@ -283,6 +283,28 @@ ucs_status_t uct_cuda_ipc_ns_broker_register(uct_cuda_ipc_ns_broker_t *broker,
 }
 
 
+ucs_status_t uct_cuda_ipc_ns_broker_register_chunks(uct_cuda_ipc_ns_broker_t *broker,
+                                                    uint64_t reg_id, uint64_t base,
+                                                    const uct_cuda_ipc_ns_chunk_t *chunks,
+                                                    uint32_t num_chunks,
+                                                    uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
+                                                    uct_cuda_ipc_ns_broker_reg_t **reg_p)
+{
+    ucs_status_t status;
+
+    status = uct_cuda_ipc_ns_broker_registry_add_chunks(&broker->registry,
+                                                        reg_id, base, chunks,
+                                                        num_chunks, token,
+                                                        reg_p);
+    if (status == UCS_OK) {
+        ucs_trace("cuda_ipc_ns: broker %s: registered %u chunks at 0x%"
+                  PRIx64 " as 0x%" PRIx64, broker->sock.name, num_chunks,
+                  base, reg_id);
+    }
+    return status;
+}
+
+
 void uct_cuda_ipc_ns_broker_unregister(uct_cuda_ipc_ns_broker_t *broker,
                                        uct_cuda_ipc_ns_broker_reg_t *reg)
 {

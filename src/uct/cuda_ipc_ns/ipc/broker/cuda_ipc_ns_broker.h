@@ -55,6 +55,21 @@ ucs_status_t uct_cuda_ipc_ns_broker_register(uct_cuda_ipc_ns_broker_t *broker,
 
 
 /**
+ * Register the layout of a range of @a num_chunks allocations mapped back to
+ * back from @a base (copied) under @a reg_id, with a fresh random token. No
+ * fd is held: the broker exports a chunk when a requester asks for it, and
+ * only while the allocation mapped there is still the chunk's
+ * (docs/framework-memory.md).
+ */
+ucs_status_t uct_cuda_ipc_ns_broker_register_chunks(uct_cuda_ipc_ns_broker_t *broker,
+                                                    uint64_t reg_id, uint64_t base,
+                                                    const uct_cuda_ipc_ns_chunk_t *chunks,
+                                                    uint32_t num_chunks,
+                                                    uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
+                                                    uct_cuda_ipc_ns_broker_reg_t **reg_p);
+
+
+/**
  * Release a registration. Once this returns the broker never hands out that
  * fd again (a request being served finishes before, under the same lock), so
  * the caller may close it.

@@ -9,6 +9,9 @@
 #include "cuda_ipc_ns_broker_proto.h"
 #include "cuda_ipc_ns_byteorder.h"
 
+#include <ucs/debug/log.h>
+#include <ucs/sys/compiler_def.h>
+#include <inttypes.h>
 #include <string.h>
 
 
@@ -19,6 +22,11 @@
 #define UCT_CUDA_IPC_NS_BROKER_OFF_STATUS    6  /* reply */
 #define UCT_CUDA_IPC_NS_BROKER_OFF_ALLOC_ID  8
 #define UCT_CUDA_IPC_NS_BROKER_OFF_TOKEN     16 /* request */
+#define UCT_CUDA_IPC_NS_BROKER_OFF_INDEX     32 /* chunk requests */
+#define UCT_CUDA_IPC_NS_BROKER_OFF_TOTAL     16 /* layout reply */
+#define UCT_CUDA_IPC_NS_BROKER_OFF_FIRST     20
+#define UCT_CUDA_IPC_NS_BROKER_OFF_COUNT     24
+#define UCT_CUDA_IPC_NS_BROKER_OFF_ENTRIES   28
 
 
 const char *uct_cuda_ipc_ns_fdx_mode_names[] = {
@@ -62,13 +70,42 @@ void uct_cuda_ipc_ns_broker_pack_request(uint8_t *buf, uint64_t alloc_id,
 }
 
 
+void uct_cuda_ipc_ns_broker_pack_chunk_request(uint8_t *buf, uint16_t op,
+                                               uint64_t reg_id,
+                                               const uint8_t *token,
+                                               uint32_t index)
+{
+    uct_cuda_ipc_ns_broker_pack_head(buf, op, reg_id);
+    memcpy(buf + UCT_CUDA_IPC_NS_BROKER_OFF_TOKEN, token,
+           UCT_CUDA_IPC_NS_TOKEN_SIZE);
+    uct_cuda_ipc_ns_put_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_INDEX, index);
+}
+
+
+/* Size of a request of @a op, 0 for an unknown op */
+static size_t uct_cuda_ipc_ns_broker_req_size(uint16_t op)
+{
+    switch (op) {
+    case UCT_CUDA_IPC_NS_BROKER_OP_GET_FD:
+        return UCT_CUDA_IPC_NS_BROKER_REQ_SIZE;
+    case UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT:
+    case UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FD:
+        return UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE;
+    default:
+        return 0;
+    }
+}
+
+
 uct_cuda_ipc_ns_broker_status_t
 uct_cuda_ipc_ns_broker_unpack_request(const uint8_t *buf, size_t len,
                                       uct_cuda_ipc_ns_broker_req_t *req)
 {
     memset(req, 0, sizeof(*req));
-    if (!uct_cuda_ipc_ns_broker_magic_ok(buf, len,
-                                         UCT_CUDA_IPC_NS_BROKER_REQ_SIZE)) {
+    /* every request is at least a GET_FD request: magic, version, op */
+    if ((len < UCT_CUDA_IPC_NS_BROKER_REQ_SIZE) ||
+        (uct_cuda_ipc_ns_get_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_MAGIC) !=
+         UCT_CUDA_IPC_NS_BROKER_MAGIC)) {
         return UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST;
     }
 
@@ -82,8 +119,13 @@ uct_cuda_ipc_ns_broker_unpack_request(const uint8_t *buf, size_t len,
     if (req->version != UCT_CUDA_IPC_NS_BROKER_VERSION) {
         return UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION;
     }
-    if (req->op != UCT_CUDA_IPC_NS_BROKER_OP_GET_FD) {
+    if (uct_cuda_ipc_ns_broker_req_size(req->op) != len) {
+        /* an unknown op, or a known one of the wrong size */
         return UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST;
+    }
+    if (len == UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE) {
+        req->index = uct_cuda_ipc_ns_get_le32(buf +
+                                              UCT_CUDA_IPC_NS_BROKER_OFF_INDEX);
     }
     return UCT_CUDA_IPC_NS_BROKER_STATUS_OK;
 }
@@ -112,6 +154,104 @@ ucs_status_t uct_cuda_ipc_ns_broker_unpack_reply(const uint8_t *buf, size_t len,
                                            UCT_CUDA_IPC_NS_BROKER_OFF_STATUS);
     *alloc_id_p = uct_cuda_ipc_ns_get_le64(buf +
                                            UCT_CUDA_IPC_NS_BROKER_OFF_ALLOC_ID);
+    return UCS_OK;
+}
+
+
+size_t uct_cuda_ipc_ns_broker_pack_layout(uint8_t *buf, uint64_t reg_id,
+                                          uint32_t total, uint32_t first,
+                                          uint32_t count,
+                                          const uct_cuda_ipc_ns_chunk_t *chunks)
+{
+    uint8_t *entry = buf + UCT_CUDA_IPC_NS_BROKER_OFF_ENTRIES;
+    uint32_t i;
+
+    uct_cuda_ipc_ns_broker_pack_head(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
+                                     reg_id);
+    uct_cuda_ipc_ns_put_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_TOTAL, total);
+    uct_cuda_ipc_ns_put_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_FIRST, first);
+    uct_cuda_ipc_ns_put_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_COUNT, count);
+    for (i = 0; i < count; ++i) {
+        uct_cuda_ipc_ns_put_le64(entry, chunks[i].offset);
+        uct_cuda_ipc_ns_put_le64(entry + 8, chunks[i].size);
+        uct_cuda_ipc_ns_put_le64(entry + 16, chunks[i].alloc_id);
+        entry += UCT_CUDA_IPC_NS_BROKER_LAYOUT_ENTRY_SIZE;
+    }
+    return UCS_PTR_BYTE_DIFF(buf, entry);
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_broker_unpack_layout(const uint8_t *buf, size_t len,
+                                                  uct_cuda_ipc_ns_layout_page_t *page,
+                                                  uct_cuda_ipc_ns_chunk_t *chunks)
+{
+    const uint8_t *entry = buf + UCT_CUDA_IPC_NS_BROKER_OFF_ENTRIES;
+    uint32_t i;
+
+    memset(page, 0, sizeof(*page));
+    if ((len < UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE) ||
+        (uct_cuda_ipc_ns_get_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_MAGIC) !=
+         UCT_CUDA_IPC_NS_BROKER_MAGIC)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    page->status = uct_cuda_ipc_ns_get_le16(buf +
+                                            UCT_CUDA_IPC_NS_BROKER_OFF_STATUS);
+    page->reg_id = uct_cuda_ipc_ns_get_le64(buf +
+                                            UCT_CUDA_IPC_NS_BROKER_OFF_ALLOC_ID);
+    if (page->status != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
+        /* a refusal is a plain reply */
+        return (len == UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE) ? UCS_OK :
+               UCS_ERR_INVALID_PARAM;
+    }
+
+    if (len < UCT_CUDA_IPC_NS_BROKER_LAYOUT_HEAD_SIZE) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    page->total = uct_cuda_ipc_ns_get_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_TOTAL);
+    page->first = uct_cuda_ipc_ns_get_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_FIRST);
+    page->count = uct_cuda_ipc_ns_get_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_COUNT);
+    if ((page->count == 0) ||
+        (page->count > UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX) ||
+        (len != UCT_CUDA_IPC_NS_BROKER_LAYOUT_HEAD_SIZE +
+                (size_t)page->count * UCT_CUDA_IPC_NS_BROKER_LAYOUT_ENTRY_SIZE)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    for (i = 0; i < page->count; ++i) {
+        chunks[i].offset   = uct_cuda_ipc_ns_get_le64(entry);
+        chunks[i].size     = uct_cuda_ipc_ns_get_le64(entry + 8);
+        chunks[i].alloc_id = uct_cuda_ipc_ns_get_le64(entry + 16);
+        entry += UCT_CUDA_IPC_NS_BROKER_LAYOUT_ENTRY_SIZE;
+    }
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_layout_check(const uct_cuda_ipc_ns_chunk_t *chunks,
+                                          uint32_t count, uint64_t length)
+{
+    uint64_t end = 0;
+    uint32_t i;
+
+    for (i = 0; i < count; ++i) {
+        if ((chunks[i].offset != end) || (chunks[i].size == 0) ||
+            (chunks[i].size > length - end) || (chunks[i].alloc_id == 0)) {
+            ucs_debug("cuda_ipc_ns: layout chunk %u of %u (offset 0x%" PRIx64
+                      ", size 0x%" PRIx64 ", alloc_id 0x%" PRIx64 ") does not "
+                      "follow offset 0x%" PRIx64 " within 0x%" PRIx64 " bytes",
+                      i, count, chunks[i].offset, chunks[i].size,
+                      chunks[i].alloc_id, end, length);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        end += chunks[i].size;
+    }
+
+    if ((count == 0) || (end != length)) {
+        ucs_debug("cuda_ipc_ns: layout of %u chunks covers 0x%" PRIx64 " of "
+                  "0x%" PRIx64 " bytes", count, end, length);
+        return UCS_ERR_INVALID_PARAM;
+    }
     return UCS_OK;
 }
 

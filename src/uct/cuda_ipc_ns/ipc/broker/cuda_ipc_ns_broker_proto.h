@@ -19,6 +19,20 @@
  *     u16  status      UCT_CUDA_IPC_NS_BROKER_STATUS_*
  *     u64  alloc_id    echoed from the request (0 when the request was
  *                      not read)
+ *
+ * Registrations of several allocations (docs/framework-memory.md) add two
+ * requests of UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE = 36 bytes: the head
+ * above with op LAYOUT or GET_CHUNK_FD, the registration id in place of
+ * alloc_id, the token, then
+ *     u32  index       LAYOUT: first chunk wanted; GET_CHUNK_FD: the chunk
+ *   LAYOUT reply: the 16-byte reply (alloc_id: the registration id), and
+ *   when its status is OK
+ *     u32  total       chunks of the registration
+ *     u32  first       index of the first entry below
+ *     u32  count       entries, 1..UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX
+ *     count x { u64 offset, u64 size, u64 alloc_id }
+ *   GET_CHUNK_FD reply: the 16-byte reply, alloc_id the chunk's allocation
+ *   id, with the chunk's fd when OK.
  */
 #ifndef UCT_CUDA_IPC_NS_BROKER_PROTO_H
 #define UCT_CUDA_IPC_NS_BROKER_PROTO_H
@@ -33,8 +47,22 @@
 #define UCT_CUDA_IPC_NS_BROKER_MAGIC        0x736e6963u /* "cins" */
 #define UCT_CUDA_IPC_NS_BROKER_VERSION      1
 #define UCT_CUDA_IPC_NS_BROKER_OP_GET_FD    1
+#define UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT    2
+#define UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FD 3
 #define UCT_CUDA_IPC_NS_BROKER_REQ_SIZE     (4 + 2 + 2 + 8 + UCT_CUDA_IPC_NS_TOKEN_SIZE)
+#define UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE (UCT_CUDA_IPC_NS_BROKER_REQ_SIZE + 4)
 #define UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE   (4 + 2 + 2 + 8)
+/* layout entries per reply: one reply stays a few KiB, sent at once */
+#define UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX   128
+#define UCT_CUDA_IPC_NS_BROKER_LAYOUT_HEAD_SIZE \
+    (UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE + 4 + 4 + 4)
+#define UCT_CUDA_IPC_NS_BROKER_LAYOUT_ENTRY_SIZE (8 + 8 + 8)
+#define UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX \
+    (UCT_CUDA_IPC_NS_BROKER_LAYOUT_HEAD_SIZE + \
+     UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX * UCT_CUDA_IPC_NS_BROKER_LAYOUT_ENTRY_SIZE)
+/* chunks of one registration: 2,048 x 20 MiB is a 40 GiB KV cache; the
+ * bound keeps a hostile key from making us allocate without end */
+#define UCT_CUDA_IPC_NS_MAX_CHUNKS          (1u << 20)
 
 
 /* UCX 1.13.1 has no UCS_ERR_NO_PERMISSION: permission refusals (pidfd_getfd
@@ -56,9 +84,28 @@ typedef enum {
 typedef struct uct_cuda_ipc_ns_broker_req {
     uint16_t      version;
     uint16_t      op;
-    uint64_t      alloc_id;
+    uint64_t      alloc_id;  /* LAYOUT, GET_CHUNK_FD: the registration id */
     const uint8_t *token;
+    uint32_t      index;     /* LAYOUT, GET_CHUNK_FD */
 } uct_cuda_ipc_ns_broker_req_t;
+
+
+/* One allocation of a registration, at @a offset from its base */
+typedef struct uct_cuda_ipc_ns_chunk {
+    uint64_t offset;
+    uint64_t size;
+    uint64_t alloc_id;
+} uct_cuda_ipc_ns_chunk_t;
+
+
+/* A page of a registration's layout, as the importer reads it */
+typedef struct uct_cuda_ipc_ns_layout_page {
+    unsigned status;  /* UCT_CUDA_IPC_NS_BROKER_STATUS_* */
+    uint64_t reg_id;
+    uint32_t total;
+    uint32_t first;
+    uint32_t count;
+} uct_cuda_ipc_ns_layout_page_t;
 
 
 typedef enum {
@@ -98,6 +145,52 @@ typedef struct uct_cuda_ipc_ns_fdx_config {
 /* Client: write a GET_FD request (UCT_CUDA_IPC_NS_BROKER_REQ_SIZE bytes) */
 void uct_cuda_ipc_ns_broker_pack_request(uint8_t *buf, uint64_t alloc_id,
                                          const uint8_t *token);
+
+
+/* Client: write a LAYOUT or GET_CHUNK_FD request
+ * (UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE bytes) */
+void uct_cuda_ipc_ns_broker_pack_chunk_request(uint8_t *buf, uint16_t op,
+                                               uint64_t reg_id,
+                                               const uint8_t *token,
+                                               uint32_t index);
+
+
+/**
+ * Server: write an OK layout reply of @a count entries of @a chunks (the
+ * registration's chunks @a first..first+count-1 of @a total) into @a buf of
+ * UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX bytes. @return its length.
+ */
+size_t uct_cuda_ipc_ns_broker_pack_layout(uint8_t *buf, uint64_t reg_id,
+                                          uint32_t total, uint32_t first,
+                                          uint32_t count,
+                                          const uct_cuda_ipc_ns_chunk_t *chunks);
+
+
+/**
+ * Client: parse a layout reply of @a len bytes: either a plain reply (an
+ * error status) or an OK one whose entries go to @a chunks (room for
+ * UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX).
+ *
+ * @return UCS_OK with @a page set, or UCS_ERR_INVALID_PARAM for a
+ *         malformed reply (size, magic, count 0 or above the maximum, an
+ *         OK status without entries).
+ */
+ucs_status_t uct_cuda_ipc_ns_broker_unpack_layout(const uint8_t *buf, size_t len,
+                                                  uct_cuda_ipc_ns_layout_page_t *page,
+                                                  uct_cuda_ipc_ns_chunk_t *chunks);
+
+
+/**
+ * Whether @a chunks (@a count of them) tile [0, @a length) exactly: the
+ * first at offset 0, each one where the previous ends, none empty, the last
+ * ending at @a length, no offset or size wrapping around, and no allocation
+ * id 0. An owner's answer is hostile until this holds.
+ *
+ * @return UCS_OK, or UCS_ERR_INVALID_PARAM with a debug line naming the
+ *         first bad entry.
+ */
+ucs_status_t uct_cuda_ipc_ns_layout_check(const uct_cuda_ipc_ns_chunk_t *chunks,
+                                          uint32_t count, uint64_t length);
 
 
 /**

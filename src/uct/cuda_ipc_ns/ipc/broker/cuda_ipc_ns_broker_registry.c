@@ -10,6 +10,7 @@
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
 
 #include <sys/random.h>
 #include <errno.h>
@@ -22,6 +23,10 @@ struct uct_cuda_ipc_ns_broker_reg {
     uint64_t                     alloc_id;
     int                          fd;       /* borrowed from the caller */
     uint8_t                      token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
+    /* a registration of several allocations: fd is -1 */
+    uint64_t                     base;
+    uct_cuda_ipc_ns_chunk_t      *chunks;
+    uint32_t                     num_chunks;
 };
 
 
@@ -80,11 +85,46 @@ void uct_cuda_ipc_ns_broker_registry_cleanup(uct_cuda_ipc_ns_broker_registry_t *
     kh_foreach_value(&registry->regs, reg, {
         for (; reg != NULL; reg = next) {
             next = reg->next;
+            ucs_free(reg->chunks);
             ucs_free(reg);
         }
     })
     kh_destroy_inplace(uct_cuda_ipc_ns_broker_regs, &registry->regs);
     pthread_mutex_destroy(&registry->lock);
+}
+
+
+/* Give @a reg a fresh token and link it under its id */
+static ucs_status_t
+uct_cuda_ipc_ns_broker_registry_link(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                     uct_cuda_ipc_ns_broker_reg_t *reg,
+                                     uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE])
+{
+    ucs_status_t status;
+    khiter_t iter;
+    int ret;
+
+    status = uct_cuda_ipc_ns_broker_random(reg->token, sizeof(reg->token));
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    pthread_mutex_lock(&registry->lock);
+    iter = kh_put(uct_cuda_ipc_ns_broker_regs, &registry->regs, reg->alloc_id,
+                  &ret);
+    if (ret < 0) {
+        pthread_mutex_unlock(&registry->lock);
+        ucs_error("cuda_ipc_ns: failed to register alloc_id 0x%" PRIx64
+                  " with the broker", reg->alloc_id);
+        return UCS_ERR_NO_MEMORY;
+    }
+    reg->next                      = (ret == 0) ? kh_val(&registry->regs, iter) :
+                                                  NULL;
+    kh_val(&registry->regs, iter)  = reg;
+    pthread_mutex_unlock(&registry->lock);
+
+    memcpy(token, reg->token, sizeof(reg->token));
+    return UCS_OK;
 }
 
 
@@ -96,8 +136,6 @@ uct_cuda_ipc_ns_broker_registry_add(uct_cuda_ipc_ns_broker_registry_t *registry,
 {
     uct_cuda_ipc_ns_broker_reg_t *reg;
     ucs_status_t status;
-    khiter_t iter;
-    int ret;
 
     reg = ucs_calloc(1, sizeof(*reg), "cuda_ipc_ns_broker_reg");
     if (reg == NULL) {
@@ -105,29 +143,57 @@ uct_cuda_ipc_ns_broker_registry_add(uct_cuda_ipc_ns_broker_registry_t *registry,
         return UCS_ERR_NO_MEMORY;
     }
 
-    status = uct_cuda_ipc_ns_broker_random(reg->token, sizeof(reg->token));
+    reg->alloc_id = alloc_id;
+    reg->fd       = fd;
+    status        = uct_cuda_ipc_ns_broker_registry_link(registry, reg, token);
     if (status != UCS_OK) {
         ucs_free(reg);
         return status;
     }
-    reg->alloc_id = alloc_id;
-    reg->fd       = fd;
 
-    pthread_mutex_lock(&registry->lock);
-    iter = kh_put(uct_cuda_ipc_ns_broker_regs, &registry->regs, alloc_id, &ret);
-    if (ret < 0) {
-        pthread_mutex_unlock(&registry->lock);
-        ucs_free(reg);
-        ucs_error("cuda_ipc_ns: failed to register alloc_id 0x%" PRIx64
-                  " with the broker", alloc_id);
+    *reg_p = reg;
+    return UCS_OK;
+}
+
+
+ucs_status_t
+uct_cuda_ipc_ns_broker_registry_add_chunks(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                           uint64_t reg_id, uint64_t base,
+                                           const uct_cuda_ipc_ns_chunk_t *chunks,
+                                           uint32_t num_chunks,
+                                           uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
+                                           uct_cuda_ipc_ns_broker_reg_t **reg_p)
+{
+    uct_cuda_ipc_ns_broker_reg_t *reg;
+    ucs_status_t status;
+
+    reg = ucs_calloc(1, sizeof(*reg), "cuda_ipc_ns_broker_reg");
+    if (reg == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate a broker registration");
         return UCS_ERR_NO_MEMORY;
     }
-    reg->next                      = (ret == 0) ? kh_val(&registry->regs, iter) :
-                                                  NULL;
-    kh_val(&registry->regs, iter)  = reg;
-    pthread_mutex_unlock(&registry->lock);
 
-    memcpy(token, reg->token, sizeof(reg->token));
+    reg->chunks = ucs_malloc(sizeof(*chunks) * num_chunks,
+                             "cuda_ipc_ns_broker_chunks");
+    if (reg->chunks == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate the layout of %u chunks",
+                  num_chunks);
+        ucs_free(reg);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    memcpy(reg->chunks, chunks, sizeof(*chunks) * num_chunks);
+    reg->num_chunks = num_chunks;
+    reg->base       = base;
+    reg->alloc_id   = reg_id;
+    reg->fd         = -1;
+    status          = uct_cuda_ipc_ns_broker_registry_link(registry, reg, token);
+    if (status != UCS_OK) {
+        ucs_free(reg->chunks);
+        ucs_free(reg);
+        return status;
+    }
+
     *reg_p = reg;
     return UCS_OK;
 }
@@ -159,7 +225,36 @@ void uct_cuda_ipc_ns_broker_registry_remove(uct_cuda_ipc_ns_broker_registry_t *r
               reg->alloc_id);
     /* wipe the secret before the memory goes back to the heap */
     memset(reg->token, 0, sizeof(reg->token));
+    ucs_free(reg->chunks);
     ucs_free(reg);
+}
+
+
+/*
+ * The registration of (@a id, @a token) that holds chunks, or an fd
+ * (@a chunked 0); with the lock held. Every entry of the chain is compared:
+ * timing tells nothing of tokens.
+ */
+static uct_cuda_ipc_ns_broker_reg_t *
+uct_cuda_ipc_ns_broker_registry_find(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                     uint64_t id, const uint8_t *token,
+                                     int chunked)
+{
+    uct_cuda_ipc_ns_broker_reg_t *reg, *found = NULL;
+    khiter_t iter;
+
+    iter = kh_get(uct_cuda_ipc_ns_broker_regs, &registry->regs, id);
+    if (iter == kh_end(&registry->regs)) {
+        return NULL;
+    }
+
+    for (reg = kh_val(&registry->regs, iter); reg != NULL; reg = reg->next) {
+        if (uct_cuda_ipc_ns_broker_token_equal(reg->token, token) &&
+            ((reg->chunks != NULL) == chunked) && (found == NULL)) {
+            found = reg;
+        }
+    }
+    return found;
 }
 
 
@@ -169,23 +264,58 @@ int uct_cuda_ipc_ns_broker_registry_hand_out(uct_cuda_ipc_ns_broker_registry_t *
                                              uct_cuda_ipc_ns_broker_send_fd_func_t send,
                                              void *arg)
 {
-    uct_cuda_ipc_ns_broker_reg_t *reg, *found = NULL;
-    khiter_t iter;
+    uct_cuda_ipc_ns_broker_reg_t *found;
 
     pthread_mutex_lock(&registry->lock);
-    iter = kh_get(uct_cuda_ipc_ns_broker_regs, &registry->regs, alloc_id);
-    if (iter != kh_end(&registry->regs)) {
-        /* compare every entry of the chain: timing tells nothing of tokens */
-        for (reg = kh_val(&registry->regs, iter); reg != NULL; reg = reg->next) {
-            if (uct_cuda_ipc_ns_broker_token_equal(reg->token, token) &&
-                (found == NULL)) {
-                found = reg;
-            }
-        }
-    }
-
+    found = uct_cuda_ipc_ns_broker_registry_find(registry, alloc_id, token, 0);
     if (found != NULL) {
         send(arg, found->fd);
+    }
+    pthread_mutex_unlock(&registry->lock);
+    return found != NULL;
+}
+
+
+int uct_cuda_ipc_ns_broker_registry_layout(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                           uint64_t reg_id, const uint8_t *token,
+                                           uint32_t first,
+                                           uct_cuda_ipc_ns_chunk_t *chunks,
+                                           uint32_t *count_p, uint32_t *total_p)
+{
+    uct_cuda_ipc_ns_broker_reg_t *found;
+
+    pthread_mutex_lock(&registry->lock);
+    found = uct_cuda_ipc_ns_broker_registry_find(registry, reg_id, token, 1);
+    if ((found != NULL) && (first < found->num_chunks)) {
+        *total_p = found->num_chunks;
+        *count_p = ucs_min(found->num_chunks - first,
+                           UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX);
+        memcpy(chunks, found->chunks + first, sizeof(*chunks) * *count_p);
+    } else {
+        found = NULL;
+    }
+    pthread_mutex_unlock(&registry->lock);
+    return found != NULL;
+}
+
+
+int uct_cuda_ipc_ns_broker_registry_hand_out_chunk(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                                   uint64_t reg_id,
+                                                   const uint8_t *token,
+                                                   uint32_t index,
+                                                   uct_cuda_ipc_ns_broker_send_chunk_func_t send,
+                                                   void *arg)
+{
+    uct_cuda_ipc_ns_broker_reg_t *found;
+    const uct_cuda_ipc_ns_chunk_t *chunk;
+
+    pthread_mutex_lock(&registry->lock);
+    found = uct_cuda_ipc_ns_broker_registry_find(registry, reg_id, token, 1);
+    if ((found != NULL) && (index < found->num_chunks)) {
+        chunk = &found->chunks[index];
+        send(arg, found->base + chunk->offset, chunk->size, chunk->alloc_id);
+    } else {
+        found = NULL;
     }
     pthread_mutex_unlock(&registry->lock);
     return found != NULL;

@@ -4,13 +4,16 @@
  * Each registration is an fd (borrowed from the memory domain), the
  * allocation id it exports and a 16-byte random token; a requester gets the
  * fd only by presenting both. Several registrations may share an allocation
- * id (one per registered range). Thread-safe: the memory domain adds and
+ * id (one per registered range). A registration of several allocations
+ * (docs/framework-memory.md) holds no fd: its layout (base, chunks) is
+ * registered under its registration id, and a chunk is exported when a
+ * requester asks for it. Thread-safe: the memory domain adds and
  * removes registrations while the broker thread hands fds out.
  */
 #ifndef UCT_CUDA_IPC_NS_BROKER_REGISTRY_H
 #define UCT_CUDA_IPC_NS_BROKER_REGISTRY_H
 
-#include "cuda_ipc_ns_rkey.h"
+#include "cuda_ipc_ns_broker_proto.h"
 
 #include <ucs/datastruct/khash.h>
 #include <ucs/type/status.h>
@@ -36,6 +39,17 @@ typedef struct uct_cuda_ipc_ns_broker_registry {
 typedef void (*uct_cuda_ipc_ns_broker_send_fd_func_t)(void *arg, int fd);
 
 
+/**
+ * Export the chunk at @a addr (@a size bytes, allocation id @a alloc_id) and
+ * answer the requester; called with the registry locked, so that the
+ * registration is not released meanwhile.
+ */
+typedef void (*uct_cuda_ipc_ns_broker_send_chunk_func_t)(void *arg,
+                                                         uint64_t addr,
+                                                         uint64_t size,
+                                                         uint64_t alloc_id);
+
+
 /* @a len random bytes from the kernel (tokens, socket names) */
 ucs_status_t uct_cuda_ipc_ns_broker_random(void *buf, size_t len);
 
@@ -54,6 +68,46 @@ uct_cuda_ipc_ns_broker_registry_add(uct_cuda_ipc_ns_broker_registry_t *registry,
                                     int fd, uint64_t alloc_id,
                                     uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
                                     uct_cuda_ipc_ns_broker_reg_t **reg_p);
+
+
+/**
+ * Add a registration of @a num_chunks allocations mapped back to back from
+ * @a base (@a chunks is copied) under @a reg_id and a fresh random token
+ * (returned). It holds no fd.
+ */
+ucs_status_t
+uct_cuda_ipc_ns_broker_registry_add_chunks(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                           uint64_t reg_id, uint64_t base,
+                                           const uct_cuda_ipc_ns_chunk_t *chunks,
+                                           uint32_t num_chunks,
+                                           uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
+                                           uct_cuda_ipc_ns_broker_reg_t **reg_p);
+
+
+/**
+ * Copy at most UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX chunks of the registration
+ * of (@a reg_id, @a token), from index @a first, to @a chunks.
+ * @return nonzero when found and @a first is one of its chunks (then
+ *         *count_p and *total_p are set).
+ */
+int uct_cuda_ipc_ns_broker_registry_layout(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                           uint64_t reg_id, const uint8_t *token,
+                                           uint32_t first,
+                                           uct_cuda_ipc_ns_chunk_t *chunks,
+                                           uint32_t *count_p, uint32_t *total_p);
+
+
+/**
+ * Find chunk @a index of the registration of (@a reg_id, @a token) and pass
+ * its address, size and allocation id to @a send under the lock.
+ * @return nonzero when found (and sent).
+ */
+int uct_cuda_ipc_ns_broker_registry_hand_out_chunk(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                                   uint64_t reg_id,
+                                                   const uint8_t *token,
+                                                   uint32_t index,
+                                                   uct_cuda_ipc_ns_broker_send_chunk_func_t send,
+                                                   void *arg);
 
 
 /* Remove and free @a reg; once this returns its fd is never sent again */

@@ -8,6 +8,7 @@
 #include "cuda_ipc_ns_broker_serve.h"
 #include "cuda_ipc_ns_broker_proto.h"
 #include "cuda_ipc_ns_scm.h"
+#include "cuda_ipc_ns_driver.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/math.h>
@@ -191,12 +192,155 @@ static void uct_cuda_ipc_ns_broker_serve(uct_cuda_ipc_ns_broker_server_t *server
 }
 
 
+/* Answer a LAYOUT request: a page of the registration's chunks */
+static void uct_cuda_ipc_ns_broker_serve_layout(uct_cuda_ipc_ns_broker_server_t *server,
+                                                const uct_cuda_ipc_ns_broker_conn_t *conn,
+                                                const uct_cuda_ipc_ns_broker_req_t *req)
+{
+    uct_cuda_ipc_ns_chunk_t chunks[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
+    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX];
+    uint32_t count, total;
+    size_t len;
+
+    if (!uct_cuda_ipc_ns_broker_registry_layout(server->registry,
+                                                req->alloc_id, req->token,
+                                                req->index, chunks, &count,
+                                                &total)) {
+        uct_cuda_ipc_ns_broker_reply(server, conn,
+                                     UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY,
+                                     req->alloc_id, -1);
+        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
+                                           "unknown or released token, or "
+                                           "chunk %u out of range, for the "
+                                           "layout of 0x%" PRIx64, req->index,
+                                           req->alloc_id);
+        return;
+    }
+
+    len = uct_cuda_ipc_ns_broker_pack_layout(buf, req->alloc_id, total,
+                                             req->index, count, chunks);
+    /* a few KiB on a fresh connection: fits the socket buffer at once */
+    if (uct_cuda_ipc_ns_scm_send_fd(conn->fd, buf, len, -1,
+                                    MSG_DONTWAIT | MSG_NOSIGNAL) != UCS_OK) {
+        ucs_debug("cuda_ipc_ns: broker %s: sending the layout of 0x%" PRIx64
+                  " to pid %d failed", server->name, req->alloc_id,
+                  (int)conn->pid);
+    }
+}
+
+
+typedef struct {
+    uct_cuda_ipc_ns_broker_server_t     *server;
+    const uct_cuda_ipc_ns_broker_conn_t *conn;
+    uct_cuda_ipc_ns_broker_status_t     status;
+} uct_cuda_ipc_ns_broker_chunk_out_t;
+
+
+/* Buffer id, start and size of the mapping at @a addr, 0s when none */
+static void uct_cuda_ipc_ns_broker_chunk_attr(uint64_t addr, uint64_t *ids)
+{
+    CUpointer_attribute names[] = {
+        CU_POINTER_ATTRIBUTE_BUFFER_ID,
+        CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        CU_POINTER_ATTRIBUTE_RANGE_SIZE
+    };
+    unsigned long long buffer_id = 0;
+    CUdeviceptr start            = 0;
+    size_t size                  = 0;
+    void *values[]               = {&buffer_id, &start, &size};
+
+    if (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes,
+                                ucs_static_array_size(names), names, values,
+                                (CUdeviceptr)addr) != UCS_OK) {
+        buffer_id = start = size = 0;
+    }
+    ids[0] = buffer_id;
+    ids[1] = start;
+    ids[2] = size;
+}
+
+
+/*
+ * Export the chunk at @a addr and send its fd, then close ours: no fd per
+ * allocation is kept. The allocation mapped there must still be the one the
+ * registration recorded (its buffer id, start and size, read before and
+ * after taking the handle: ids are never reused, so the handle is that
+ * allocation's); a pool that unmapped it, or mapped another one there, gets
+ * NO_ENTRY (docs/framework-memory.md, "Staleness").
+ */
+static void uct_cuda_ipc_ns_broker_send_chunk(void *arg, uint64_t addr,
+                                              uint64_t size, uint64_t alloc_id)
+{
+    uct_cuda_ipc_ns_broker_chunk_out_t *out = arg;
+    CUmemGenericAllocationHandle handle;
+    uint64_t before[3], after[3];
+    int fd = -1;
+
+    out->status = UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY;
+    uct_cuda_ipc_ns_broker_chunk_attr(addr, before);
+    if ((before[0] != alloc_id) || (before[1] != addr) || (before[2] != size)) {
+        goto out;
+    }
+
+    if (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuMemRetainAllocationHandle,
+                                &handle, (void*)addr) != UCS_OK) {
+        goto out;
+    }
+
+    uct_cuda_ipc_ns_broker_chunk_attr(addr, after);
+    if ((after[0] == alloc_id) && (after[1] == addr) && (after[2] == size)) {
+        out->status = (UCT_CUDA_IPC_NS_CU(cuMemExportToShareableHandle, &fd,
+                                          handle,
+                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                          0) == UCS_OK) ?
+                      UCT_CUDA_IPC_NS_BROKER_STATUS_OK :
+                      UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL;
+    }
+    (void)UCT_CUDA_IPC_NS_CU(cuMemRelease, handle);
+
+out:
+    uct_cuda_ipc_ns_broker_reply(out->server, out->conn, out->status, alloc_id,
+                                 (out->status == UCT_CUDA_IPC_NS_BROKER_STATUS_OK) ?
+                                 fd : -1);
+    if (fd >= 0) {
+        close(fd);
+    }
+}
+
+
+/* Answer a GET_CHUNK_FD request: the chunk exported now, or a refusal */
+static void uct_cuda_ipc_ns_broker_serve_chunk(uct_cuda_ipc_ns_broker_server_t *server,
+                                               const uct_cuda_ipc_ns_broker_conn_t *conn,
+                                               const uct_cuda_ipc_ns_broker_req_t *req)
+{
+    uct_cuda_ipc_ns_broker_chunk_out_t out = {server, conn,
+                                              UCT_CUDA_IPC_NS_BROKER_STATUS_OK};
+
+    if (!uct_cuda_ipc_ns_broker_registry_hand_out_chunk(
+                server->registry, req->alloc_id, req->token, req->index,
+                uct_cuda_ipc_ns_broker_send_chunk, &out)) {
+        uct_cuda_ipc_ns_broker_reply(server, conn,
+                                     UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY,
+                                     0, -1);
+        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
+                                           "unknown or released token, or "
+                                           "chunk %u out of range, for 0x%"
+                                           PRIx64, req->index, req->alloc_id);
+    } else if (out.status != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
+        ucs_debug("cuda_ipc_ns: broker %s: chunk %u of 0x%" PRIx64 " asked by "
+                  "pid %d: %s", server->name, req->index, req->alloc_id,
+                  (int)conn->pid, uct_cuda_ipc_ns_broker_status_str(out.status));
+    }
+}
+
+
 /* @return nonzero when the connection is done and can be closed */
 static int uct_cuda_ipc_ns_broker_handle(uct_cuda_ipc_ns_broker_server_t *server,
                                          const uct_cuda_ipc_ns_broker_conn_t *conn)
 {
-    /* one more byte than a request: a longer message shows as too long */
-    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE + 1];
+    /* one more byte than the longest request: a longer message shows as
+     * too long */
+    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE + 1];
     uct_cuda_ipc_ns_broker_status_t status;
     uct_cuda_ipc_ns_broker_req_t req;
     ssize_t len;
@@ -218,7 +362,17 @@ static int uct_cuda_ipc_ns_broker_handle(uct_cuda_ipc_ns_broker_server_t *server
 
     status = uct_cuda_ipc_ns_broker_unpack_request(buf, len, &req);
     if (status == UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
-        uct_cuda_ipc_ns_broker_serve(server, conn, req.alloc_id, req.token);
+        switch (req.op) {
+        case UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT:
+            uct_cuda_ipc_ns_broker_serve_layout(server, conn, &req);
+            break;
+        case UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FD:
+            uct_cuda_ipc_ns_broker_serve_chunk(server, conn, &req);
+            break;
+        default:
+            uct_cuda_ipc_ns_broker_serve(server, conn, req.alloc_id, req.token);
+            break;
+        }
         return 1;
     }
 

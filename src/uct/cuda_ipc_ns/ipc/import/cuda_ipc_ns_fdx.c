@@ -14,6 +14,7 @@
 
 #include <ucs/debug/log.h>
 #include <ucs/time/time.h>
+#include <ucs/debug/memtrack_int.h>
 
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -362,25 +363,24 @@ uct_cuda_ipc_ns_fdx_broker_open(const uct_cuda_ipc_ns_fdx_config_t *cfg,
 }
 
 
-/* Send the request for @a key and receive the reply, with its fd if any */
+/* Send the request @a req for @a key and receive the reply (at most
+ * @a reply_max bytes), with its fd if any */
 static ucs_status_t
 uct_cuda_ipc_ns_fdx_broker_exchange(const uct_cuda_ipc_ns_rkey_info_t *key,
                                     const char *name, int sock,
-                                    ucs_time_t deadline, uint8_t *reply,
-                                    size_t *len_p, int *fd_p)
+                                    ucs_time_t deadline, const uint8_t *req,
+                                    size_t req_len, uint8_t *reply,
+                                    size_t reply_max, size_t *len_p, int *fd_p)
 {
-    uint8_t req[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE];
     const char *what;
     ucs_status_t status;
 
-    what = "send";
-    uct_cuda_ipc_ns_broker_pack_request(req, key->handle.posix.alloc_id,
-                                        key->token);
+    what   = "send";
     status = uct_cuda_ipc_ns_fdx_set_timeout(sock, SO_SNDTIMEO, deadline);
     if (status != UCS_OK) {
         return status;
     }
-    status = uct_cuda_ipc_ns_scm_send_fd(sock, req, sizeof(req), -1,
+    status = uct_cuda_ipc_ns_scm_send_fd(sock, req, req_len, -1,
                                          MSG_NOSIGNAL);
     /* on a reset the broker closed after refusing us: its reply may be
      * waiting, read it */
@@ -393,16 +393,14 @@ uct_cuda_ipc_ns_fdx_broker_exchange(const uct_cuda_ipc_ns_rkey_info_t *key,
     if (status != UCS_OK) {
         return status;
     }
-    status = uct_cuda_ipc_ns_scm_recv_fd(sock, reply,
-                                         UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE, 0,
-                                         len_p, fd_p);
+    status = uct_cuda_ipc_ns_scm_recv_fd(sock, reply, reply_max, 0, len_p,
+                                         fd_p);
     if (status == UCS_ERR_CONNECTION_RESET) {
         /* a broker that refused us before reading our request closes with
          * it unread: the kernel reports ECONNRESET ahead of the reply that
          * is already queued */
-        status = uct_cuda_ipc_ns_scm_recv_fd(sock, reply,
-                                             UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE,
-                                             0, len_p, fd_p);
+        status = uct_cuda_ipc_ns_scm_recv_fd(sock, reply, reply_max, 0, len_p,
+                                             fd_p);
     }
     if (status == UCS_OK) {
         return UCS_OK;
@@ -429,13 +427,26 @@ uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     double timeout    = (cfg->timeout > 0) ? cfg->timeout : 1.0;
     uint64_t alloc_id = key->handle.posix.alloc_id;
     uint8_t reply[UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE];
+    uint8_t req[UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE];
     char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2];
     uint64_t reply_alloc_id;
     ucs_time_t deadline;
     ucs_status_t status;
     unsigned bstatus;
     int sock, fd = -1, pidfd = -1;
-    size_t len;
+    size_t len, req_len;
+
+    if (key->handle_type == UCT_CUDA_IPC_NS_HANDLE_CHUNKS) {
+        /* one chunk of a registration: the broker exports it now */
+        uct_cuda_ipc_ns_broker_pack_chunk_request(
+                req, UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FD,
+                key->handle.posix.reg_id, key->token,
+                key->handle.posix.chunk_index);
+        req_len = UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE;
+    } else {
+        uct_cuda_ipc_ns_broker_pack_request(req, alloc_id, key->token);
+        req_len = UCT_CUDA_IPC_NS_BROKER_REQ_SIZE;
+    }
 
     /* one deadline from connect to the fd */
     deadline = ucs_get_time() + ucs_time_from_sec(timeout);
@@ -453,7 +464,8 @@ uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     }
 
     status = uct_cuda_ipc_ns_fdx_broker_exchange(key, name, sock, deadline,
-                                                 reply, &len, &fd);
+                                                 req, req_len, reply,
+                                                 sizeof(reply), &len, &fd);
     close(sock);
     if (status != UCS_OK) {
         goto out;
@@ -513,15 +525,25 @@ ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     int same_ns                            = (key->pid_ns == self->pid_ns);
     ucs_status_t status;
 
-    if ((key->handle_type != UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) ||
+    if (!uct_cuda_ipc_ns_handle_is_fd(key->handle_type) ||
         (cfg->mode < 0) || (cfg->mode >= UCT_CUDA_IPC_NS_FDX_LAST) ||
-        (key->handle.posix.fd < 0)) {
+        ((key->handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) &&
+         (key->handle.posix.fd < 0))) {
         ucs_error("cuda_ipc_ns: invalid fd import (handle type %u, mode %d, "
                   "fd %d)", key->handle_type, cfg->mode, key->handle.posix.fd);
         return UCS_ERR_INVALID_PARAM;
     }
 
-    if (cfg->mode != UCT_CUDA_IPC_NS_FDX_BROKER) {
+    if (key->handle_type == UCT_CUDA_IPC_NS_HANDLE_CHUNKS) {
+        /* the owner holds no fd of a chunk: only its broker exports one */
+        if (cfg->mode == UCT_CUDA_IPC_NS_FDX_PIDFD) {
+            ucs_diag("cuda_ipc_ns: allocation 0x%" PRIx64 " of pid %u is a "
+                     "chunk of a registration of several allocations, which "
+                     "only the owner's broker hands out (fd exchange mode "
+                     "'pidfd', use 'auto' or 'broker')", key->base, key->pid);
+            return UCS_ERR_UNREACHABLE;
+        }
+    } else if (cfg->mode != UCT_CUDA_IPC_NS_FDX_BROKER) {
         if (!same_ns) {
             /* key->pid numbers a process in the owner's namespace; here
              * it would name another process, if any */
@@ -557,5 +579,149 @@ ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
         __atomic_fetch_add(&uct_cuda_ipc_ns_fdx_broker_count, 1,
                            __ATOMIC_RELAXED);
     }
+    return status;
+}
+
+
+/* One page of the layout of @a key from index @a first: its own connection
+ * (one request per connection), checked owner, within @a deadline */
+static ucs_status_t
+uct_cuda_ipc_ns_fdx_layout_page(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                const uct_cuda_ipc_ns_rkey_info_t *key,
+                                uint32_t first, ucs_time_t deadline,
+                                uct_cuda_ipc_ns_layout_page_t *page,
+                                uct_cuda_ipc_ns_chunk_t *chunks)
+{
+    uint8_t req[UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE];
+    uint8_t reply[UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX];
+    char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2];
+    int sock, fd = -1, pidfd = -1;
+    ucs_status_t status;
+    size_t len;
+
+    status = uct_cuda_ipc_ns_fdx_broker_open(cfg, key, deadline, name, &sock);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    /* nothing is sent to, or believed from, a broker that is not the owner */
+    status = uct_cuda_ipc_ns_owner_check(sock, name, key, cfg->allowed_uid,
+                                         &pidfd);
+    if (status != UCS_OK) {
+        close(sock);
+        return status;
+    }
+    if (pidfd >= 0) {
+        close(pidfd); /* the chunks' imports hand one to the watch */
+    }
+
+    uct_cuda_ipc_ns_broker_pack_chunk_request(req,
+                                              UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT,
+                                              key->handle.posix.reg_id,
+                                              key->token, first);
+    status = uct_cuda_ipc_ns_fdx_broker_exchange(key, name, sock, deadline,
+                                                 req, sizeof(req), reply,
+                                                 sizeof(reply), &len, &fd);
+    close(sock);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (fd >= 0) {
+        ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent an fd with a "
+                  "layout: refused", name, key->pid);
+        close(fd);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    if (uct_cuda_ipc_ns_broker_unpack_layout(reply, len, page, chunks) !=
+        UCS_OK) {
+        ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a malformed "
+                  "layout reply (%zu bytes)", name, key->pid, len);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    if (page->status != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
+        ucs_debug("cuda_ipc_ns: broker %s (owner pid %u) refused the layout "
+                  "of 0x%" PRIx64 ": %s", name, key->pid,
+                  key->handle.posix.reg_id,
+                  uct_cuda_ipc_ns_broker_status_str(page->status));
+        return uct_cuda_ipc_ns_broker_status_to_ucs(page->status);
+    }
+
+    if ((page->reg_id != key->handle.posix.reg_id) || (page->first != first) ||
+        (page->total != key->handle.posix.num_chunks) ||
+        (page->count > page->total - first)) {
+        ucs_error("cuda_ipc_ns: broker %s (owner pid %u) answered the layout "
+                  "of 0x%" PRIx64 " from chunk %u of %u with 0x%" PRIx64
+                  ", chunks %u..+%u of %u: refused", name, key->pid,
+                  key->handle.posix.reg_id, first,
+                  key->handle.posix.num_chunks, page->reg_id, page->first,
+                  page->count, page->total);
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_fdx_layout(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                        const uct_cuda_ipc_ns_rkey_info_t *key,
+                                        uct_cuda_ipc_ns_chunk_t **chunks_p)
+{
+    double timeout = (cfg->timeout > 0) ? cfg->timeout : 1.0;
+    uint32_t total = key->handle.posix.num_chunks;
+    uct_cuda_ipc_ns_layout_page_t page;
+    uct_cuda_ipc_ns_chunk_t *chunks;
+    ucs_time_t deadline;
+    ucs_status_t status;
+    uint32_t first;
+
+    if ((key->handle_type != UCT_CUDA_IPC_NS_HANDLE_CHUNKS) || (total == 0) ||
+        (total > UCT_CUDA_IPC_NS_MAX_CHUNKS) ||
+        (cfg->mode == UCT_CUDA_IPC_NS_FDX_PIDFD)) {
+        ucs_error("cuda_ipc_ns: cannot ask pid %u for the layout of 0x%" PRIx64
+                  " (handle type %u, %u chunks, at most %u; fd exchange mode "
+                  "%d, 'pidfd' has no broker)", key->pid, key->base,
+                  key->handle_type, total, UCT_CUDA_IPC_NS_MAX_CHUNKS,
+                  cfg->mode);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    /* room for a whole page past the last chunk: a page is checked against
+     * the total only once it is read */
+    chunks = ucs_malloc(sizeof(*chunks) *
+                        (total + UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX),
+                        "cuda_ipc_ns_layout");
+    if (chunks == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate the layout of %u chunks",
+                  total);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    /* one deadline for the whole layout */
+    deadline = ucs_get_time() + ucs_time_from_sec(timeout);
+    for (first = 0; first < total; first += page.count) {
+        status = uct_cuda_ipc_ns_fdx_layout_page(cfg, key, first, deadline,
+                                                 &page, chunks + first);
+        if (status != UCS_OK) {
+            goto err_free;
+        }
+    }
+
+    if (uct_cuda_ipc_ns_layout_check(chunks, total, key->length) != UCS_OK) {
+        ucs_error("cuda_ipc_ns: the layout of 0x%" PRIx64 " from pid %u does "
+                  "not tile its %" PRIu64 " bytes with its %u chunks: refused",
+                  key->base, key->pid, key->length, total);
+        status = UCS_ERR_IO_ERROR;
+        goto err_free;
+    }
+
+    ucs_debug("cuda_ipc_ns: layout of 0x%" PRIx64 " (%" PRIu64 " bytes) of "
+              "pid %u: %u chunks", key->base, key->length, key->pid, total);
+    *chunks_p = chunks;
+    return UCS_OK;
+
+err_free:
+    ucs_free(chunks);
     return status;
 }

@@ -70,6 +70,24 @@ ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
 
 
 /**
+ * The layout of a key of several allocations (UCT_CUDA_IPC_NS_HANDLE_CHUNKS),
+ * asked of the owner's broker page by page (docs/framework-memory.md), each
+ * page from a broker checked as the key's owner, all within cfg->timeout;
+ * the answer must give exactly the key's number of chunks, tiling its
+ * length (uct_cuda_ipc_ns_layout_check()).
+ *
+ * @param [out] chunks_p  key->handle.posix.num_chunks entries, the caller
+ *                        frees them (ucs_free).
+ *
+ * @return UCS_OK, the statuses of uct_cuda_ipc_ns_fdx_import() for the
+ *         broker, or UCS_ERR_IO_ERROR for a hostile or malformed layout.
+ */
+ucs_status_t uct_cuda_ipc_ns_fdx_layout(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                        const uct_cuda_ipc_ns_rkey_info_t *key,
+                                        uct_cuda_ipc_ns_chunk_t **chunks_p);
+
+
+/**
  * Whether pidfd_getfd() can be used by this process: probed once per process
  * (again after fork) by taking one of our own fds through a pidfd, which
  * fails under a seccomp filter or on a kernel without the call. Also turns

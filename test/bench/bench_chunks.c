@@ -1,0 +1,483 @@
+/*
+ * cuda_ipc_ns: framework memory (docs/framework-memory.md), as ratios
+ * measured in one run:
+ *
+ *  1. put and get bandwidth over a registration of 64 VMM allocations mapped
+ *     back to back (PyTorch's expandable segments) vs one allocation of the
+ *     same size, at 4, 16 and 64 MiB (goal >= 0.95): copies split at chunk
+ *     boundaries against one copy;
+ *  2. the first use of each chunk (layout request + fd import + mapping),
+ *     against the first use of the single allocation.
+ *
+ * The exporter is this program again (fork + exec), over a socketpair. On
+ * the emulator the granularity is set to 1 MiB (CUDASIM_VMM_GRANULARITY,
+ * unless set) so that 64 MiB is 64 chunks; with a GPU's 2 MiB it is 32.
+ *
+ * Usage: bench_chunks [-n iterations]     (driver: UCX_CUDA_IPC_NS_DRIVER)
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cuda_ipc_ns_driver.h"
+#include "cuda_ipc_ns_addr.h"
+#include "cuda_ipc_ns_rkey.h"
+#include "bench_stats.h"
+
+#include <uct/api/uct.h>
+#include <ucs/async/async.h>
+
+#include <sys/socket.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+
+#define BENCH_SIZE        (64ul << 20)
+#define BENCH_MAX_CHUNKS  64
+#define BENCH_CHECK(_cond, _what) \
+    do { \
+        if (!(_cond)) { \
+            fprintf(stderr, "bench_chunks: %s failed (%s:%d)\n", _what, \
+                    __FILE__, __LINE__); \
+            exit(1); \
+        } \
+    } while (0)
+#define BENCH_CU(_func, ...) \
+    BENCH_CHECK(uct_cuda_ipc_ns_drv._func(__VA_ARGS__) == CUDA_SUCCESS, #_func)
+
+
+/* What the exporter sends: its addresses, and both buffers with their keys */
+typedef struct {
+    uint8_t  dev_addr[UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE];
+    uint8_t  iface_addr[UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE];
+    uint64_t single_addr;
+    uint64_t chunks_addr;
+    uint32_t num_chunks;
+    uint8_t  single_rkey[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
+    uint8_t  chunks_rkey[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
+} bench_export_t;
+
+
+typedef struct {
+    uct_component_h     component;
+    uct_md_h            md;
+    ucs_async_context_t *async;
+    uct_worker_h        worker;
+    uct_iface_h         iface;
+    int                 event_fd;
+} bench_node_t;
+
+
+static void bench_cuda_init(void)
+{
+    CUdevice device;
+    CUcontext ctx;
+
+    BENCH_CHECK(uct_cuda_ipc_ns_driver_load(getenv("UCX_CUDA_IPC_NS_DRIVER") ?:
+                                            "libcuda.so.1") == UCS_OK,
+                "loading the CUDA driver");
+    BENCH_CU(cuDeviceGet, &device, 0);
+    BENCH_CU(cuDevicePrimaryCtxRetain, &ctx, device);
+    BENCH_CU(cuCtxSetCurrent, ctx);
+}
+
+
+static CUmemAllocationProp bench_vmm_prop(void)
+{
+    CUmemAllocationProp prop = {};
+
+    prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id          = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    return prop;
+}
+
+
+/* The size of a chunk: 64 MiB in at most 64 allocations of the granularity
+ * or more */
+static size_t bench_chunk_size(void)
+{
+    CUmemAllocationProp prop = bench_vmm_prop();
+    size_t gran;
+
+    BENCH_CU(cuMemGetAllocationGranularity, &gran, &prop,
+             CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    return (gran > BENCH_SIZE / BENCH_MAX_CHUNKS) ? gran :
+           BENCH_SIZE / BENCH_MAX_CHUNKS;
+}
+
+
+/* @a count allocations of @a chunk bytes back to back in one reservation,
+ * read-write on device 0 */
+static void *bench_vmm_chunks(size_t chunk, size_t count)
+{
+    CUmemAllocationProp prop = bench_vmm_prop();
+    CUmemAccessDesc access   = {};
+    CUmemGenericAllocationHandle handle;
+    CUdeviceptr ptr;
+    size_t i;
+
+    access.location = prop.location;
+    access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    BENCH_CU(cuMemAddressReserve, &ptr, chunk * count, 0, 0, 0);
+    for (i = 0; i < count; ++i) {
+        BENCH_CU(cuMemCreate, &handle, chunk, &prop, 0);
+        BENCH_CU(cuMemMap, ptr + i * chunk, chunk, 0, handle, 0);
+        BENCH_CU(cuMemRelease, handle); /* the mapping keeps it */
+        BENCH_CU(cuMemSetAccess, ptr + i * chunk, chunk, &access, 1);
+    }
+    return (void*)ptr;
+}
+
+
+static void bench_node_open(bench_node_t *node)
+{
+    uct_iface_params_t params = {};
+    uct_component_attr_t attr;
+    uct_component_h *components;
+    uct_iface_config_t *iface_config;
+    uct_md_config_t *md_config;
+    unsigned i, count;
+
+    node->component = NULL;
+    BENCH_CHECK(uct_query_components(&components, &count) == UCS_OK,
+                "uct_query_components");
+    for (i = 0; i < count; ++i) {
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+        if ((uct_component_query(components[i], &attr) == UCS_OK) &&
+            !strcmp(attr.name, "cuda_ipc_ns")) {
+            node->component = components[i];
+        }
+    }
+    uct_release_component_list(components);
+    BENCH_CHECK(node->component != NULL, "finding component cuda_ipc_ns");
+
+    BENCH_CHECK(uct_md_config_read(node->component, NULL, NULL, &md_config) ==
+                UCS_OK, "uct_md_config_read");
+    BENCH_CHECK(uct_md_open(node->component, "cuda_ipc_ns", md_config,
+                            &node->md) == UCS_OK, "uct_md_open");
+    uct_config_release(md_config);
+    BENCH_CHECK(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                         &node->async) == UCS_OK, "async");
+    BENCH_CHECK(uct_worker_create(node->async, UCS_THREAD_MODE_SINGLE,
+                                  &node->worker) == UCS_OK, "worker");
+    BENCH_CHECK(uct_md_iface_config_read(node->md, "cu_ipc_ns", NULL, NULL,
+                                         &iface_config) == UCS_OK,
+                "iface config");
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                  UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = "cu_ipc_ns";
+    params.mode.device.dev_name = "cuda";
+    BENCH_CHECK(uct_iface_open(node->md, node->worker, &params, iface_config,
+                               &node->iface) == UCS_OK, "uct_iface_open");
+    uct_config_release(iface_config);
+    uct_iface_progress_enable(node->iface, UCT_PROGRESS_SEND);
+    BENCH_CHECK(uct_iface_event_fd_get(node->iface, &node->event_fd) == UCS_OK,
+                "uct_iface_event_fd_get");
+}
+
+
+static void bench_node_close(bench_node_t *node)
+{
+    uct_iface_close(node->iface);
+    uct_worker_destroy(node->worker);
+    ucs_async_context_destroy(node->async);
+    uct_md_close(node->md);
+}
+
+
+/* Exporter: both buffers registered until the parent closes the channel */
+static int bench_exporter(int chan)
+{
+    uct_mem_h single_memh, chunks_memh;
+    bench_export_t msg = {};
+    bench_node_t node;
+    void *single, *chunks;
+    size_t chunk;
+    char c;
+
+    bench_cuda_init();
+    bench_node_open(&node);
+    chunk          = bench_chunk_size();
+    msg.num_chunks = BENCH_SIZE / chunk;
+    single         = bench_vmm_chunks(BENCH_SIZE, 1);
+    chunks         = bench_vmm_chunks(chunk, msg.num_chunks);
+    BENCH_CHECK(uct_md_mem_reg(node.md, single, BENCH_SIZE,
+                               UCT_MD_MEM_ACCESS_ALL, &single_memh) == UCS_OK,
+                "uct_md_mem_reg");
+    BENCH_CHECK(uct_md_mem_reg(node.md, chunks, BENCH_SIZE,
+                               UCT_MD_MEM_ACCESS_ALL, &chunks_memh) == UCS_OK,
+                "uct_md_mem_reg");
+    BENCH_CHECK(uct_md_mkey_pack(node.md, single_memh, msg.single_rkey) ==
+                UCS_OK, "uct_md_mkey_pack");
+    BENCH_CHECK(uct_md_mkey_pack(node.md, chunks_memh, msg.chunks_rkey) ==
+                UCS_OK, "uct_md_mkey_pack");
+    uct_iface_get_device_address(node.iface, (uct_device_addr_t*)msg.dev_addr);
+    uct_iface_get_address(node.iface, (uct_iface_addr_t*)msg.iface_addr);
+    msg.single_addr = (uintptr_t)single;
+    msg.chunks_addr = (uintptr_t)chunks;
+    BENCH_CHECK(send(chan, &msg, sizeof(msg), 0) == sizeof(msg), "send");
+    while (recv(chan, &c, 1, 0) > 0) {
+    }
+    uct_md_mem_dereg(node.md, chunks_memh);
+    uct_md_mem_dereg(node.md, single_memh);
+    bench_node_close(&node);
+    return 0;
+}
+
+
+static void bench_comp_cb(uct_completion_t *comp)
+{
+}
+
+
+/*
+ * One put/get, posted and progressed to completion. Large copies wait on
+ * the iface's event fd rather than spin: the spinning thread would compete
+ * for the CPU with the copy itself on the emulator (as for cuMemcpyDtoD,
+ * which waits inside the driver).
+ */
+static void bench_copy(bench_node_t *node, uct_ep_h ep, int is_put, void *local,
+                       size_t size, uint64_t remote, uct_rkey_t rkey)
+{
+    uct_iov_t iov          = {local, size, NULL, 0, 1};
+    uct_completion_t comp  = {bench_comp_cb, 1, UCS_OK};
+    struct pollfd pfd      = {node->event_fd, POLLIN, 0};
+    ucs_status_t status;
+
+    status = is_put ? uct_ep_put_zcopy(ep, &iov, 1, remote, rkey, &comp) :
+                      uct_ep_get_zcopy(ep, &iov, 1, remote, rkey, &comp);
+    BENCH_CHECK(UCS_STATUS_IS_ERR(status) == 0, "put/get zcopy");
+    while ((status == UCS_INPROGRESS) && (comp.count > 0)) {
+        if (uct_worker_progress(node->worker) || (size < (1ul << 20))) {
+            continue;
+        }
+        if (uct_iface_event_arm(node->iface, UCT_EVENT_SEND_COMP) == UCS_OK) {
+            poll(&pfd, 1, 1000);
+        }
+    }
+    BENCH_CHECK(comp.status == UCS_OK, "copy completion");
+}
+
+
+enum {
+    BENCH_OP_PUT_CHUNKS,
+    BENCH_OP_PUT_SINGLE,
+    BENCH_OP_GET_CHUNKS,
+    BENCH_OP_GET_SINGLE,
+    BENCH_OP_LAST
+};
+
+
+typedef struct {
+    bench_node_t *node;
+    uct_ep_h     ep;
+    void         *local;
+    uint64_t     addr[2];  /* chunks, single */
+    uct_rkey_t   rkey[2];
+} bench_ctx_t;
+
+
+static void bench_op(const bench_ctx_t *c, int op, size_t size)
+{
+    int single = (op == BENCH_OP_PUT_SINGLE) || (op == BENCH_OP_GET_SINGLE);
+    int is_put = (op == BENCH_OP_PUT_CHUNKS) || (op == BENCH_OP_PUT_SINGLE);
+
+    bench_copy(c->node, c->ep, is_put, c->local, size, c->addr[single],
+               c->rkey[single]);
+}
+
+
+/*
+ * The first use of each chunk: an 8-byte put into each chunk in turn maps it
+ * (the first one also asks for the layout), then the same puts again into
+ * mapped chunks; per chunk, the difference. Likewise for the one allocation.
+ * One sample per chunk: a mapping is made once.
+ */
+static void bench_first_use(const bench_ctx_t *c, unsigned num_chunks)
+{
+    size_t chunk = BENCH_SIZE / num_chunks;
+    double first[BENCH_MAX_CHUNKS], again[BENCH_MAX_CHUNKS];
+    double cost[BENCH_MAX_CHUNKS], single_first, single_again, t0;
+    bench_range_t per_chunk;
+    unsigned i, pass;
+
+    BENCH_CU(cuMemsetD8, (CUdeviceptr)c->local, 0, 8); /* the local page */
+    for (pass = 0; pass < 2; ++pass) {
+        for (i = 0; i < num_chunks; ++i) {
+            t0 = bench_time_now();
+            bench_copy(c->node, c->ep, 1, c->local, 8,
+                       c->addr[0] + i * chunk + chunk / 2, c->rkey[0]);
+            (pass ? again : first)[i] = bench_time_now() - t0;
+        }
+    }
+    t0 = bench_time_now();
+    bench_copy(c->node, c->ep, 1, c->local, 8, c->addr[1], c->rkey[1]);
+    single_first = bench_time_now() - t0;
+    t0 = bench_time_now();
+    bench_copy(c->node, c->ep, 1, c->local, 8, c->addr[1], c->rkey[1]);
+    single_again = bench_time_now() - t0;
+
+    for (i = 1; i < num_chunks; ++i) {
+        cost[i - 1] = (first[i] - again[i]) * 1e6;
+    }
+    per_chunk = bench_range(cost, num_chunks - 1);
+    printf("first use: an 8-byte put into a chunk not mapped yet, minus the "
+           "same put mapped (one sample per chunk)\n");
+    printf("  first chunk (layout request of %u chunks + fd import + "
+           "mapping): %.0f us\n", num_chunks,
+           (first[0] - again[0]) * 1e6);
+    printf("  each further chunk (fd import + mapping): median %.0f us (min "
+           "%.0f, max %.0f, %u chunks)\n", per_chunk.med, per_chunk.min,
+           per_chunk.max, num_chunks - 1);
+    printf("  one allocation (fd import + mapping): %.0f us\n",
+           (single_first - single_again) * 1e6);
+    printf("ratio first use of a chunk / of one allocation: %.3f\n\n",
+           per_chunk.med / ((single_first - single_again) * 1e6));
+}
+
+
+static void bench_bandwidth(const bench_ctx_t *c, int min_iters)
+{
+    static const size_t sizes[] = {4ul << 20, 16ul << 20, 64ul << 20};
+    const int rounds        = bench_rounds();
+    const double round_time = bench_round_time();
+    double bw[BENCH_OP_LAST][BENCH_MAX_ROUNDS], t[BENCH_OP_LAST], t0, dt;
+    double put_ratio[BENCH_MAX_ROUNDS], get_ratio[BENCH_MAX_ROUNDS], tmin;
+    bench_samples_t samples[BENCH_OP_LAST] = {};
+    char name[64];
+    size_t i;
+    long it;
+    int r, k, op;
+
+    printf("%-10s %14s %14s %14s %14s\n", "size", "put chunks MB/s",
+           "put single", "get chunks", "get single");
+    for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        for (op = 0; op < BENCH_OP_LAST; ++op) {
+            bench_op(c, op, sizes[i]); /* warm-up */
+        }
+        for (r = 0; r < rounds; ++r) {
+            memset(t, 0, sizeof(t));
+            it = 0;
+            do {
+                /* interleaved, the first op of an iteration turning */
+                for (k = 0; k < BENCH_OP_LAST; ++k) {
+                    op = (k + it) % BENCH_OP_LAST;
+                    t0 = bench_time_now();
+                    bench_op(c, op, sizes[i]);
+                    dt     = bench_time_now() - t0;
+                    t[op] += dt;
+                    bench_samples_add(&samples[op], dt);
+                }
+                ++it;
+                for (tmin = t[0], k = 1; k < BENCH_OP_LAST; ++k) {
+                    tmin = (t[k] < tmin) ? t[k] : tmin;
+                }
+            } while ((it < min_iters) || (tmin < round_time));
+            for (op = 0; op < BENCH_OP_LAST; ++op) {
+                bw[op][r] = sizes[i] / bench_samples_median(&samples[op]) /
+                            1e6;
+            }
+            put_ratio[r] = bw[BENCH_OP_PUT_CHUNKS][r] /
+                           bw[BENCH_OP_PUT_SINGLE][r];
+            get_ratio[r] = bw[BENCH_OP_GET_CHUNKS][r] /
+                           bw[BENCH_OP_GET_SINGLE][r];
+        }
+        printf("%-10zu %14.1f %14.1f %14.1f %14.1f\n", sizes[i],
+               bench_range(bw[0], rounds).med, bench_range(bw[1], rounds).med,
+               bench_range(bw[2], rounds).med, bench_range(bw[3], rounds).med);
+        snprintf(name, sizeof(name), "put chunks/single %zu MiB",
+                 sizes[i] >> 20);
+        bench_print_ratio(name, put_ratio, rounds);
+        snprintf(name, sizeof(name), "get chunks/single %zu MiB",
+                 sizes[i] >> 20);
+        bench_print_ratio(name, get_ratio, rounds);
+    }
+    for (op = 0; op < BENCH_OP_LAST; ++op) {
+        free(samples[op].v);
+    }
+}
+
+
+int main(int argc, char **argv)
+{
+    int iters = 5, sv[2], opt;
+    uct_ep_params_t ep_params = {};
+    uct_rkey_bundle_t rkeys[2];
+    bench_export_t exp;
+    bench_node_t node;
+    bench_ctx_t ctx;
+    char fd_str[16];
+    uct_ep_h ep;
+    pid_t pid;
+
+    if ((argc == 3) && !strcmp(argv[1], "--exporter")) {
+        return bench_exporter(atoi(argv[2]));
+    }
+    while ((opt = getopt(argc, argv, "n:")) != -1) {
+        if (opt == 'n') {
+            iters = atoi(optarg);
+        } else {
+            fprintf(stderr, "usage: %s [-n iterations]\n", argv[0]);
+            return 2;
+        }
+    }
+
+    /* the emulator's granularity, for both processes: 64 chunks in 64 MiB */
+    setenv("CUDASIM_VMM_GRANULARITY", "1048576", 0);
+    BENCH_CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) == 0, "socketpair");
+    pid = fork();
+    BENCH_CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        close(sv[0]);
+        snprintf(fd_str, sizeof(fd_str), "%d", sv[1]);
+        execl("/proc/self/exe", argv[0], "--exporter", fd_str, (char*)NULL);
+        _exit(127);
+    }
+    close(sv[1]);
+
+    bench_cuda_init();
+    bench_node_open(&node);
+    BENCH_CHECK(recv(sv[0], &exp, sizeof(exp), 0) == sizeof(exp),
+                "exporter message");
+    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                           UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    ep_params.iface      = node.iface;
+    ep_params.dev_addr   = (uct_device_addr_t*)exp.dev_addr;
+    ep_params.iface_addr = (uct_iface_addr_t*)exp.iface_addr;
+    BENCH_CHECK(uct_ep_create(&ep_params, &ep) == UCS_OK, "uct_ep_create");
+    BENCH_CHECK(uct_rkey_unpack(node.component, exp.chunks_rkey, &rkeys[0]) ==
+                UCS_OK, "uct_rkey_unpack");
+    BENCH_CHECK(uct_rkey_unpack(node.component, exp.single_rkey, &rkeys[1]) ==
+                UCS_OK, "uct_rkey_unpack");
+    ctx.node    = &node;
+    ctx.ep      = ep;
+    ctx.local   = bench_vmm_chunks(BENCH_SIZE, 1);
+    ctx.addr[0] = exp.chunks_addr;
+    ctx.addr[1] = exp.single_addr;
+    ctx.rkey[0] = rkeys[0].rkey;
+    ctx.rkey[1] = rkeys[1].rkey;
+
+    printf("cuda_ipc_ns framework memory: %u chunks of %lu KiB vs one "
+           "allocation of 64 MiB, driver %s\n", exp.num_chunks,
+           (BENCH_SIZE / exp.num_chunks) >> 10,
+           getenv("UCX_CUDA_IPC_NS_DRIVER") ?: "libcuda.so.1");
+    bench_print_settings("bench_chunks");
+    printf("\n");
+    bench_first_use(&ctx, exp.num_chunks);
+    bench_bandwidth(&ctx, iters);
+
+    uct_rkey_release(node.component, &rkeys[1]);
+    uct_rkey_release(node.component, &rkeys[0]);
+    uct_ep_destroy(ep);
+    bench_node_close(&node);
+    close(sv[0]);
+    waitpid(pid, NULL, 0);
+    return 0;
+}

@@ -1,0 +1,239 @@
+/*
+ * cuda_ipc_ns: the broker's requests and replies for registrations of
+ * several allocations (docs/wire-format.md, "Broker protocol"): golden
+ * vectors written by hand from cuda_ipc_ns_broker_proto.h, refusal of
+ * malformed replies, and the check of a layout an owner answers
+ * (docs/framework-memory.md).
+ */
+#include <gtest/gtest.h>
+
+extern "C" {
+#include "cuda_ipc_ns_broker_proto.h"
+}
+
+#include <stdint.h>
+#include <string.h>
+#include <vector>
+
+
+namespace {
+
+typedef std::vector<uint8_t> bytes_t;
+
+#define TOKEN_BYTES \
+    0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7, \
+    0xc8, 0xc9, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf
+
+const uint8_t token[] = {TOKEN_BYTES};
+
+/* LAYOUT of registration 0x0807060504030201 from chunk 128 */
+const uint8_t golden_layout_req[] = {
+    0x63, 0x69, 0x6e, 0x73,                         /* magic "cins" */
+    0x01, 0x00,                                     /* version 1 */
+    0x02, 0x00,                                     /* op LAYOUT */
+    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* registration id */
+    TOKEN_BYTES,
+    0x80, 0x00, 0x00, 0x00                          /* first chunk 128 */
+};
+
+/* GET_CHUNK_FD of chunk 2047 of the same registration */
+const uint8_t golden_chunk_req[] = {
+    0x63, 0x69, 0x6e, 0x73,
+    0x01, 0x00,
+    0x03, 0x00,                                     /* op GET_CHUNK_FD */
+    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
+    TOKEN_BYTES,
+    0xff, 0x07, 0x00, 0x00                          /* chunk 2047 */
+};
+
+/* OK layout reply: chunks 1 and 2 of 3 */
+const uint8_t golden_layout_reply[] = {
+    0x63, 0x69, 0x6e, 0x73,
+    0x01, 0x00,
+    0x00, 0x00,                                     /* status OK */
+    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* registration id */
+    0x03, 0x00, 0x00, 0x00,                         /* total 3 */
+    0x01, 0x00, 0x00, 0x00,                         /* first 1 */
+    0x02, 0x00, 0x00, 0x00,                         /* count 2 */
+    0x00, 0x00, 0x40, 0x01, 0x00, 0x00, 0x00, 0x00, /* offset 20 MiB */
+    0x00, 0x00, 0x40, 0x01, 0x00, 0x00, 0x00, 0x00, /* size 20 MiB */
+    0x11, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* alloc_id 0x11 */
+    0x00, 0x00, 0x80, 0x02, 0x00, 0x00, 0x00, 0x00, /* offset 40 MiB */
+    0x00, 0x00, 0x20, 0x00, 0x00, 0x00, 0x00, 0x00, /* size 2 MiB */
+    0x12, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00  /* alloc_id 0x12 */
+};
+
+const uint64_t REG_ID = 0x0807060504030201ull;
+const uint64_t MiB    = 1ull << 20;
+
+
+TEST(cuda_ipc_ns_broker_format, golden_chunk_requests) {
+    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE];
+    uct_cuda_ipc_ns_broker_req_t req;
+
+    ASSERT_EQ(sizeof(golden_layout_req), sizeof(buf));
+    uct_cuda_ipc_ns_broker_pack_chunk_request(
+            buf, UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT, REG_ID, token, 128);
+    EXPECT_EQ(0, memcmp(buf, golden_layout_req, sizeof(buf)));
+    ASSERT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
+              uct_cuda_ipc_ns_broker_unpack_request(buf, sizeof(buf), &req));
+    EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT, req.op);
+    EXPECT_EQ(REG_ID, req.alloc_id);
+    EXPECT_EQ(128u, req.index);
+    EXPECT_EQ(0, memcmp(req.token, token, sizeof(token)));
+
+    uct_cuda_ipc_ns_broker_pack_chunk_request(
+            buf, UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FD, REG_ID, token, 2047);
+    EXPECT_EQ(0, memcmp(buf, golden_chunk_req, sizeof(buf)));
+    ASSERT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
+              uct_cuda_ipc_ns_broker_unpack_request(buf, sizeof(buf), &req));
+    EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FD, req.op);
+    EXPECT_EQ(2047u, req.index);
+}
+
+
+/* Each op has its exact size: a chunk request cut to a GET_FD's size, or a
+ * GET_FD request with 4 more bytes, is malformed */
+TEST(cuda_ipc_ns_broker_format, request_size_per_op) {
+    uct_cuda_ipc_ns_broker_req_t req;
+    bytes_t buf(golden_chunk_req, golden_chunk_req + sizeof(golden_chunk_req));
+
+    EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
+              uct_cuda_ipc_ns_broker_unpack_request(
+                      buf.data(), UCT_CUDA_IPC_NS_BROKER_REQ_SIZE, &req));
+    buf[6] = UCT_CUDA_IPC_NS_BROKER_OP_GET_FD;
+    EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
+              uct_cuda_ipc_ns_broker_unpack_request(buf.data(), buf.size(),
+                                                    &req));
+    buf[6] = 4; /* unknown op */
+    EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
+              uct_cuda_ipc_ns_broker_unpack_request(buf.data(), buf.size(),
+                                                    &req));
+    buf.push_back(0);
+    buf[6] = UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT;
+    EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
+              uct_cuda_ipc_ns_broker_unpack_request(buf.data(), buf.size(),
+                                                    &req));
+}
+
+
+TEST(cuda_ipc_ns_broker_format, golden_layout_reply) {
+    const uct_cuda_ipc_ns_chunk_t chunks[] = {
+        {20 * MiB, 20 * MiB, 0x11}, {40 * MiB, 2 * MiB, 0x12}
+    };
+    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX];
+    uct_cuda_ipc_ns_chunk_t out[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
+    uct_cuda_ipc_ns_layout_page_t page;
+
+    ASSERT_EQ(sizeof(golden_layout_reply),
+              uct_cuda_ipc_ns_broker_pack_layout(buf, REG_ID, 3, 1, 2, chunks));
+    EXPECT_EQ(0, memcmp(buf, golden_layout_reply, sizeof(golden_layout_reply)));
+
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_layout(
+                              golden_layout_reply, sizeof(golden_layout_reply),
+                              &page, out));
+    EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_OK, page.status);
+    EXPECT_EQ(REG_ID, page.reg_id);
+    EXPECT_EQ(3u, page.total);
+    EXPECT_EQ(1u, page.first);
+    ASSERT_EQ(2u, page.count);
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(chunks[i].offset, out[i].offset);
+        EXPECT_EQ(chunks[i].size, out[i].size);
+        EXPECT_EQ(chunks[i].alloc_id, out[i].alloc_id);
+    }
+}
+
+
+TEST(cuda_ipc_ns_broker_format, layout_reply_rejects) {
+    uct_cuda_ipc_ns_chunk_t out[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
+    uct_cuda_ipc_ns_layout_page_t page;
+    bytes_t good(golden_layout_reply,
+                 golden_layout_reply + sizeof(golden_layout_reply));
+    bytes_t bad;
+
+    /* every length but the exact one */
+    for (size_t len = 0; len < good.size() + 30; ++len) {
+        if (len == good.size()) {
+            continue;
+        }
+        bad = good;
+        bad.resize(len);
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  uct_cuda_ipc_ns_broker_unpack_layout(bad.data(), bad.size(),
+                                                       &page, out))
+                << "length " << len;
+    }
+
+    bad    = good;
+    bad[0] = 0; /* magic */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_cuda_ipc_ns_broker_unpack_layout(bad.data(), bad.size(),
+                                                   &page, out));
+    bad     = good;
+    bad[24] = 0; /* count 0 */
+    bad.resize(UCT_CUDA_IPC_NS_BROKER_LAYOUT_HEAD_SIZE);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_cuda_ipc_ns_broker_unpack_layout(bad.data(), bad.size(),
+                                                   &page, out));
+    /* more entries than a reply may carry, with the bytes for them */
+    bad = good;
+    bad.resize(UCT_CUDA_IPC_NS_BROKER_LAYOUT_HEAD_SIZE +
+               (UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX + 1) *
+               UCT_CUDA_IPC_NS_BROKER_LAYOUT_ENTRY_SIZE);
+    bad[24] = (UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX + 1) & 0xff;
+    bad[25] = (UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX + 1) >> 8;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_cuda_ipc_ns_broker_unpack_layout(bad.data(), bad.size(),
+                                                   &page, out));
+
+    /* a refusal is a plain 16-byte reply; an OK one needs its entries */
+    bad = good;
+    bad.resize(UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_cuda_ipc_ns_broker_unpack_layout(bad.data(), bad.size(),
+                                                   &page, out));
+    bad[6] = UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY;
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_layout(
+                              bad.data(), bad.size(), &page, out));
+    EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY, page.status);
+}
+
+
+/* An owner's layout is hostile until it tiles the key's range exactly */
+TEST(cuda_ipc_ns_broker_format, layout_check) {
+    const uint64_t G = 2 * MiB;
+    typedef std::vector<uct_cuda_ipc_ns_chunk_t> layout_t;
+    const layout_t good = {{0, G, 1}, {G, G, 2}, {2 * G, 4 * G, 3}};
+
+    EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_layout_check(good.data(), 3, 6 * G));
+
+    struct {
+        const char *what;
+        layout_t   chunks;
+        uint64_t   length;
+    } bad[] = {
+        {"overlapping", {{0, G, 1}, {G / 2, G, 2}, {2 * G, 4 * G, 3}}, 6 * G},
+        {"gap", {{0, G, 1}, {2 * G, G, 2}, {3 * G, 3 * G, 3}}, 6 * G},
+        {"not from 0", {{G, G, 1}, {2 * G, G, 2}, {3 * G, 3 * G, 3}}, 6 * G},
+        {"past the end", {{0, G, 1}, {G, G, 2}, {2 * G, 5 * G, 3}}, 6 * G},
+        {"short of the end", {{0, G, 1}, {G, G, 2}, {2 * G, 3 * G, 3}}, 6 * G},
+        {"empty chunk", {{0, G, 1}, {G, 0, 2}, {G, 5 * G, 3}}, 6 * G},
+        {"wrapping size", {{0, G, 1}, {G, ~0ull - G + 1, 2}, {0, 6 * G, 3}},
+         6 * G},
+        {"allocation id 0", {{0, G, 1}, {G, G, 0}, {2 * G, 4 * G, 3}}, 6 * G},
+        {"out of order", {{G, G, 2}, {0, G, 1}, {2 * G, 4 * G, 3}}, 6 * G},
+    };
+
+    for (const auto &b : bad) {
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  uct_cuda_ipc_ns_layout_check(b.chunks.data(),
+                                               (uint32_t)b.chunks.size(),
+                                               b.length))
+                << b.what;
+    }
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_cuda_ipc_ns_layout_check(good.data(), 0, 0)) << "no chunks";
+}
+
+} // namespace
