@@ -29,7 +29,7 @@
 # to have taken them, so an installed libabsl-dev is left alone.
 # Idempotent: a stamp file keyed by the four tarballs' checksums, the UCX
 # prefix and that UCX's own stamp marks a finished install; a re-run takes a
-# second. A cold build is about 9 minutes of CPU (abseil 2/3 of it): about 5
+# second. A cold build is about 9 minutes of CPU, most of it abseil: about 5
 # minutes on an idle 2-core machine, 27 measured on one loaded by other
 # builds (load average 8-18).
 #
