@@ -311,10 +311,13 @@ TEST_P(nixl_pods, write_and_read_descriptor_lists) {
  * notification, with UCX_KEEPALIVE_INTERVAL=1s too): tcp sees the reset at
  * once, yet the transfer stays NIXL_IN_PROG past the 60 s guard, the module
  * notices the dead peer only when the agent is torn down, and UCP then
- * asserts (ucp_ep.c:1461 "ep_config->ep_count > 0"). The UCP-level test of
- * the same kill (test_ucp_nixl.cc, a single-threaded worker progressed by
- * the test) passes: what differs is NIXL's progress thread on a
- * UCS_THREAD_MODE_MULTI worker. Run it with --gtest_also_run_disabled_tests */
+ * asserts (ucp_ep.c:1461 "ep_config->ep_count > 0"). UCX_LOG_LEVEL=debug
+ * shows UCP failing the ep on the tcp reset and discarding its cu_ipc_ns
+ * uct_ep with a flush(UCT_FLUSH_FLAG_CANCEL) that never completes (the
+ * worker's flush_ops_count stays 1); uct_cuda_ipc_ns_ep_flush does not
+ * look at the CANCEL flag. The UCP-level test of the same kill
+ * (test_ucp_nixl.cc, a single-threaded worker the test progresses) passes.
+ * Run it with --gtest_also_run_disabled_tests */
 TEST_P(nixl_pods, DISABLED_killed_target_fails_the_transfer) {
     /* a transfer that works first: the target's buffer is mapped here */
     layout small = layout::of(8, MiB);
