@@ -12,6 +12,9 @@
 #   peer errors    tag_bw, ucp_put_bw, ucp_get at 4 MiB between two pods
 #                  with ucx_perftest -e (peer error handling, NIXL's mode)
 #                  vs without, interleaved rounds (goal >= 0.8)
+#   NIXL           (UCX 1.22) NIXL WRITE / UCP put and NIXL READ / UCP get
+#                  bandwidth on the same buffers between two pods, 4 and 64
+#                  MiB (test/nixl/bench_nixl; NIXL from contrib/setup-nixl.sh)
 #
 # How figures are taken (docs/architecture.md, Performance): every timed
 # operation is warmed up on the buffers it times; each figure is measured in
@@ -101,6 +104,21 @@ bench() {
         done
     } >"$out/perftest-ratios.txt"
 
+    # NIXL (UCX 1.22 builds): WRITE/READ vs UCP put/get on the same buffers
+    : >"$out/nixl-ratios.txt"
+    if [ "${ver%.*}" = 1.22 ]; then
+        local nixl_prefix nixl_rc=0
+        nixl_prefix=$("$top/contrib/setup-nixl.sh" | tail -n 1) || nixl_rc=$?
+        if [ $nixl_rc = 0 ]; then
+            echo "== UCX $ver: NIXL WRITE/READ vs UCP put/get, target in another pod: test/nixl/bench_nixl"
+            make -s -C "$BUILD_DIR/test/nixl" bench-nixl NIXL_PREFIX="$nixl_prefix" |
+                tee "$out/nixl.txt"
+            grep '^ratio ' "$out/nixl.txt" >"$out/nixl-ratios.txt" || true
+        else
+            echo "== UCX $ver: no NIXL figures (contrib/setup-nixl.sh exited $nixl_rc)"
+        fi
+    fi
+
     # bandwidth columns of the data-path table: size DtoD DtoD-r async put get
     awk '$1 ~ /^[0-9]+$/ && NF == 10 {print $1 / 1048576, $3, $5, $6, $7}' \
         "$out/datapath.txt" >"$out/datapath.dat"
@@ -122,7 +140,8 @@ GP
     {
         echo "== summary, UCX $ver (goals: docs/architecture.md, Performance): median [min-max] over the rounds"
         cat "$out/datapath.txt" "$out/cache.txt" "$out/fd_import.txt" \
-            "$out/memtype_detect.txt" "$out/perftest-ratios.txt" | verdicts
+            "$out/memtype_detect.txt" "$out/perftest-ratios.txt" \
+            "$out/nixl-ratios.txt" | verdicts
         echo "plots: $out/datapath.png $out/perftest/bandwidth.png"
     } | tee "$out/summary.txt"
 }

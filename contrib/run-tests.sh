@@ -21,7 +21,10 @@
 # activation checks against 1.22's own ucx_info/ucx_perftest through
 # UCX_PLUGIN_PATH and after make install into (a scratch copy of) its module
 # dir (test/activation/check_activation.sh BUILD plugin), and the same short
-# pod demo with 1.22's ucx_perftest and UCX_PLUGIN_PATH on both sides.
+# pod demo with 1.22's ucx_perftest and UCX_PLUGIN_PATH on both sides, and
+# NIXL between two pods (contrib/setup-nixl.sh builds NIXL 1.4.0 once from
+# ../shared/nixl, then test/nixl's check-nixl; log BUILD/logs/nixl.log;
+# skipped with a line saying why without the tarballs).
 # Which UCX 1.22:
 #   UCX_PREFIX=DIR UCX_SRC=DIR   your own installed UCX 1.22 and its configured
 #                                source tree (as for contrib/build.sh)
@@ -147,6 +150,27 @@ else
     SHORT=1 BUILD_DIR=$build122 OUT_DIR=$build122/perftest-ci TESTS=$pod_tests \
         "$top/contrib/perftest-ns.sh" || failed+=("ucx_perftest between two pods")
     versions+=" and $ver"
+    # NIXL between two pods (test/nixl), NIXL built once by setup-nixl.sh
+    # from ../shared/nixl against this UCX; skipped with its reason without
+    # the tarballs
+    nixl_rc=0
+    nixl_prefix=$(UCX_PREFIX=$ucx_prefix "$top/contrib/setup-nixl.sh" | tail -n 1) ||
+        nixl_rc=$?
+    if [ $nixl_rc = 77 ]; then
+        say "NIXL: skipped (the line above says why)"
+    elif [ $nixl_rc != 0 ]; then
+        failed+=("NIXL build (contrib/setup-nixl.sh)")
+    else
+        say "NIXL between two pods (test/nixl: WRITE and READ descriptor lists over cu_ipc_ns)"
+        if make -C "$build122/test/nixl" check-nixl NIXL_PREFIX="$nixl_prefix" \
+                >"$build122/logs/nixl.log" 2>&1; then
+            grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$build122/logs/nixl.log" || true
+            versions+=" (NIXL $(basename "${nixl_prefix%-install}" | sed 's/^nixl-//'))"
+        else
+            ( fail_log "$build122/logs/nixl.log" "NIXL between two pods" ) || true
+            failed+=("NIXL between two pods")
+        fi
+    fi
     if [ ${#failed[@]} -gt 0 ]; then
         say "FAILED on UCX $ver: $(IFS=,; echo "${failed[*]}" | sed 's/,/, /g') (1.13.1 passed; $((SECONDS - t0)) s)"
         exit 1

@@ -84,7 +84,7 @@ static inline void bench_samples_add(bench_samples_t *s, double x)
 
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 1024;
-        v      = realloc(s->v, s->cap * sizeof(*v));
+        v      = (double*)realloc(s->v, s->cap * sizeof(*v)); /* C++ too */
         if (v == NULL) {
             fprintf(stderr, "bench: out of memory\n");
             exit(1);
