@@ -46,7 +46,7 @@ esac
 out=${OUT_DIR:-$build/gpu-check}
 mkdir -p "$out"
 skip_list=$top/test/gpu-skip.list
-: "${DRY_FILTER:=test_ctx.*:test_cudasim_stream.*:test_cudasim_faults.*:datapath_pair.put_*}"
+: "${DRY_FILTER:=test_ctx.*:test_cudasim_stream.*:test_cudasim_faults.*:scenarios/datapath.*:datapath_pair.short_and_bcopy_copy_through_the_driver}"
 results=()   # "STATUS step: figures", in order
 failed=0
 
