@@ -59,8 +59,11 @@ fi
     { say "$libs has no ucx/ directory: this wheel bundles no UCX modules"; exit 2; }
 
 bundled() {   # bundled NAME: the one file nixl.libs/libNAME-*.so* (not libucs_signal)
-    local m=()
-    mapfile -t m < <(cd "$libs" && ls | grep -E "^lib$1-[0-9A-Za-z]+(-[0-9a-f]{8})?\.so" || true)
+    local m=() f
+    for f in "$libs"/lib"$1"-*.so*; do
+        f=$(basename "$f")
+        [[ "$f" =~ ^lib$1-[0-9A-Za-z]+(-[0-9a-f]{8})?\.so ]] && m+=("$f")
+    done
     [ ${#m[@]} -eq 1 ] ||
         { say "$libs: ${#m[@]} files named lib$1-*.so* (${m[*]:-none}), want one"; return 1; }
     echo "${m[0]}"

@@ -72,4 +72,5 @@ cp "$prefix/bin/ucx_info" "$out/bin/ucx_info"
 rename_needed "$out/bin/ucx_info" '$ORIGIN/../site-packages/nixl.libs'
 (cd "$site" && find . -type f | sed 's|^\./||; s|$|,,|') \
     >"$site/nixl-1.4.0.dist-info/RECORD"
-echo "make_fixture: $site ($(ls "$libs" | grep -c '\.so'), $(ls "$libs/ucx" | wc -l) UCX modules; scheme ${sfx:-hashed})"
+bundle=("$libs"/*.so*) modules=("$libs"/ucx/*.so*)
+echo "make_fixture: $site (${#bundle[@]} libraries, ${#modules[@]} UCX modules; scheme ${sfx:-hashed})"
