@@ -38,7 +38,10 @@
 # script checks file by file.
 # Idempotent: a stamp file marks a finished install; a re-run takes a second.
 # A cold build takes about 3 minutes on 2 cores (2 min 49 s measured) for
-# plain, about 9 minutes for a cuda flavour.
+# plain; the cuda flavour took 3342 s from an empty cache on the 2-core VM
+# while other builds kept its load average at 13-15 (its configure probes
+# nvcc, and nvcc compiles UCX's device code): no figure on an idle machine
+# yet. contrib/run-tests.sh builds cuda, not cuda-nixl (not built so far).
 #
 # Output: progress lines on stderr; on stdout, two lines: the configured
 # source dir, then the install prefix (build.sh reads them). Exits 77 with
