@@ -32,6 +32,13 @@
 #                                ../shared/ucx/ucx-1.22.0.tar.gz (UCX122_TARBALL)
 #   SKIP_UCX122=1                only 1.13.1; without a tarball and without
 #                                UCX_PREFIX, 1.22 is skipped with a line saying so
+# UCX 1.22 built with CUDA as NIXL builds it (contrib/setup-ucx.sh cuda, cached;
+# build dir ${BUILD_DIR_122_CUDA:-build-1.22-cuda/}; SKIP_UCX122_CUDA=1 skips):
+# make check, the activation checks, the module beside UCX's own CUDA modules
+# (test/activation/check_cuda_ucx.sh), the ABI guard across the three builds
+# (test/activation/check_abi_guard.sh), contrib/install-into-wheel.sh on a
+# directory laid out as NIXL's wheel (test/wheel/check_wheel.sh), and the
+# short pod run.
 #
 # One progress line per step; make check and the fuzz run write to
 # BUILD/logs/{check,fuzz}.log, shown when they fail. 1.13.1 stops at the
@@ -175,5 +182,36 @@ else
         say "FAILED on UCX $ver: $(IFS=,; echo "${failed[*]}" | sed 's/,/, /g') (1.13.1 passed; $((SECONDS - t0)) s)"
         exit 1
     fi
+fi
+# ---- UCX 1.22 built with CUDA as NIXL builds it, the ABI guard, the wheel ----
+# (README "With a UCX built with CUDA", "With NIXL's Python wheel"; docs/ucx-versions.md)
+if [ "${SKIP_UCX122:-0}" = 1 ] || [ "${SKIP_UCX122_CUDA:-0}" = 1 ] || [ ! -f "$build122/Makefile" ]; then
+    say "UCX 1.22 built with CUDA: skipped (SKIP_UCX122_CUDA=1, or no UCX 1.22 build)"
+else
+    build122c=${BUILD_DIR_122_CUDA:-$top/build-1.22-cuda}
+    say "== UCX 1.22.0 built with CUDA (contrib/setup-ucx.sh cuda, cached) in $build122c"
+    BUILD_DIR=$build122c UCX=1.22-cuda "$top/contrib/build.sh"
+    make_check "$build122c" keep-going
+    say "activation checks (the CUDA-built UCX's ucx_info, UCX_PLUGIN_PATH; make install)"
+    "$top/test/activation/check_activation.sh" "$build122c" plugin ||
+        failed+=("activation checks (CUDA)")
+    say "beside UCX's own CUDA modules (loaded, not loaded)"
+    "$top/test/activation/check_cuda_ucx.sh" "$build122c" || failed+=("beside UCX's CUDA modules")
+    say "ABI guard: each module loaded by another version and another configuration"
+    for pair in "$build122 $build" "$build $build122" "$build122 $build122c"; do
+        # shellcheck disable=SC2086
+        "$top/test/activation/check_abi_guard.sh" $pair || failed+=("ABI guard ($pair)")
+    done
+    say "NIXL's wheel layout: contrib/install-into-wheel.sh on a fixture"
+    "$top/test/wheel/check_wheel.sh" "$(sed -n 's/^UCX_LIBDIR = //p' "$build122c/Makefile")/.." \
+        "$build122c" 1.22-cuda || failed+=("wheel layout")
+    say "ucx_perftest between two pods, short (the CUDA-built UCX)"
+    SHORT=1 BUILD_DIR=$build122c OUT_DIR=$build122c/perftest-ci TESTS=$pod_tests \
+        "$top/contrib/perftest-ns.sh" || failed+=("ucx_perftest between two pods (CUDA)")
+    if [ ${#failed[@]} -gt 0 ]; then
+        say "FAILED on UCX 1.22.0 built with CUDA: $(IFS=,; echo "${failed[*]}" | sed 's/,/, /g') ($((SECONDS - t0)) s)"
+        exit 1
+    fi
+    versions+=" and 1.22.0 built with CUDA"
 fi
 say "all passed (UCX $versions) in $((SECONDS - t0)) s"

@@ -12,7 +12,6 @@
 #include <ucs/config/parser.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
-#include <ucs/sys/compiler_def.h>
 
 
 static ucs_config_field_t uct_cuda_ipc_ns_lib_config_table[] = {
@@ -35,13 +34,15 @@ static ucs_config_global_list_entry_t uct_cuda_ipc_ns_lib_config_entry = {
 };
 
 
-/* Listed by ucx_info -c while the library is loaded */
-UCS_STATIC_INIT {
+void uct_cuda_ipc_ns_lib_config_register(void)
+{
     ucs_list_add_tail(&ucs_config_global_list,
                       &uct_cuda_ipc_ns_lib_config_entry.list);
 }
 
-UCS_STATIC_CLEANUP {
+
+void uct_cuda_ipc_ns_lib_config_unregister(void)
+{
     ucs_list_del(&uct_cuda_ipc_ns_lib_config_entry.list);
 }
 

@@ -21,6 +21,12 @@ typedef struct uct_cuda_ipc_ns_lib_config {
 } uct_cuda_ipc_ns_lib_config_t;
 
 
+/* List (and unlist) the library's configuration for ucx_info -c: done by
+ * the module's constructor once the ABI guard admitted the UCX */
+void uct_cuda_ipc_ns_lib_config_register(void);
+void uct_cuda_ipc_ns_lib_config_unregister(void);
+
+
 /**
  * Load the CUDA driver named by UCX_CUDA_IPC_NS_DRIVER (once per process:
  * one driver serves both components) and check that it has a device.

@@ -4,8 +4,9 @@
  * ucx_perftest exports its table of allocators per memory type,
  * ucx_perf_mem_type_allocators (tools/perf/lib/libperf.c); Debian's build
  * fills only the host slot, and perftest accepts -m cuda when the CUDA slot is
- * set. Our constructor fills it when the running program has the table and
- * does nothing in any other program.
+ * set. The module's constructor fills it (uct_cuda_cpy_ns_perftest_register)
+ * when the running program has the table and does nothing in any other
+ * program.
  *
  * The allocator and perftest context types come from libperf_int.h of the
  * configured UCX source tree, which configure checks is the installed
@@ -21,6 +22,7 @@
 #include "cuda_cpy_ns_copy.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_cpy_ns_md.h"
+#include "cuda_cpy_ns_perftest.h"
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_md_base.h"
 
@@ -190,7 +192,7 @@ static const ucx_perf_allocator_t uct_cuda_cpy_ns_perf_allocator = {
 };
 
 
-static void UCS_F_CTOR uct_cuda_cpy_ns_perftest_init(void)
+void uct_cuda_cpy_ns_perftest_register(void)
 {
     const ucx_perf_allocator_t **allocators;
 

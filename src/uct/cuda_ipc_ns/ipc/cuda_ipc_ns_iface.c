@@ -451,5 +451,7 @@ UCT_TL_DEFINE_ENTRY(&uct_cuda_ipc_ns_component, cu_ipc_ns,
                     uct_cuda_ipc_ns_iface_config_table,
                     uct_cuda_ipc_ns_iface_config_t);
 
-/* registers the component and the transport: preloading is the activation */
-UCT_SINGLE_TL_INIT(&uct_cuda_ipc_ns_component, cu_ipc_ns, ctor,,)
+/* uct_cu_ipc_ns_init() registers the component and the transport,
+ * uct_cu_ipc_ns_cleanup() unregisters them: called by the module's constructor
+ * and destructor (cuda_ipc_ns_module.c), after the ABI guard */
+UCT_SINGLE_TL_INIT(&uct_cuda_ipc_ns_component, cu_ipc_ns,,,)

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The module beside UCX's own CUDA modules, in a UCX 1.22 built with CUDA as
+# NIXL builds it (contrib/setup-ucx.sh cuda; README, "With a UCX built with
+# CUDA"; docs/ucx-versions.md, "Beside a UCX built with CUDA").
+#
+# Usage: check_cuda_ucx.sh BUILD_DIR     (a build against that UCX,
+#                                        UCX=1.22-cuda contrib/build.sh)
+# UCX's libuct_cuda needs libcuda.so.1 to load. The emulator lacks 14 of the
+# driver entries it imports, so it is not offered as libcuda.so.1 for real
+# work; both states are checked:
+#  not loaded (no libcuda.so.1, as on a host without a GPU driver):
+#   - UCX's log says why libuct_cuda was not loaded (libcuda.so.1);
+#   - ucx_info -d lists cu_ipc_ns and cu_cpy_ns, no cuda_copy: our two
+#     transports carry the traffic (check_activation.sh and the pod run
+#     exercise them);
+#  loaded (the emulator on the library path as libcuda.so.1, for listing
+#  only: ucx_info does not call the entries the emulator lacks):
+#   - ucx_info -d lists UCX's cuda_copy and cuda_ipc beside cu_ipc_ns, and
+#     cu_cpy_ns steps aside (UCX_CUDA_CPY_NS_ENABLE=auto);
+#   - with UCX_CUDA_CPY_NS_ENABLE=y it is listed again.
+set -u
+build=$(cd "${1:?build dir}" && pwd)
+mkvar() { sed -n "s/^$1 = //p" "$build/Makefile"; }
+ucx_info=$(mkvar UCX_INFO)
+cudasim=$build/test/cudasim/.libs/libcudasim.so
+plugin=UCX_PLUGIN_PATH=$build/src/uct/cuda_ipc_ns/plugin
+unset LD_PRELOAD UCX_PLUGIN_PATH
+ldir=$(mktemp -d /tmp/cuda_ipc_ns_libcuda.XXXXXX)
+trap 'rm -rf "$ldir"' EXIT
+ln -s "$cudasim" "$ldir/libcuda.so.1"
+grep -q -- '--with-cuda' <<<"$("$ucx_info" -v)" ||
+    { echo "$ucx_info: not a UCX built with CUDA"; exit 2; }
+echo "UCX built with CUDA: $ucx_info"
+
+pass=0 fail=0
+check() {
+    local name=$1; shift
+    if "$@"; then
+        echo "PASS: $name"; pass=$((pass + 1))
+    else
+        echo "FAIL: $name"; fail=$((fail + 1))
+    fi
+}
+tl_listed() { grep -q "^#      Transport: $1\$" <<<"$2"; }
+
+no_driver_reason_logged() {
+    local out
+    out=$(env "$plugin" UCX_LOG_LEVEL=info UCX_MODULE_LOG_LEVEL=info UCX_CUDA_IPC_NS_DRIVER="$cudasim" \
+          "$ucx_info" -d 2>&1) || return 1
+    grep -q "dlopen(.*/libuct_cuda.so.0.*failed: libcuda.so.1" <<<"$out" ||
+        { grep -i "libuct_cuda" <<<"$out" | head -3; return 1; }
+}
+
+not_loaded_ours_carry() {
+    local out
+    out=$(env "$plugin" UCX_CUDA_IPC_NS_DRIVER="$cudasim" "$ucx_info" -d) || return 1
+    tl_listed cu_ipc_ns "$out" && tl_listed cu_cpy_ns "$out" &&
+    ! tl_listed cuda_copy "$out" && ! tl_listed cuda_ipc "$out"
+}
+
+loaded_cu_cpy_ns_steps_aside() {
+    local out
+    out=$(env "$plugin" LD_LIBRARY_PATH="$ldir" UCX_CUDA_IPC_NS_DRIVER="$cudasim" \
+          "$ucx_info" -d) || return 1
+    tl_listed cuda_copy "$out" && tl_listed cuda_ipc "$out" &&
+    tl_listed cu_ipc_ns "$out" && ! tl_listed cu_cpy_ns "$out"
+}
+
+loaded_cu_cpy_ns_forced() {
+    local out
+    out=$(env "$plugin" LD_LIBRARY_PATH="$ldir" UCX_CUDA_IPC_NS_DRIVER="$cudasim" \
+          UCX_CUDA_CPY_NS_ENABLE=y "$ucx_info" -d) || return 1
+    tl_listed cuda_copy "$out" && tl_listed cu_cpy_ns "$out"
+}
+
+check "not loaded: UCX's log says libuct_cuda needs libcuda.so.1" no_driver_reason_logged
+check "not loaded: ucx_info -d lists cu_ipc_ns and cu_cpy_ns, no cuda_copy/cuda_ipc" \
+    not_loaded_ours_carry
+check "loaded (emulator as libcuda.so.1): cuda_copy, cuda_ipc and cu_ipc_ns listed, cu_cpy_ns steps aside" \
+    loaded_cu_cpy_ns_steps_aside
+check "loaded, UCX_CUDA_CPY_NS_ENABLE=y: cu_cpy_ns listed beside cuda_copy" \
+    loaded_cu_cpy_ns_forced
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
