@@ -1,0 +1,129 @@
+/*
+ * cuda_ipc_ns benchmarks: the UCT node and copies the programs share
+ * (bench_uct.h).
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "bench_uct.h"
+
+#include <poll.h>
+#include <string.h>
+
+
+void bench_cuda_init(void)
+{
+    CUdevice device;
+    CUcontext ctx;
+
+    BENCH_CHECK(uct_cuda_ipc_ns_driver_load(getenv("UCX_CUDA_IPC_NS_DRIVER") ?:
+                                            "libcuda.so.1") == UCS_OK,
+                "loading the CUDA driver");
+    BENCH_CU(cuDeviceGet, &device, 0);
+    BENCH_CU(cuDevicePrimaryCtxRetain, &ctx, device);
+    BENCH_CU(cuCtxSetCurrent, ctx);
+}
+
+
+CUmemAllocationProp bench_vmm_prop(void)
+{
+    CUmemAllocationProp prop = {};
+
+    prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id          = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    return prop;
+}
+
+
+void bench_node_open(bench_node_t *node)
+{
+    uct_iface_params_t params = {};
+    uct_component_attr_t attr;
+    uct_component_h *components;
+    uct_iface_config_t *iface_config;
+    uct_md_config_t *md_config;
+    unsigned i, count;
+
+    node->component = NULL;
+    BENCH_CHECK(uct_query_components(&components, &count) == UCS_OK,
+                "uct_query_components");
+    for (i = 0; i < count; ++i) {
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+        if ((uct_component_query(components[i], &attr) == UCS_OK) &&
+            !strcmp(attr.name, "cuda_ipc_ns")) {
+            node->component = components[i];
+        }
+    }
+    uct_release_component_list(components);
+    BENCH_CHECK(node->component != NULL, "finding component cuda_ipc_ns");
+
+    BENCH_CHECK(uct_md_config_read(node->component, NULL, NULL, &md_config) ==
+                UCS_OK, "uct_md_config_read");
+    BENCH_CHECK(uct_md_open(node->component, "cuda_ipc_ns", md_config,
+                            &node->md) == UCS_OK, "uct_md_open");
+    uct_config_release(md_config);
+    BENCH_CHECK(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                         &node->async) == UCS_OK, "async");
+    BENCH_CHECK(uct_worker_create(node->async, UCS_THREAD_MODE_SINGLE,
+                                  &node->worker) == UCS_OK, "worker");
+    BENCH_CHECK(uct_md_iface_config_read(node->md, "cu_ipc_ns", NULL, NULL,
+                                         &iface_config) == UCS_OK,
+                "iface config");
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                  UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = "cu_ipc_ns";
+    params.mode.device.dev_name = "cuda";
+    BENCH_CHECK(uct_iface_open(node->md, node->worker, &params, iface_config,
+                               &node->iface) == UCS_OK, "uct_iface_open");
+    uct_config_release(iface_config);
+    uct_iface_progress_enable(node->iface, UCT_PROGRESS_SEND);
+    BENCH_CHECK(uct_iface_event_fd_get(node->iface, &node->event_fd) == UCS_OK,
+                "uct_iface_event_fd_get");
+}
+
+
+void bench_node_close(bench_node_t *node)
+{
+    uct_iface_close(node->iface);
+    uct_worker_destroy(node->worker);
+    ucs_async_context_destroy(node->async);
+    uct_md_close(node->md);
+}
+
+
+static void bench_comp_cb(uct_completion_t *comp)
+{
+}
+
+
+/*
+ * One put/get, posted and progressed to completion. Large copies wait on
+ * the iface's event fd rather than spin: the spinning thread would compete
+ * for the CPU with the copy itself on the emulator (as for cuMemcpyDtoD,
+ * which waits inside the driver).
+ */
+void bench_copy(bench_node_t *node, uct_ep_h ep, int is_put, void *local,
+                size_t size, uint64_t remote, uct_rkey_t rkey)
+{
+    uct_iov_t iov          = {local, size, NULL, 0, 1};
+    uct_completion_t comp  = {bench_comp_cb, 1, UCS_OK};
+    struct pollfd pfd      = {node->event_fd, POLLIN, 0};
+    ucs_status_t status;
+
+    status = is_put ? uct_ep_put_zcopy(ep, &iov, 1, remote, rkey, &comp) :
+                      uct_ep_get_zcopy(ep, &iov, 1, remote, rkey, &comp);
+    BENCH_CHECK(UCS_STATUS_IS_ERR(status) == 0, "put/get zcopy");
+    while ((status == UCS_INPROGRESS) && (comp.count > 0)) {
+        if (uct_worker_progress(node->worker) || (size < (1ul << 20))) {
+            continue;
+        }
+        if (uct_iface_event_arm(node->iface, UCT_EVENT_SEND_COMP) == UCS_OK) {
+            poll(&pfd, 1, 1000);
+        }
+    }
+    BENCH_CHECK(comp.status == UCS_OK, "copy completion");
+}

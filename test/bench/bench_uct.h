@@ -1,0 +1,62 @@
+/*
+ * cuda_ipc_ns benchmarks: what the programs that drive cu_ipc_ns through UCT
+ * share (bench_datapath, bench_chunks): the driver and a context, VMM
+ * allocation properties, a UCT node (md, worker, iface on device "cuda"),
+ * and one put/get posted and progressed to completion.
+ */
+#ifndef CUDA_IPC_NS_BENCH_UCT_H_
+#define CUDA_IPC_NS_BENCH_UCT_H_
+
+#include "cuda_ipc_ns_driver.h"
+
+#include <uct/api/uct.h>
+#include <ucs/async/async.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+
+/* a failed step ends the program, naming it (benchmarks have no recovery) */
+#define BENCH_CHECK(_cond, _what) \
+    do { \
+        if (!(_cond)) { \
+            fprintf(stderr, "%s: %s failed (%s:%d)\n", \
+                    program_invocation_short_name, _what, __FILE__, \
+                    __LINE__); \
+            exit(1); \
+        } \
+    } while (0)
+#define BENCH_CU(_func, ...) \
+    BENCH_CHECK(uct_cuda_ipc_ns_drv._func(__VA_ARGS__) == CUDA_SUCCESS, #_func)
+
+
+typedef struct {
+    uct_component_h     component;
+    uct_md_h            md;
+    ucs_async_context_t *async;
+    uct_worker_h        worker;
+    uct_iface_h         iface;
+    int                 event_fd;
+} bench_node_t;
+
+
+/* the driver (UCX_CUDA_IPC_NS_DRIVER, default libcuda.so.1) and device 0's
+ * primary context, current */
+void bench_cuda_init(void);
+
+/* pinned device memory on device 0 with POSIX fd handles, as exported
+ * across PID namespaces */
+CUmemAllocationProp bench_vmm_prop(void);
+
+/* md, worker and iface of cu_ipc_ns on device "cuda", send progress on */
+void bench_node_open(bench_node_t *node);
+
+void bench_node_close(bench_node_t *node);
+
+/* one put (@a is_put) or get of @a size bytes between @a local and
+ * @a remote, posted and progressed to its completion */
+void bench_copy(bench_node_t *node, uct_ep_h ep, int is_put, void *local,
+                size_t size, uint64_t remote, uct_rkey_t rkey);
+
+#endif
