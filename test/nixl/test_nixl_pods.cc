@@ -307,18 +307,13 @@ TEST_P(nixl_pods, write_and_read_descriptor_lists) {
 /* The target dies with a long WRITE in flight: the transfer's status must
  * turn into an error (the target's pidfd, watched by the module, and UCP's
  * peer error handling), the initiator's agent stays usable for cleanup.
- * DISABLED: it fails today (UCX 1.22.0, NIXL 1.4.0, with and without the
- * notification, with UCX_KEEPALIVE_INTERVAL=1s too): tcp sees the reset at
- * once, yet the transfer stays NIXL_IN_PROG past the 60 s guard, the module
- * notices the dead peer only when the agent is torn down, and UCP then
- * asserts (ucp_ep.c:1461 "ep_config->ep_count > 0"). UCX_LOG_LEVEL=debug
- * shows UCP failing the ep on the tcp reset and discarding its cu_ipc_ns
- * uct_ep with a flush(UCT_FLUSH_FLAG_CANCEL) that never completes (the
- * worker's flush_ops_count stays 1); uct_cuda_ipc_ns_ep_flush does not
- * look at the CANCEL flag. The UCP-level test of the same kill
- * (test_ucp_nixl.cc, a single-threaded worker the test progresses) passes.
- * Run it with --gtest_also_run_disabled_tests */
-TEST_P(nixl_pods, DISABLED_killed_target_fails_the_transfer) {
+ * NIXL's error handler force-closes the UCP ep: UCP discards the cu_ipc_ns
+ * uct_ep with a flush(UCT_FLUSH_FLAG_CANCEL) and disables the iface's
+ * progress (its last ep closed); the flush must complete anyway, through
+ * worker progress, once the copies in flight have (docs/architecture.md,
+ * "Flush with CANCEL"). Before it did, the transfer stayed NIXL_IN_PROG and
+ * UCP asserted at agent teardown (ucp_ep.c:1461 "ep_config->ep_count > 0") */
+TEST_P(nixl_pods, killed_target_fails_the_transfer) {
     /* a transfer that works first: the target's buffer is mapped here */
     layout small = layout::of(8, MiB);
     ASSERT_EQ(NIXL_SUCCESS, call(OP_GUARD, 0, small));

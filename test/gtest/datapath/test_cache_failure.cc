@@ -382,6 +382,66 @@ TEST_P(failure, killed_peer_fails_its_ops_and_releases_its_mappings) {
 }
 
 
+/*
+ * UCP discards an endpoint with uct_ep_flush(UCT_FLUSH_FLAG_CANCEL) and, when
+ * that endpoint was the last one on the interface, disables the interface's
+ * progress, yet waits for the flush (UCX 1.22 ucp_ep_close_nbx FORCE, as
+ * NIXL does in its error handler). Copies on the device cannot be recalled:
+ * the flush completes once they have, through worker progress alone, and the
+ * endpoint takes no new operation.
+ */
+TEST_P(failure, cancel_flush_completes_without_iface_progress) {
+    peer_options opts;
+    opts.new_pid_ns = GetParam();
+    start({}, {}, opts);
+    remote r  = export_buffer(BUF_VMM, 8 * MiB, 51);
+    int local = m_node->alloc(BUF_VMM, 8 * MiB);
+    m_node->fill(local, 52);
+    ASSERT_EQ(UCS_OK, m_node->copy(m_ep, true, m_node->buf(local).ptr, MiB,
+                                   r.buf.addr, r.rkey.rkey)) << "mapped";
+
+    /* the copies are held from their post until the flush was issued */
+    copy_engine_hold hold(-1);
+    if (!hold.ok()) {
+        GTEST_SKIP() << "needs the emulator's copy-engine hold";
+    }
+    std::vector<completion> comps(4);
+    for (size_t i = 0; i < comps.size(); ++i) {
+        ASSERT_EQ(UCS_INPROGRESS,
+                  post(true, (char*)m_node->buf(local).ptr + i * 2 * MiB,
+                       2 * MiB, r.buf.addr + i * 2 * MiB, r.rkey.rkey,
+                       &comps[i]));
+    }
+    m_agent->kill_now();
+    ASSERT_TRUE(m_node->progress_until([&] {
+        uct_ep_check(m_ep, 0, nullptr);
+        return m_node->ep_errors() > 0;
+    })) << "ep_check did not report the dead peer";
+
+    /* what UCP does with the failed endpoint */
+    completion flush;
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(m_ep, UCT_FLUSH_FLAG_CANCEL,
+                                           &flush.comp));
+    uct_iface_progress_disable(m_node->iface(),
+                               UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    completion late;
+    ucs_status_t late_status = post(true, m_node->buf(local).ptr, MiB,
+                                    r.buf.addr, r.rkey.rkey, &late);
+    EXPECT_TRUE(UCS_STATUS_IS_ERR(late_status))
+            << ucs_status_string(late_status);
+    EXPECT_FALSE(flush.done) << "completed while its copies were held";
+
+    hold.release();
+    ASSERT_TRUE(m_node->progress_until([&] { return flush.done; }))
+            << "the CANCEL flush never completed";
+    for (auto &c : comps) {
+        EXPECT_TRUE(c.done) << "the flush completed before the op it covers";
+        EXPECT_EQ(UCS_ERR_CONNECTION_RESET, c.status);
+    }
+    EXPECT_EQ(1u, m_node->ep_errors());
+}
+
+
 INSTANTIATE_TEST_SUITE_P(pid_ns, failure, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool> &info) {
                              return std::string(info.param ? "other" : "same");

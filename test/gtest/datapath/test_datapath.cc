@@ -503,6 +503,48 @@ TEST_F(datapath_pair, flush_waits_for_every_op) {
 }
 
 
+/* A flush with UCT_FLUSH_FLAG_CANCEL to a live peer: the copies in flight
+ * cannot be recalled, they complete (and land); the flush completes through
+ * worker progress alone, the interface's progress disabled as UCP does after
+ * discarding its last endpoint; later operations are refused */
+TEST_F(datapath_pair, cancel_flush_waits_for_the_copies_then_refuses_ops) {
+    start();
+    remote r  = export_buffer(BUF_VMM, 64 * MiB, 0);
+    int local = m_node->alloc(BUF_VMM, 64 * MiB);
+    m_node->fill(local, 5);
+
+    /* the copy is held until the flush was issued */
+    copy_engine_hold hold(-1);
+    if (!hold.ok()) {
+        GTEST_SKIP() << "needs the emulator's copy-engine hold";
+    }
+    completion op, flush, late;
+    ASSERT_EQ(UCS_INPROGRESS, post(true, m_node->buf(local).ptr, 64 * MiB,
+                                   r.buf.addr, r.rkey.rkey, &op));
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(m_ep, UCT_FLUSH_FLAG_CANCEL,
+                                           &flush.comp));
+    uct_iface_progress_disable(m_node->iface(),
+                               UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    EXPECT_EQ(UCS_ERR_CANCELED, post(false, m_node->buf(local).ptr, MiB,
+                                     r.buf.addr, r.rkey.rkey, &late));
+    EXPECT_FALSE(flush.done) << "completed while its copy was held";
+
+    hold.release();
+    ASSERT_TRUE(m_node->progress_until([&] { return flush.done; }))
+            << "the CANCEL flush never completed";
+    EXPECT_TRUE(op.done) << "the flush completed before the op it covers";
+    EXPECT_EQ(UCS_OK, op.status);
+    EXPECT_EQ(UCS_OK, flush.status);
+    EXPECT_FALSE(late.done);
+    /* a synchronous copy too (after the hold: it would wait for it) */
+    EXPECT_EQ(UCS_ERR_CANCELED,
+              uct_ep_put_short(m_ep, m_node->buf(local).ptr, 8, r.buf.addr,
+                               r.rkey.rkey));
+    EXPECT_EQ(UCS_OK, uct_ep_flush(m_ep, UCT_FLUSH_FLAG_CANCEL, nullptr));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 5, 0, 64 * MiB));
+}
+
+
 /* What the fence scenario on two devices saw (fence_orders_ops) */
 struct fence_result {
     int          setup_ok;   /* node, agent, buffers, hold */

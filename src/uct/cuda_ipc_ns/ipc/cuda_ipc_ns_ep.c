@@ -64,6 +64,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_ep_t, const uct_ep_params_t *params)
     ucs_arbiter_group_init(&self->arb_group);
     self->fence_seq   = 0;
     self->failed      = 0;
+    self->canceled    = 0;
     ucs_debug("cuda_ipc_ns: ep %p to pid %u (PID namespace %" PRIu64 ")",
               self, id.pid, id.pid_ns);
     return UCS_OK;
@@ -552,6 +553,12 @@ uct_cuda_ipc_ns_ep_resolve(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_rkey_t *key
         return UCS_ERR_CONNECTION_RESET;
     }
 
+    if (ucs_unlikely(ep->canceled)) {
+        ucs_debug("cuda_ipc_ns: ep %p was flushed with UCT_FLUSH_FLAG_CANCEL: "
+                  "only destroy is allowed", ep);
+        return UCS_ERR_CANCELED;
+    }
+
     if (ucs_unlikely((remote_addr < key->info.base) ||
                      (remote_addr - key->info.base > key->info.length) ||
                      (length > key->info.base + key->info.length -
@@ -858,21 +865,55 @@ ucs_status_t uct_cuda_ipc_ns_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
 }
 
 
+/*
+ * Progress of the interface while a canceled endpoint's copies run: UCP
+ * discards an endpoint with a CANCEL flush and may then disable the
+ * interface's progress (its last UCP endpoint closed), yet waits for that
+ * flush (docs/architecture.md, "Flush with CANCEL"). Removed once no copy is
+ * in flight on the interface.
+ */
+static unsigned uct_cuda_ipc_ns_ep_canceled_progress(void *arg)
+{
+    uct_cuda_ipc_ns_iface_t *iface = arg;
+    unsigned count;
+
+    count = uct_iface_progress(&iface->super.super.super);
+    if (ucs_list_is_empty(&iface->cq.active)) {
+        uct_worker_progress_unregister_safe(&iface->super.super.worker->super,
+                                            &iface->cancel_prog_id);
+    }
+    return count;
+}
+
+
 ucs_status_t uct_cuda_ipc_ns_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                       uct_completion_t *comp)
 {
-    uct_cuda_ipc_ns_ep_t *ep = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
+    uct_cuda_ipc_ns_ep_t *ep       = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
+    uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
     ucs_status_t status;
 
     if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
         return UCS_ERR_NO_RESOURCE;
     }
 
-    status = uct_cuda_ipc_ns_cq_ep_flush(&uct_cuda_ipc_ns_ep_iface(ep)->cq,
-                                         &ep->cq_ep, comp);
+    /* CANCEL: copies on the device cannot be recalled; the flush completes
+     * when they have, without relying on the interface's progress, and the
+     * endpoint takes no new operation */
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        ep->canceled = 1;
+    }
+
+    status = uct_cuda_ipc_ns_cq_ep_flush(&iface->cq, &ep->cq_ep, comp);
     if (status == UCS_OK) {
         UCT_TL_EP_STAT_FLUSH(&ep->super.super);
     } else if (status == UCS_INPROGRESS) {
+        if (flags & UCT_FLUSH_FLAG_CANCEL) {
+            uct_worker_progress_register_safe(
+                    &iface->super.super.worker->super,
+                    uct_cuda_ipc_ns_ep_canceled_progress, iface, 0,
+                    &iface->cancel_prog_id);
+        }
         UCT_TL_EP_STAT_FLUSH_WAIT(&ep->super.super);
     }
     return status;

@@ -395,6 +395,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
     self->super.perf.overhead  = (config->overhead == UCS_TIME_AUTO) ?
                                  4e-6 : ucs_time_to_sec(config->overhead);
     self->fence                = 0;
+    self->cancel_prog_id       = UCS_CALLBACKQ_ID_NULL;
     ucs_arbiter_init(&self->arbiter);
 
     self->bounce = ucs_malloc(UCT_CUDA_IPC_NS_MAX_BCOPY, "cuda_ipc_ns_bounce");
@@ -414,6 +415,8 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
 
 static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_iface_t)
 {
+    uct_worker_progress_unregister_safe(&self->super.super.worker->super,
+                                        &self->cancel_prog_id);
     uct_cuda_ipc_ns_cq_cleanup(&self->cq);
     ucs_arbiter_cleanup(&self->arbiter);
     ucs_free(self->bounce);

@@ -43,6 +43,8 @@ typedef struct uct_cuda_ipc_ns_iface {
     ucs_arbiter_t                arbiter;  /* endpoints waiting for an event */
     int                          fence;    /* next op waits for all */
     void                         *bounce;  /* bcopy staging, MAX_BCOPY */
+    uct_worker_cb_id_t           cancel_prog_id; /* progress while a
+                                                  * canceled ep's copies run */
 } uct_cuda_ipc_ns_iface_t;
 
 
@@ -53,6 +55,7 @@ typedef struct uct_cuda_ipc_ns_ep {
     ucs_arbiter_group_t          arb_group;   /* its pending requests */
     uint64_t                     fence_seq;   /* ops up to it finish first */
     int                          failed;      /* peer failure reported */
+    int                          canceled;    /* flushed with CANCEL */
 } uct_cuda_ipc_ns_ep_t;
 
 
