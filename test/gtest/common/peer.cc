@@ -441,13 +441,15 @@ bool send_with_fds(int sock, const void *buf, size_t len,
 
     msg.msg_iov        = &iov;
     msg.msg_iovlen     = 1;
-    msg.msg_control    = cbuf.data();
-    msg.msg_controllen = cbuf.size();
-    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type  = SCM_RIGHTS;
-    cmsg->cmsg_len   = CMSG_LEN(sizeof(int) * fds.size());
-    memcpy(CMSG_DATA(cmsg), fds.data(), sizeof(int) * fds.size());
+    if (!fds.empty()) { /* no control message for no fds */
+        msg.msg_control    = cbuf.data();
+        msg.msg_controllen = cbuf.size();
+        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type  = SCM_RIGHTS;
+        cmsg->cmsg_len   = CMSG_LEN(sizeof(int) * fds.size());
+        memcpy(CMSG_DATA(cmsg), fds.data(), sizeof(int) * fds.size());
+    }
     return sendmsg(sock, &msg, MSG_NOSIGNAL) == (ssize_t)len;
 }
 
