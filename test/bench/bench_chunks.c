@@ -271,13 +271,12 @@ static void bench_bandwidth(const bench_ctx_t *c, int min_iters)
 
 int main(int argc, char **argv)
 {
-    int iters = 5, sv[2], opt;
+    int iters = 5, chan, opt;
     uct_ep_params_t ep_params = {};
     uct_rkey_bundle_t rkeys[2];
     bench_export_t exp;
     bench_node_t node;
     bench_ctx_t ctx;
-    char fd_str[16];
     uct_ep_h ep;
     pid_t pid;
 
@@ -295,20 +294,11 @@ int main(int argc, char **argv)
 
     /* the emulator's granularity, for both processes: 64 chunks in 64 MiB */
     setenv("CUDASIM_VMM_GRANULARITY", "1048576", 0);
-    BENCH_CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) == 0, "socketpair");
-    pid = fork();
-    BENCH_CHECK(pid >= 0, "fork");
-    if (pid == 0) {
-        close(sv[0]);
-        snprintf(fd_str, sizeof(fd_str), "%d", sv[1]);
-        execl("/proc/self/exe", argv[0], "--exporter", fd_str, (char*)NULL);
-        _exit(127);
-    }
-    close(sv[1]);
+    pid = bench_start_exporter(argv[0], &chan);
 
     bench_cuda_init();
     bench_node_open(&node);
-    BENCH_CHECK(recv(sv[0], &exp, sizeof(exp), 0) == sizeof(exp),
+    BENCH_CHECK(recv(chan, &exp, sizeof(exp), 0) == sizeof(exp),
                 "exporter message");
     ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
@@ -341,7 +331,7 @@ int main(int argc, char **argv)
     uct_rkey_release(node.component, &rkeys[0]);
     uct_ep_destroy(ep);
     bench_node_close(&node);
-    close(sv[0]);
+    close(chan);
     waitpid(pid, NULL, 0);
     return 0;
 }

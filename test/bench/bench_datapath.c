@@ -417,12 +417,11 @@ static void bench_latency(bench_node_t *node, uct_ep_h ep,
 
 int main(int argc, char **argv)
 {
-    int iters = 5, sv[2], opt;
+    int iters = 5, chan, opt;
     uct_ep_params_t ep_params = {};
     uct_rkey_bundle_t rkey;
     bench_export_t exp;
     bench_node_t node;
-    char fd_str[16];
     void *peer_mem;
     uct_ep_h ep;
     pid_t pid;
@@ -439,20 +438,11 @@ int main(int argc, char **argv)
         }
     }
 
-    BENCH_CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) == 0, "socketpair");
-    pid = fork();
-    BENCH_CHECK(pid >= 0, "fork");
-    if (pid == 0) {
-        close(sv[0]);
-        snprintf(fd_str, sizeof(fd_str), "%d", sv[1]);
-        execl("/proc/self/exe", argv[0], "--exporter", fd_str, (char*)NULL);
-        _exit(127);
-    }
-    close(sv[1]);
+    pid = bench_start_exporter(argv[0], &chan);
 
     bench_cuda_init();
     bench_node_open(&node);
-    peer_mem = bench_recv_export(sv[0], &exp);
+    peer_mem = bench_recv_export(chan, &exp);
     ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
     ep_params.iface      = node.iface;
@@ -472,7 +462,7 @@ int main(int argc, char **argv)
     uct_rkey_release(node.component, &rkey);
     uct_ep_destroy(ep);
     bench_node_close(&node);
-    close(sv[0]);
+    close(chan);
     waitpid(pid, NULL, 0);
     return 0;
 }

@@ -10,6 +10,8 @@
 
 #include <poll.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 
 void bench_cuda_init(void)
@@ -126,4 +128,25 @@ void bench_copy(bench_node_t *node, uct_ep_h ep, int is_put, void *local,
         }
     }
     BENCH_CHECK(comp.status == UCS_OK, "copy completion");
+}
+
+
+pid_t bench_start_exporter(const char *argv0, int *chan_p)
+{
+    char fd_str[16];
+    int sv[2];
+    pid_t pid;
+
+    BENCH_CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) == 0, "socketpair");
+    pid = fork();
+    BENCH_CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        close(sv[0]);
+        snprintf(fd_str, sizeof(fd_str), "%d", sv[1]);
+        execl("/proc/self/exe", argv0, "--exporter", fd_str, (char*)NULL);
+        _exit(127);
+    }
+    close(sv[1]);
+    *chan_p = sv[0];
+    return pid;
 }

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/types.h>
 
 
 /* a failed step ends the program, naming it (benchmarks have no recovery) */
@@ -53,6 +54,11 @@ CUmemAllocationProp bench_vmm_prop(void);
 void bench_node_open(bench_node_t *node);
 
 void bench_node_close(bench_node_t *node);
+
+/* this program again as the exporter (`argv0 --exporter FD`: fork + exec,
+ * since a CUDA driver cannot be used in a forked child), talking over a
+ * socketpair whose other end goes to @a chan_p; returns its pid */
+pid_t bench_start_exporter(const char *argv0, int *chan_p);
 
 /* one put (@a is_put) or get of @a size bytes between @a local and
  * @a remote, posted and progressed to its completion */
