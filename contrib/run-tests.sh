@@ -64,22 +64,30 @@ t0=$SECONDS
 
 failed=()   # the UCX 1.22 steps that failed (1.13.1 stops at the first)
 
+# the names of the tests gtest log $1 lists as failed, comma-separated
+failed_tests() {
+    sed -n 's/^\[  FAILED  \] \([^ ,]*\.[^ ,]*\).*/\1/p' "$1" 2>/dev/null |
+        sort -u | paste -sd, - | sed 's/,/, /g'
+}
+
 # make check in build dir $1; the gtest summary on stdout. A failure ends
 # the run, or with $2 = keep-going is added to $failed (the next steps run)
 make_check() {
     cd "$1"
     say "make check (the gtest suite)"
     if ! make -j"$(nproc)" check >logs/check.log 2>&1; then
-        if [ "${2:-}" = keep-going ]; then   # the summary below lists the failed tests
+        if [ "${2:-}" = keep-going ]; then
             ( fail_log "$1/logs/check.log" "make check" ) || true
             echo "$prog: gtest output: $1/test/gtest/gtest.log" >&2
-            failed+=("make check")
+            # the failed tests' names go into the run's last line, which CI
+            # always shows
+            failed+=("make check ($(failed_tests test/gtest/gtest.log))")
         else
             if [ -f test/gtest/gtest.log ]; then
                 grep -E '^\[  (FAILED|SKIPPED) ' test/gtest/gtest.log >&2 || true
                 echo "$prog: gtest output: $1/test/gtest/gtest.log" >&2
             fi
-            fail_log "$1/logs/check.log" "make check"
+            fail_log "$1/logs/check.log" "make check ($(failed_tests test/gtest/gtest.log))"
         fi
     fi
     grep -E '^\[  (PASSED|SKIPPED|FAILED) ' test/gtest/gtest.log || true

@@ -79,6 +79,10 @@ if [ ! -f "$stamp" ]; then
         "fetching the UCX $ucx_upstream source package (ucx=$ucx_ver)" fetch_source
     flags=$(ucx_info -v | sed -n 's/^# Configured with: //p')
     [ -n "$flags" ] || { say "cannot read configure flags from ucx_info -v"; exit 1; }
+    # Debian's build machine had no CUDA, so configure found none; this one
+    # may have (nvcc, NVML's header once setup-ucx.sh cuda installed it)
+    ucx_info -b | grep -q '^#define HAVE_CUDA ' ||
+        flags+=" --without-cuda --without-gdrcopy"
     step "$logs/ucx-$ucx_upstream-configure.log" \
         "configuring the UCX $ucx_upstream source like the installed build (ucx_info -v)" \
         configure_source
