@@ -55,15 +55,7 @@ case $ldr_version in
 esac
 echo "module of $mod_build (UCX $mod_version) loaded by UCX $ldr_version ($ucx_info)"
 
-pass=0 fail=0
-check() {
-    local name=$1; shift
-    if "$@"; then
-        echo "PASS: $name"; pass=$((pass + 1))
-    else
-        echo "FAIL: $name"; fail=$((fail + 1))
-    fi
-}
+. "$(dirname "$0")/checks.sh"
 
 refusal='cuda_ipc_ns: built for UCX .*, loaded by UCX .* not registered$'
 foreign=$(act "$(module_of "$mod_build")")
@@ -119,5 +111,4 @@ check "ucx_info -c -f: no UCX_CUDA_IPC_NS_* variable registered" nothing_registe
 check "ucx_perftest -l tag_bw runs on without the module" ucx_runs_on
 check "control: the loader's own module is admitted and lists cu_ipc_ns" own_module_admitted
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+checks_summary

@@ -61,17 +61,7 @@ plugin)
     ;;
 *) echo "flavour '$flavour': preload or plugin" >&2; exit 2 ;;
 esac
-pass=0 fail=0
-
-check() {
-    local name=$1; shift
-    if "$@"; then
-        echo "PASS: $name"; pass=$((pass + 1))
-    else
-        echo "FAIL: $name"; fail=$((fail + 1))
-        return 1
-    fi
-}
+. "$(dirname "$0")/checks.sh"
 
 md_block() {
     awk -v md="${1:-cuda_ipc_ns}" '/^# Memory domain:/ {p = ($4 == md)} p'
@@ -262,5 +252,4 @@ if [ "$flavour" = plugin ]; then
     fi
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+checks_summary

@@ -32,15 +32,7 @@ grep -q -- '--with-cuda' <<<"$("$ucx_info" -v)" ||
     { echo "$ucx_info: not a UCX built with CUDA"; exit 2; }
 echo "UCX built with CUDA: $ucx_info"
 
-pass=0 fail=0
-check() {
-    local name=$1; shift
-    if "$@"; then
-        echo "PASS: $name"; pass=$((pass + 1))
-    else
-        echo "FAIL: $name"; fail=$((fail + 1))
-    fi
-}
+. "$(dirname "$0")/checks.sh"
 tl_listed() { grep -q "^#      Transport: $1\$" <<<"$2"; }
 
 no_driver_reason_logged() {
@@ -80,5 +72,4 @@ check "loaded (emulator as libcuda.so.1): cuda_copy, cuda_ipc and cu_ipc_ns list
     loaded_cu_cpy_ns_steps_aside
 check "loaded, UCX_CUDA_CPY_NS_ENABLE=y: cu_cpy_ns listed beside cuda_copy" \
     loaded_cu_cpy_ns_forced
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+checks_summary

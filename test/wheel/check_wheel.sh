@@ -28,15 +28,7 @@ trap 'rm -rf "$work"' EXIT
 site=$work/fixture/site-packages
 log=$work/install.log
 
-pass=0 fail=0
-check() {
-    local name=$1; shift
-    if "$@"; then
-        echo "PASS: $name"; pass=$((pass + 1))
-    else
-        echo "FAIL: $name"; fail=$((fail + 1))
-    fi
-}
+. "$(dirname "$0")/../activation/checks.sh"
 
 "$top/test/wheel/make_fixture.sh" "$prefix" "$work/fixture" || exit 1
 ucx_info=$work/fixture/bin/ucx_info
@@ -101,5 +93,4 @@ if check "installed: one file in nixl.libs/ucx, named as the bundled modules" in
         lists_transports
     check "installing again leaves one module file and one RECORD line" idempotent
 fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+checks_summary
