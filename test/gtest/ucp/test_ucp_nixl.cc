@@ -263,6 +263,14 @@ public:
         return ucp_ep_flush_nbx(ep, &param);
     }
 
+    /* completes once UCP has destroyed the lanes it discarded (each after
+     * its cancel-flush: a failed endpoint's copies in flight land first) */
+    ucs_status_ptr_t worker_flush()
+    {
+        ucp_request_param_t param = {};
+        return ucp_worker_flush_nbx(worker, &param);
+    }
+
     /* the notification NIXL sends after a transfer */
     ucs_status_ptr_t notify(uint32_t seed)
     {
@@ -810,6 +818,7 @@ TEST_P(ucp_nixl, killed_target_fails_requests) {
         }
     }
     ag.close_ep();
+    EXPECT_EQ(UCS_OK, ag.wait(ag.worker_flush()));
 
     /* the invalidated rendezvous registration closed its exported fd; the
      * dead target's mapping is gone */
