@@ -62,6 +62,12 @@ unset UCX UCX_PREFIX UCX_SRC
 export BUILD_DIR=$build
 t0=$SECONDS
 
+# where the time goes: a lap per part, listed before the last line
+laps=()
+lap_t=$SECONDS
+lap() { laps+=("$1 $((SECONDS - lap_t)) s"); lap_t=$SECONDS; }
+say_laps() { say "times: $(IFS=,; echo "${laps[*]}" | sed 's/,/, /g')"; }
+
 failed=()   # the UCX 1.22 steps that failed (1.13.1 stops at the first)
 
 # the names of the tests gtest log $1 lists as failed, comma-separated
@@ -112,12 +118,14 @@ step "$build/logs/fuzz.log" "fuzz run of the rkey parser (${FUZZ_SECONDS:-30} s)
     make -s fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
 grep -E '^(#[0-9]+.*DONE|Done [0-9]+ runs|== corpus)' logs/fuzz.log | sed "s/^/$prog: /" || true
 say "fuzz run OK (log: $build/logs/fuzz.log)"
+lap "1.13.1 build and suite"
 # the suite again under ASan+UBSan and under TSan (contrib/run-sanitizers.sh)
 if [ "${SKIP_SANITIZERS:-0}" = 1 ]; then
     say "sanitizer runs: skipped (SKIP_SANITIZERS=1)"
 else
     SAN_BUILD_BASE=$build "$top/contrib/run-sanitizers.sh" asan tsan
 fi
+lap "sanitizers"
 # the other-uid tests of each build again, the clone closed to other uids as
 # one under /root is: nothing their peer (uid 65534) needs may be read from it
 if [ "${SKIP_SANITIZERS:-0}" = 1 ]; then
@@ -129,14 +137,16 @@ fi
 # the GPU command's steps on the emulator, short, on this build
 say "the GPU command, dry run (contrib/gpu-check.sh --dry, logs in $build/gpu-check)"
 "$top/contrib/gpu-check.sh" --dry
+lap "other-uid and GPU dry run"
 # each mutation of test/mutation/mutations.list must turn the suite red
 if [ "${SKIP_MUTATIONS:-0}" = 1 ]; then
     say "mutation check: skipped (SKIP_MUTATIONS=1)"
 else
     step "$build/logs/mutation.log" "mutation check (test/mutation/run_mutations.sh)" \
-        "$top/test/mutation/run_mutations.sh"
+        "$top/test/mutation/run_mutations.sh" --no-baseline   # make check just passed
     grep -E '^mutation: [0-9]+ mutations' "$build/logs/mutation.log" | sed "s/^/$prog: /"
 fi
+lap "mutations"
 versions="1.13.1"
 
 # ---- UCX 1.22, the module loaded as a plugin ------------------------------
@@ -168,6 +178,7 @@ else
     # NIXL between two pods (test/nixl), NIXL built once by setup-nixl.sh
     # from ../shared/nixl against this UCX; skipped with its reason without
     # the tarballs
+    lap "1.22 build and suite"
     nixl_rc=0
     nixl_prefix=$(UCX_PREFIX=$ucx_prefix "$top/contrib/setup-nixl.sh" | tail -n 1) ||
         nixl_rc=$?
@@ -186,7 +197,9 @@ else
             failed+=("NIXL between two pods")
         fi
     fi
+    lap "NIXL build and test"
     if [ ${#failed[@]} -gt 0 ]; then
+        say_laps
         say "FAILED on UCX $ver: $(IFS=,; echo "${failed[*]}" | sed 's/,/, /g') (1.13.1 passed; $((SECONDS - t0)) s)"
         exit 1
     fi
@@ -199,6 +212,7 @@ else
     build122c=${BUILD_DIR_122_CUDA:-$top/build-1.22-cuda}
     say "== UCX 1.22.0 built with CUDA (contrib/setup-ucx.sh cuda, cached) in $build122c"
     BUILD_DIR=$build122c UCX=1.22-cuda "$top/contrib/build.sh"
+    lap "CUDA UCX and module build"
     make_check "$build122c" keep-going
     say "activation checks (the CUDA-built UCX's ucx_info, UCX_PLUGIN_PATH; make install)"
     "$top/test/activation/check_activation.sh" "$build122c" plugin ||
@@ -216,10 +230,13 @@ else
     say "ucx_perftest between two pods, short (the CUDA-built UCX)"
     SHORT=1 BUILD_DIR=$build122c OUT_DIR=$build122c/perftest-ci TESTS=$pod_tests \
         "$top/contrib/perftest-ns.sh" || failed+=("ucx_perftest between two pods (CUDA)")
+    lap "CUDA-built UCX checks"
     if [ ${#failed[@]} -gt 0 ]; then
+        say_laps
         say "FAILED on UCX 1.22.0 built with CUDA: $(IFS=,; echo "${failed[*]}" | sed 's/,/, /g') ($((SECONDS - t0)) s)"
         exit 1
     fi
     versions+=" and 1.22.0 built with CUDA"
 fi
+say_laps
 say "all passed (UCX $versions) in $((SECONDS - t0)) s"
