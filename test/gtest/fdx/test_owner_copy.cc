@@ -8,6 +8,7 @@
  */
 #include "fdx/fdx_peers.h"
 #include "common/cuda_alloc.h"
+#include "datapath/uct_node.h"
 
 extern "C" {
 #include "cuda_ipc_ns_broker.h"
@@ -43,13 +44,21 @@ const uint64_t REG_ID     = 0x5150;
 const size_t   OWNER_SIZE = 1 << 20;
 const uint32_t OWNER_SEED = 11;
 
+const uint64_t FD_ALLOC_ID = 0x6160;
+
 struct copy_owner_hello {
     int                         status;
-    uct_cuda_ipc_ns_rkey_info_t key;   /* owner identity, broker, token */
+    uct_cuda_ipc_ns_rkey_info_t key;    /* owner identity, broker, token */
+    uct_cuda_ipc_ns_rkey_info_t fd_key; /* a memfd for fd hand-out */
     CUipcMemHandle              legacy;
 };
 
-enum { COPY_OWNER_VERIFY = 1, COPY_OWNER_RESET, COPY_OWNER_QUIT };
+enum {
+    COPY_OWNER_VERIFY = 1,
+    COPY_OWNER_RESET,
+    COPY_OWNER_HOLD,    /* hold the copy engine (seed: 1) or release it */
+    COPY_OWNER_QUIT
+};
 
 /* VERIFY: the owner's [offset, offset + length) holds bytes
  * [seed_offset, seed_offset + length) of the pattern of seed */
@@ -67,8 +76,9 @@ TEST_PEER_ROLE(copy_owner)
 {
     uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
     const uct_cuda_ipc_ns_identity_t *self;
-    uct_cuda_ipc_ns_broker_reg_t *reg = nullptr;
+    uct_cuda_ipc_ns_broker_reg_t *reg = nullptr, *fd_reg = nullptr;
     uct_cuda_ipc_ns_broker_t *broker;
+    int memfd = make_memfd(5, MEM_SIZE);
     copy_owner_hello hello = {};
     copy_owner_cmd cmd;
     CUcontext ctx;
@@ -90,6 +100,10 @@ TEST_PEER_ROLE(copy_owner)
                     broker, REG_ID, (uintptr_t)mem.ptr(), OWNER_SIZE, ctx, 0,
                     hello.key.token, &reg);
         }
+        if (hello.status == UCS_OK) {
+            hello.status = uct_cuda_ipc_ns_broker_register(
+                    broker, memfd, FD_ALLOC_ID, hello.fd_key.token, &fd_reg);
+        }
         hello.key.handle_type = UCT_CUDA_IPC_NS_HANDLE_LEGACY;
         hello.key.pid         = self->pid;
         hello.key.pid_ns      = self->pid_ns;
@@ -100,6 +114,14 @@ TEST_PEER_ROLE(copy_owner)
             addr = uct_cuda_ipc_ns_broker_addr(broker,
                                                &hello.key.broker_addr_len);
             memcpy(hello.key.broker_addr, addr, hello.key.broker_addr_len);
+            uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
+            memcpy(token, hello.fd_key.token, sizeof(token));
+            hello.fd_key = hello.key;
+            memcpy(hello.fd_key.token, token, sizeof(token));
+            hello.fd_key.handle_type           = UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
+            hello.fd_key.handle.posix.fd       = memfd;
+            hello.fd_key.handle.posix.alloc_id = FD_ALLOC_ID;
+            hello.fd_key.length                = MEM_SIZE;
         }
         chan.send_obj(hello);
         if (hello.status != UCS_OK) {
@@ -110,6 +132,8 @@ TEST_PEER_ROLE(copy_owner)
             int ok = 1;
             if (cmd.op == COPY_OWNER_RESET) {
                 test::seed_fill(mem.ptr(), OWNER_SEED, OWNER_SIZE);
+            } else if (cmd.op == COPY_OWNER_HOLD) {
+                ok = test::hold_copies(0, cmd.seed != 0);
             } else {
                 std::vector<uint8_t> want = test::seed_pattern(
                         cmd.seed, cmd.seed_offset + cmd.length);
@@ -123,8 +147,10 @@ TEST_PEER_ROLE(copy_owner)
         }
 
         uct_cuda_ipc_ns_broker_unregister(broker, reg);
+        uct_cuda_ipc_ns_broker_unregister(broker, fd_reg);
         uct_cuda_ipc_ns_broker_put(broker);
     }
+    close(memfd);
     return 0;
 }
 
@@ -173,6 +199,8 @@ protected:
             close(m_sock);
         }
         if (m_owner) {
+            /* a failed test may leave the copy engine held */
+            owner_call(COPY_OWNER_HOLD, 0);
             copy_owner_cmd cmd = {COPY_OWNER_QUIT, 0, 0, 0, 0};
             m_owner->chan().send_obj(cmd);
             EXPECT_EQ(0, m_owner->wait());
@@ -225,13 +253,19 @@ protected:
         return ok;
     }
 
-    void owner_reset()
+    bool owner_call(int op, uint32_t arg = 0)
     {
-        copy_owner_cmd cmd = {COPY_OWNER_RESET, 0, 0, 0, 0};
+        copy_owner_cmd cmd = {op, 0, 0, arg, 0};
         int ok             = 0;
 
         EXPECT_TRUE(m_owner->chan().send_obj(cmd));
         EXPECT_TRUE(m_owner->chan().recv_obj(ok));
+        return ok;
+    }
+
+    void owner_reset()
+    {
+        owner_call(COPY_OWNER_RESET);
     }
 
     std::unique_ptr<test::cuda_vmm_buffer> m_buf;
@@ -348,6 +382,53 @@ TEST_F(test_owner_copy, buffer_overrun_refused) {
                            m_buf_fd));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, copy(over, m_buf_fd));
     EXPECT_TRUE(owner_holds(0, OWNER_SIZE, OWNER_SEED, 0));
+}
+
+
+/* A copy is answered once it is done, and while it runs the broker still
+ * hands out fds: the owner's copy engine is held, the answer does not come,
+ * an fd import from the same broker succeeds; released, the answer comes
+ * with the bytes in place */
+TEST_F(test_owner_copy, answered_when_done_while_fd_hand_out_goes_on) {
+    uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_BROKER);
+    std::vector<uint8_t> owner = test::seed_pattern(OWNER_SEED, OWNER_SIZE);
+    std::vector<uint8_t> got(4096);
+    uct_cuda_ipc_ns_copy_args_t req;
+    ucs_status_t op_status;
+    uint64_t seq;
+    int fd = -1;
+
+    if (!test::copy_engine_hold_supported()) {
+        GTEST_SKIP() << "needs the emulator's copy engine hold";
+    }
+
+    test::cuda_fill(m_buf->ptr(), 0, m_buf_size);
+    ASSERT_TRUE(owner_call(COPY_OWNER_HOLD, 1));
+    req = args(UCT_CUDA_IPC_NS_COPY_TO_IMPORTER, 8192, got.size(), 0);
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_send(
+                              m_sock, REG_ID, m_hello.key.token, &req,
+                              m_buf_fd, 0));
+
+    /* the broker's fd hand-out is served meanwhile */
+    EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_fdx_import(&cfg, &m_hello.fd_key, &fd,
+                                                 nullptr));
+    EXPECT_TRUE(check_bytes(fd, 5, MEM_SIZE));
+    if (fd >= 0) {
+        close(fd);
+    }
+
+    /* the copy cannot have run: no answer yet */
+    EXPECT_EQ(UCS_ERR_TIMED_OUT,
+              uct_cuda_ipc_ns_copy_client_recv(m_sock, REG_ID, MSG_DONTWAIT,
+                                               &seq, &op_status));
+
+    ASSERT_TRUE(owner_call(COPY_OWNER_HOLD, 0));
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_recv(m_sock, REG_ID, 0,
+                                                       &seq, &op_status));
+    EXPECT_EQ(req.seq, seq);
+    EXPECT_EQ(UCS_OK, op_status);
+    test::cuda_read(got.data(), m_buf->ptr(), got.size());
+    EXPECT_EQ(0, memcmp(got.data(), owner.data() + 8192, got.size()));
 }
 
 
