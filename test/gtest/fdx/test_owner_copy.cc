@@ -57,6 +57,8 @@ enum {
     COPY_OWNER_VERIFY = 1,
     COPY_OWNER_RESET,
     COPY_OWNER_HOLD,    /* hold the copy engine (seed: 1) or release it */
+    COPY_OWNER_IDLE,    /* once the broker closed every connection: the
+                         * number of open fds */
     COPY_OWNER_QUIT
 };
 
@@ -134,6 +136,9 @@ TEST_PEER_ROLE(copy_owner)
                 test::seed_fill(mem.ptr(), OWNER_SEED, OWNER_SIZE);
             } else if (cmd.op == COPY_OWNER_HOLD) {
                 ok = test::hold_copies(0, cmd.seed != 0);
+            } else if (cmd.op == COPY_OWNER_IDLE) {
+                uct_cuda_ipc_ns_broker_wait_idle();
+                ok = test::count_open_fds();
             } else {
                 std::vector<uint8_t> want = test::seed_pattern(
                         cmd.seed, cmd.seed_offset + cmd.length);
@@ -253,7 +258,7 @@ protected:
         return ok;
     }
 
-    bool owner_call(int op, uint32_t arg = 0)
+    int owner_call(int op, uint32_t arg = 0)
     {
         copy_owner_cmd cmd = {op, 0, 0, arg, 0};
         int ok             = 0;
@@ -429,6 +434,42 @@ TEST_F(test_owner_copy, answered_when_done_while_fd_hand_out_goes_on) {
     EXPECT_EQ(UCS_OK, op_status);
     test::cuda_read(got.data(), m_buf->ptr(), got.size());
     EXPECT_EQ(0, memcmp(got.data(), owner.data() + 8192, got.size()));
+}
+
+
+/* An importer that goes away while its copy runs: the owner finishes the
+ * copy, then closes the session and unmaps the importer's buffer; nothing
+ * is left open */
+TEST_F(test_owner_copy, importer_gone_mid_copy_leaves_nothing_behind) {
+    uct_cuda_ipc_ns_copy_args_t req;
+    int fds;
+
+    if (!test::copy_engine_hold_supported()) {
+        GTEST_SKIP() << "needs the emulator's copy engine hold";
+    }
+
+    /* a first session starts the copier and its stream, and ends */
+    ASSERT_EQ(UCS_OK, copy(args(UCT_CUDA_IPC_NS_COPY_TO_IMPORTER, 0, 1, 0),
+                           m_buf_fd));
+    close(m_sock);
+    m_sock = -1;
+    fds    = owner_call(COPY_OWNER_IDLE);
+    ASSERT_GT(fds, 0);
+
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_open(&m_cfg, &m_hello.key,
+                                                       &m_sock));
+    /* answered: the copier has the session and the buffer mapped */
+    ASSERT_EQ(UCS_OK, copy(args(UCT_CUDA_IPC_NS_COPY_TO_IMPORTER, 0, 1, 0),
+                           m_buf_fd));
+    ASSERT_TRUE(owner_call(COPY_OWNER_HOLD, 1));
+    req = args(UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER, 0, OWNER_SIZE, 0);
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_send(
+                              m_sock, REG_ID, m_hello.key.token, &req, -1, 0));
+    /* gone with a copy queued or held */
+    close(m_sock);
+    m_sock = -1;
+    ASSERT_TRUE(owner_call(COPY_OWNER_HOLD, 0));
+    EXPECT_EQ(fds, owner_call(COPY_OWNER_IDLE));
 }
 
 

@@ -93,7 +93,8 @@ void uct_cuda_ipc_ns_broker_unregister(uct_cuda_ipc_ns_broker_t *broker,
 
 /**
  * For tests: return once the broker of this process (if one runs) has closed
- * every connection it accepted. A client gets its reply before the broker
+ * every connection it accepted (a COPY session included: its copier closes
+ * it once the client closed and its copies ended). A client gets its reply before the broker
  * closes its end, on the broker's thread; a test counting this process's fds
  * waits here instead of polling. A connection whose client stays silent is
  * closed at its deadline (UCX_CUDA_IPC_NS_SOCK_REQ_TIMEOUT).

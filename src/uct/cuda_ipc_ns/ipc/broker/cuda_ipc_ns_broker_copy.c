@@ -82,6 +82,8 @@ typedef struct {
 struct uct_cuda_ipc_ns_broker_copier {
     const char                        *name;
     uct_cuda_ipc_ns_broker_registry_t *registry;
+    uct_cuda_ipc_ns_copier_closed_cb_t closed_cb;
+    void                              *closed_arg;
     pthread_t                         thread;
     int                               wake_fd;  /* eventfd */
 
@@ -97,6 +99,15 @@ struct uct_cuda_ipc_ns_broker_copier {
     uct_cuda_ipc_ns_copy_stream_t     *streams;
     uct_cuda_ipc_ns_copy_client_t     clients[UCT_CUDA_IPC_NS_COPY_CLIENTS_MAX];
 };
+
+
+/* Close a client's connection, and tell the serving loop */
+static void uct_cuda_ipc_ns_copier_close(uct_cuda_ipc_ns_broker_copier_t *copier,
+                                         int sock)
+{
+    close(sock);
+    copier->closed_cb(copier->closed_arg);
+}
 
 
 static void uct_cuda_ipc_ns_copier_wake(uct_cuda_ipc_ns_broker_copier_t *copier)
@@ -435,7 +446,7 @@ static void uct_cuda_ipc_ns_copier_take_adopted(uct_cuda_ipc_ns_broker_copier_t 
             if (adopted->buf_fd >= 0) {
                 close(adopted->buf_fd);
             }
-            close(adopted->sock);
+            uct_cuda_ipc_ns_copier_close(copier, adopted->sock);
         } else {
             memset(client, 0, sizeof(*client));
             client->fd  = adopted->sock;
@@ -498,7 +509,8 @@ static void uct_cuda_ipc_ns_copier_read(uct_cuda_ipc_ns_broker_copier_t *copier,
 
 
 /* Close @a client once no copy of it runs: its buffers are unmapped */
-static void uct_cuda_ipc_ns_copier_reap(uct_cuda_ipc_ns_copy_client_t *client)
+static void uct_cuda_ipc_ns_copier_reap(uct_cuda_ipc_ns_broker_copier_t *copier,
+                                        uct_cuda_ipc_ns_copy_client_t *client)
 {
     unsigned i;
 
@@ -511,7 +523,7 @@ static void uct_cuda_ipc_ns_copier_reap(uct_cuda_ipc_ns_copy_client_t *client)
             uct_cuda_ipc_ns_copier_unmap(&client->buffers[i]);
         }
     }
-    close(client->fd);
+    uct_cuda_ipc_ns_copier_close(copier, client->fd);
     client->fd = -1;
 }
 
@@ -584,13 +596,13 @@ static void *uct_cuda_ipc_ns_copier_run(void *arg)
         }
 
         for (i = 0; i < UCT_CUDA_IPC_NS_COPY_CLIENTS_MAX; ++i) {
-            uct_cuda_ipc_ns_copier_reap(&copier->clients[i]);
+            uct_cuda_ipc_ns_copier_reap(copier, &copier->clients[i]);
         }
     }
 
     for (i = 0; i < UCT_CUDA_IPC_NS_COPY_CLIENTS_MAX; ++i) {
         copier->clients[i].closing = 1;
-        uct_cuda_ipc_ns_copier_reap(&copier->clients[i]);
+        uct_cuda_ipc_ns_copier_reap(copier, &copier->clients[i]);
     }
     return NULL;
 }
@@ -599,6 +611,8 @@ static void *uct_cuda_ipc_ns_copier_run(void *arg)
 ucs_status_t
 uct_cuda_ipc_ns_broker_copier_start(const char *name,
                                     uct_cuda_ipc_ns_broker_registry_t *registry,
+                                    uct_cuda_ipc_ns_copier_closed_cb_t closed_cb,
+                                    void *closed_arg,
                                     uct_cuda_ipc_ns_broker_copier_t **copier_p)
 {
     uct_cuda_ipc_ns_broker_copier_t *copier;
@@ -613,8 +627,10 @@ uct_cuda_ipc_ns_broker_copier_start(const char *name,
         return UCS_ERR_NO_MEMORY;
     }
 
-    copier->name     = name;
-    copier->registry = registry;
+    copier->name       = name;
+    copier->registry   = registry;
+    copier->closed_cb  = closed_cb;
+    copier->closed_arg = closed_arg;
     for (i = 0; i < UCT_CUDA_IPC_NS_COPY_CLIENTS_MAX; ++i) {
         copier->clients[i].fd = -1;
     }
@@ -668,7 +684,7 @@ void uct_cuda_ipc_ns_broker_copier_stop(uct_cuda_ipc_ns_broker_copier_t *copier)
         if (adopted->buf_fd >= 0) {
             close(adopted->buf_fd);
         }
-        close(adopted->sock);
+        uct_cuda_ipc_ns_copier_close(copier, adopted->sock);
         ucs_free(adopted);
     }
 
@@ -697,7 +713,7 @@ void uct_cuda_ipc_ns_broker_copier_adopt(uct_cuda_ipc_ns_broker_copier_t *copier
         if (buf_fd >= 0) {
             close(buf_fd);
         }
-        close(sock);
+        uct_cuda_ipc_ns_copier_close(copier, sock);
         return;
     }
 

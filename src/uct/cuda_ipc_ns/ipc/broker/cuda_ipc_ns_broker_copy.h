@@ -34,10 +34,17 @@
 typedef struct uct_cuda_ipc_ns_broker_copier uct_cuda_ipc_ns_broker_copier_t;
 
 
+/* Called on the copier's thread each time it closes a connection it was
+ * given (the serving loop counts connections open until then) */
+typedef void (*uct_cuda_ipc_ns_copier_closed_cb_t)(void *arg);
+
+
 /* Start the copier's thread for the broker named @a name */
 ucs_status_t
 uct_cuda_ipc_ns_broker_copier_start(const char *name,
                                     uct_cuda_ipc_ns_broker_registry_t *registry,
+                                    uct_cuda_ipc_ns_copier_closed_cb_t closed_cb,
+                                    void *closed_arg,
                                     uct_cuda_ipc_ns_broker_copier_t **copier_p);
 
 

@@ -76,14 +76,22 @@ static void uct_cuda_ipc_ns_broker_count_conn(uct_cuda_ipc_ns_broker_server_t *s
 }
 
 
-/* @a fd is -1 when the connection was handed to the copier */
+/* @a fd is -1 when the connection was handed to the copier, which counts
+ * it closed when it closes it */
 static void uct_cuda_ipc_ns_broker_close_conn(uct_cuda_ipc_ns_broker_server_t *server,
                                               int fd)
 {
     if (fd >= 0) {
         close(fd);
+        uct_cuda_ipc_ns_broker_count_conn(server, -1);
     }
-    uct_cuda_ipc_ns_broker_count_conn(server, -1);
+}
+
+
+/* The copier closed a connection it was handed */
+static void uct_cuda_ipc_ns_broker_copier_closed(void *arg)
+{
+    uct_cuda_ipc_ns_broker_count_conn(arg, -1);
 }
 
 
@@ -352,7 +360,9 @@ static void uct_cuda_ipc_ns_broker_serve_copy(uct_cuda_ipc_ns_broker_server_t *s
 {
     if ((server->copier == NULL) &&
         (uct_cuda_ipc_ns_broker_copier_start(server->name, server->registry,
-                                             &server->copier) != UCS_OK)) {
+                                             uct_cuda_ipc_ns_broker_copier_closed,
+                                             server, &server->copier) !=
+         UCS_OK)) {
         uct_cuda_ipc_ns_broker_reply(server, conn,
                                      UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL,
                                      req->alloc_id, -1);
