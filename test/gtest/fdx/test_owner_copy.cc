@@ -414,6 +414,16 @@ TEST_F(test_owner_copy, answered_when_done_while_fd_hand_out_goes_on) {
                               m_sock, REG_ID, m_hello.key.token, &req,
                               m_buf_fd, 0));
 
+    /* a refused request after it is answered at once: the copier took the
+     * held copy first (one session is read in order) and holds nothing
+     * that refusals need */
+    uct_cuda_ipc_ns_copy_args_t wrong = args(UCT_CUDA_IPC_NS_COPY_TO_IMPORTER,
+                                             0, 64, 0);
+    uint8_t wrong_token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
+    memcpy(wrong_token, m_hello.key.token, sizeof(wrong_token));
+    wrong_token[0] ^= 1;
+    EXPECT_EQ(UCS_ERR_NO_ELEM, copy(wrong, -1, wrong_token));
+
     /* the broker's fd hand-out is served meanwhile */
     EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_fdx_import(&cfg, &m_hello.fd_key, &fd,
                                                  nullptr));
