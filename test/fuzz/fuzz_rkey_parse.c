@@ -116,7 +116,7 @@ static void fuzz_addr(const uint8_t *data, size_t size)
     }
 }
 
-/* Broker requests and layout replies: an accepted message repacks to
+/* Broker requests, layout and copy replies: an accepted message repacks to
  * itself (but the version of a reply, which its parser does not read), and
  * a layout of any content is checked without a read past its entries */
 static void fuzz_broker(const uint8_t *data, size_t size)
@@ -125,7 +125,8 @@ static void fuzz_broker(const uint8_t *data, size_t size)
     static uint8_t buf[UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX];
     uct_cuda_ipc_ns_layout_page_t page;
     uct_cuda_ipc_ns_broker_req_t req;
-    uint64_t length = 0;
+    uint64_t length = 0, reg_id, seq;
+    unsigned status;
     uint32_t i;
 
     if (uct_cuda_ipc_ns_broker_unpack_request(data, size, &req) ==
@@ -133,12 +134,38 @@ static void fuzz_broker(const uint8_t *data, size_t size)
         if (req.op == UCT_CUDA_IPC_NS_BROKER_OP_GET_FD) {
             FUZZ_CHECK(size == UCT_CUDA_IPC_NS_BROKER_REQ_SIZE);
             uct_cuda_ipc_ns_broker_pack_request(buf, req.alloc_id, req.token);
+        } else if (req.op == UCT_CUDA_IPC_NS_BROKER_OP_COPY) {
+            /* what the owner's copier relies on without checking again */
+            FUZZ_CHECK(size == UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE);
+            FUZZ_CHECK(req.copy.length >= 1);
+            FUZZ_CHECK((req.copy.direction == UCT_CUDA_IPC_NS_COPY_TO_IMPORTER) ||
+                       (req.copy.direction ==
+                        UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER));
+            FUZZ_CHECK(req.copy.buf_offset <= req.copy.buf_size);
+            FUZZ_CHECK(req.copy.length <=
+                       req.copy.buf_size - req.copy.buf_offset);
+            uct_cuda_ipc_ns_broker_pack_copy_request(buf, req.alloc_id,
+                                                     req.token, &req.copy);
         } else {
             FUZZ_CHECK(size == UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE);
             uct_cuda_ipc_ns_broker_pack_chunk_request(buf, req.op, req.alloc_id,
                                                       req.token, req.index);
         }
         FUZZ_CHECK(!memcmp(buf, data, size));
+    }
+
+    if (uct_cuda_ipc_ns_broker_unpack_copy_reply(data, size, &status, &reg_id,
+                                                 &seq) == UCS_OK) {
+        if (size == UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE) {
+            /* a plain reply is only ever a refusal */
+            FUZZ_CHECK(status != UCT_CUDA_IPC_NS_BROKER_STATUS_OK);
+            FUZZ_CHECK(seq == 0);
+        } else {
+            FUZZ_CHECK(size == UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE);
+            uct_cuda_ipc_ns_broker_pack_copy_reply(buf, status, reg_id, seq);
+            FUZZ_CHECK(!memcmp(buf, data, 4) &&
+                       !memcmp(buf + 6, data + 6, size - 6));
+        }
     }
 
     if ((uct_cuda_ipc_ns_broker_unpack_layout(data, size, &page, chunks) !=

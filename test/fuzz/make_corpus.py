@@ -121,6 +121,14 @@ def corpus():
         struct.pack('<QQQ', 40 << 20, 2 << 20, 0x12))
     c['broker_layout_refused'] = struct.pack('<IHHQ', BROKER_MAGIC, 1, 4,
                                              0x0807060504030201)
+    # copies made by the owner: a put and its answer
+    c['broker_copy_req'] = (struct.pack('<IHH', BROKER_MAGIC, 1, 4) +
+                            head[8:] + TOKEN +
+                            struct.pack('<QQQQQQI', 9, 1 << 20, 4096, 0x77,
+                                        2 << 20, 0x40, 2))
+    c['broker_copy_reply'] = (struct.pack('<IHHQ', BROKER_MAGIC, 1, 0,
+                                          0x0807060504030201) +
+                              struct.pack('<Q', 9))
     # addresses (the target parses them too)
     c['device_addr'] = struct.pack('<QB', 0x0123456789abcdef, 7)
     c['iface_addr'] = struct.pack('<IQB', 0x12345, 0xeffffffc, 3)

@@ -3,7 +3,8 @@
  * several allocations (docs/wire-format.md, "Broker protocol"): golden
  * vectors written by hand from cuda_ipc_ns_broker_proto.h, refusal of
  * malformed replies, and the check of a layout an owner answers
- * (docs/framework-memory.md).
+ * (docs/framework-memory.md); the COPY request and its answer
+ * (docs/owner-copies.md).
  */
 #include <gtest/gtest.h>
 
@@ -63,6 +64,32 @@ const uint8_t golden_layout_reply[] = {
     0x12, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00  /* alloc_id 0x12 */
 };
 
+/* COPY (put) of 4 KiB at offset 1 MiB of the same registration, from
+ * offset 0x40 of the importer's buffer 0x77 of 2 MiB, copy number 9 */
+const uint8_t golden_copy_req[] = {
+    0x63, 0x69, 0x6e, 0x73,
+    0x01, 0x00,
+    0x04, 0x00,                                     /* op COPY */
+    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* registration id */
+    TOKEN_BYTES,
+    0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* seq 9 */
+    0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, /* offset 1 MiB */
+    0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* length 4 KiB */
+    0x77, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* buf_id 0x77 */
+    0x00, 0x00, 0x20, 0x00, 0x00, 0x00, 0x00, 0x00, /* buf_size 2 MiB */
+    0x40, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* buf_offset 0x40 */
+    0x02, 0x00, 0x00, 0x00                          /* from the importer */
+};
+
+/* Its answer: done */
+const uint8_t golden_copy_reply[] = {
+    0x63, 0x69, 0x6e, 0x73,
+    0x01, 0x00,
+    0x00, 0x00,                                     /* status OK */
+    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* registration id */
+    0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00  /* seq 9 */
+};
+
 const uint64_t REG_ID = 0x0807060504030201ull;
 const uint64_t MiB    = 1ull << 20;
 
@@ -105,7 +132,7 @@ TEST(cuda_ipc_ns_broker_format, request_size_per_op) {
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
               uct_cuda_ipc_ns_broker_unpack_request(buf.data(), buf.size(),
                                                     &req));
-    buf[6] = 4; /* unknown op */
+    buf[6] = 5; /* unknown op */
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
               uct_cuda_ipc_ns_broker_unpack_request(buf.data(), buf.size(),
                                                     &req));
@@ -114,6 +141,148 @@ TEST(cuda_ipc_ns_broker_format, request_size_per_op) {
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
               uct_cuda_ipc_ns_broker_unpack_request(buf.data(), buf.size(),
                                                     &req));
+}
+
+
+uct_cuda_ipc_ns_copy_args_t golden_copy_args()
+{
+    uct_cuda_ipc_ns_copy_args_t copy = {};
+    copy.seq        = 9;
+    copy.offset     = MiB;
+    copy.length     = 4096;
+    copy.buf_id     = 0x77;
+    copy.buf_size   = 2 * MiB;
+    copy.buf_offset = 0x40;
+    copy.direction  = UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER;
+    return copy;
+}
+
+
+TEST(cuda_ipc_ns_broker_format, golden_copy_request) {
+    const uct_cuda_ipc_ns_copy_args_t copy = golden_copy_args();
+    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE];
+    uct_cuda_ipc_ns_broker_req_t req;
+
+    ASSERT_EQ(sizeof(golden_copy_req), sizeof(buf));
+    uct_cuda_ipc_ns_broker_pack_copy_request(buf, REG_ID, token, &copy);
+    EXPECT_EQ(0, memcmp(buf, golden_copy_req, sizeof(buf)));
+    ASSERT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
+              uct_cuda_ipc_ns_broker_unpack_request(golden_copy_req,
+                                                    sizeof(golden_copy_req),
+                                                    &req));
+    EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_OP_COPY, req.op);
+    EXPECT_EQ(REG_ID, req.alloc_id);
+    EXPECT_EQ(0, memcmp(req.token, token, sizeof(token)));
+    EXPECT_EQ(copy.seq, req.copy.seq);
+    EXPECT_EQ(copy.offset, req.copy.offset);
+    EXPECT_EQ(copy.length, req.copy.length);
+    EXPECT_EQ(copy.buf_id, req.copy.buf_id);
+    EXPECT_EQ(copy.buf_size, req.copy.buf_size);
+    EXPECT_EQ(copy.buf_offset, req.copy.buf_offset);
+    EXPECT_EQ(copy.direction, req.copy.direction);
+}
+
+
+/* A COPY whose own fields do not hold together is malformed; the
+ * registration's range is the broker's check, not the parser's */
+TEST(cuda_ipc_ns_broker_format, copy_request_rejects) {
+    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE + 1];
+    uct_cuda_ipc_ns_broker_req_t req;
+    struct {
+        const char *what;
+        void (*change)(uct_cuda_ipc_ns_copy_args_t *copy);
+    } cases[] = {
+        {"length 0", [](uct_cuda_ipc_ns_copy_args_t *c) { c->length = 0; }},
+        {"direction 0", [](uct_cuda_ipc_ns_copy_args_t *c) { c->direction = 0; }},
+        {"direction 3", [](uct_cuda_ipc_ns_copy_args_t *c) { c->direction = 3; }},
+        {"past the buffer's end", [](uct_cuda_ipc_ns_copy_args_t *c) {
+             c->buf_offset = c->buf_size - c->length + 1; }},
+        {"offset past the buffer", [](uct_cuda_ipc_ns_copy_args_t *c) {
+             c->buf_offset = c->buf_size + 1; c->length = 1; }},
+        {"wrapping buffer range", [](uct_cuda_ipc_ns_copy_args_t *c) {
+             c->buf_offset = 16; c->length = UINT64_MAX - 8; }}
+    };
+
+    for (const auto &c : cases) {
+        uct_cuda_ipc_ns_copy_args_t copy = golden_copy_args();
+        c.change(&copy);
+        uct_cuda_ipc_ns_broker_pack_copy_request(buf, REG_ID, token, &copy);
+        EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
+                  uct_cuda_ipc_ns_broker_unpack_request(
+                          buf, UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE, &req))
+                << c.what;
+    }
+
+    /* the last byte of the buffer is in range; one byte more or less of
+     * message is not a COPY */
+    uct_cuda_ipc_ns_copy_args_t copy = golden_copy_args();
+    copy.buf_offset                  = copy.buf_size - copy.length;
+    uct_cuda_ipc_ns_broker_pack_copy_request(buf, REG_ID, token, &copy);
+    EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
+              uct_cuda_ipc_ns_broker_unpack_request(
+                      buf, UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE, &req));
+    EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
+              uct_cuda_ipc_ns_broker_unpack_request(
+                      buf, UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE + 1, &req));
+    EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
+              uct_cuda_ipc_ns_broker_unpack_request(
+                      buf, UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE - 1, &req));
+}
+
+
+TEST(cuda_ipc_ns_broker_format, golden_copy_reply) {
+    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE];
+    uint64_t reg_id, seq;
+    unsigned status;
+
+    ASSERT_EQ(sizeof(golden_copy_reply), sizeof(buf));
+    uct_cuda_ipc_ns_broker_pack_copy_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
+                                           REG_ID, 9);
+    EXPECT_EQ(0, memcmp(buf, golden_copy_reply, sizeof(buf)));
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_copy_reply(
+                              golden_copy_reply, sizeof(golden_copy_reply),
+                              &status, &reg_id, &seq));
+    EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_OK, status);
+    EXPECT_EQ(REG_ID, reg_id);
+    EXPECT_EQ(9u, seq);
+}
+
+
+/* A plain reply is a refusal (our uid, a broker without COPY), never a
+ * copy done; sizes other than the two are malformed */
+TEST(cuda_ipc_ns_broker_format, copy_reply_rejects) {
+    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE + 1] = {};
+    uint64_t reg_id, seq;
+    unsigned status;
+
+    uct_cuda_ipc_ns_broker_pack_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_DENIED,
+                                      0);
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_copy_reply(
+                              buf, UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE, &status,
+                              &reg_id, &seq));
+    EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_DENIED, status);
+    EXPECT_EQ(0u, seq);
+
+    uct_cuda_ipc_ns_broker_pack_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_OK, 0);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_cuda_ipc_ns_broker_unpack_copy_reply(
+                      buf, UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE, &status, &reg_id,
+                      &seq));
+
+    uct_cuda_ipc_ns_broker_pack_copy_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
+                                           REG_ID, 9);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_cuda_ipc_ns_broker_unpack_copy_reply(
+                      buf, sizeof(buf), &status, &reg_id, &seq));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_cuda_ipc_ns_broker_unpack_copy_reply(
+                      buf, UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE - 1, &status,
+                      &reg_id, &seq));
+    buf[0] ^= 1; /* magic */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_cuda_ipc_ns_broker_unpack_copy_reply(
+                      buf, UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE, &status,
+                      &reg_id, &seq));
 }
 
 

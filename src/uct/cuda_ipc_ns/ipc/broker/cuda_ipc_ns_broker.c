@@ -305,6 +305,28 @@ ucs_status_t uct_cuda_ipc_ns_broker_register_chunks(uct_cuda_ipc_ns_broker_t *br
 }
 
 
+ucs_status_t uct_cuda_ipc_ns_broker_register_range(uct_cuda_ipc_ns_broker_t *broker,
+                                                   uint64_t reg_id, uint64_t base,
+                                                   uint64_t length, CUcontext ctx,
+                                                   int device,
+                                                   uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
+                                                   uct_cuda_ipc_ns_broker_reg_t **reg_p)
+{
+    ucs_status_t status;
+
+    status = uct_cuda_ipc_ns_broker_registry_add_range(&broker->registry,
+                                                       reg_id, base, length,
+                                                       ctx, device, token,
+                                                       reg_p);
+    if (status == UCS_OK) {
+        ucs_trace("cuda_ipc_ns: broker %s: registered 0x%" PRIx64 "/%" PRIu64
+                  " for copies as 0x%" PRIx64, broker->sock.name, base,
+                  length, reg_id);
+    }
+    return status;
+}
+
+
 void uct_cuda_ipc_ns_broker_unregister(uct_cuda_ipc_ns_broker_t *broker,
                                        uct_cuda_ipc_ns_broker_reg_t *reg)
 {

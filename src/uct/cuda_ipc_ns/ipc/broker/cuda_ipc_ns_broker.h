@@ -70,9 +70,22 @@ ucs_status_t uct_cuda_ipc_ns_broker_register_chunks(uct_cuda_ipc_ns_broker_t *br
 
 
 /**
+ * Register @a length bytes at @a base (context @a ctx of @a device) that
+ * importers which cannot map them ask the broker to copy to and from
+ * (docs/owner-copies.md), under @a reg_id and a fresh random token.
+ */
+ucs_status_t uct_cuda_ipc_ns_broker_register_range(uct_cuda_ipc_ns_broker_t *broker,
+                                                   uint64_t reg_id, uint64_t base,
+                                                   uint64_t length, CUcontext ctx,
+                                                   int device,
+                                                   uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
+                                                   uct_cuda_ipc_ns_broker_reg_t **reg_p);
+
+
+/**
  * Release a registration. Once this returns the broker never hands out that
  * fd again (a request being served finishes before, under the same lock), so
- * the caller may close it.
+ * the caller may close it; a range's copies running finish first.
  */
 void uct_cuda_ipc_ns_broker_unregister(uct_cuda_ipc_ns_broker_t *broker,
                                        uct_cuda_ipc_ns_broker_reg_t *reg);
@@ -80,7 +93,8 @@ void uct_cuda_ipc_ns_broker_unregister(uct_cuda_ipc_ns_broker_t *broker,
 
 /**
  * For tests: return once the broker of this process (if one runs) has closed
- * every connection it accepted. A client gets its reply before the broker
+ * every connection it accepted (a COPY session included: its copier closes
+ * it once the client closed and its copies ended). A client gets its reply before the broker
  * closes its end, on the broker's thread; a test counting this process's fds
  * waits here instead of polling. A connection whose client stays silent is
  * closed at its deadline (UCX_CUDA_IPC_NS_SOCK_REQ_TIMEOUT).

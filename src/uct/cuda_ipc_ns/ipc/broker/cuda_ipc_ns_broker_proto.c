@@ -27,6 +27,8 @@
 #define UCT_CUDA_IPC_NS_BROKER_OFF_FIRST     20
 #define UCT_CUDA_IPC_NS_BROKER_OFF_COUNT     24
 #define UCT_CUDA_IPC_NS_BROKER_OFF_ENTRIES   28
+#define UCT_CUDA_IPC_NS_BROKER_OFF_COPY      32 /* COPY request fields */
+#define UCT_CUDA_IPC_NS_BROKER_OFF_SEQ       16 /* COPY reply */
 
 
 const char *uct_cuda_ipc_ns_fdx_mode_names[] = {
@@ -82,6 +84,90 @@ void uct_cuda_ipc_ns_broker_pack_chunk_request(uint8_t *buf, uint16_t op,
 }
 
 
+void uct_cuda_ipc_ns_broker_pack_copy_request(uint8_t *buf, uint64_t reg_id,
+                                              const uint8_t *token,
+                                              const uct_cuda_ipc_ns_copy_args_t *copy)
+{
+    uint8_t *p = buf + UCT_CUDA_IPC_NS_BROKER_OFF_COPY;
+
+    uct_cuda_ipc_ns_broker_pack_head(buf, UCT_CUDA_IPC_NS_BROKER_OP_COPY,
+                                     reg_id);
+    memcpy(buf + UCT_CUDA_IPC_NS_BROKER_OFF_TOKEN, token,
+           UCT_CUDA_IPC_NS_TOKEN_SIZE);
+    uct_cuda_ipc_ns_put_le64(p, copy->seq);
+    uct_cuda_ipc_ns_put_le64(p + 8, copy->offset);
+    uct_cuda_ipc_ns_put_le64(p + 16, copy->length);
+    uct_cuda_ipc_ns_put_le64(p + 24, copy->buf_id);
+    uct_cuda_ipc_ns_put_le64(p + 32, copy->buf_size);
+    uct_cuda_ipc_ns_put_le64(p + 40, copy->buf_offset);
+    uct_cuda_ipc_ns_put_le32(p + 48, copy->direction);
+}
+
+
+/* Read the fields of a COPY request; BAD_REQUEST when they do not hold
+ * together by themselves (the registration's range is the broker's check) */
+static uct_cuda_ipc_ns_broker_status_t
+uct_cuda_ipc_ns_broker_unpack_copy(const uint8_t *buf,
+                                   uct_cuda_ipc_ns_copy_args_t *copy)
+{
+    const uint8_t *p = buf + UCT_CUDA_IPC_NS_BROKER_OFF_COPY;
+
+    copy->seq        = uct_cuda_ipc_ns_get_le64(p);
+    copy->offset     = uct_cuda_ipc_ns_get_le64(p + 8);
+    copy->length     = uct_cuda_ipc_ns_get_le64(p + 16);
+    copy->buf_id     = uct_cuda_ipc_ns_get_le64(p + 24);
+    copy->buf_size   = uct_cuda_ipc_ns_get_le64(p + 32);
+    copy->buf_offset = uct_cuda_ipc_ns_get_le64(p + 40);
+    copy->direction  = uct_cuda_ipc_ns_get_le32(p + 48);
+    if ((copy->length == 0) ||
+        ((copy->direction != UCT_CUDA_IPC_NS_COPY_TO_IMPORTER) &&
+         (copy->direction != UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER)) ||
+        (copy->buf_offset > copy->buf_size) ||
+        (copy->length > copy->buf_size - copy->buf_offset)) {
+        return UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST;
+    }
+    return UCT_CUDA_IPC_NS_BROKER_STATUS_OK;
+}
+
+
+void uct_cuda_ipc_ns_broker_pack_copy_reply(uint8_t *buf,
+                                            uct_cuda_ipc_ns_broker_status_t status,
+                                            uint64_t reg_id, uint64_t seq)
+{
+    uct_cuda_ipc_ns_broker_pack_head(buf, status, reg_id);
+    uct_cuda_ipc_ns_put_le64(buf + UCT_CUDA_IPC_NS_BROKER_OFF_SEQ, seq);
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_broker_unpack_copy_reply(const uint8_t *buf,
+                                                      size_t len,
+                                                      unsigned *status_p,
+                                                      uint64_t *reg_id_p,
+                                                      uint64_t *seq_p)
+{
+    if ((len < UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE) ||
+        (uct_cuda_ipc_ns_get_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_MAGIC) !=
+         UCT_CUDA_IPC_NS_BROKER_MAGIC)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    *status_p = uct_cuda_ipc_ns_get_le16(buf + UCT_CUDA_IPC_NS_BROKER_OFF_STATUS);
+    *reg_id_p = uct_cuda_ipc_ns_get_le64(buf +
+                                         UCT_CUDA_IPC_NS_BROKER_OFF_ALLOC_ID);
+    if (len == UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE) {
+        /* a refusal before the request was taken as a COPY: plain reply */
+        *seq_p = 0;
+        return (*status_p != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) ? UCS_OK :
+               UCS_ERR_INVALID_PARAM;
+    } else if (len != UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    *seq_p = uct_cuda_ipc_ns_get_le64(buf + UCT_CUDA_IPC_NS_BROKER_OFF_SEQ);
+    return UCS_OK;
+}
+
+
 /* Size of a request of @a op, 0 for an unknown op */
 static size_t uct_cuda_ipc_ns_broker_req_size(uint16_t op)
 {
@@ -91,6 +177,8 @@ static size_t uct_cuda_ipc_ns_broker_req_size(uint16_t op)
     case UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT:
     case UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FD:
         return UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE;
+    case UCT_CUDA_IPC_NS_BROKER_OP_COPY:
+        return UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE;
     default:
         return 0;
     }
@@ -126,6 +214,8 @@ uct_cuda_ipc_ns_broker_unpack_request(const uint8_t *buf, size_t len,
     if (len == UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE) {
         req->index = uct_cuda_ipc_ns_get_le32(buf +
                                               UCT_CUDA_IPC_NS_BROKER_OFF_INDEX);
+    } else if (req->op == UCT_CUDA_IPC_NS_BROKER_OP_COPY) {
+        return uct_cuda_ipc_ns_broker_unpack_copy(buf, &req->copy);
     }
     return UCT_CUDA_IPC_NS_BROKER_STATUS_OK;
 }
@@ -268,7 +358,10 @@ ucs_status_t uct_cuda_ipc_ns_broker_status_to_ucs(unsigned status)
     case UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION:
         return UCS_ERR_UNSUPPORTED;
     case UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST:
+    case UCT_CUDA_IPC_NS_BROKER_STATUS_RANGE:
         return UCS_ERR_INVALID_PARAM;
+    case UCT_CUDA_IPC_NS_BROKER_STATUS_NO_BUFFER:
+        return UCS_ERR_UNSUPPORTED;
     default:
         return UCS_ERR_IO_ERROR;
     }
@@ -283,6 +376,8 @@ const char *uct_cuda_ipc_ns_broker_status_str(unsigned status)
     case UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION: return "unsupported version";
     case UCT_CUDA_IPC_NS_BROKER_STATUS_DENIED:      return "uid not allowed";
     case UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY:    return "unknown or released token";
+    case UCT_CUDA_IPC_NS_BROKER_STATUS_RANGE:       return "out of the registration's range";
+    case UCT_CUDA_IPC_NS_BROKER_STATUS_NO_BUFFER:   return "importer's buffer not mappable";
     default:                                         return "internal error";
     }
 }

@@ -33,6 +33,26 @@
  *     count x { u64 offset, u64 size, u64 alloc_id }
  *   GET_CHUNK_FD reply: the 16-byte reply, alloc_id the chunk's allocation
  *   id, with the chunk's fd when OK.
+ *
+ * Copies made by the owner (docs/owner-copies.md): a COPY request of
+ * UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE = 84 bytes, the head above with op
+ * COPY and the registration id, the token, then
+ *     u64  seq         the importer's number for the copy, echoed
+ *     u64  offset      in the registration
+ *     u64  length      bytes to copy, >= 1
+ *     u64  buf_id      the importer's allocation id of its buffer
+ *     u64  buf_size    that allocation's size, exactly
+ *     u64  buf_offset  where the copy starts in it
+ *     u32  direction   UCT_CUDA_IPC_NS_COPY_TO_IMPORTER (get) or
+ *                      UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER (put)
+ *   with the buffer's POSIX fd by SCM_RIGHTS, or none when the owner holds
+ *   that buffer from an earlier request on the same connection. The
+ *   connection stays open for further COPY requests.
+ *   COPY reply (UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE = 24 bytes): the
+ *   16-byte reply (alloc_id: the registration id), then
+ *     u64  seq         the request's
+ *   sent when the copy is done, or refused; a refusal before the request
+ *   was read (uid) is the plain 16-byte reply.
  */
 #ifndef UCT_CUDA_IPC_NS_BROKER_PROTO_H
 #define UCT_CUDA_IPC_NS_BROKER_PROTO_H
@@ -49,9 +69,16 @@
 #define UCT_CUDA_IPC_NS_BROKER_OP_GET_FD    1
 #define UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT    2
 #define UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FD 3
+#define UCT_CUDA_IPC_NS_BROKER_OP_COPY      4
 #define UCT_CUDA_IPC_NS_BROKER_REQ_SIZE     (4 + 2 + 2 + 8 + UCT_CUDA_IPC_NS_TOKEN_SIZE)
 #define UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE (UCT_CUDA_IPC_NS_BROKER_REQ_SIZE + 4)
 #define UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE   (4 + 2 + 2 + 8)
+#define UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE \
+    (UCT_CUDA_IPC_NS_BROKER_REQ_SIZE + 6 * 8 + 4)
+#define UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE \
+    (UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE + 8)
+/* the longest request the broker reads */
+#define UCT_CUDA_IPC_NS_BROKER_REQ_MAX      UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE
 /* layout entries per reply: one reply stays a few KiB, sent at once */
 #define UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX   128
 #define UCT_CUDA_IPC_NS_BROKER_LAYOUT_HEAD_SIZE \
@@ -76,8 +103,32 @@ typedef enum {
     UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION = 2, /* protocol version */
     UCT_CUDA_IPC_NS_BROKER_STATUS_DENIED      = 3, /* uid not allowed */
     UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY    = 4, /* unknown or released token */
-    UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL    = 5  /* broker-side failure */
+    UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL    = 5, /* broker-side failure */
+    /* COPY: [offset, offset + length) is not within the registration */
+    UCT_CUDA_IPC_NS_BROKER_STATUS_RANGE       = 6,
+    /* COPY: the importer's buffer cannot be mapped by the owner (no fd and
+     * none held, not exportable device memory, not buf_size bytes) */
+    UCT_CUDA_IPC_NS_BROKER_STATUS_NO_BUFFER   = 7
 } uct_cuda_ipc_ns_broker_status_t;
+
+
+/* Direction of a COPY, as the importer sees it */
+typedef enum {
+    UCT_CUDA_IPC_NS_COPY_TO_IMPORTER   = 1, /* get: registration -> buffer */
+    UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER = 2  /* put: buffer -> registration */
+} uct_cuda_ipc_ns_copy_dir_t;
+
+
+/* The fields of a COPY request after its head */
+typedef struct uct_cuda_ipc_ns_copy_args {
+    uint64_t seq;
+    uint64_t offset;
+    uint64_t length;
+    uint64_t buf_id;
+    uint64_t buf_size;
+    uint64_t buf_offset;
+    uint32_t direction;  /* uct_cuda_ipc_ns_copy_dir_t */
+} uct_cuda_ipc_ns_copy_args_t;
 
 
 /* A request as the broker reads it; token points into the received bytes */
@@ -87,6 +138,7 @@ typedef struct uct_cuda_ipc_ns_broker_req {
     uint64_t      alloc_id;  /* LAYOUT, GET_CHUNK_FD: the registration id */
     const uint8_t *token;
     uint32_t      index;     /* LAYOUT, GET_CHUNK_FD */
+    uct_cuda_ipc_ns_copy_args_t copy; /* COPY */
 } uct_cuda_ipc_ns_broker_req_t;
 
 
@@ -155,6 +207,34 @@ void uct_cuda_ipc_ns_broker_pack_chunk_request(uint8_t *buf, uint16_t op,
                                                uint32_t index);
 
 
+/* Client: write a COPY request (UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE bytes) */
+void uct_cuda_ipc_ns_broker_pack_copy_request(uint8_t *buf, uint64_t reg_id,
+                                              const uint8_t *token,
+                                              const uct_cuda_ipc_ns_copy_args_t *copy);
+
+
+/* Server: write a COPY reply (UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE bytes) */
+void uct_cuda_ipc_ns_broker_pack_copy_reply(uint8_t *buf,
+                                            uct_cuda_ipc_ns_broker_status_t status,
+                                            uint64_t reg_id, uint64_t seq);
+
+
+/**
+ * Client: parse a COPY reply of @a len bytes.
+ *
+ * @return UCS_OK with *status_p, *reg_id_p and *seq_p set: a COPY reply,
+ *         or a plain reply with an error status (a refusal at accept, or
+ *         from a broker that knows no COPY; *seq_p is 0 then), or
+ *         UCS_ERR_INVALID_PARAM for a malformed reply (size, magic, a plain
+ *         reply saying OK).
+ */
+ucs_status_t uct_cuda_ipc_ns_broker_unpack_copy_reply(const uint8_t *buf,
+                                                      size_t len,
+                                                      unsigned *status_p,
+                                                      uint64_t *reg_id_p,
+                                                      uint64_t *seq_p);
+
+
 /**
  * Server: write an OK layout reply of @a count entries of @a chunks (the
  * registration's chunks @a first..first+count-1 of @a total) into @a buf of
@@ -198,7 +278,9 @@ ucs_status_t uct_cuda_ipc_ns_layout_check(const uct_cuda_ipc_ns_chunk_t *chunks,
  *
  * @return UCT_CUDA_IPC_NS_BROKER_STATUS_OK, or the status to answer:
  *         BAD_REQUEST for a wrong size, magic or op (then req->alloc_id is 0
- *         unless the size and magic were right), BAD_VERSION for another
+ *         unless the size and magic were right), or a COPY whose own fields
+ *         do not hold together (length 0, an unknown direction, a buffer
+ *         range that wraps or runs past buf_size); BAD_VERSION for another
  *         protocol version. The fields that could be read are set.
  */
 uct_cuda_ipc_ns_broker_status_t

@@ -18,8 +18,17 @@
 #include <string.h>
 
 
+/* What a registration holds, and so which requests it answers */
+typedef enum {
+    UCT_CUDA_IPC_NS_REG_FD,     /* an fd: GET_FD */
+    UCT_CUDA_IPC_NS_REG_CHUNKS, /* a layout: LAYOUT, GET_CHUNK_FD */
+    UCT_CUDA_IPC_NS_REG_RANGE   /* memory the owner copies: COPY */
+} uct_cuda_ipc_ns_broker_reg_kind_t;
+
+
 struct uct_cuda_ipc_ns_broker_reg {
     uct_cuda_ipc_ns_broker_reg_t *next;    /* same alloc_id */
+    uct_cuda_ipc_ns_broker_reg_kind_t kind;
     uint64_t                     alloc_id;
     int                          fd;       /* borrowed from the caller */
     uint8_t                      token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
@@ -27,6 +36,12 @@ struct uct_cuda_ipc_ns_broker_reg {
     uint64_t                     base;
     uct_cuda_ipc_ns_chunk_t      *chunks;
     uint32_t                     num_chunks;
+    /* a range the owner copies: base, length, where it lives, and the
+     * copies in flight (removal waits for them) */
+    uint64_t                     length;
+    CUcontext                    ctx;
+    int                          device;
+    unsigned                     copies;
 };
 
 
@@ -68,6 +83,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_random(void *buf, size_t len)
 void uct_cuda_ipc_ns_broker_registry_init(uct_cuda_ipc_ns_broker_registry_t *registry)
 {
     pthread_mutex_init(&registry->lock, NULL);
+    pthread_cond_init(&registry->copies_done, NULL);
     kh_init_inplace(uct_cuda_ipc_ns_broker_regs, &registry->regs);
 }
 
@@ -90,6 +106,7 @@ void uct_cuda_ipc_ns_broker_registry_cleanup(uct_cuda_ipc_ns_broker_registry_t *
         }
     })
     kh_destroy_inplace(uct_cuda_ipc_ns_broker_regs, &registry->regs);
+    pthread_cond_destroy(&registry->copies_done);
     pthread_mutex_destroy(&registry->lock);
 }
 
@@ -143,6 +160,7 @@ uct_cuda_ipc_ns_broker_registry_add(uct_cuda_ipc_ns_broker_registry_t *registry,
         return UCS_ERR_NO_MEMORY;
     }
 
+    reg->kind     = UCT_CUDA_IPC_NS_REG_FD;
     reg->alloc_id = alloc_id;
     reg->fd       = fd;
     status        = uct_cuda_ipc_ns_broker_registry_link(registry, reg, token);
@@ -183,6 +201,7 @@ uct_cuda_ipc_ns_broker_registry_add_chunks(uct_cuda_ipc_ns_broker_registry_t *re
     }
 
     memcpy(reg->chunks, chunks, sizeof(*chunks) * num_chunks);
+    reg->kind       = UCT_CUDA_IPC_NS_REG_CHUNKS;
     reg->num_chunks = num_chunks;
     reg->base       = base;
     reg->alloc_id   = reg_id;
@@ -190,6 +209,41 @@ uct_cuda_ipc_ns_broker_registry_add_chunks(uct_cuda_ipc_ns_broker_registry_t *re
     status          = uct_cuda_ipc_ns_broker_registry_link(registry, reg, token);
     if (status != UCS_OK) {
         ucs_free(reg->chunks);
+        ucs_free(reg);
+        return status;
+    }
+
+    *reg_p = reg;
+    return UCS_OK;
+}
+
+
+ucs_status_t
+uct_cuda_ipc_ns_broker_registry_add_range(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                          uint64_t reg_id, uint64_t base,
+                                          uint64_t length, CUcontext ctx,
+                                          int device,
+                                          uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
+                                          uct_cuda_ipc_ns_broker_reg_t **reg_p)
+{
+    uct_cuda_ipc_ns_broker_reg_t *reg;
+    ucs_status_t status;
+
+    reg = ucs_calloc(1, sizeof(*reg), "cuda_ipc_ns_broker_reg");
+    if (reg == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate a broker registration");
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    reg->kind     = UCT_CUDA_IPC_NS_REG_RANGE;
+    reg->alloc_id = reg_id;
+    reg->fd       = -1;
+    reg->base     = base;
+    reg->length   = length;
+    reg->ctx      = ctx;
+    reg->device   = device;
+    status        = uct_cuda_ipc_ns_broker_registry_link(registry, reg, token);
+    if (status != UCS_OK) {
         ucs_free(reg);
         return status;
     }
@@ -219,6 +273,10 @@ void uct_cuda_ipc_ns_broker_registry_remove(uct_cuda_ipc_ns_broker_registry_t *r
             kh_del(uct_cuda_ipc_ns_broker_regs, &registry->regs, iter);
         }
     }
+    /* unlinked: no new copy starts; the ones running still use it */
+    while (reg->copies > 0) {
+        pthread_cond_wait(&registry->copies_done, &registry->lock);
+    }
     pthread_mutex_unlock(&registry->lock);
 
     ucs_trace("cuda_ipc_ns: unregistered fd %d alloc_id 0x%" PRIx64, reg->fd,
@@ -231,14 +289,13 @@ void uct_cuda_ipc_ns_broker_registry_remove(uct_cuda_ipc_ns_broker_registry_t *r
 
 
 /*
- * The registration of (@a id, @a token) that holds chunks, or an fd
- * (@a chunked 0); with the lock held. Every entry of the chain is compared:
- * timing tells nothing of tokens.
+ * The registration of (@a id, @a token) of @a kind; with the lock held.
+ * Every entry of the chain is compared: timing tells nothing of tokens.
  */
 static uct_cuda_ipc_ns_broker_reg_t *
 uct_cuda_ipc_ns_broker_registry_find(uct_cuda_ipc_ns_broker_registry_t *registry,
                                      uint64_t id, const uint8_t *token,
-                                     int chunked)
+                                     uct_cuda_ipc_ns_broker_reg_kind_t kind)
 {
     uct_cuda_ipc_ns_broker_reg_t *reg, *found = NULL;
     khiter_t iter;
@@ -250,7 +307,7 @@ uct_cuda_ipc_ns_broker_registry_find(uct_cuda_ipc_ns_broker_registry_t *registry
 
     for (reg = kh_val(&registry->regs, iter); reg != NULL; reg = reg->next) {
         if (uct_cuda_ipc_ns_broker_token_equal(reg->token, token) &&
-            ((reg->chunks != NULL) == chunked) && (found == NULL)) {
+            (reg->kind == kind) && (found == NULL)) {
             found = reg;
         }
     }
@@ -267,7 +324,8 @@ int uct_cuda_ipc_ns_broker_registry_hand_out(uct_cuda_ipc_ns_broker_registry_t *
     uct_cuda_ipc_ns_broker_reg_t *found;
 
     pthread_mutex_lock(&registry->lock);
-    found = uct_cuda_ipc_ns_broker_registry_find(registry, alloc_id, token, 0);
+    found = uct_cuda_ipc_ns_broker_registry_find(registry, alloc_id, token,
+                                                 UCT_CUDA_IPC_NS_REG_FD);
     if (found != NULL) {
         send(arg, found->fd);
     }
@@ -285,7 +343,8 @@ int uct_cuda_ipc_ns_broker_registry_layout(uct_cuda_ipc_ns_broker_registry_t *re
     uct_cuda_ipc_ns_broker_reg_t *found;
 
     pthread_mutex_lock(&registry->lock);
-    found = uct_cuda_ipc_ns_broker_registry_find(registry, reg_id, token, 1);
+    found = uct_cuda_ipc_ns_broker_registry_find(registry, reg_id, token,
+                                                 UCT_CUDA_IPC_NS_REG_CHUNKS);
     if ((found != NULL) && (first < found->num_chunks)) {
         *total_p = found->num_chunks;
         *count_p = ucs_min(found->num_chunks - first,
@@ -310,7 +369,8 @@ int uct_cuda_ipc_ns_broker_registry_hand_out_chunk(uct_cuda_ipc_ns_broker_regist
     const uct_cuda_ipc_ns_chunk_t *chunk;
 
     pthread_mutex_lock(&registry->lock);
-    found = uct_cuda_ipc_ns_broker_registry_find(registry, reg_id, token, 1);
+    found = uct_cuda_ipc_ns_broker_registry_find(registry, reg_id, token,
+                                                 UCT_CUDA_IPC_NS_REG_CHUNKS);
     if ((found != NULL) && (index < found->num_chunks)) {
         chunk = &found->chunks[index];
         send(arg, found->base + chunk->offset, chunk->size, chunk->alloc_id);
@@ -319,4 +379,44 @@ int uct_cuda_ipc_ns_broker_registry_hand_out_chunk(uct_cuda_ipc_ns_broker_regist
     }
     pthread_mutex_unlock(&registry->lock);
     return found != NULL;
+}
+
+
+uct_cuda_ipc_ns_broker_status_t
+uct_cuda_ipc_ns_broker_registry_copy_begin(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                           uint64_t reg_id, const uint8_t *token,
+                                           uint64_t offset, uint64_t length,
+                                           uct_cuda_ipc_ns_copy_range_t *range)
+{
+    uct_cuda_ipc_ns_broker_status_t status;
+    uct_cuda_ipc_ns_broker_reg_t *found;
+
+    pthread_mutex_lock(&registry->lock);
+    found = uct_cuda_ipc_ns_broker_registry_find(registry, reg_id, token,
+                                                 UCT_CUDA_IPC_NS_REG_RANGE);
+    if (found == NULL) {
+        status = UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY;
+    } else if ((offset > found->length) || (length > found->length - offset)) {
+        status = UCT_CUDA_IPC_NS_BROKER_STATUS_RANGE;
+    } else {
+        ++found->copies;
+        range->reg    = found;
+        range->addr   = found->base + offset;
+        range->ctx    = found->ctx;
+        range->device = found->device;
+        status        = UCT_CUDA_IPC_NS_BROKER_STATUS_OK;
+    }
+    pthread_mutex_unlock(&registry->lock);
+    return status;
+}
+
+
+void uct_cuda_ipc_ns_broker_registry_copy_end(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                              const uct_cuda_ipc_ns_copy_range_t *range)
+{
+    pthread_mutex_lock(&registry->lock);
+    if (--range->reg->copies == 0) {
+        pthread_cond_broadcast(&registry->copies_done);
+    }
+    pthread_mutex_unlock(&registry->lock);
 }

@@ -16,6 +16,7 @@
 #include "cuda_ipc_ns_broker_proto.h"
 
 #include <ucs/datastruct/khash.h>
+#include <cuda.h>
 #include <ucs/type/status.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -28,8 +29,19 @@ KHASH_MAP_INIT_INT64(uct_cuda_ipc_ns_broker_regs, uct_cuda_ipc_ns_broker_reg_t*)
 
 typedef struct uct_cuda_ipc_ns_broker_registry {
     pthread_mutex_t                      lock;
+    pthread_cond_t                       copies_done; /* a range's copies */
     khash_t(uct_cuda_ipc_ns_broker_regs) regs; /* alloc_id -> chain */
 } uct_cuda_ipc_ns_broker_registry_t;
+
+
+/* Where a copy of a range registration reads or writes, pinned until
+ * uct_cuda_ipc_ns_broker_registry_copy_end() */
+typedef struct uct_cuda_ipc_ns_copy_range {
+    uct_cuda_ipc_ns_broker_reg_t *reg;
+    uint64_t                     addr;   /* base + offset, in the owner */
+    CUcontext                    ctx;    /* the memory's context */
+    int                          device;
+} uct_cuda_ipc_ns_copy_range_t;
 
 
 /**
@@ -110,7 +122,43 @@ int uct_cuda_ipc_ns_broker_registry_hand_out_chunk(uct_cuda_ipc_ns_broker_regist
                                                    void *arg);
 
 
-/* Remove and free @a reg; once this returns its fd is never sent again */
+/**
+ * Add memory the broker copies to and from for importers (legacy memory,
+ * VMM without a POSIX-fd handle type: docs/owner-copies.md): @a length
+ * bytes at @a base in context @a ctx of @a device, under @a reg_id and a
+ * fresh random token (returned). It holds no fd.
+ */
+ucs_status_t
+uct_cuda_ipc_ns_broker_registry_add_range(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                          uint64_t reg_id, uint64_t base,
+                                          uint64_t length, CUcontext ctx,
+                                          int device,
+                                          uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
+                                          uct_cuda_ipc_ns_broker_reg_t **reg_p);
+
+
+/**
+ * Find the range registration of (@a reg_id, @a token) and check that
+ * [@a offset, @a offset + @a length) lies within it; then pin it in
+ * @a range until uct_cuda_ipc_ns_broker_registry_copy_end().
+ *
+ * @return UCT_CUDA_IPC_NS_BROKER_STATUS_OK, NO_ENTRY (no such range
+ *         registration, or another token) or RANGE.
+ */
+uct_cuda_ipc_ns_broker_status_t
+uct_cuda_ipc_ns_broker_registry_copy_begin(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                           uint64_t reg_id, const uint8_t *token,
+                                           uint64_t offset, uint64_t length,
+                                           uct_cuda_ipc_ns_copy_range_t *range);
+
+
+/* The copy of @a range is done: its registration may be removed */
+void uct_cuda_ipc_ns_broker_registry_copy_end(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                              const uct_cuda_ipc_ns_copy_range_t *range);
+
+
+/* Remove and free @a reg; once this returns its fd is never sent again and
+ * no copy of it runs */
 void uct_cuda_ipc_ns_broker_registry_remove(uct_cuda_ipc_ns_broker_registry_t *registry,
                                             uct_cuda_ipc_ns_broker_reg_t *reg);
 

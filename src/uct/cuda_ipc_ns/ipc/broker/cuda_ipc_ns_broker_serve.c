@@ -53,6 +53,10 @@ void uct_cuda_ipc_ns_broker_server_init(uct_cuda_ipc_ns_broker_server_t *server,
 
 void uct_cuda_ipc_ns_broker_server_cleanup(uct_cuda_ipc_ns_broker_server_t *server)
 {
+    if (server->copier != NULL) {
+        uct_cuda_ipc_ns_broker_copier_stop(server->copier);
+        server->copier = NULL;
+    }
     kh_destroy_inplace(uct_cuda_ipc_ns_broker_peers, &server->logged_peers);
     pthread_mutex_destroy(&server->conns_lock);
     pthread_cond_destroy(&server->conns_cond);
@@ -72,11 +76,22 @@ static void uct_cuda_ipc_ns_broker_count_conn(uct_cuda_ipc_ns_broker_server_t *s
 }
 
 
+/* @a fd is -1 when the connection was handed to the copier, which counts
+ * it closed when it closes it */
 static void uct_cuda_ipc_ns_broker_close_conn(uct_cuda_ipc_ns_broker_server_t *server,
                                               int fd)
 {
-    close(fd);
-    uct_cuda_ipc_ns_broker_count_conn(server, -1);
+    if (fd >= 0) {
+        close(fd);
+        uct_cuda_ipc_ns_broker_count_conn(server, -1);
+    }
+}
+
+
+/* The copier closed a connection it was handed */
+static void uct_cuda_ipc_ns_broker_copier_closed(void *arg)
+{
+    uct_cuda_ipc_ns_broker_count_conn(arg, -1);
 }
 
 
@@ -334,33 +349,79 @@ static void uct_cuda_ipc_ns_broker_serve_chunk(uct_cuda_ipc_ns_broker_server_t *
 }
 
 
-/* @return nonzero when the connection is done and can be closed */
+/*
+ * Hand a COPY request and its connection to the copier, started on first
+ * use; conn->fd is the copier's then (-1 here).
+ */
+static void uct_cuda_ipc_ns_broker_serve_copy(uct_cuda_ipc_ns_broker_server_t *server,
+                                              uct_cuda_ipc_ns_broker_conn_t *conn,
+                                              const uct_cuda_ipc_ns_broker_req_t *req,
+                                              int buf_fd)
+{
+    if ((server->copier == NULL) &&
+        (uct_cuda_ipc_ns_broker_copier_start(server->name, server->registry,
+                                             uct_cuda_ipc_ns_broker_copier_closed,
+                                             server, &server->copier) !=
+         UCS_OK)) {
+        uct_cuda_ipc_ns_broker_reply(server, conn,
+                                     UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL,
+                                     req->alloc_id, -1);
+        if (buf_fd >= 0) {
+            close(buf_fd);
+        }
+        return;
+    }
+
+    /* the copier answers with the COPY reply, and keeps the connection */
+    uct_cuda_ipc_ns_broker_copier_adopt(server->copier, conn->fd, conn->pid,
+                                        req, buf_fd);
+    conn->fd = -1;
+}
+
+
+/* @return nonzero when the connection is done and can be closed (or was
+ * handed to the copier) */
 static int uct_cuda_ipc_ns_broker_handle(uct_cuda_ipc_ns_broker_server_t *server,
-                                         const uct_cuda_ipc_ns_broker_conn_t *conn)
+                                         uct_cuda_ipc_ns_broker_conn_t *conn)
 {
     /* one more byte than the longest request: a longer message shows as
      * too long */
-    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE + 1];
+    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_REQ_MAX + 1];
     uct_cuda_ipc_ns_broker_status_t status;
     uct_cuda_ipc_ns_broker_req_t req;
-    ssize_t len;
+    ucs_status_t recv_status;
+    size_t len;
+    int fd;
 
-    /* no control buffer: fds a peer might attach are dropped by the kernel */
-    len = recv(conn->fd, buf, sizeof(buf), MSG_DONTWAIT);
-    if (len < 0) {
-        if ((errno == EAGAIN) || (errno == EINTR)) {
-            return 0;
-        }
-        ucs_debug("cuda_ipc_ns: broker %s: recv from pid %d failed: %m",
-                  server->name, (int)conn->pid);
-        return 1;
-    } else if (len == 0) {
+    /* at most one fd comes in (a COPY's buffer); more, or a truncated
+     * message, is refused with every fd closed */
+    recv_status = uct_cuda_ipc_ns_scm_recv_fd(conn->fd, buf, sizeof(buf),
+                                              MSG_DONTWAIT, &len, &fd);
+    if (recv_status == UCS_ERR_TIMED_OUT) {
+        return 0; /* EAGAIN */
+    } else if (recv_status == UCS_ERR_CONNECTION_RESET) {
         ucs_debug("cuda_ipc_ns: broker %s: pid %d closed without a request",
                   server->name, (int)conn->pid);
+        return 1;
+    } else if (recv_status == UCS_ERR_MESSAGE_TRUNCATED) {
+        len = sizeof(buf); /* too long: refused below */
+    } else if (recv_status != UCS_OK) {
+        ucs_debug("cuda_ipc_ns: broker %s: recv from pid %d failed: %s",
+                  server->name, (int)conn->pid,
+                  ucs_status_string(recv_status));
         return 1;
     }
 
     status = uct_cuda_ipc_ns_broker_unpack_request(buf, len, &req);
+    if ((status == UCT_CUDA_IPC_NS_BROKER_STATUS_OK) &&
+        (req.op == UCT_CUDA_IPC_NS_BROKER_OP_COPY)) {
+        uct_cuda_ipc_ns_broker_serve_copy(server, conn, &req, fd);
+        return 1;
+    }
+    if (fd >= 0) {
+        close(fd); /* only a COPY carries an fd */
+    }
+
     if (status == UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
         switch (req.op) {
         case UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT:
@@ -387,7 +448,7 @@ static int uct_cuda_ipc_ns_broker_handle(uct_cuda_ipc_ns_broker_server_t *server
                                            "unknown operation %u", req.op);
     } else {
         uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
-                                           "malformed request (%zd bytes)",
+                                           "malformed request (%zu bytes)",
                                            len);
     }
     return 1;

@@ -16,6 +16,7 @@
 #define UCT_CUDA_IPC_NS_BROKER_SERVE_H
 
 #include "cuda_ipc_ns_broker_registry.h"
+#include "cuda_ipc_ns_broker_copy.h"
 
 #include <ucs/datastruct/khash.h>
 #include <ucs/time/time.h>
@@ -54,6 +55,8 @@ typedef struct uct_cuda_ipc_ns_broker_server {
     int                               logged_accept_failure; /* once */
     ucs_time_t                        accept_backoff;
     ucs_time_t                        accept_resume; /* listen again then */
+    /* started by the first COPY request (docs/owner-copies.md) */
+    uct_cuda_ipc_ns_broker_copier_t   *copier;
     unsigned                          num_conns;     /* oldest first */
     uct_cuda_ipc_ns_broker_conn_t     conns[UCT_CUDA_IPC_NS_BROKER_MAX_CONNS];
 
@@ -71,6 +74,7 @@ void uct_cuda_ipc_ns_broker_server_init(uct_cuda_ipc_ns_broker_server_t *server,
                                         int allowed_uid, double req_timeout);
 
 
+/* After the thread ended: stop the copier, if one started */
 void uct_cuda_ipc_ns_broker_server_cleanup(uct_cuda_ipc_ns_broker_server_t *server);
 
 

@@ -517,6 +517,39 @@ out:
 }
 
 
+ucs_status_t
+uct_cuda_ipc_ns_fdx_broker_session(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                   const uct_cuda_ipc_ns_rkey_info_t *key,
+                                   int *sock_p)
+{
+    double timeout = (cfg->timeout > 0) ? cfg->timeout : 1.0;
+    char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2];
+    ucs_time_t deadline;
+    ucs_status_t status;
+    int sock, pidfd = -1;
+
+    deadline = ucs_get_time() + ucs_time_from_sec(timeout);
+    status   = uct_cuda_ipc_ns_fdx_broker_open(cfg, key, deadline, name, &sock);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    /* nothing is sent to a broker that is not the owner */
+    status = uct_cuda_ipc_ns_owner_check(sock, name, key, cfg->allowed_uid,
+                                         &pidfd);
+    if (pidfd >= 0) {
+        close(pidfd);
+    }
+    if (status != UCS_OK) {
+        close(sock);
+        return status;
+    }
+
+    *sock_p = sock;
+    return UCS_OK;
+}
+
+
 ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                                         const uct_cuda_ipc_ns_rkey_info_t *key,
                                         int *fd_p, int *owner_pidfd_p)

@@ -88,6 +88,21 @@ ucs_status_t uct_cuda_ipc_ns_fdx_layout(const uct_cuda_ipc_ns_fdx_config_t *cfg,
 
 
 /**
+ * A connection to the broker of @a key, believed only once it is checked
+ * as the key's owner (uct_cuda_ipc_ns_owner_check()), connected within
+ * cfg->timeout: for requests that keep a connection (COPY,
+ * docs/owner-copies.md).
+ *
+ * @return UCS_OK with *sock_p (the caller closes it), or the statuses of
+ *         uct_cuda_ipc_ns_fdx_import() for the connect and the owner check.
+ */
+ucs_status_t
+uct_cuda_ipc_ns_fdx_broker_session(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                   const uct_cuda_ipc_ns_rkey_info_t *key,
+                                   int *sock_p);
+
+
+/**
  * Whether pidfd_getfd() can be used by this process: probed once per process
  * (again after fork) by taking one of our own fds through a pidfd, which
  * fails under a seccomp filter or on a kernel without the call. Also turns

@@ -1,0 +1,498 @@
+/*
+ * Copies made by the owner (docs/owner-copies.md): legacy cuMemAlloc memory
+ * of an owner in another PID namespace, which the driver will not open
+ * there, is read and written by COPY requests to the owner's broker, with
+ * the importer's own exportable VMM buffer. Bytes are checked on both
+ * sides; hostile requests are refused and leave the owner's memory as it
+ * was.
+ */
+#include "fdx/fdx_peers.h"
+#include "common/cuda_alloc.h"
+#include "datapath/uct_node.h"
+
+extern "C" {
+#include "cuda_ipc_ns_broker.h"
+#include "cuda_ipc_ns_copy_client.h"
+#include "cuda_ipc_ns_nsid.h"
+}
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <string.h>
+#include <unistd.h>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+
+namespace {
+
+using namespace fdx_peers;
+
+/* a driver call that must succeed, through the module's driver table */
+#define OWNER_COPY_CU(_func, ...) \
+    do { \
+        CUresult _res = TEST_CU_ENTRY(_func)(__VA_ARGS__); \
+        if (_res != CUDA_SUCCESS) { \
+            throw std::runtime_error(std::string(#_func " failed: ") + \
+                                     uct_cuda_ipc_ns_cu_error_name(_res)); \
+        } \
+    } while (0)
+
+const uint64_t REG_ID     = 0x5150;
+const size_t   OWNER_SIZE = 1 << 20;
+const uint32_t OWNER_SEED = 11;
+
+const uint64_t FD_ALLOC_ID = 0x6160;
+
+struct copy_owner_hello {
+    int                         status;
+    uct_cuda_ipc_ns_rkey_info_t key;    /* owner identity, broker, token */
+    uct_cuda_ipc_ns_rkey_info_t fd_key; /* a memfd for fd hand-out */
+    CUipcMemHandle              legacy;
+};
+
+enum {
+    COPY_OWNER_VERIFY = 1,
+    COPY_OWNER_RESET,
+    COPY_OWNER_HOLD,    /* hold the copy engine (seed: 1) or release it */
+    COPY_OWNER_IDLE,    /* once the broker closed every connection: the
+                         * number of open fds */
+    COPY_OWNER_QUIT
+};
+
+/* VERIFY: the owner's [offset, offset + length) holds bytes
+ * [seed_offset, seed_offset + length) of the pattern of seed */
+struct copy_owner_cmd {
+    int      op;
+    uint64_t offset;
+    uint64_t length;
+    uint32_t seed;
+    uint64_t seed_offset;
+};
+
+
+/* Owner: legacy memory registered with its broker for copies */
+TEST_PEER_ROLE(copy_owner)
+{
+    uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
+    const uct_cuda_ipc_ns_identity_t *self;
+    uct_cuda_ipc_ns_broker_reg_t *reg = nullptr, *fd_reg = nullptr;
+    uct_cuda_ipc_ns_broker_t *broker;
+    int memfd = make_memfd(5, MEM_SIZE);
+    copy_owner_hello hello = {};
+    copy_owner_cmd cmd;
+    CUcontext ctx;
+    const char *addr;
+
+    if (!test::cuda_init()) {
+        return 1;
+    }
+    self = uct_cuda_ipc_ns_self();
+    {
+        test::cuda_legacy_buffer mem(OWNER_SIZE);
+
+        test::seed_fill(mem.ptr(), OWNER_SEED, OWNER_SIZE);
+        OWNER_COPY_CU(cuCtxGetCurrent, &ctx);
+        OWNER_COPY_CU(cuIpcGetMemHandle, &hello.legacy, (CUdeviceptr)mem.ptr());
+        hello.status = uct_cuda_ipc_ns_broker_get(&cfg, &broker);
+        if (hello.status == UCS_OK) {
+            hello.status = uct_cuda_ipc_ns_broker_register_range(
+                    broker, REG_ID, (uintptr_t)mem.ptr(), OWNER_SIZE, ctx, 0,
+                    hello.key.token, &reg);
+        }
+        if (hello.status == UCS_OK) {
+            hello.status = uct_cuda_ipc_ns_broker_register(
+                    broker, memfd, FD_ALLOC_ID, hello.fd_key.token, &fd_reg);
+        }
+        hello.key.handle_type = UCT_CUDA_IPC_NS_HANDLE_LEGACY;
+        hello.key.pid         = self->pid;
+        hello.key.pid_ns      = self->pid_ns;
+        hello.key.start_time  = self->start_time;
+        hello.key.base        = (uintptr_t)mem.ptr();
+        hello.key.length      = OWNER_SIZE;
+        if (hello.status == UCS_OK) {
+            addr = uct_cuda_ipc_ns_broker_addr(broker,
+                                               &hello.key.broker_addr_len);
+            memcpy(hello.key.broker_addr, addr, hello.key.broker_addr_len);
+            uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
+            memcpy(token, hello.fd_key.token, sizeof(token));
+            hello.fd_key = hello.key;
+            memcpy(hello.fd_key.token, token, sizeof(token));
+            hello.fd_key.handle_type           = UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
+            hello.fd_key.handle.posix.fd       = memfd;
+            hello.fd_key.handle.posix.alloc_id = FD_ALLOC_ID;
+            hello.fd_key.length                = MEM_SIZE;
+        }
+        chan.send_obj(hello);
+        if (hello.status != UCS_OK) {
+            return 2;
+        }
+
+        while (chan.recv_obj(cmd, 120000) && (cmd.op != COPY_OWNER_QUIT)) {
+            int ok = 1;
+            if (cmd.op == COPY_OWNER_RESET) {
+                test::seed_fill(mem.ptr(), OWNER_SEED, OWNER_SIZE);
+            } else if (cmd.op == COPY_OWNER_HOLD) {
+                ok = test::hold_copies(0, cmd.seed != 0);
+            } else if (cmd.op == COPY_OWNER_IDLE) {
+                uct_cuda_ipc_ns_broker_wait_idle();
+                ok = test::count_open_fds();
+            } else {
+                std::vector<uint8_t> want = test::seed_pattern(
+                        cmd.seed, cmd.seed_offset + cmd.length);
+                std::vector<uint8_t> got(cmd.length);
+                test::cuda_read(got.data(),
+                                (char*)mem.ptr() + cmd.offset, cmd.length);
+                ok = !memcmp(got.data(), want.data() + cmd.seed_offset,
+                             cmd.length);
+            }
+            chan.send_obj(ok);
+        }
+
+        uct_cuda_ipc_ns_broker_unregister(broker, reg);
+        uct_cuda_ipc_ns_broker_unregister(broker, fd_reg);
+        uct_cuda_ipc_ns_broker_put(broker);
+    }
+    close(memfd);
+    return 0;
+}
+
+
+class test_owner_copy : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        CUmemGenericAllocationHandle handle;
+        CUdeviceptr base;
+        test::peer_options opts;
+
+        if (!test::cuda_init()) {
+            GTEST_SKIP() << "no CUDA driver or device";
+        }
+
+        m_buf.reset(new test::cuda_vmm_buffer(2 * OWNER_SIZE));
+        OWNER_COPY_CU(cuMemGetAddressRange, &base, &m_buf_size,
+                (CUdeviceptr)m_buf->ptr());
+        OWNER_COPY_CU(cuPointerGetAttribute, &m_buf_id,
+                CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)m_buf->ptr());
+        OWNER_COPY_CU(cuMemRetainAllocationHandle, &handle, m_buf->ptr());
+        OWNER_COPY_CU(cuMemExportToShareableHandle, &m_buf_fd, handle,
+                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        OWNER_COPY_CU(cuMemRelease, handle);
+
+        /* the owner is pid 1 of its own PID namespace */
+        opts.new_pid_ns = true;
+        m_owner.reset(new test::peer("copy_owner", opts));
+        ASSERT_TRUE(m_owner->chan().recv_obj(m_hello));
+        ASSERT_EQ(UCS_OK, m_hello.status);
+        ASSERT_NE(uct_cuda_ipc_ns_self()->pid_ns, m_hello.key.pid_ns);
+
+        m_cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
+        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_open(&m_cfg, &m_hello.key,
+                                                           &m_sock));
+        /* a broken owner fails the test instead of hanging it */
+        struct timeval tv = {30, 0};
+        ASSERT_EQ(0, setsockopt(m_sock, SOL_SOCKET, SO_RCVTIMEO, &tv,
+                                sizeof(tv)));
+    }
+
+    void TearDown() override
+    {
+        if (m_sock >= 0) {
+            close(m_sock);
+        }
+        if (m_owner) {
+            /* a failed test may leave the copy engine held */
+            owner_call(COPY_OWNER_HOLD, 0);
+            copy_owner_cmd cmd = {COPY_OWNER_QUIT, 0, 0, 0, 0};
+            m_owner->chan().send_obj(cmd);
+            EXPECT_EQ(0, m_owner->wait());
+        }
+        if (m_buf_fd >= 0) {
+            close(m_buf_fd);
+        }
+    }
+
+    uct_cuda_ipc_ns_copy_args_t args(uint32_t direction, uint64_t offset,
+                                     uint64_t length, uint64_t buf_offset)
+    {
+        uct_cuda_ipc_ns_copy_args_t copy = {};
+        copy.seq        = ++m_seq;
+        copy.offset     = offset;
+        copy.length     = length;
+        copy.buf_id     = m_buf_id;
+        copy.buf_size   = m_buf_size;
+        copy.buf_offset = buf_offset;
+        copy.direction  = direction;
+        return copy;
+    }
+
+    /* one COPY request and its answer; the status of the copy */
+    ucs_status_t copy(const uct_cuda_ipc_ns_copy_args_t &req, int fd,
+                      const uint8_t *token = nullptr)
+    {
+        ucs_status_t op_status = UCS_ERR_LAST;
+        uint64_t seq           = 0;
+
+        EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_send(
+                                  m_sock, REG_ID,
+                                  token ? token : m_hello.key.token, &req, fd,
+                                  0));
+        EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_recv(m_sock, REG_ID, 0,
+                                                           &seq, &op_status));
+        EXPECT_EQ(req.seq, seq);
+        return op_status;
+    }
+
+    bool owner_holds(uint64_t offset, uint64_t length, uint32_t seed,
+                     uint64_t seed_offset)
+    {
+        copy_owner_cmd cmd = {COPY_OWNER_VERIFY, offset, length, seed,
+                              seed_offset};
+        int ok             = 0;
+
+        EXPECT_TRUE(m_owner->chan().send_obj(cmd));
+        EXPECT_TRUE(m_owner->chan().recv_obj(ok));
+        return ok;
+    }
+
+    int owner_call(int op, uint32_t arg = 0)
+    {
+        copy_owner_cmd cmd = {op, 0, 0, arg, 0};
+        int ok             = 0;
+
+        EXPECT_TRUE(m_owner->chan().send_obj(cmd));
+        EXPECT_TRUE(m_owner->chan().recv_obj(ok));
+        return ok;
+    }
+
+    void owner_reset()
+    {
+        owner_call(COPY_OWNER_RESET);
+    }
+
+    std::unique_ptr<test::cuda_vmm_buffer> m_buf;
+    size_t                                 m_buf_size = 0;
+    unsigned long long                     m_buf_id   = 0;
+    int                                    m_buf_fd   = -1;
+    std::unique_ptr<test::peer>            m_owner;
+    copy_owner_hello                       m_hello    = {};
+    uct_cuda_ipc_ns_fdx_config_t           m_cfg;
+    int                                    m_sock     = -1;
+    uint64_t                               m_seq      = 0;
+};
+
+
+/* Why the copies exist: the legacy handle does not open across PID
+ * namespaces */
+TEST_F(test_owner_copy, legacy_handle_does_not_open_from_another_pid_ns) {
+    CUdeviceptr dptr;
+
+    EXPECT_NE(CUDA_SUCCESS,
+              uct_cuda_ipc_ns_drv.cuIpcOpenMemHandle(
+                      &dptr, m_hello.legacy, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+}
+
+
+TEST_F(test_owner_copy, get_of_several_sizes_and_offsets) {
+    const struct { uint64_t offset, length, buf_offset; } cases[] = {
+        {0, 1, 0}, {1, 4097, 3}, {65536, 65536, 12345},
+        {OWNER_SIZE - 8, 8, OWNER_SIZE}, {0, OWNER_SIZE, 7}
+    };
+    std::vector<uint8_t> owner = test::seed_pattern(OWNER_SEED, OWNER_SIZE);
+
+    for (const auto &c : cases) {
+        std::vector<uint8_t> got(c.length + 2);
+        test::cuda_fill(m_buf->ptr(), 0xee, m_buf_size);
+        /* the fd goes with the first request only: the owner keeps the
+         * buffer mapped for the connection */
+        EXPECT_EQ(UCS_OK, copy(args(UCT_CUDA_IPC_NS_COPY_TO_IMPORTER,
+                                    c.offset, c.length, c.buf_offset + 1),
+                               (&c == cases) ? m_buf_fd : -1))
+                << "offset " << c.offset << " length " << c.length;
+        test::cuda_read(got.data(), (char*)m_buf->ptr() + c.buf_offset,
+                        got.size());
+        EXPECT_EQ(0xee, got.front());
+        EXPECT_EQ(0xee, got.back());
+        EXPECT_EQ(0, memcmp(got.data() + 1, owner.data() + c.offset,
+                            c.length))
+                << "offset " << c.offset << " length " << c.length;
+    }
+    EXPECT_TRUE(owner_holds(0, OWNER_SIZE, OWNER_SEED, 0));
+}
+
+
+TEST_F(test_owner_copy, put_of_several_sizes_and_offsets) {
+    const uint32_t seed = 23;
+    const struct { uint64_t offset, length, buf_offset; } cases[] = {
+        {0, 1, 0}, {5, 4097, 3}, {65536, 65536, 12345},
+        {OWNER_SIZE - 8, 8, OWNER_SIZE}, {0, OWNER_SIZE, 7}
+    };
+
+    test::seed_fill(m_buf->ptr(), seed, m_buf_size);
+    for (const auto &c : cases) {
+        owner_reset();
+        EXPECT_EQ(UCS_OK, copy(args(UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER,
+                                    c.offset, c.length, c.buf_offset),
+                               m_buf_fd))
+                << "offset " << c.offset << " length " << c.length;
+        EXPECT_TRUE(owner_holds(c.offset, c.length, seed, c.buf_offset))
+                << "offset " << c.offset << " length " << c.length;
+        /* nothing else changed */
+        EXPECT_TRUE(owner_holds(0, c.offset, OWNER_SEED, 0));
+        EXPECT_TRUE(owner_holds(c.offset + c.length,
+                                OWNER_SIZE - c.offset - c.length, OWNER_SEED,
+                                c.offset + c.length));
+    }
+    /* and the importer's buffer was only read */
+    EXPECT_TRUE(test::seed_holds(m_buf->ptr(), seed, m_buf_size));
+}
+
+
+TEST_F(test_owner_copy, hostile_requests_refused) {
+    uint8_t wrong_token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
+    const uint32_t put = UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER;
+
+    test::seed_fill(m_buf->ptr(), 31, m_buf_size);
+    memcpy(wrong_token, m_hello.key.token, sizeof(wrong_token));
+    wrong_token[7] ^= 0x10;
+    EXPECT_EQ(UCS_ERR_NO_ELEM, copy(args(put, 0, 64, 0), m_buf_fd,
+                                    wrong_token));
+    /* past the end of the registration, and an offset that wraps */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              copy(args(put, OWNER_SIZE - 64, 65, 0), m_buf_fd));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              copy(args(put, UINT64_MAX - 7, 16, 0), m_buf_fd));
+    /* a buffer the owner never got */
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, copy(args(put, 0, 64, 0), -1));
+    /* a buffer said to be larger than the allocation behind the fd */
+    uct_cuda_ipc_ns_copy_args_t big = args(put, 0, 64, 0);
+    big.buf_size                    = 2 * m_buf_size;
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, copy(big, m_buf_fd));
+    EXPECT_TRUE(owner_holds(0, OWNER_SIZE, OWNER_SEED, 0));
+}
+
+
+/* The buffer's own range is checked before a copy is made: the session
+ * ends */
+TEST_F(test_owner_copy, buffer_overrun_refused) {
+    uct_cuda_ipc_ns_copy_args_t over =
+            args(UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER, 0, 4096,
+                 m_buf_size - 4095);
+
+    /* the session is the copier's after a first request */
+    EXPECT_EQ(UCS_OK, copy(args(UCT_CUDA_IPC_NS_COPY_TO_IMPORTER, 0, 1, 0),
+                           m_buf_fd));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, copy(over, m_buf_fd));
+    EXPECT_TRUE(owner_holds(0, OWNER_SIZE, OWNER_SEED, 0));
+}
+
+
+/* A copy is answered once it is done, and while it runs the broker still
+ * hands out fds: the owner's copy engine is held, the answer does not come,
+ * an fd import from the same broker succeeds; released, the answer comes
+ * with the bytes in place */
+TEST_F(test_owner_copy, answered_when_done_while_fd_hand_out_goes_on) {
+    uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_BROKER);
+    std::vector<uint8_t> owner = test::seed_pattern(OWNER_SEED, OWNER_SIZE);
+    std::vector<uint8_t> got(4096);
+    uct_cuda_ipc_ns_copy_args_t req;
+    ucs_status_t op_status;
+    uint64_t seq;
+    int fd = -1;
+
+    if (!test::copy_engine_hold_supported()) {
+        GTEST_SKIP() << "needs the emulator's copy engine hold";
+    }
+
+    test::cuda_fill(m_buf->ptr(), 0, m_buf_size);
+    ASSERT_TRUE(owner_call(COPY_OWNER_HOLD, 1));
+    req = args(UCT_CUDA_IPC_NS_COPY_TO_IMPORTER, 8192, got.size(), 0);
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_send(
+                              m_sock, REG_ID, m_hello.key.token, &req,
+                              m_buf_fd, 0));
+
+    /* a refused request after it is answered at once: the copier took the
+     * held copy first (one session is read in order) and holds nothing
+     * that refusals need */
+    uct_cuda_ipc_ns_copy_args_t wrong = args(UCT_CUDA_IPC_NS_COPY_TO_IMPORTER,
+                                             0, 64, 0);
+    uint8_t wrong_token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
+    memcpy(wrong_token, m_hello.key.token, sizeof(wrong_token));
+    wrong_token[0] ^= 1;
+    EXPECT_EQ(UCS_ERR_NO_ELEM, copy(wrong, -1, wrong_token));
+
+    /* the broker's fd hand-out is served meanwhile */
+    EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_fdx_import(&cfg, &m_hello.fd_key, &fd,
+                                                 nullptr));
+    EXPECT_TRUE(check_bytes(fd, 5, MEM_SIZE));
+    if (fd >= 0) {
+        close(fd);
+    }
+
+    /* the copy cannot have run: no answer yet */
+    EXPECT_EQ(UCS_ERR_TIMED_OUT,
+              uct_cuda_ipc_ns_copy_client_recv(m_sock, REG_ID, MSG_DONTWAIT,
+                                               &seq, &op_status));
+
+    ASSERT_TRUE(owner_call(COPY_OWNER_HOLD, 0));
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_recv(m_sock, REG_ID, 0,
+                                                       &seq, &op_status));
+    EXPECT_EQ(req.seq, seq);
+    EXPECT_EQ(UCS_OK, op_status);
+    test::cuda_read(got.data(), m_buf->ptr(), got.size());
+    EXPECT_EQ(0, memcmp(got.data(), owner.data() + 8192, got.size()));
+}
+
+
+/* An importer that goes away while its copy runs: the owner finishes the
+ * copy, then closes the session and unmaps the importer's buffer; nothing
+ * is left open */
+TEST_F(test_owner_copy, importer_gone_mid_copy_leaves_nothing_behind) {
+    uct_cuda_ipc_ns_copy_args_t req;
+    int fds;
+
+    if (!test::copy_engine_hold_supported()) {
+        GTEST_SKIP() << "needs the emulator's copy engine hold";
+    }
+
+    /* a first session starts the copier and its stream, and ends */
+    ASSERT_EQ(UCS_OK, copy(args(UCT_CUDA_IPC_NS_COPY_TO_IMPORTER, 0, 1, 0),
+                           m_buf_fd));
+    close(m_sock);
+    m_sock = -1;
+    fds    = owner_call(COPY_OWNER_IDLE);
+    ASSERT_GT(fds, 0);
+
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_open(&m_cfg, &m_hello.key,
+                                                       &m_sock));
+    /* answered: the copier has the session and the buffer mapped */
+    ASSERT_EQ(UCS_OK, copy(args(UCT_CUDA_IPC_NS_COPY_TO_IMPORTER, 0, 1, 0),
+                           m_buf_fd));
+    ASSERT_TRUE(owner_call(COPY_OWNER_HOLD, 1));
+    req = args(UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER, 0, OWNER_SIZE, 0);
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_send(
+                              m_sock, REG_ID, m_hello.key.token, &req, -1, 0));
+    /* gone with a copy queued or held */
+    close(m_sock);
+    m_sock = -1;
+    ASSERT_TRUE(owner_call(COPY_OWNER_HOLD, 0));
+    EXPECT_EQ(fds, owner_call(COPY_OWNER_IDLE));
+}
+
+
+/* The importer believes only the key's owner: a key naming another PID
+ * namespace gets no session */
+TEST_F(test_owner_copy, importer_checks_the_owner) {
+    uct_cuda_ipc_ns_rkey_info_t key = m_hello.key;
+    int sock                        = -1;
+
+    key.pid_ns += 1;
+    EXPECT_EQ(UCS_ERR_REJECTED,
+              uct_cuda_ipc_ns_copy_client_open(&m_cfg, &key, &sock));
+    EXPECT_EQ(-1, sock);
+}
+
+} // namespace
