@@ -26,8 +26,9 @@
 #     bin/ucx_info     the prefix's ucx_info on the bundled libraries (not in
 #                      the wheel: the tests' window on the bundled UCX)
 #   NIXL_PREFIX  an installed NIXL (contrib/setup-nixl.sh; built against
-#                another UCX 1.22 of the same API) whose libraries join the
-#                bundle as auditwheel bundles what NIXL's extension needs:
+#                another UCX 1.22 of the same API; hashed scheme only) whose
+#                libraries join the bundle as auditwheel bundles what
+#                NIXL's extension needs:
 #     site-packages/nixl.libs/libnixl-<hash>.so, libnixl_build-..., and every
 #                      library of NIXL_PREFIX they or the UCX backend need
 #                      (abseil's), renamed, soname and DT_NEEDED set to the
@@ -60,6 +61,10 @@ else
     sfx=${ucs#libucs}
     sfx=${sfx%.so.0}                      # e.g. -nixl
 fi
+# NIXL_PREFIX's libraries need libucp.so.0 (setup-nixl.sh builds against
+# the plain 1.22), the names the hashed scheme maps
+[ -z "$nixl" ] || [ -z "$sfx" ] ||
+    { echo "make_fixture: NIXL_PREFIX with the hashed scheme only (this UCX is lib*$sfx)" >&2; exit 2; }
 site=$out/site-packages
 libs=$site/nixl.libs
 mkdir -p "$libs/ucx" "$site/nixl" "$site/nixl-1.4.0.dist-info" "$out/bin"
