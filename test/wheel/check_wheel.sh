@@ -49,7 +49,9 @@ log=$work/install.log
 . "$(dirname "$0")/../activation/checks.sh"
 
 nixl=() nixl_pods=""
-if [ $# -ge 5 ] && [ -n "$4" ] && [ -x "$5" ]; then
+if [ $# -ge 4 ]; then
+    [ -d "$4" ] && [ -x "${5:-}" ] ||
+        { echo "check_wheel: want NIXL_PREFIX (a directory) and NIXL_PODS (a built program): '$4' '${5:-}'"; exit 2; }
     nixl=("$(cd "$4" && pwd)" "$5")
     nixl_pods=$site/nixl/$(basename "$5")
 fi
