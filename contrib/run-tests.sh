@@ -37,8 +37,10 @@
 # make check, the activation checks, the module beside UCX's own CUDA modules
 # (test/activation/check_cuda_ucx.sh), the ABI guard across the three builds
 # (test/activation/check_abi_guard.sh), contrib/install-into-wheel.sh on a
-# directory laid out as NIXL's wheel (test/wheel/check_wheel.sh), and the
-# short pod run.
+# directory laid out as NIXL's wheel (test/wheel/check_wheel.sh) and, when
+# the NIXL step passed, NIXL between pods in that layout (its nixl_pods and
+# NIXL's libraries bundled as the wheel bundles them, the module found in
+# nixl.libs/ucx/), and the short pod run.
 #
 # One progress line per step; make check and the fuzz run write to
 # BUILD/logs/{check,fuzz}.log, shown when they fail. 1.13.1 stops at the
@@ -150,6 +152,7 @@ lap "mutations"
 versions="1.13.1"
 
 # ---- UCX 1.22, the module loaded as a plugin ------------------------------
+nixl_in_wheel=()   # NIXL's prefix and nixl_pods, once the NIXL step passed
 tarball=${UCX122_TARBALL:-$top/../shared/ucx/ucx-1.22.0.tar.gz}
 if [ "${SKIP_UCX122:-0}" = 1 ]; then
     say "UCX 1.22: skipped (SKIP_UCX122=1)"
@@ -191,6 +194,7 @@ else
         if make -C "$build122/test/nixl" check-nixl NIXL_PREFIX="$nixl_prefix" \
                 >"$build122/logs/nixl.log" 2>&1; then
             grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$build122/logs/nixl.log" || true
+            nixl_in_wheel=("$nixl_prefix" "$build122/test/nixl/nixl_pods")
             versions+=" (NIXL $(basename "${nixl_prefix%-install}" | sed 's/^nixl-//'))"
         else
             ( fail_log "$build122/logs/nixl.log" "NIXL between two pods" ) || true
@@ -224,9 +228,9 @@ else
         # shellcheck disable=SC2086
         "$top/test/activation/check_abi_guard.sh" $pair || failed+=("ABI guard ($pair)")
     done
-    say "NIXL's wheel layout: contrib/install-into-wheel.sh on a fixture"
+    say "NIXL's wheel layout: contrib/install-into-wheel.sh on a fixture, NIXL between pods in it"
     "$top/test/wheel/check_wheel.sh" "$(sed -n 's/^UCX_LIBDIR = //p' "$build122c/Makefile")/.." \
-        "$build122c" 1.22-cuda || failed+=("wheel layout")
+        "$build122c" 1.22-cuda "${nixl_in_wheel[@]}" || failed+=("wheel layout")
     say "ucx_perftest between two pods, short (the CUDA-built UCX)"
     SHORT=1 BUILD_DIR=$build122c OUT_DIR=$build122c/perftest-ci TESTS=$pod_tests \
         "$top/contrib/perftest-ns.sh" || failed+=("ucx_perftest between two pods (CUDA)")

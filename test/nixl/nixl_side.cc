@@ -8,10 +8,13 @@ extern "C" {
 #include "cuda_ipc_ns_cache.h"
 }
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <dlfcn.h>
+#include <fstream>
 #include <link.h>
+#include <regex>
 #include <stdexcept>
 #include <thread>
 
@@ -167,17 +170,29 @@ bool agent::wait_notif(const std::string &peer, const std::string &msg,
 
 namespace {
 
-/* the path of a loaded object whose file name names the module: the
- * plugin link (libuct_cudaipcns.so.N) or the library itself */
+/* a file name of the module: the plugin link (libuct_cudaipcns.so.N), the
+ * library itself, or its copy in a wheel's nixl.libs/ucx/
+ * (libuct_cudaipcns[-nixl].so.N.N.N) */
+const std::regex module_name("^libuct_cuda(ipcns|_ipc_ns)[-.]");
+
+/* UCX's core libraries: lib<name>.so..., or renamed by a wheel
+ * (lib<name>-1a2b3c4d.so..., lib<name>-nixl[-1a2b3c4d].so...); not UCX's
+ * modules (libuct_cma.so...) */
+const std::regex core_name("^libuc([stpm])(-[0-9A-Za-z]+)*\\.so");
+
+const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+
+    return (slash != nullptr) ? slash + 1 : path;
+}
+
+/* the path of a loaded object whose file name names the module */
 int find_module(struct dl_phdr_info *info, size_t size, void *arg)
 {
     const char *name = info->dlpi_name;
-    const char *base = (name != nullptr) ? strrchr(name, '/') : nullptr;
 
-    base = (base != nullptr) ? base + 1 : name;
-    if ((base != nullptr) &&
-        ((strncmp(base, "libuct_cudaipcns.so", 19) == 0) ||
-         (strncmp(base, "libuct_cuda_ipc_ns.so", 21) == 0))) {
+    if ((name != nullptr) && std::regex_search(base_name(name), module_name)) {
         *(std::string*)arg = name;
         return 1;
     }
@@ -215,6 +230,40 @@ bool module_lookups(uint64_t *count, std::string *error)
     get_stats(&stats);
     dlclose(dl);
     *count = stats.hits + stats.misses;
+    return true;
+}
+
+
+bool mapped_ucx_files(ucx_files *files, std::string *error)
+{
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    std::smatch core;
+
+    if (!maps) {
+        *error = std::string("cannot open /proc/self/maps: ") + strerror(errno);
+        return false;
+    }
+    *files = ucx_files();
+    /* address perms offset dev inode path: the path starts at the first '/' */
+    while (std::getline(maps, line)) {
+        size_t at = line.find('/');
+        if (at == std::string::npos) {
+            continue;
+        }
+        std::string path = line.substr(at);
+        std::string base = base_name(path.c_str());
+        if (std::regex_search(base, module_name)) {
+            files->module.insert(path);
+        } else if (std::regex_search(base, core, core_name)) {
+            switch (core[1].str()[0]) {
+            case 's': files->ucs.insert(path); break;
+            case 't': files->uct.insert(path); break;
+            case 'p': files->ucp.insert(path); break;
+            case 'm': files->ucm.insert(path); break;
+            }
+        }
+    }
     return true;
 }
 

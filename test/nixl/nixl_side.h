@@ -5,7 +5,7 @@
  * blobs exchanged out of band, transfers of descriptor lists with a
  * notification. Shared by the test (test_nixl_pods.cc) and the benchmark
  * (bench_nixl.cc); the module is never linked: UCX loads it from
- * UCX_PLUGIN_PATH, as in a pod.
+ * UCX_PLUGIN_PATH, as in a pod, or from a wheel's nixl.libs/ucx/.
  */
 #ifndef TEST_NIXL_NIXL_SIDE_H
 #define TEST_NIXL_NIXL_SIDE_H
@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 
 
@@ -105,6 +106,19 @@ private:
  * loaded into this process (each put or get through cu_ipc_ns makes one);
  * false with a message in *error when no such module is loaded */
 bool module_lookups(uint64_t *count, std::string *error);
+
+
+/* The files mapped into this process (/proc/self/maps) of UCX's core
+ * libraries, under their own or a wheel's bundled names (libucs.so.0.0.0,
+ * libucs-1a2b3c4d.so.0.0.0, libucs-nixl.so.0), and of the cu_ipc_ns module:
+ * one file each where the process runs one UCX (docs/testing.md, "NIXL's
+ * wheel") */
+struct ucx_files {
+    std::set<std::string> ucs, uct, ucp, ucm, module;
+};
+
+/* false with a message in *error when /proc/self/maps cannot be read */
+bool mapped_ucx_files(ucx_files *files, std::string *error);
 
 } // namespace nixl_side
 

@@ -4,13 +4,15 @@
  * joined to ours by a veth pair, sharing only the socket directory
  * (UCX_CUDA_IPC_NS_SOCK_DIR), as a pod with the directory mounted as a
  * volume. Each side is a nixlAgent with the UCX backend and NIXL's progress
- * thread; UCX 1.22 loads the module from UCX_PLUGIN_PATH. Metadata blobs go
- * over the test's socketpair. The initiator WRITEs lists of many
- * descriptors with a notification, on which the target checks the bytes,
- * and READs lists the target filled; every transfer's status is polled to
- * completion; the module's mapping cache must have seen every descriptor, so
- * a fallback to another transport fails the test. A target killed in the
- * middle of a transfer makes the transfer end in an error, not hang.
+ * thread; UCX 1.22 loads the module from UCX_PLUGIN_PATH, or from the
+ * nixl.libs/ucx/ of a wheel's bundled UCX (test/wheel/check_wheel.sh).
+ * Metadata blobs go over the test's socketpair. The initiator WRITEs lists
+ * of many descriptors with a notification, on which the target checks the
+ * bytes, and READs lists the target filled; every transfer's status is
+ * polled to completion; the module's mapping cache must have seen every
+ * descriptor, so a fallback to another transport fails the test, and one
+ * UCX must be mapped (one file each of its libraries). A target killed in
+ * the middle of a transfer makes the transfer end in an error, not hang.
  */
 #include "common/peer.h"
 #include "common/pod_net.h"
@@ -20,6 +22,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 #include <signal.h>
@@ -254,6 +257,45 @@ protected:
         return count;
     }
 
+    /* one UCX in this process: one file each of libucs, libuct, libucp,
+     * libucm and the module (a second UCX beside a wheel's bundled one is
+     * what that layout must rule out); where NIXL_PODS_UCX_LIBDIR names the
+     * directory of the UCX that must run (test/wheel/check_wheel.sh: the
+     * wheel's nixl.libs), they lie there and the module in its ucx/ */
+    void expect_one_ucx()
+    {
+        const char *libdir = getenv("NIXL_PODS_UCX_LIBDIR");
+        nixl_side::ucx_files files;
+        std::string error;
+
+        ASSERT_TRUE(nixl_side::mapped_ucx_files(&files, &error)) << error;
+        const struct {
+            const char                  *what;
+            const std::set<std::string> &paths;
+            std::string                 dir;
+        } libs[] = {
+            {"libucs", files.ucs, libdir ? libdir : ""},
+            {"libuct", files.uct, libdir ? libdir : ""},
+            {"libucp", files.ucp, libdir ? libdir : ""},
+            {"libucm", files.ucm, libdir ? libdir : ""},
+            {"the cu_ipc_ns module", files.module,
+             libdir ? std::string(libdir) + "/ucx" : ""}
+        };
+        for (const auto &lib : libs) {
+            std::string paths;
+            for (const auto &path : lib.paths) {
+                paths += " " + path;
+            }
+            EXPECT_EQ(1u, lib.paths.size())
+                    << lib.what << " mapped from" << (paths.empty() ? " nowhere" : paths);
+            if (!lib.dir.empty() && (lib.paths.size() == 1)) {
+                const std::string &path = *lib.paths.begin();
+                EXPECT_EQ(lib.dir, path.substr(0, path.rfind('/')))
+                        << lib.what << " is not the one of NIXL_PODS_UCX_LIBDIR";
+            }
+        }
+    }
+
     std::unique_ptr<test::peer>              m_peer;
     std::unique_ptr<nixl_side::device_buffer> m_buf;
     std::unique_ptr<nixl_side::agent>         m_agent;
@@ -301,6 +343,8 @@ TEST_P(nixl_pods, write_and_read_descriptor_lists) {
         EXPECT_GE(lookups(), before + 2 * lay.count)
                 << "the transfers did not go through cu_ipc_ns";
     }
+    /* the lookups above were the module's of the one UCX that ran */
+    expect_one_ucx();
 }
 
 

@@ -3,9 +3,10 @@
 # (read from its contrib/build-wheel.sh, wheel_add_ucx_plugins.py and
 # check_ucx_wheel_bundle.py), built from an installed CUDA-configured UCX
 # (contrib/setup-ucx.sh cuda or cuda-nixl), for testing
-# contrib/install-into-wheel.sh without NIXL.
+# contrib/install-into-wheel.sh, and with NIXL's own libraries bundled the
+# same way, for a NIXL run in that layout.
 #
-# Usage: make_fixture.sh UCX_PREFIX OUT_DIR
+# Usage: make_fixture.sh UCX_PREFIX OUT_DIR [NIXL_PREFIX [PROGRAM...]]
 #   UCX_PREFIX  an installed UCX; its libraries' names give the scheme:
 #               libucs.so.0 (setup-ucx.sh cuda)      -> auditwheel's hashed
 #                 names: nixl.libs/libucs-1a2b3c4d.so.0.0.0
@@ -24,9 +25,32 @@
 #                      and RPATH $ORIGIN/..:$ORIGIN (patchelf, as NIXL does)
 #     bin/ucx_info     the prefix's ucx_info on the bundled libraries (not in
 #                      the wheel: the tests' window on the bundled UCX)
+#   NIXL_PREFIX  an installed NIXL (contrib/setup-nixl.sh; built against
+#                another UCX 1.22 of the same API; hashed scheme only) whose
+#                libraries join the bundle as auditwheel bundles what
+#                NIXL's extension needs:
+#     site-packages/nixl.libs/libnixl-<hash>.so, libnixl_build-..., and every
+#                      library of NIXL_PREFIX they or the UCX backend need
+#                      (abseil's), renamed, soname and DT_NEEDED set to the
+#                      bundled names (UCX's included), RPATH $ORIGIN
+#     site-packages/nixl.libs/nixl/libplugin_UCX.so   NIXL's UCX backend,
+#                      where wheel_add_ucx_plugins.py puts NIXL's plugins,
+#                      patched as UCX's modules (NIXL_PLUGIN_DIR names it)
+#   PROGRAM      programs linked against NIXL and UCX (test/nixl/nixl_pods):
+#     site-packages/nixl/PROGRAM  as auditwheel leaves NIXL's extension
+#                      module: DT_NEEDED the bundled names, RPATH
+#                      $ORIGIN/../nixl.libs, nothing of either prefix
 set -euo pipefail
-prefix=$(cd "${1:?usage: $0 UCX_PREFIX OUT_DIR}" && pwd)
-out=${2:?usage: $0 UCX_PREFIX OUT_DIR}
+usage="usage: $0 UCX_PREFIX OUT_DIR [NIXL_PREFIX [PROGRAM...]]"
+prefix=$(cd "${1:?$usage}" && pwd)
+out=${2:?$usage}
+nixl=""
+if [ $# -ge 3 ]; then
+    nixl=$(cd "$3" && pwd)
+    [ -f "$nixl/lib/libnixl.so" ] && [ -f "$nixl/lib/plugins/libplugin_UCX.so" ] ||
+        { echo "make_fixture: $nixl: no lib/libnixl.so and lib/plugins/libplugin_UCX.so" >&2; exit 2; }
+fi
+programs=("${@:4}")
 [ ! -e "$out" ] || { echo "make_fixture: $out exists" >&2; exit 2; }
 command -v patchelf >/dev/null || { echo "make_fixture: needs patchelf" >&2; exit 2; }
 
@@ -37,6 +61,10 @@ else
     sfx=${ucs#libucs}
     sfx=${sfx%.so.0}                      # e.g. -nixl
 fi
+# NIXL_PREFIX's libraries need libucp.so.0 (setup-nixl.sh builds against
+# the plain 1.22), the names the hashed scheme maps
+[ -z "$nixl" ] || [ -z "$sfx" ] ||
+    { echo "make_fixture: NIXL_PREFIX with the hashed scheme only (this UCX is lib*$sfx)" >&2; exit 2; }
 site=$out/site-packages
 libs=$site/nixl.libs
 mkdir -p "$libs/ucx" "$site/nixl" "$site/nixl-1.4.0.dist-info" "$out/bin"
@@ -70,7 +98,48 @@ for f in "$prefix"/lib/ucx/*.so*; do
 done
 cp "$prefix/bin/ucx_info" "$out/bin/ucx_info"
 rename_needed "$out/bin/ucx_info" '$ORIGIN/../site-packages/nixl.libs'
+
+if [ -n "$nixl" ]; then
+    # what auditwheel bundles: each library of the NIXL prefix that NIXL's
+    # libraries, its UCX backend or the programs load (ldd: the whole
+    # closure), under its DT_NEEDED name; UCX's are the bundled ones already
+    declare -A from   # DT_NEEDED name -> the file in NIXL_PREFIX
+    bundled_programs=()
+    for f in "$nixl"/lib/libnixl.so "$nixl"/lib/libnixl_build.so \
+             "$nixl"/lib/plugins/libplugin_UCX.so "${programs[@]}"; do
+        while read -r n path; do
+            case $path in "$nixl"/lib/*) from[$n]=$(readlink -f "$path") ;; esac
+        done < <(ldd "$f" | sed -n 's/^[[:space:]]*\([^ ]*\) => \([^ ]*\) .*/\1 \2/p')
+    done
+    for n in "${!from[@]}"; do
+        hash=$(sha256sum "${from[$n]}" | cut -c1-8)
+        new[$n]=${n%%.so*}-$hash.so${n#*.so}   # libfoo.so.1 -> libfoo-1a2b3c4d.so.1
+        cp "${from[$n]}" "$libs/${new[$n]}"
+    done
+    for n in "${!from[@]}"; do
+        patchelf --set-soname "${new[$n]}" "$libs/${new[$n]}"
+        rename_needed "$libs/${new[$n]}" '$ORIGIN'
+    done
+    mkdir -p "$libs/nixl"
+    cp "$nixl/lib/plugins/libplugin_UCX.so" "$libs/nixl/"
+    rename_needed "$libs/nixl/libplugin_UCX.so" '$ORIGIN/..:$ORIGIN'
+    for p in "${programs[@]}"; do
+        cp "$p" "$site/nixl/"
+        rename_needed "$site/nixl/$(basename "$p")" '$ORIGIN/../nixl.libs'
+    done
+    # every library they load is the bundle's or the system's: one found in
+    # a prefix would be a second copy beside the bundled one
+    for p in "${programs[@]}"; do
+        bundled_programs+=("$site/nixl/$(basename "$p")")
+    done
+    for f in "$libs"/*.so* "$libs"/nixl/*.so "${bundled_programs[@]}"; do
+        if ldd "$f" | grep '=>' | grep -v -E "=> ($site/|/lib/|/usr/lib/|/lib64/)" >&2; then
+            echo "make_fixture: $f loads the above from outside the bundle" >&2
+            exit 1
+        fi
+    done
+fi
 (cd "$site" && find . -type f | sed 's|^\./||; s|$|,,|') \
     >"$site/nixl-1.4.0.dist-info/RECORD"
 bundle=("$libs"/*.so*) modules=("$libs"/ucx/*.so*)
-echo "make_fixture: $site (${#bundle[@]} libraries, ${#modules[@]} UCX modules; scheme ${sfx:-hashed})"
+echo "make_fixture: $site (${#bundle[@]} libraries, ${#modules[@]} UCX modules; scheme ${sfx:-hashed}${nixl:+; NIXL from $nixl, ${#programs[@]} program(s)})"
