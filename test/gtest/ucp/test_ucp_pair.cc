@@ -82,45 +82,6 @@ struct pair_hello {
 };
 
 
-/* A CUDA buffer of MAX_SIZE bytes: one allocation, or chunks of the
- * granularity mapped back to back */
-class pair_buffer {
-public:
-    pair_buffer(bool chunked, int device)
-    {
-        if (chunked) {
-            m_chunks.reset(new test::cuda_vmm_chunks(
-                    MAX_SIZE / granularity(device), device));
-        } else {
-            m_one.reset(new test::cuda_vmm_buffer(MAX_SIZE, true, 0, device));
-        }
-    }
-    uint8_t *ptr() const
-    {
-        return (uint8_t*)(m_chunks ? m_chunks->ptr() : m_one->ptr());
-    }
-    size_t size() const { return MAX_SIZE; }
-
-    static size_t granularity(int device)
-    {
-        CUmemAllocationProp prop = {};
-        size_t gran              = 0;
-
-        prop.type          = CU_MEM_ALLOCATION_TYPE_PINNED;
-        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        prop.location.id   = device;
-        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-        uct_cuda_ipc_ns_drv.cuMemGetAllocationGranularity(
-                &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-        return gran;
-    }
-
-private:
-    std::unique_ptr<test::cuda_vmm_chunks> m_chunks;
-    std::unique_ptr<test::cuda_vmm_buffer> m_one;
-};
-
-
 using test::seed_pattern;
 using test::seed_fill;
 using test::seed_holds;
@@ -143,7 +104,7 @@ TEST_PEER_ROLE(ucp_pair_server)
         !test::cuda_init()) {
         return 1;
     }
-    pair_buffer buf(go.chunked, go.device);
+    test::cuda_vmm_memory buf(MAX_SIZE, go.chunked, go.device);
     ucp_side side;
     if (!side.ok() ||
         (uct_cuda_ipc_ns_drv.cuDeviceGet(&device, go.device) != CUDA_SUCCESS) ||
@@ -174,7 +135,7 @@ TEST_PEER_ROLE(ucp_pair_server)
 
     while (side.chan_recv(chan, &cmd, sizeof(cmd)) && (cmd.op != OP_EXIT)) {
         int32_t result = UCS_OK;
-        uint8_t *at    = buf.ptr() + cmd.offset;
+        uint8_t *at    = (uint8_t*)buf.ptr() + cmd.offset;
         if ((cmd.offset > buf.size()) || (cmd.size > buf.size() - cmd.offset)) {
             return 7;
         }
@@ -494,7 +455,7 @@ TEST_P(ucp_pair_chunks, tag_and_rma_across_chunk_boundaries) {
         return;
     }
 
-    test::cuda_vmm_chunks local(MAX_SIZE / pair_buffer::granularity(0));
+    test::cuda_vmm_chunks local(MAX_SIZE / test::cuda_vmm_granularity());
     const size_t chunk = local.chunk_size();
     ASSERT_EQ(MAX_SIZE, local.size());
     ASSERT_GE(local.size() / chunk, 26u) << "the spans below need chunks";
