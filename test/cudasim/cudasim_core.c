@@ -294,17 +294,57 @@ err:
 }
 
 
+/*
+ * CUDASIM_VISIBLE_DEVICES, read as the driver reads CUDA_VISIBLE_DEVICES:
+ * physical GPU indices separated by commas, ordinal i of this process being
+ * the i-th; the list ends at the first entry that is not such an index (not
+ * a decimal number, no such GPU, or one already listed), so "" or a bad first
+ * entry leaves no device. Unset: every GPU, in order.
+ */
+static void cudasim_visible_devices_read(void)
+{
+    const char *value = getenv("CUDASIM_VISIBLE_DEVICES");
+    uint64_t listed   = 0;
+    const char *p;
+    unsigned long index;
+    char *end;
+    int i;
+
+    cudasim_cfg.device_count = 0;
+    if (value == NULL) {
+        for (i = 0; i < cudasim_cfg.physical_count; ++i) {
+            cudasim_cfg.physical[cudasim_cfg.device_count++] = i;
+        }
+        return;
+    }
+    for (p = value; isdigit((unsigned char)*p); p = end + 1) {
+        index = strtoul(p, &end, 10);
+        if (((*end != ',') && (*end != '\0')) ||
+            (index >= (unsigned long)cudasim_cfg.physical_count) ||
+            (listed & (1ull << index))) {
+            break;
+        }
+        listed |= 1ull << index;
+        cudasim_cfg.physical[cudasim_cfg.device_count++] = (int)index;
+        if (*end == '\0') {
+            break;
+        }
+    }
+}
+
+
 static void cudasim_config_read(void)
 {
     uint64_t gran;
     uint32_t salt = 0;
 
     cudasim_debug                = (int)cudasim_env_u64("CUDASIM_DEBUG", 0);
-    cudasim_cfg.device_count     = (int)cudasim_env_u64("CUDASIM_DEVICE_COUNT",
+    cudasim_cfg.physical_count   = (int)cudasim_env_u64("CUDASIM_DEVICE_COUNT",
                                                         1);
-    if (cudasim_cfg.device_count > CUDASIM_MAX_DEVICES) {
-        cudasim_cfg.device_count = CUDASIM_MAX_DEVICES;
+    if (cudasim_cfg.physical_count > CUDASIM_MAX_DEVICES) {
+        cudasim_cfg.physical_count = CUDASIM_MAX_DEVICES;
     }
+    cudasim_visible_devices_read();
     cudasim_cfg.device_mem       = cudasim_env_u64("CUDASIM_DEVICE_MEM",
                                                    4ull << 30);
     cudasim_cfg.uuid_seed        = cudasim_env_u64("CUDASIM_UUID_SEED",

@@ -38,8 +38,10 @@ void cudasim_devices_init(void)
     int i;
 
     for (i = 0; i < CUDASIM_MAX_DEVICES; ++i) {
-        /* same UUID in every process: derived only from seed and ordinal */
-        state = cudasim_cfg.uuid_seed ^ ((uint64_t)(i + 1) << 48);
+        /* same UUID for a GPU in every process: derived only from seed and
+         * physical index, whichever ordinal the process sees it under */
+        state = cudasim_cfg.uuid_seed ^
+                ((uint64_t)(cudasim_cfg.physical[i] + 1) << 48);
         w[0]  = cudasim_splitmix64(&state);
         w[1]  = cudasim_splitmix64(&state);
         memcpy(cudasim_devices[i].uuid.bytes, w, sizeof(w));
@@ -59,6 +61,25 @@ void cudasim_devices_init(void)
 int cudasim_device_valid(int ordinal)
 {
     return (ordinal >= 0) && (ordinal < cudasim_cfg.device_count);
+}
+
+
+int cudasim_device_physical(int ordinal)
+{
+    return cudasim_cfg.physical[ordinal];
+}
+
+
+int cudasim_device_ordinal(int physical)
+{
+    int i;
+
+    for (i = 0; i < cudasim_cfg.device_count; ++i) {
+        if (cudasim_cfg.physical[i] == physical) {
+            return i;
+        }
+    }
+    return -1;
 }
 
 
@@ -223,9 +244,10 @@ CUresult CUDAAPI cudasim_cuDeviceGetUuid_v1(CUuuid *uuid, CUdevice dev)
 }
 
 
+/* a GPU's bus id is the machine's, whatever ordinal a process gives it */
 static int cudasim_pci_bus(CUdevice dev)
 {
-    return 0x1a + dev;
+    return 0x1a + cudasim_device_physical(dev);
 }
 
 
@@ -360,8 +382,9 @@ CUDASIM_API CUresult CUDAAPI cuDeviceGetP2PAttribute(int *value,
     case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
         /* CUDASIM_NATIVE_ATOMICS: NVLink-like pairs; PCIe-like otherwise */
         *value = cudasim_cfg.peer_access &&
-                 !!(cudasim_cfg.native_atomics[srcDevice] &
-                    (1ull << dstDevice));
+                 !!(cudasim_cfg.native_atomics[cudasim_device_physical(
+                            srcDevice)] &
+                    (1ull << cudasim_device_physical(dstDevice)));
         return CUDA_SUCCESS;
     case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
         *value = 0;

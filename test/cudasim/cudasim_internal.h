@@ -23,14 +23,21 @@
 
 /* Process-wide configuration, read from the environment at cuInit */
 typedef struct cudasim_config {
+    /* devices this process sees (its ordinals 0..device_count-1) */
     int      device_count;
+    /* GPUs of the emulated machine (CUDASIM_DEVICE_COUNT); what crosses
+     * processes (UUIDs, PCI bus ids, IPC handles, VMM fds) names these */
+    int      physical_count;
+    /* physical GPU of each ordinal (CUDASIM_VISIBLE_DEVICES) */
+    int      physical[CUDASIM_MAX_DEVICES];
     size_t   device_mem;
     uint64_t uuid_seed;
     unsigned copy_latency_us;
     size_t   vmm_granularity;
     int      driver_version;
     int      peer_access;
-    /* native atomics between devices i and j: bit j of native_atomics[i] */
+    /* native atomics between physical GPUs i and j: bit j of
+     * native_atomics[i] */
     uint64_t native_atomics[CUDASIM_MAX_DEVICES];
 } cudasim_config_t;
 
@@ -81,6 +88,11 @@ int         cudasim_error_parse(const char *str, size_t len);
 /* --- devices and contexts --- */
 void     cudasim_devices_init(void);
 int      cudasim_device_valid(int ordinal);
+/* physical GPU of a valid ordinal of this process */
+int      cudasim_device_physical(int ordinal);
+/* this process's ordinal of physical GPU @a physical; -1 when it does not
+ * see that GPU (or there is no such GPU) */
+int      cudasim_device_ordinal(int physical);
 CUcontext cudasim_primary_ctx(int ordinal);
 /* current context of the calling thread, must be active */
 CUresult cudasim_current_ctx(CUcontext *ctx_p);

@@ -346,7 +346,9 @@ CUDASIM_API CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle,
     h.magic     = CUDASIM_IPC_MAGIC;
     h.pid       = (uint32_t)getpid();
     h.pidns     = cudasim_pidns_inode();
-    h.device    = region->device;
+    /* the GPU, not this process's ordinal of it: the opener may see it
+     * under another one */
+    h.device    = cudasim_device_physical(region->device);
     h.size      = region->size;
     h.buffer_id = region->buffer_id;
     memcpy(h.name, owner->name, sizeof(h.name));
@@ -368,7 +370,7 @@ static CUresult cudasim_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle,
     struct stat st;
     CUresult res;
     void *addr;
-    int fd;
+    int fd, device;
 
     if (pdptr == NULL) {
         return CUDA_ERROR_INVALID_VALUE;
@@ -397,21 +399,29 @@ static CUresult cudasim_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle,
     if (h.pid == (uint32_t)getpid()) {
         return CUDA_ERROR_INVALID_CONTEXT;
     }
+    /* memory of a GPU this process cannot see (CUDASIM_VISIBLE_DEVICES)
+     * cannot be mapped here: as cuMemImportFromShareableHandle does */
+    device = cudasim_device_ordinal(h.device);
+    if (device < 0) {
+        cudasim_log("cuIpcOpenMemHandle(%s): memory of GPU %d, not visible "
+                    "to this process", h.name, h.device);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
 
     /* memory of another device: the real driver maps it only over peer
      * access, which it enables itself with CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
      * (the emulator has no cuCtxEnablePeerAccess: without the flag, access
      * is never enabled, and it refuses at once instead of faulting later) */
-    if (cudasim_device_valid(h.device) && (h.device != ctx->device)) {
+    if (device != ctx->device) {
         if (!cudasim_cfg.peer_access) {
             cudasim_log("cuIpcOpenMemHandle(%s): device %d has no peer access "
-                        "to device %d", h.name, ctx->device, h.device);
+                        "to device %d", h.name, ctx->device, device);
             return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
         }
         if (!(Flags & CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)) {
             cudasim_log("cuIpcOpenMemHandle(%s): memory of device %d opened "
                         "on device %d without LAZY_ENABLE_PEER_ACCESS",
-                        h.name, h.device, ctx->device);
+                        h.name, device, ctx->device);
             return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
         }
     }
@@ -484,8 +494,7 @@ static CUresult cudasim_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle,
     region->size         = h.size;
     region->map_size     = map_size;
     region->kind         = CUDASIM_REGION_IPC_IMPORT;
-    region->device       = cudasim_device_valid(h.device) ? h.device :
-                                                            ctx->device;
+    region->device       = device;
     region->ctx          = ctx;
     region->buffer_id    = h.buffer_id;
     region->handle_types = CU_MEM_HANDLE_TYPE_NONE;

@@ -193,7 +193,9 @@ CUDASIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle,
     strncpy(hdr.magic, CUDASIM_VMM_MAGIC, sizeof(hdr.magic));
     hdr.size         = size;
     hdr.buffer_id    = alloc->buffer_id;
-    hdr.device       = alloc->device;
+    /* the GPU, not this process's ordinal of it (an importer may see it
+     * under another one) */
+    hdr.device       = cudasim_device_physical(alloc->device);
     hdr.handle_types = alloc->handle_types;
     hdr.creator_pid  = (uint32_t)getpid();
     if (pwrite(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr)) {
@@ -758,7 +760,7 @@ cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
     cudasim_vmm_alloc_t *alloc;
     cudasim_vmm_hdr_t hdr;
     struct stat st;
-    int newfd;
+    int newfd, device;
 
     CUDASIM_ENTER("cuMemImportFromShareableHandle");
     if (handle == NULL) {
@@ -780,8 +782,13 @@ cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
         ((uint64_t)st.st_size != CUDASIM_VMM_HDR_SIZE + hdr.size)) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (!cudasim_device_valid(hdr.device)) {
-        return CUDA_ERROR_INVALID_DEVICE;
+    /* a process cannot import memory of a GPU it cannot see
+     * (CUDASIM_VISIBLE_DEVICES): CUDA_ERROR_NOT_SUPPORTED, as the driver */
+    device = cudasim_device_ordinal(hdr.device);
+    if (device < 0) {
+        cudasim_log("cuMemImportFromShareableHandle(fd %d): memory of GPU %d, "
+                    "not visible to this process", fd, (int)hdr.device);
+        return CUDA_ERROR_NOT_SUPPORTED;
     }
 
     alloc = calloc(1, sizeof(*alloc));
@@ -797,7 +804,7 @@ cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
     alloc->magic        = CUDASIM_VMM_ALLOC_MAGIC;
     alloc->fd           = newfd;
     alloc->size         = hdr.size;
-    alloc->device       = hdr.device;
+    alloc->device       = device;
     alloc->handle_types = hdr.handle_types;
     alloc->buffer_id    = hdr.buffer_id;
     alloc->imported     = 1;

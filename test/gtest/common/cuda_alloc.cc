@@ -120,6 +120,42 @@ static CUmemAllocationProp chunk_prop(int device)
 }
 
 
+size_t cuda_vmm_granularity(int device)
+{
+    CUmemAllocationProp prop = chunk_prop(device);
+    size_t gran              = 0;
+
+    TEST_CU(cuMemGetAllocationGranularity, &gran, &prop,
+            CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    return gran;
+}
+
+
+cuda_vmm_memory::cuda_vmm_memory(size_t size, bool chunked, int device) :
+    m_size(size), m_chunks(nullptr), m_one(nullptr)
+{
+    if (chunked) {
+        m_chunks = new cuda_vmm_chunks(size / cuda_vmm_granularity(device),
+                                       device);
+    } else {
+        m_one = new cuda_vmm_buffer(size, true, 0, device);
+    }
+}
+
+
+cuda_vmm_memory::~cuda_vmm_memory()
+{
+    delete m_chunks;
+    delete m_one;
+}
+
+
+void *cuda_vmm_memory::ptr() const
+{
+    return (m_chunks != nullptr) ? m_chunks->ptr() : m_one->ptr();
+}
+
+
 cuda_vmm_chunks::cuda_vmm_chunks(size_t num_chunks, int device) :
     m_ptr(0), m_chunk(0), m_device(device), m_handles(num_chunks, 0)
 {

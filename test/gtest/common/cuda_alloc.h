@@ -87,6 +87,26 @@ private:
     std::vector<CUmemGenericAllocationHandle> m_handles;
 };
 
+/* The minimal granularity of POSIX-fd VMM allocations on @a device */
+size_t cuda_vmm_granularity(int device = 0);
+
+/* @a size bytes of VMM memory on @a device: one allocation
+ * (cuda_vmm_buffer), or chunks of the granularity mapped back to back
+ * (cuda_vmm_chunks; @a size a multiple of it) */
+class cuda_vmm_memory {
+public:
+    cuda_vmm_memory(size_t size, bool chunked, int device = 0);
+    ~cuda_vmm_memory();
+    cuda_vmm_memory(const cuda_vmm_memory&) = delete;
+    cuda_vmm_memory &operator=(const cuda_vmm_memory&) = delete;
+    void *ptr() const;
+    size_t size() const { return m_size; }
+private:
+    size_t           m_size;
+    cuda_vmm_chunks *m_chunks;
+    cuda_vmm_buffer *m_one;
+};
+
 /* Device memory written (cuda_fill, cuda_write) or read (cuda_read) through
  * the driver in the current context; each returns once the data is in place:
  * cuMemsetD8 and a pageable cuMemcpyHtoD return before their copy lands (the

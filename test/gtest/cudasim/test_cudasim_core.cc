@@ -3,6 +3,7 @@
  * contexts, fault injection.
  */
 #include "cudasim_test.h"
+#include "common/scoped_env.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -417,6 +418,43 @@ TEST_F(test_cudasim_core, env_device_count)
     reply = env_probe("CUDASIM_DEVICE_COUNT", "3");
     EXPECT_EQ(CUDA_SUCCESS, reply.init_res);
     EXPECT_EQ(3, reply.count);
+}
+
+/* CUDASIM_VISIBLE_DEVICES, read as the driver reads CUDA_VISIBLE_DEVICES:
+ * ordinal i is the i-th GPU listed, whose UUID is the GPU's; the list ends
+ * at the first entry that names no GPU or one listed already */
+TEST_F(test_cudasim_core, env_visible_devices)
+{
+    SKIP_IF_NOT_EMULATOR();
+    test::scoped_env count("CUDASIM_DEVICE_COUNT", "3");
+    env_probe_reply reply;
+    CUuuid uuid;
+
+    CU_OK(cuDeviceGetUuid, &uuid, 0); /* GPU 0 of the machine */
+
+    reply = env_probe("CUDASIM_VISIBLE_DEVICES", "0");
+    ASSERT_EQ(CUDA_SUCCESS, reply.init_res);
+    EXPECT_EQ(1, reply.count);
+    EXPECT_EQ(0, memcmp(&uuid, &reply.uuid, sizeof(uuid)));
+
+    reply = env_probe("CUDASIM_VISIBLE_DEVICES", "2,0");
+    ASSERT_EQ(CUDA_SUCCESS, reply.init_res);
+    EXPECT_EQ(2, reply.count);
+    EXPECT_NE(0, memcmp(&uuid, &reply.uuid, sizeof(uuid)))
+            << "ordinal 0 is GPU 2";
+
+    reply = env_probe("CUDASIM_VISIBLE_DEVICES", "1,7,0");
+    ASSERT_EQ(CUDA_SUCCESS, reply.init_res);
+    EXPECT_EQ(1, reply.count) << "the list ends at GPU 7, which is not there";
+
+    reply = env_probe("CUDASIM_VISIBLE_DEVICES", "1,1");
+    EXPECT_EQ(1, reply.count) << "GPU 1 listed twice";
+
+    reply = env_probe("CUDASIM_VISIBLE_DEVICES", "");
+    EXPECT_EQ(CUDA_ERROR_NO_DEVICE, reply.init_res);
+
+    reply = env_probe("CUDASIM_VISIBLE_DEVICES", "3");
+    EXPECT_EQ(CUDA_ERROR_NO_DEVICE, reply.init_res);
 }
 
 TEST_F(test_cudasim_core, env_uuid_seed)

@@ -4,6 +4,7 @@
  * also across a PID namespace boundary, where legacy IPC fails.
  */
 #include "cudasim_test.h"
+#include "common/scoped_env.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -32,6 +33,11 @@ struct share_reply {
     int vmm_import;       /* CUresult of cuMemImportFromShareableHandle */
     int vmm_data_ok;
     int legacy_attr_ok;
+    /* the peer's ordinal of the device holding each mapping, and the UUID
+     * of the legacy one's */
+    int legacy_ordinal;
+    int vmm_ordinal;
+    CUuuid legacy_uuid;
 };
 
 const unsigned char SEED_LEGACY_EXPORTER = 1;
@@ -126,6 +132,16 @@ TEST_PEER_ROLE(cudasim_share_peer)
 
         CUdeviceptr start = 0;
         unsigned int mem_type = 0;
+        reply.legacy_ordinal = -1;
+        if ((uct_cuda_ipc_ns_drv.cuPointerGetAttribute(
+                     &reply.legacy_ordinal,
+                     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, legacy) !=
+             CUDA_SUCCESS) ||
+            (uct_cuda_ipc_ns_drv.cuDeviceGetUuid(&reply.legacy_uuid,
+                                                 reply.legacy_ordinal) !=
+             CUDA_SUCCESS)) {
+            reply.legacy_ordinal = -1;
+        }
         reply.legacy_attr_ok =
                 (uct_cuda_ipc_ns_drv.cuPointerGetAttribute(
                         &mem_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
@@ -157,6 +173,10 @@ TEST_PEER_ROLE(cudasim_share_peer)
             reply.vmm_data_ok =
                     check(vmm, msg.vmm_size, SEED_VMM_EXPORTER, stream) &&
                     write(vmm, msg.vmm_size, SEED_VMM_PEER, stream);
+            reply.vmm_ordinal = -1;
+            uct_cuda_ipc_ns_drv.cuPointerGetAttribute(
+                    &reply.vmm_ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                    vmm);
         }
     }
 
@@ -317,6 +337,86 @@ TEST_F(test_cudasim_ipc, pid_namespace)
             << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.vmm_import);
     EXPECT_TRUE(reply.vmm_data_ok);
 }
+
+
+/*
+ * Per-process visible GPUs (CUDASIM_VISIBLE_DEVICES, as CUDA_VISIBLE_DEVICES):
+ * the test's memory is on GPU 0 of the machine; a peer on a machine of two
+ * GPUs that sees GPU 0 under its ordinal 1 maps it (same UUID, its own
+ * ordinal); a peer that sees only GPU 1 cannot: legacy open and VMM import
+ * fail with CUDA_ERROR_NOT_SUPPORTED, as the driver refuses memory of a GPU
+ * the process cannot use. In our PID namespace and another one.
+ */
+class test_cudasim_visible : public test_cudasim_ipc,
+                             public ::testing::WithParamInterface<bool> {
+protected:
+    void run_seeing(const char *visible, share_reply *reply)
+    {
+        test::scoped_env count("CUDASIM_DEVICE_COUNT", "2");
+        test::scoped_env devices("CUDASIM_VISIBLE_DEVICES", visible);
+        test::peer_options opts;
+        bool skipped;
+
+        opts.new_pid_ns = GetParam();
+        run(opts, reply, &skipped);
+        if (skipped) {
+            GTEST_SKIP() << "cannot create a PID namespace here";
+        }
+    }
+};
+
+
+TEST_P(test_cudasim_visible, gpu_under_another_ordinal_maps)
+{
+    SKIP_IF_NOT_EMULATOR();
+    share_reply reply;
+    CUuuid uuid;
+
+    run_seeing("1,0", &reply);
+    if (IsSkipped()) {
+        return;
+    }
+    EXPECT_EQ(CUDA_SUCCESS, reply.vmm_import)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.vmm_import);
+    EXPECT_TRUE(reply.vmm_data_ok);
+    EXPECT_EQ(1, reply.vmm_ordinal) << "GPU 0 is the peer's ordinal 1";
+    if (GetParam()) {
+        return; /* legacy IPC does not cross PID namespaces */
+    }
+    ASSERT_EQ(CUDA_SUCCESS, reply.legacy_open)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
+    EXPECT_TRUE(reply.legacy_data_ok);
+    EXPECT_EQ(1, reply.legacy_ordinal);
+    CU_OK(cuDeviceGetUuid, &uuid, 0);
+    EXPECT_EQ(0, memcmp(&uuid, &reply.legacy_uuid, sizeof(uuid)))
+            << "one GPU, one UUID, whatever its ordinal";
+}
+
+
+TEST_P(test_cudasim_visible, gpu_not_visible_refuses_import)
+{
+    SKIP_IF_NOT_EMULATOR();
+    share_reply reply;
+
+    run_seeing("1", &reply);
+    if (IsSkipped()) {
+        return;
+    }
+    EXPECT_EQ(CUDA_ERROR_NOT_SUPPORTED, reply.vmm_import)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.vmm_import);
+    EXPECT_FALSE(reply.vmm_data_ok);
+    EXPECT_EQ(GetParam() ? CUDA_ERROR_INVALID_CONTEXT :
+                           CUDA_ERROR_NOT_SUPPORTED, reply.legacy_open)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
+}
+
+
+INSTANTIATE_TEST_SUITE_P(pid_ns, test_cudasim_visible,
+                         ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool> &info) {
+                             return std::string(info.param ? "other" :
+                                                             "same");
+                         });
 
 
 /* Allocates legacy memory, sends its handle, then waits to be killed */

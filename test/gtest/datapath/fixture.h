@@ -6,6 +6,7 @@
 #define TEST_DATAPATH_FIXTURE_H
 
 #include "agent.h"
+#include "common/scoped_env.h"
 
 #include <gtest/gtest.h>
 #include <cstdlib>
@@ -18,33 +19,6 @@
 namespace test {
 
 const size_t MiB = 1ul << 20;
-
-
-/* Sets an environment variable for the lifetime of the object */
-class scoped_env {
-public:
-    scoped_env(const char *name, const std::string &value) : m_name(name)
-    {
-        const char *old = getenv(name);
-        m_had = (old != nullptr);
-        if (m_had) {
-            m_old = old;
-        }
-        setenv(name, value.c_str(), 1);
-    }
-    ~scoped_env()
-    {
-        if (m_had) {
-            setenv(m_name, m_old.c_str(), 1);
-        } else {
-            unsetenv(m_name);
-        }
-    }
-private:
-    const char  *m_name;
-    bool        m_had = false;
-    std::string m_old;
-};
 
 
 /* A shared socket directory, as a volume mounted in two pods */

@@ -14,7 +14,9 @@
  * Peer mode makes UCP want UCT_MD_FLAG_INVALIDATE on rendezvous lanes; the
  * tests check that the data really goes through cu_ipc_ns (mapping cache
  * counters), and that a killed target fails the initiator's requests,
- * rendezvous and RMA, with nothing hanging or leaking.
+ * rendezvous and RMA, with nothing hanging or leaking. ucp_nixl_chunks
+ * runs the bursts on VMM memory in many allocations mapped back to back
+ * (PyTorch's expandable segments).
  */
 #include "common/cuda_alloc.h"
 #include "common/peer.h"
@@ -72,8 +74,9 @@ struct nixl_cmd {
 };
 
 struct nixl_setup {
-    int32_t legacy; /* also a cuMemAlloc buffer */
-    int32_t rndv;   /* rendezvous from 8 KiB, not NIXL's "inf" */
+    int32_t legacy;  /* also a cuMemAlloc buffer */
+    int32_t rndv;    /* rendezvous from 8 KiB, not NIXL's "inf" */
+    int32_t chunked; /* the VMM buffer in chunks of the granularity */
 };
 
 /* What the target sends after its worker address */
@@ -364,7 +367,7 @@ TEST_PEER_ROLE(nixl_target)
         !test::cuda_init()) {
         return 1;
     }
-    test::cuda_vmm_buffer vmm(MAX_SIZE);
+    test::cuda_vmm_memory vmm(MAX_SIZE, setup.chunked);
     std::unique_ptr<test::cuda_legacy_buffer> legacy;
     void *bufs[BUF_COUNT] = {vmm.ptr(), nullptr};
     if (setup.legacy) {
@@ -560,7 +563,7 @@ protected:
 
     /* start the target (and its network: before our agent reads
      * UCX_NET_DEVICES) */
-    void start_target(bool rndv = false)
+    void start_target(bool rndv = false, bool chunked = false)
     {
         test::peer_options opts;
 
@@ -573,7 +576,7 @@ protected:
         if (opts.new_net_ns) {
             test::connect_pod(m_peer->pid());
         }
-        nixl_setup setup = {legacy(), rndv};
+        nixl_setup setup = {legacy(), rndv, chunked};
         ASSERT_TRUE(m_peer->chan().send_obj(setup));
     }
 
@@ -647,6 +650,8 @@ protected:
         return result;
     }
 
+    void bursts(bool chunked);
+
     std::unique_ptr<test::peer> m_peer;
     nixl_hello                  m_hello = {};
     ucp_rkey_h                  m_rkey[BUF_COUNT] = {};
@@ -654,14 +659,17 @@ protected:
 };
 
 
-TEST_P(ucp_nixl, put_get_bursts_flush_notify) {
-    start_target();
+/* Bursts of puts and gets of each size, each burst flushed, the puts
+ * notified; both VMM buffers in chunks of the granularity when @a chunked */
+void ucp_nixl::bursts(bool chunked)
+{
+    start_target(false, chunked);
     ASSERT_FALSE(HasFatalFailure());
     agent ag(UCS_THREAD_MODE_SINGLE);
     ASSERT_TRUE(ag.ok());
 
     /* the initiator's own buffers, registered with flags 0 */
-    test::cuda_vmm_buffer vmm(MAX_SIZE);
+    test::cuda_vmm_memory vmm(MAX_SIZE, chunked);
     std::unique_ptr<test::cuda_legacy_buffer> leg;
     void *local[BUF_COUNT] = {vmm.ptr(), nullptr};
     if (legacy()) {
@@ -720,6 +728,11 @@ TEST_P(ucp_nixl, put_get_bursts_flush_notify) {
             ucp_mem_unmap(ag.context, m);
         }
     }
+}
+
+
+TEST_P(ucp_nixl, put_get_bursts_flush_notify) {
+    bursts(false);
 }
 
 
@@ -837,6 +850,29 @@ INSTANTIATE_TEST_SUITE_P(namespaces, ucp_nixl,
                          [](const ::testing::TestParamInfo<nixl_ns> &info) {
                              return std::string(
                                      (info.param == SAME_NS) ? "same_ns_legacy" :
+                                     (info.param == OTHER_PID_NS) ?
+                                     "other_pid_ns" : "other_pid_and_net_ns");
+                         });
+
+
+
+/* The same on memory as PyTorch's expandable segments hand it to NIXL: both
+ * VMM buffers separate allocations of the granularity mapped back to back
+ * (32 of 2 MiB), registered whole; a burst's ops of 16 MiB cross chunk
+ * boundaries (docs/framework-memory.md) */
+class ucp_nixl_chunks : public ucp_nixl {
+};
+
+
+TEST_P(ucp_nixl_chunks, put_get_bursts_flush_notify) {
+    bursts(true);
+}
+
+
+INSTANTIATE_TEST_SUITE_P(namespaces, ucp_nixl_chunks,
+                         ::testing::Values(OTHER_PID_NS, OTHER_PID_AND_NET_NS),
+                         [](const ::testing::TestParamInfo<nixl_ns> &info) {
+                             return std::string(
                                      (info.param == OTHER_PID_NS) ?
                                      "other_pid_ns" : "other_pid_and_net_ns");
                          });

@@ -4,21 +4,35 @@
  * with a shared socket directory), move CUDA buffers that each allocated
  * itself (cuMemCreate, not through UCP) with tag send/receive and RMA
  * put/get, UCX_TLS=cu_ipc_ns,cu_cpy_ns,tcp; bytes checked on both sides.
+ * The same harness runs
+ * - pods on chunked memory (ucp_pair_chunks): both buffers many cuMemCreate
+ *   allocations mapped back to back, as PyTorch's expandable segments,
+ *   registered whole by ucp_mem_map (flags 0, as NIXL), ops at offsets that
+ *   cross chunk boundaries (docs/framework-memory.md);
+ * - pods on GPUs of their own (ucp_pair_gpus): the server on another GPU
+ *   than ours, whose key cu_ipc_ns refuses at unpack with one warning while
+ *   UCP moves the data another way, or on ours under another ordinal
+ *   (docs/architecture.md, "GPU visibility").
  */
 #include "common/cuda_alloc.h"
 #include "common/peer.h"
 #include "common/pod_net.h"
+#include "common/scoped_env.h"
 #include "common/ucp_side.h"
 
 extern "C" {
 #include "cuda_ipc_ns_cache.h"
+#include "cuda_ipc_ns_gpus.h"
+#include <ucs/debug/log_def.h>
 }
 
 #include <gtest/gtest.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <dlfcn.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,6 +46,8 @@ const size_t MiB         = 1ul << 20;
 const size_t MAX_SIZE    = 64 * MiB;
 const size_t SIZES[]     = {8, 64 * 1024, 4 * MiB, 64 * MiB};
 const char   *PAIR_TLS   = "cu_ipc_ns,cu_cpy_ns,tcp";
+/* without cu_ipc_ns, RMA goes in active messages of a few KiB: slow */
+const size_t FALLBACK_SIZES[] = {8, 64 * 1024, 4 * MiB + 8192 + 8};
 
 
 enum pair_op : uint32_t {
@@ -46,6 +62,13 @@ struct pair_cmd {
     uint32_t op;
     uint32_t seed;
     uint64_t size;
+    uint64_t offset; /* into the server's buffer */
+};
+
+/* What the test tells the server once its namespaces are wired */
+struct pair_go {
+    int32_t chunked; /* its buffer in chunks of the granularity */
+    int32_t device;  /* the ordinal its buffer lives on */
 };
 
 /* What the server sends first */
@@ -53,6 +76,7 @@ struct pair_hello {
     int32_t  detected_cuda;  /* its own cuMemCreate buffer classed CUDA */
     int32_t  detected_host;  /* a host buffer classed host */
     uint64_t addr;           /* its buffer */
+    uint8_t  gpu_uuid[16];   /* of the GPU its buffer lives on */
     uint32_t rkey_len;
     uint8_t  rkey[1024];
 };
@@ -68,20 +92,24 @@ TEST_PEER_ROLE(ucp_pair_server)
 {
     std::vector<char> host(4096);
     pair_hello hello = {};
-    char go, client_addr[4096];
+    char started = 1, client_addr[4096];
     ucp_mem_h memh;
     pair_cmd cmd;
+    pair_go go;
+    CUdevice device;
 
     /* our namespaces exist (peer_exec unshared them before exec): say
      * so, then the test sets up our network */
-    go = 1;
-    if (!chan.send(&go, 1) || (chan.recv(&go, 1, 60000) != 1) ||
+    if (!chan.send(&started, 1) || !chan.recv_obj(go, 60000) ||
         !test::cuda_init()) {
         return 1;
     }
-    test::cuda_vmm_buffer buf(MAX_SIZE);
+    test::cuda_vmm_memory buf(MAX_SIZE, go.chunked, go.device);
     ucp_side side;
-    if (!side.ok()) {
+    if (!side.ok() ||
+        (uct_cuda_ipc_ns_drv.cuDeviceGet(&device, go.device) != CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuDeviceGetUuid((CUuuid*)hello.gpu_uuid,
+                                             device) != CUDA_SUCCESS)) {
         return 2;
     }
 
@@ -107,24 +135,26 @@ TEST_PEER_ROLE(ucp_pair_server)
 
     while (side.chan_recv(chan, &cmd, sizeof(cmd)) && (cmd.op != OP_EXIT)) {
         int32_t result = UCS_OK;
+        uint8_t *at    = (uint8_t*)buf.ptr() + cmd.offset;
+        if ((cmd.offset > buf.size()) || (cmd.size > buf.size() - cmd.offset)) {
+            return 7;
+        }
         switch (cmd.op) {
         case OP_RECV:
-            result = side.wait(side.recv(buf.ptr(), cmd.size, cmd.seed),
-                               nullptr);
-            if ((result == UCS_OK) && !seed_holds(buf.ptr(), cmd.seed, cmd.size)) {
+            result = side.wait(side.recv(at, cmd.size, cmd.seed), nullptr);
+            if ((result == UCS_OK) && !seed_holds(at, cmd.seed, cmd.size)) {
                 result = UCS_ERR_MESSAGE_TRUNCATED; /* stands for "wrong bytes" */
             }
             break;
         case OP_SEND:
-            seed_fill(buf.ptr(), cmd.seed, cmd.size);
-            result = side.wait(side.send(buf.ptr(), cmd.size, cmd.seed),
-                               nullptr);
+            seed_fill(at, cmd.seed, cmd.size);
+            result = side.wait(side.send(at, cmd.size, cmd.seed), nullptr);
             break;
         case OP_FILL:
-            seed_fill(buf.ptr(), cmd.seed, cmd.size);
+            seed_fill(at, cmd.seed, cmd.size);
             break;
         case OP_CHECK:
-            result = seed_holds(buf.ptr(), cmd.seed, cmd.size) ? UCS_OK :
+            result = seed_holds(at, cmd.seed, cmd.size) ? UCS_OK :
                      UCS_ERR_MESSAGE_TRUNCATED;
             break;
         }
@@ -140,7 +170,59 @@ TEST_PEER_ROLE(ucp_pair_server)
 }
 
 
-class ucp_pair : public ::testing::TestWithParam<bool /* other netns */> {
+/* Counts the warnings of cu_ipc_ns about keys of GPUs we cannot use, and
+ * keeps the last one, while installed */
+class gpu_warnings {
+public:
+    gpu_warnings()
+    {
+        s_count = 0;
+        s_last.clear();
+        ucs_log_push_handler(handler);
+    }
+    ~gpu_warnings() { ucs_log_pop_handler(); }
+
+    static int         s_count;
+    static std::string s_last;
+
+private:
+    static ucs_log_func_rc_t
+    handler(const char *file, unsigned line, const char *function,
+            ucs_log_level_t level, const ucs_log_component_config_t *comp,
+            const char *format, va_list ap)
+    {
+        char msg[2048];
+        va_list aq;
+
+        va_copy(aq, ap);
+        vsnprintf(msg, sizeof(msg), format, aq);
+        va_end(aq);
+        if ((level == UCS_LOG_LEVEL_WARN) &&
+            strstr(msg, "which this process cannot use")) {
+            ++s_count;
+            s_last = msg;
+        }
+        return UCS_LOG_FUNC_RC_CONTINUE;
+    }
+};
+
+int         gpu_warnings::s_count;
+std::string gpu_warnings::s_last;
+
+
+/* Where the pods run and what memory they move */
+struct pair_setup {
+    bool other_pid_ns;
+    bool other_net_ns;
+    bool chunked;        /* both buffers in chunks */
+    /* the server's GPUs: nullptr, the test's; else CUDASIM_VISIBLE_DEVICES
+     * of a machine of two GPUs, the test process seeing GPU 0 only */
+    const char *server_gpus;
+    int server_device;   /* the server's ordinal of its buffer's GPU */
+};
+
+
+class ucp_pair_base : public ::testing::Test {
 protected:
     void SetUp() override
     {
@@ -155,6 +237,9 @@ protected:
 
     void TearDown() override
     {
+        m_side.reset();
+        m_peer.reset();
+        m_env.clear();
         if (!m_sock_dir.empty()) {
             rmdir(m_sock_dir.c_str());
         }
@@ -163,124 +248,187 @@ protected:
         unsetenv("UCX_CUDA_IPC_NS_SOCK_DIR");
     }
 
-    /* a command to the server, progressing our worker; its result */
-    int32_t call(test::peer &peer, ucp_side &side, uint32_t op, uint32_t seed,
-                 size_t size)
+    /* starts the server as @a setup says, our side, and connects both;
+     * m_hello is what the server sent */
+    void start(const pair_setup &setup)
     {
-        pair_cmd cmd = {op, seed, size};
+        test::peer_options opts;
+        char server_addr[4096];
+
+        setenv("UCX_TLS", PAIR_TLS, 1);
+        test::use_pod_network_device();
+        if (setup.other_net_ns) {
+            char tmpl[] = "/tmp/cuda_ipc_ns_ucp.XXXXXX";
+            ASSERT_NE(nullptr, mkdtemp(tmpl));
+            m_sock_dir = tmpl;
+            chmod(tmpl, 0700);
+            setenv("UCX_CUDA_IPC_NS_SOCK_DIR", tmpl, 1);
+        }
+        if (setup.server_gpus != nullptr) {
+            /* the server's driver reads them at its cuInit */
+            test::scoped_env count("CUDASIM_DEVICE_COUNT", "2");
+            test::scoped_env gpus("CUDASIM_VISIBLE_DEVICES",
+                                  setup.server_gpus);
+            start_peer(setup, opts);
+        } else {
+            start_peer(setup, opts);
+        }
+        ASSERT_TRUE(m_peer);
+        char started = 0;
+        ASSERT_EQ(1, m_peer->chan().recv(&started, 1, 60000))
+                << "the peer never started";
+        if (setup.other_net_ns) {
+            test::connect_pod(m_peer->pid());
+        }
+        pair_go go = {setup.chunked, setup.server_device};
+        ASSERT_TRUE(m_peer->chan().send_obj(go));
+
+        m_side.reset(new ucp_side());
+        ASSERT_TRUE(m_side->ok());
+        ssize_t len = m_peer->chan().recv(server_addr, sizeof(server_addr),
+                                          60000);
+        ASSERT_GT(len, 0);
+        ASSERT_TRUE(m_peer->chan().recv_obj(m_hello, 60000));
+        EXPECT_TRUE(m_hello.detected_cuda) << "server: its cuMemCreate buffer";
+        EXPECT_TRUE(m_hello.detected_host) << "server: a host buffer";
+        ASSERT_EQ(UCS_OK, m_side->connect(bytes_t(server_addr,
+                                                  server_addr + len)));
+        bytes_t address = m_side->address();
+        ASSERT_TRUE(m_peer->chan().send(address.data(), address.size()));
+    }
+
+    void start_peer(const pair_setup &setup, test::peer_options opts)
+    {
+        opts.new_pid_ns = setup.other_pid_ns;
+        opts.new_net_ns = setup.other_net_ns;
+        m_peer.reset(new test::peer("ucp_pair_server", opts));
+    }
+
+    /* the server ends, then our endpoint */
+    void stop()
+    {
+        pair_cmd cmd = {OP_EXIT, 0, 0, 0};
+        ASSERT_TRUE(m_peer->chan().send_obj(cmd));
+        ASSERT_TRUE(m_side->chan_recv(m_peer->chan(), &cmd, sizeof(cmd)));
+        m_side->close_ep();
+        EXPECT_EQ(0, m_peer->wait());
+    }
+
+    /* a command to the server, progressing our worker; its result */
+    int32_t call(uint32_t op, uint32_t seed, size_t size, size_t offset = 0)
+    {
+        pair_cmd cmd = {op, seed, size, offset};
         int32_t result = UCS_ERR_LAST;
-        EXPECT_TRUE(peer.chan().send_obj(cmd));
-        EXPECT_TRUE(side.chan_recv(peer.chan(), &result, sizeof(result)));
+        EXPECT_TRUE(m_peer->chan().send_obj(cmd));
+        EXPECT_TRUE(m_side->chan_recv(m_peer->chan(), &result,
+                                      sizeof(result)));
         return result;
     }
 
-    ucs_status_t flush(ucp_side &side)
+    ucs_status_t flush()
     {
         ucp_request_param_t param = {};
-        return side.wait(ucp_ep_flush_nbx(side.ep, &param), nullptr);
+        return m_side->wait(ucp_ep_flush_nbx(m_side->ep, &param), nullptr);
     }
 
-    std::string m_sock_dir;
+    /* tag to the server and back, RMA put and get (what NIXL does) of @a
+     * size bytes, at @a offset in both buffers; bytes checked */
+    void tag_and_rma(uint8_t *local, ucp_rkey_h rkey, size_t size,
+                     size_t offset, uint32_t *seed, bool rma = true)
+    {
+        SCOPED_TRACE("size " + std::to_string(size) + " at offset " +
+                     std::to_string(offset));
+        ucp_request_param_t param = {};
+        uint8_t *at = local + offset;
+
+        /* tag: to the server, then back */
+        seed_fill(at, ++*seed, size);
+        pair_cmd cmd = {OP_RECV, *seed, size, offset};
+        ASSERT_TRUE(m_peer->chan().send_obj(cmd));
+        EXPECT_EQ(UCS_OK, m_side->wait(m_side->send(at, size, *seed),
+                                       nullptr));
+        int32_t result = UCS_ERR_LAST;
+        ASSERT_TRUE(m_side->chan_recv(m_peer->chan(), &result,
+                                      sizeof(result)));
+        EXPECT_EQ(UCS_OK, result) << "tag to the server";
+
+        ucs_status_ptr_t rreq = m_side->recv(at, size, ++*seed);
+        cmd = {OP_SEND, *seed, size, offset};
+        ASSERT_TRUE(m_peer->chan().send_obj(cmd));
+        EXPECT_EQ(UCS_OK, m_side->wait(rreq, nullptr));
+        ASSERT_TRUE(m_side->chan_recv(m_peer->chan(), &result,
+                                      sizeof(result)));
+        EXPECT_EQ(UCS_OK, result);
+        EXPECT_TRUE(seed_holds(at, *seed, size)) << "tag from the server";
+
+        if (!rma) {
+            return;
+        }
+        seed_fill(at, ++*seed, size);
+        EXPECT_EQ(UCS_OK, m_side->wait(ucp_put_nbx(m_side->ep, at, size,
+                                                   m_hello.addr + offset,
+                                                   rkey, &param),
+                                       nullptr));
+        EXPECT_EQ(UCS_OK, flush());
+        EXPECT_EQ(UCS_OK, call(OP_CHECK, *seed, size, offset)) << "put";
+
+        EXPECT_EQ(UCS_OK, call(OP_FILL, ++*seed, size, offset));
+        EXPECT_EQ(UCS_OK, m_side->wait(ucp_get_nbx(m_side->ep, at, size,
+                                                   m_hello.addr + offset,
+                                                   rkey, &param),
+                                       nullptr));
+        EXPECT_EQ(UCS_OK, flush());
+        EXPECT_TRUE(seed_holds(at, *seed, size)) << "get";
+    }
+
+    static uint64_t cache_uses()
+    {
+        uct_cuda_ipc_ns_cache_stats_t stats;
+        uct_cuda_ipc_ns_cache_get_stats(&stats);
+        return stats.hits + stats.misses;
+    }
+
+    std::string                              m_sock_dir;
+    std::vector<std::unique_ptr<test::scoped_env>> m_env;
+    std::unique_ptr<test::peer>              m_peer;
+    std::unique_ptr<ucp_side>                m_side;
+    pair_hello                               m_hello = {};
+};
+
+
+class ucp_pair : public ucp_pair_base,
+                 public ::testing::WithParamInterface<bool /* other netns */> {
 };
 
 
 TEST_P(ucp_pair, tag_and_rma_on_cuda_buffers_across_namespaces) {
     const bool other_netns = GetParam();
-    test::peer_options opts;
-    char server_addr[4096];
-    pair_hello hello;
 
-    setenv("UCX_TLS", PAIR_TLS, 1);
-    test::use_pod_network_device();
-    if (other_netns) {
-        char tmpl[] = "/tmp/cuda_ipc_ns_ucp.XXXXXX";
-        ASSERT_NE(nullptr, mkdtemp(tmpl));
-        m_sock_dir = tmpl;
-        chmod(tmpl, 0700);
-        setenv("UCX_CUDA_IPC_NS_SOCK_DIR", tmpl, 1);
+    start({true, other_netns, false, nullptr, 0});
+    if (HasFatalFailure()) {
+        return;
     }
-    opts.new_pid_ns = true;
-    opts.new_net_ns = other_netns;
-    test::peer peer("ucp_pair_server", opts);
-    char go = 0;
-    ASSERT_EQ(1, peer.chan().recv(&go, 1, 60000)) << "the peer never started";
-    if (other_netns) {
-        test::connect_pod(peer.pid());
-    }
-    go = 1;
-    ASSERT_TRUE(peer.chan().send(&go, 1));
 
     /* our own buffers, not allocated through UCP */
     test::cuda_vmm_buffer local(MAX_SIZE);
     std::vector<char> host(4096);
-    ucp_side side;
-    ASSERT_TRUE(side.ok());
-    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, side.detect(local.ptr(), local.size()));
-    EXPECT_EQ(UCS_MEMORY_TYPE_HOST, side.detect(host.data(), host.size()));
-
-    ssize_t len = peer.chan().recv(server_addr, sizeof(server_addr), 60000);
-    ASSERT_GT(len, 0);
-    ASSERT_TRUE(peer.chan().recv_obj(hello, 60000));
-    EXPECT_TRUE(hello.detected_cuda) << "server: its cuMemCreate buffer";
-    EXPECT_TRUE(hello.detected_host) << "server: a host buffer";
-    ASSERT_EQ(UCS_OK, side.connect(bytes_t(server_addr, server_addr + len)));
-    bytes_t address = side.address();
-    ASSERT_TRUE(peer.chan().send(address.data(), address.size()));
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, m_side->detect(local.ptr(), local.size()));
+    EXPECT_EQ(UCS_MEMORY_TYPE_HOST, m_side->detect(host.data(), host.size()));
 
     ucp_rkey_h rkey;
-    ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(side.ep, hello.rkey, &rkey));
+    ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(m_side->ep, m_hello.rkey, &rkey));
 
-    uct_cuda_ipc_ns_cache_stats_t before, after;
-    uct_cuda_ipc_ns_cache_get_stats(&before);
+    uint64_t before = cache_uses();
     uint32_t seed = 1;
     for (size_t size : SIZES) {
-        SCOPED_TRACE(size);
-        ucp_request_param_t param = {};
-
-        /* tag: to the server, then back */
-        seed_fill(local.ptr(), ++seed, size);
-        pair_cmd cmd = {OP_RECV, seed, size};
-        ASSERT_TRUE(peer.chan().send_obj(cmd));
-        EXPECT_EQ(UCS_OK, side.wait(side.send(local.ptr(), size, seed),
-                                    nullptr));
-        int32_t result = UCS_ERR_LAST;
-        ASSERT_TRUE(side.chan_recv(peer.chan(), &result, sizeof(result)));
-        EXPECT_EQ(UCS_OK, result) << "tag to the server";
-
-        ucs_status_ptr_t rreq = side.recv(local.ptr(), size, ++seed);
-        cmd = {OP_SEND, seed, size};
-        ASSERT_TRUE(peer.chan().send_obj(cmd));
-        EXPECT_EQ(UCS_OK, side.wait(rreq, nullptr));
-        ASSERT_TRUE(side.chan_recv(peer.chan(), &result, sizeof(result)));
-        EXPECT_EQ(UCS_OK, result);
-        EXPECT_TRUE(seed_holds(local.ptr(), seed, size)) << "tag from the server";
-
-        /* RMA put and get, what NIXL does */
-        seed_fill(local.ptr(), ++seed, size);
-        EXPECT_EQ(UCS_OK, side.wait(ucp_put_nbx(side.ep, local.ptr(), size,
-                                                hello.addr, rkey, &param),
-                                    nullptr));
-        EXPECT_EQ(UCS_OK, flush(side));
-        EXPECT_EQ(UCS_OK, call(peer, side, OP_CHECK, seed, size)) << "put";
-
-        EXPECT_EQ(UCS_OK, call(peer, side, OP_FILL, ++seed, size));
-        EXPECT_EQ(UCS_OK, side.wait(ucp_get_nbx(side.ep, local.ptr(), size,
-                                                hello.addr, rkey, &param),
-                                    nullptr));
-        EXPECT_EQ(UCS_OK, flush(side));
-        EXPECT_TRUE(seed_holds(local.ptr(), seed, size)) << "get";
+        tag_and_rma((uint8_t*)local.ptr(), rkey, size, 0, &seed);
     }
 
     /* the data went through cu_ipc_ns mappings of the server's buffer */
-    uct_cuda_ipc_ns_cache_get_stats(&after);
-    EXPECT_GT(after.hits + after.misses, before.hits + before.misses + 4);
+    EXPECT_GT(cache_uses(), before + 4);
 
     ucp_rkey_destroy(rkey);
-    pair_cmd cmd = {OP_EXIT, 0, 0};
-    ASSERT_TRUE(peer.chan().send_obj(cmd));
-    ASSERT_TRUE(side.chan_recv(peer.chan(), &cmd, sizeof(cmd)));
-    side.close_ep();
-    EXPECT_EQ(0, peer.wait());
+    stop();
 }
 
 
@@ -290,5 +438,181 @@ INSTANTIATE_TEST_SUITE_P(namespaces, ucp_pair, ::testing::Values(false, true),
                                                 "other_pid_and_net_ns" :
                                                 "other_pid_ns");
                          });
+
+
+/* Both pods on chunked memory: the server's buffer and ours are MAX_SIZE
+ * bytes in allocations of the granularity (32 on a GPU's 2 MiB) mapped back
+ * to back, each registered whole by ucp_mem_map; tag and RMA at offsets
+ * that cross chunk boundaries, bytes checked */
+class ucp_pair_chunks : public ucp_pair_base,
+                        public ::testing::WithParamInterface<bool /* netns */> {
+};
+
+
+TEST_P(ucp_pair_chunks, tag_and_rma_across_chunk_boundaries) {
+    start({true, GetParam(), true, nullptr, 0});
+    if (HasFatalFailure()) {
+        return;
+    }
+
+    test::cuda_vmm_chunks local(MAX_SIZE / test::cuda_vmm_granularity());
+    const size_t chunk = local.chunk_size();
+    ASSERT_EQ(MAX_SIZE, local.size());
+    ASSERT_GE(local.size() / chunk, 26u) << "the spans below need chunks";
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, m_side->detect(local.ptr(), local.size()));
+
+    ucp_rkey_h rkey;
+    ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(m_side->ep, m_hello.rkey, &rkey));
+
+    const struct {
+        size_t offset, size;
+    } spans[] = {
+        {chunk - 8, 16},                      /* short: one boundary */
+        {chunk / 2, 3 * chunk},               /* rendezvous: three */
+        {5 * chunk + 4096, 20 * chunk + 123}, /* twenty, ragged ends */
+        {0, MAX_SIZE}                         /* the whole registration */
+    };
+    uct_cuda_ipc_ns_cache_stats_t before, after;
+    uct_cuda_ipc_ns_cache_get_stats(&before);
+    uint32_t seed = 1;
+    for (const auto &span : spans) {
+        tag_and_rma((uint8_t*)local.ptr(), rkey, span.size, span.offset,
+                    &seed);
+    }
+
+    /* put and get of the whole range went through cu_ipc_ns and imported
+     * every chunk of the server's, none of them twice */
+    uct_cuda_ipc_ns_cache_get_stats(&after);
+    EXPECT_GE(after.misses - before.misses, MAX_SIZE / chunk);
+    EXPECT_GE(after.regions, MAX_SIZE / chunk);
+
+    ucp_rkey_destroy(rkey);
+    stop();
+}
+
+
+INSTANTIATE_TEST_SUITE_P(namespaces, ucp_pair_chunks,
+                         ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool> &info) {
+                             return std::string(info.param ?
+                                                "other_pid_and_net_ns" :
+                                                "other_pid_ns");
+                         });
+
+
+/* The emulator's configuration of GPUs (CUDASIM_*) takes effect */
+bool driver_is_emulator()
+{
+    const char *path = getenv("UCX_CUDA_IPC_NS_DRIVER");
+    void *lib        = (path == nullptr) ? nullptr :
+                       dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    bool emulator    = (lib != nullptr) &&
+                       (dlsym(lib, "cudasim_is_emulator") != nullptr);
+
+    if (lib != nullptr) {
+        dlclose(lib);
+    }
+    return emulator;
+}
+
+
+struct gpus_setup {
+    bool other_pid_ns;
+    bool same_gpu;
+};
+
+
+/*
+ * Pods on a machine of two GPUs; we see GPU 0 only. The server sees
+ * - GPU 1 only, its buffer there: each side refuses the other's key at
+ *   unpack (one warning per peer process and GPU, naming both GPUs), and UCP
+ *   moves the data another way: tag through cu_cpy_ns and tcp, RMA with
+ *   protocols v2 through active messages packed by cu_cpy_ns (protocols v1
+ *   would copy device memory with the CPU, docs/ucp.md); cu_ipc_ns maps
+ *   nothing;
+ * - GPUs 1 and 0, its buffer on GPU 0 (its ordinal 1): the same GPU as ours,
+ *   so cu_ipc_ns moves the data.
+ */
+class ucp_pair_gpus : public ucp_pair_base,
+                      public ::testing::WithParamInterface<gpus_setup> {
+protected:
+    void SetUp() override
+    {
+        ucp_pair_base::SetUp();
+        if (!IsSkipped() && !driver_is_emulator()) {
+            GTEST_SKIP() << "needs the emulator's GPUs (CUDASIM_DEVICE_COUNT, "
+                            "CUDASIM_VISIBLE_DEVICES)";
+        }
+    }
+};
+
+
+TEST_P(ucp_pair_gpus, key_of_a_gpu_we_cannot_use_is_refused) {
+    const bool same_gpu = GetParam().same_gpu;
+    char theirs[UCT_CUDA_IPC_NS_GPU_UUID_STR_MAX];
+    char ours[UCT_CUDA_IPC_NS_GPU_UUID_STR_MAX];
+    CUuuid uuid;
+
+    ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuDeviceGetUuid(&uuid, 0));
+    uct_cuda_ipc_ns_gpu_uuid_str((const uint8_t*)uuid.bytes, ours,
+                                 sizeof(ours));
+    if (!same_gpu) {
+        m_env.emplace_back(new test::scoped_env("UCX_PROTO_ENABLE", "y"));
+    }
+    gpu_warnings warnings;
+    start({GetParam().other_pid_ns, false, false, same_gpu ? "1,0" : "1",
+           same_gpu ? 1 : 0});
+    if (HasFatalFailure()) {
+        return;
+    }
+    uct_cuda_ipc_ns_gpu_uuid_str(m_hello.gpu_uuid, theirs, sizeof(theirs));
+    EXPECT_EQ(same_gpu, !strcmp(ours, theirs)) << ours << " " << theirs;
+
+    test::cuda_vmm_buffer local(MAX_SIZE);
+    ucp_rkey_h rkey, again;
+    /* a key of a GPU we cannot use is still unpacked: without cu_ipc_ns */
+    ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(m_side->ep, m_hello.rkey, &rkey));
+    ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(m_side->ep, m_hello.rkey, &again));
+    ucp_rkey_destroy(again);
+
+    uint64_t before = cache_uses();
+    uint32_t seed   = 1;
+    if (same_gpu) {
+        for (size_t size : SIZES) {
+            tag_and_rma((uint8_t*)local.ptr(), rkey, size, 0, &seed);
+        }
+    } else {
+        for (size_t size : FALLBACK_SIZES) {
+            tag_and_rma((uint8_t*)local.ptr(), rkey, size, 0, &seed);
+        }
+    }
+
+    if (same_gpu) {
+        EXPECT_EQ(0, gpu_warnings::s_count) << gpu_warnings::s_last;
+        EXPECT_GT(cache_uses(), before + 4) << "cu_ipc_ns moved nothing";
+    } else {
+        EXPECT_EQ(1, gpu_warnings::s_count) << "one warning for two keys";
+        EXPECT_NE(std::string::npos, gpu_warnings::s_last.find(theirs))
+                << gpu_warnings::s_last;
+        EXPECT_NE(std::string::npos, gpu_warnings::s_last.find(ours))
+                << gpu_warnings::s_last;
+        EXPECT_EQ(before, cache_uses()) << "cu_ipc_ns mapped the memory";
+    }
+
+    ucp_rkey_destroy(rkey);
+    stop();
+}
+
+
+INSTANTIATE_TEST_SUITE_P(
+        pods, ucp_pair_gpus,
+        ::testing::Values(gpus_setup{false, false}, gpus_setup{false, true},
+                          gpus_setup{true, false}, gpus_setup{true, true}),
+        [](const ::testing::TestParamInfo<gpus_setup> &info) {
+            return std::string(info.param.same_gpu ? "same_gpu" :
+                                                     "other_gpu") +
+                   (info.param.other_pid_ns ? "_other_pid_ns" :
+                                              "_same_pid_ns");
+        });
 
 } // namespace

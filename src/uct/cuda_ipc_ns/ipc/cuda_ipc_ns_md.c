@@ -10,6 +10,7 @@
 #include "cuda_ipc_ns_md.h"
 #include "cuda_ipc_ns_md_base.h"
 #include "cuda_ipc_ns_driver.h"
+#include "cuda_ipc_ns_gpus.h"
 #include "cuda_ipc_ns_nsid.h"
 #include "cuda_ipc_ns_addr.h"
 #include "cuda_ipc_ns_ptr.h"
@@ -672,6 +673,46 @@ static int uct_cuda_ipc_ns_legacy_warn_first(const uct_cuda_ipc_ns_rkey_info_t *
 }
 
 
+/*
+ * The driver imports memory only on a GPU this process can use
+ * (cuMemImportFromShareableHandle: CUDA_ERROR_NOT_SUPPORTED), and pods
+ * usually get different GPUs: such a key is refused here, before any import,
+ * with UCS_ERR_UNREACHABLE, the one status that makes UCP drop this MD from
+ * the key and move the data another way instead of failing the whole unpack
+ * (docs/architecture.md, "GPU visibility").
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_rkey_check_gpu(const uct_cuda_ipc_ns_rkey_info_t *info)
+{
+    char key_gpu[UCT_CUDA_IPC_NS_GPU_UUID_STR_MAX], our_gpus[512];
+    ucs_log_level_t level;
+    ucs_status_t status;
+    int usable;
+
+    status = uct_cuda_ipc_ns_gpu_usable(info->dev_uuid, &usable);
+    if (status != UCS_OK) {
+        /* nothing can be imported without the list: logged there */
+        return UCS_ERR_UNREACHABLE;
+    }
+    if (usable) {
+        return UCS_OK;
+    }
+
+    /* ucs_log() evaluates its level more than once */
+    level = uct_cuda_ipc_ns_gpu_warn_first(info->dev_uuid, info->pid,
+                                           info->pid_ns, info->start_time) ?
+            UCS_LOG_LEVEL_WARN : UCS_LOG_LEVEL_DEBUG;
+    uct_cuda_ipc_ns_gpu_uuid_str(info->dev_uuid, key_gpu, sizeof(key_gpu));
+    ucs_log(level,
+            "cuda_ipc_ns: memory of pid %u in PID namespace %" PRIu64
+            " lives on %s, which this process cannot use (it can use %s): "
+            "cu_ipc_ns cannot import it, UCP moves it another way (once per "
+            "peer process and GPU)", info->pid, info->pid_ns, key_gpu,
+            uct_cuda_ipc_ns_gpus_str(our_gpus, sizeof(our_gpus)));
+    return UCS_ERR_UNREACHABLE;
+}
+
+
 static ucs_status_t
 uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
                             UCT_CUDA_IPC_NS_RKEY_UNPACK_PARAMS_ARG
@@ -719,6 +760,11 @@ uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
                      rkey->info.pid, rkey->info.pid_ns, self->pid_ns);
         }
         status = UCS_ERR_UNREACHABLE;
+        goto err_free;
+    }
+
+    status = uct_cuda_ipc_ns_rkey_check_gpu(&rkey->info);
+    if (status != UCS_OK) {
         goto err_free;
     }
 
