@@ -4,10 +4,6 @@
  */
 #include "nixl_side.h"
 
-extern "C" {
-#include "cuda_ipc_ns_cache.h"
-}
-
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -26,6 +22,8 @@ const char *mem_kind_name(mem_kind kind)
     switch (kind) {
     case MEM_VMM:
         return "vmm";
+    case MEM_VMM_CHUNKS:
+        return "vmm_chunks";
     }
     return "unknown";
 }
@@ -33,11 +31,11 @@ const char *mem_kind_name(mem_kind kind)
 
 device_buffer::device_buffer(mem_kind kind, size_t size)
 {
-    if (kind != MEM_VMM) {
+    if ((kind != MEM_VMM) && (kind != MEM_VMM_CHUNKS)) {
         throw std::runtime_error("no allocator for memory kind " +
                                  std::to_string(kind));
     }
-    m_vmm.reset(new test::cuda_vmm_buffer(size));
+    m_vmm.reset(new test::cuda_vmm_memory(size, kind == MEM_VMM_CHUNKS));
 }
 
 
@@ -202,10 +200,9 @@ int find_module(struct dl_phdr_info *info, size_t size, void *arg)
 } // namespace
 
 
-bool module_lookups(uint64_t *count, std::string *error)
+bool module_cache_stats(uct_cuda_ipc_ns_cache_stats_t *stats, std::string *error)
 {
     typedef void (*get_stats_t)(uct_cuda_ipc_ns_cache_stats_t*);
-    uct_cuda_ipc_ns_cache_stats_t stats;
     std::string path;
     get_stats_t get_stats;
     void *dl;
@@ -227,9 +224,8 @@ bool module_lookups(uint64_t *count, std::string *error)
         dlclose(dl);
         return false;
     }
-    get_stats(&stats);
+    get_stats(stats);
     dlclose(dl);
-    *count = stats.hits + stats.misses;
     return true;
 }
 

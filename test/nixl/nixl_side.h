@@ -12,6 +12,10 @@
 
 #include "common/cuda_alloc.h"
 
+extern "C" {
+#include "cuda_ipc_ns_cache.h"
+}
+
 #include <nixl.h>
 
 #include <cstdint>
@@ -22,13 +26,14 @@
 
 namespace nixl_side {
 
-/* The kinds of device memory a side transfers. Only VMM memory (cuMemCreate
- * with POSIX-fd handles, one allocation) is exported as it is today; the
- * expandable-segments layout (several allocations mapped back to back) and
- * legacy cuMemAlloc memory get their kinds here when the module moves them
- * between pods, and the test's instantiation lists them then */
+/* The kinds of device memory a side transfers: VMM memory (cuMemCreate with
+ * POSIX-fd handles) in one allocation, and in the expandable-segments layout
+ * (allocations of the granularity mapped back to back, registered as one
+ * range: docs/framework-memory.md). Legacy cuMemAlloc memory gets its kind
+ * here when the module moves it between pods (docs/owner-copies.md) */
 enum mem_kind : int32_t {
-    MEM_VMM = 0
+    MEM_VMM        = 0,
+    MEM_VMM_CHUNKS = 1
 };
 
 const char *mem_kind_name(mem_kind kind);
@@ -40,7 +45,7 @@ public:
     void *ptr() const { return m_vmm->ptr(); }
     size_t size() const { return m_vmm->size(); }
 private:
-    std::unique_ptr<test::cuda_vmm_buffer> m_vmm;
+    std::unique_ptr<test::cuda_vmm_memory> m_vmm;
 };
 
 
@@ -102,10 +107,11 @@ private:
 };
 
 
-/* Lookups of the remote-mapping cache of the cu_ipc_ns module that UCX
- * loaded into this process (each put or get through cu_ipc_ns makes one);
- * false with a message in *error when no such module is loaded */
-bool module_lookups(uint64_t *count, std::string *error);
+/* The remote-mapping cache's figures of the cu_ipc_ns module that UCX
+ * loaded into this process (each put or get through cu_ipc_ns makes a
+ * lookup, hits + misses; each imported allocation is a region); false with
+ * a message in *error when no such module is loaded */
+bool module_cache_stats(uct_cuda_ipc_ns_cache_stats_t *stats, std::string *error);
 
 
 /* The files mapped into this process (/proc/self/maps) of UCX's core

@@ -249,12 +249,18 @@ protected:
         return status;
     }
 
+    uct_cuda_ipc_ns_cache_stats_t cache_stats()
+    {
+        uct_cuda_ipc_ns_cache_stats_t stats = {};
+        std::string error;
+        EXPECT_TRUE(nixl_side::module_cache_stats(&stats, &error)) << error;
+        return stats;
+    }
+
     uint64_t lookups()
     {
-        uint64_t count = 0;
-        std::string error;
-        EXPECT_TRUE(nixl_side::module_lookups(&count, &error)) << error;
-        return count;
+        uct_cuda_ipc_ns_cache_stats_t stats = cache_stats();
+        return stats.hits + stats.misses;
     }
 
     /* one UCX in this process: one file each of libucs, libuct, libucp,
@@ -343,6 +349,13 @@ TEST_P(nixl_pods, write_and_read_descriptor_lists) {
         EXPECT_GE(lookups(), before + 2 * lay.count)
                 << "the transfers did not go through cu_ipc_ns";
     }
+    /* the target's memory: one allocation imported, or its chunks one by
+     * one (the descriptors cover every chunk) */
+    if (GetParam() == nixl_side::MEM_VMM_CHUNKS) {
+        EXPECT_GT(cache_stats().regions, 1u) << "the chunks imported one by one";
+    } else {
+        EXPECT_EQ(1u, cache_stats().regions);
+    }
     /* the lookups above were the module's of the one UCX that ran */
     expect_one_ucx();
 }
@@ -396,10 +409,11 @@ TEST_P(nixl_pods, killed_target_fails_the_transfer) {
 }
 
 
-/* VMM memory now; the expandable-segments and legacy kinds join this list
- * when the module moves them between pods (nixl_side.h) */
+/* VMM memory in one allocation and in the expandable-segments layout; the
+ * legacy kind joins when the module moves it between pods (nixl_side.h) */
 INSTANTIATE_TEST_SUITE_P(memory, nixl_pods,
-                         ::testing::Values(nixl_side::MEM_VMM),
+                         ::testing::Values(nixl_side::MEM_VMM,
+                                           nixl_side::MEM_VMM_CHUNKS),
                          [](const ::testing::TestParamInfo<mem_kind> &info) {
                              return std::string(nixl_side::mem_kind_name(info.param));
                          });
