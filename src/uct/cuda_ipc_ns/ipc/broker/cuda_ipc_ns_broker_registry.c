@@ -145,6 +145,49 @@ uct_cuda_ipc_ns_broker_registry_link(uct_cuda_ipc_ns_broker_registry_t *registry
 }
 
 
+/* A registration of @a kind under @a id, no fd: the caller fills in what
+ * its kind holds, then publishes it */
+static uct_cuda_ipc_ns_broker_reg_t *
+uct_cuda_ipc_ns_broker_reg_alloc(uct_cuda_ipc_ns_broker_reg_kind_t kind,
+                                 uint64_t id)
+{
+    uct_cuda_ipc_ns_broker_reg_t *reg;
+
+    reg = ucs_calloc(1, sizeof(*reg), "cuda_ipc_ns_broker_reg");
+    if (reg == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate a broker registration");
+        return NULL;
+    }
+
+    reg->kind     = kind;
+    reg->alloc_id = id;
+    reg->fd       = -1;
+    return reg;
+}
+
+
+/* Link @a reg under a fresh token; on failure free it (not its fd: the
+ * caller's until this succeeds) */
+static ucs_status_t
+uct_cuda_ipc_ns_broker_registry_publish(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                        uct_cuda_ipc_ns_broker_reg_t *reg,
+                                        uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
+                                        uct_cuda_ipc_ns_broker_reg_t **reg_p)
+{
+    ucs_status_t status;
+
+    status = uct_cuda_ipc_ns_broker_registry_link(registry, reg, token);
+    if (status != UCS_OK) {
+        ucs_free(reg->chunks);
+        ucs_free(reg);
+        return status;
+    }
+
+    *reg_p = reg;
+    return UCS_OK;
+}
+
+
 ucs_status_t
 uct_cuda_ipc_ns_broker_registry_add(uct_cuda_ipc_ns_broker_registry_t *registry,
                                     int fd, uint64_t alloc_id,
@@ -152,25 +195,14 @@ uct_cuda_ipc_ns_broker_registry_add(uct_cuda_ipc_ns_broker_registry_t *registry,
                                     uct_cuda_ipc_ns_broker_reg_t **reg_p)
 {
     uct_cuda_ipc_ns_broker_reg_t *reg;
-    ucs_status_t status;
 
-    reg = ucs_calloc(1, sizeof(*reg), "cuda_ipc_ns_broker_reg");
+    reg = uct_cuda_ipc_ns_broker_reg_alloc(UCT_CUDA_IPC_NS_REG_FD, alloc_id);
     if (reg == NULL) {
-        ucs_error("cuda_ipc_ns: failed to allocate a broker registration");
         return UCS_ERR_NO_MEMORY;
     }
 
-    reg->kind     = UCT_CUDA_IPC_NS_REG_FD;
-    reg->alloc_id = alloc_id;
-    reg->fd       = fd;
-    status        = uct_cuda_ipc_ns_broker_registry_link(registry, reg, token);
-    if (status != UCS_OK) {
-        ucs_free(reg);
-        return status;
-    }
-
-    *reg_p = reg;
-    return UCS_OK;
+    reg->fd = fd;
+    return uct_cuda_ipc_ns_broker_registry_publish(registry, reg, token, reg_p);
 }
 
 
@@ -183,11 +215,9 @@ uct_cuda_ipc_ns_broker_registry_add_chunks(uct_cuda_ipc_ns_broker_registry_t *re
                                            uct_cuda_ipc_ns_broker_reg_t **reg_p)
 {
     uct_cuda_ipc_ns_broker_reg_t *reg;
-    ucs_status_t status;
 
-    reg = ucs_calloc(1, sizeof(*reg), "cuda_ipc_ns_broker_reg");
+    reg = uct_cuda_ipc_ns_broker_reg_alloc(UCT_CUDA_IPC_NS_REG_CHUNKS, reg_id);
     if (reg == NULL) {
-        ucs_error("cuda_ipc_ns: failed to allocate a broker registration");
         return UCS_ERR_NO_MEMORY;
     }
 
@@ -201,20 +231,9 @@ uct_cuda_ipc_ns_broker_registry_add_chunks(uct_cuda_ipc_ns_broker_registry_t *re
     }
 
     memcpy(reg->chunks, chunks, sizeof(*chunks) * num_chunks);
-    reg->kind       = UCT_CUDA_IPC_NS_REG_CHUNKS;
     reg->num_chunks = num_chunks;
     reg->base       = base;
-    reg->alloc_id   = reg_id;
-    reg->fd         = -1;
-    status          = uct_cuda_ipc_ns_broker_registry_link(registry, reg, token);
-    if (status != UCS_OK) {
-        ucs_free(reg->chunks);
-        ucs_free(reg);
-        return status;
-    }
-
-    *reg_p = reg;
-    return UCS_OK;
+    return uct_cuda_ipc_ns_broker_registry_publish(registry, reg, token, reg_p);
 }
 
 
@@ -227,29 +246,17 @@ uct_cuda_ipc_ns_broker_registry_add_range(uct_cuda_ipc_ns_broker_registry_t *reg
                                           uct_cuda_ipc_ns_broker_reg_t **reg_p)
 {
     uct_cuda_ipc_ns_broker_reg_t *reg;
-    ucs_status_t status;
 
-    reg = ucs_calloc(1, sizeof(*reg), "cuda_ipc_ns_broker_reg");
+    reg = uct_cuda_ipc_ns_broker_reg_alloc(UCT_CUDA_IPC_NS_REG_RANGE, reg_id);
     if (reg == NULL) {
-        ucs_error("cuda_ipc_ns: failed to allocate a broker registration");
         return UCS_ERR_NO_MEMORY;
     }
 
-    reg->kind     = UCT_CUDA_IPC_NS_REG_RANGE;
-    reg->alloc_id = reg_id;
-    reg->fd       = -1;
-    reg->base     = base;
-    reg->length   = length;
-    reg->ctx      = ctx;
-    reg->device   = device;
-    status        = uct_cuda_ipc_ns_broker_registry_link(registry, reg, token);
-    if (status != UCS_OK) {
-        ucs_free(reg);
-        return status;
-    }
-
-    *reg_p = reg;
-    return UCS_OK;
+    reg->base   = base;
+    reg->length = length;
+    reg->ctx    = ctx;
+    reg->device = device;
+    return uct_cuda_ipc_ns_broker_registry_publish(registry, reg, token, reg_p);
 }
 
 
