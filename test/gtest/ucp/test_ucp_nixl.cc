@@ -832,6 +832,15 @@ TEST_P(ucp_nixl, killed_target_fails_requests) {
     }
     ag.close_ep();
     EXPECT_EQ(UCS_OK, ag.wait(ag.worker_flush()));
+    /* the dead target's copies still in flight land first (the module
+     * completes them through worker progress) */
+    for (int i = 0; i < 1000000; ++i) {
+        uct_cuda_ipc_ns_cache_get_stats(&after);
+        if (after.regions == before.regions) {
+            break;
+        }
+        ucp_worker_progress(ag.worker);
+    }
 
     /* the invalidated rendezvous registration closed its exported fd; the
      * dead target's mapping is gone */

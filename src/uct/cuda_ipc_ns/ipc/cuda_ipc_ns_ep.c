@@ -88,6 +88,9 @@ static int uct_cuda_ipc_ns_ep_is_err_cb(const ucs_callbackq_elem_t *elem,
 }
 
 
+static unsigned uct_cuda_ipc_ns_ep_canceled_progress(void *arg);
+
+
 static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_ep_t)
 {
     uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(self);
@@ -102,6 +105,15 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_ep_t)
         uct_cuda_ipc_ns_ep_pending_purge(&self->super.super.super, NULL, NULL);
     }
     ucs_arbiter_group_cleanup(&self->arb_group);
+
+    /* copies still in flight pin their mappings: UCP may have stopped the
+     * interface's progress (a failed peer's ep destroyed without a flush),
+     * so complete them through worker progress, as a CANCEL flush does */
+    if (!ucs_list_is_empty(&iface->cq.active)) {
+        uct_worker_progress_register_safe(&iface->super.super.worker->super,
+                                          uct_cuda_ipc_ns_ep_canceled_progress,
+                                          iface, 0, &iface->cancel_prog_id);
+    }
 
     /* UCP destroys the ep of a peer it found failed (keepalive on another
      * lane): ask the watch, so that a dead peer's mappings go now, not at
