@@ -8,14 +8,6 @@
 #include <stdexcept>
 #include <string>
 
-#define TEST_CU(_func, ...) \
-    do { \
-        CUresult _res = TEST_CU_ENTRY(_func)(__VA_ARGS__); \
-        if (_res != CUDA_SUCCESS) { \
-            throw std::runtime_error(std::string(#_func " failed: ") + \
-                                     uct_cuda_ipc_ns_cu_error_name(_res)); \
-        } \
-    } while (0)
 
 
 namespace test {

@@ -32,6 +32,17 @@ template <typename F> F *cu_entry(F *func, const char *name)
 #define TEST_CU_ENTRY(_func) \
     test::cu_entry(uct_cuda_ipc_ns_drv._func, #_func)
 
+/* a driver call that must succeed, through the driver table: throws with
+ * the call and the CUresult name */
+#define TEST_CU(_func, ...) \
+    do { \
+        CUresult _res = TEST_CU_ENTRY(_func)(__VA_ARGS__); \
+        if (_res != CUDA_SUCCESS) { \
+            throw std::runtime_error(std::string(#_func " failed: ") + \
+                                     uct_cuda_ipc_ns_cu_error_name(_res)); \
+        } \
+    } while (0)
+
 /* Load the driver named by UCX_CUDA_IPC_NS_DRIVER, make device 0's primary
  * context current on this thread; false when there is no driver/device */
 bool cuda_init();

@@ -30,16 +30,6 @@ namespace {
 
 using namespace fdx_peers;
 
-/* a driver call that must succeed, through the module's driver table */
-#define OWNER_COPY_CU(_func, ...) \
-    do { \
-        CUresult _res = TEST_CU_ENTRY(_func)(__VA_ARGS__); \
-        if (_res != CUDA_SUCCESS) { \
-            throw std::runtime_error(std::string(#_func " failed: ") + \
-                                     uct_cuda_ipc_ns_cu_error_name(_res)); \
-        } \
-    } while (0)
-
 const uint64_t REG_ID     = 0x5150;
 const size_t   OWNER_SIZE = 1 << 20;
 const uint32_t OWNER_SEED = 11;
@@ -94,8 +84,8 @@ TEST_PEER_ROLE(copy_owner)
         test::cuda_legacy_buffer mem(OWNER_SIZE);
 
         test::seed_fill(mem.ptr(), OWNER_SEED, OWNER_SIZE);
-        OWNER_COPY_CU(cuCtxGetCurrent, &ctx);
-        OWNER_COPY_CU(cuIpcGetMemHandle, &hello.legacy, (CUdeviceptr)mem.ptr());
+        TEST_CU(cuCtxGetCurrent, &ctx);
+        TEST_CU(cuIpcGetMemHandle, &hello.legacy, (CUdeviceptr)mem.ptr());
         hello.status = uct_cuda_ipc_ns_broker_get(&cfg, &broker);
         if (hello.status == UCS_OK) {
             hello.status = uct_cuda_ipc_ns_broker_register_range(
@@ -175,14 +165,14 @@ protected:
         }
 
         m_buf.reset(new test::cuda_vmm_buffer(2 * OWNER_SIZE));
-        OWNER_COPY_CU(cuMemGetAddressRange, &base, &m_buf_size,
+        TEST_CU(cuMemGetAddressRange, &base, &m_buf_size,
                 (CUdeviceptr)m_buf->ptr());
-        OWNER_COPY_CU(cuPointerGetAttribute, &m_buf_id,
+        TEST_CU(cuPointerGetAttribute, &m_buf_id,
                 CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)m_buf->ptr());
-        OWNER_COPY_CU(cuMemRetainAllocationHandle, &handle, m_buf->ptr());
-        OWNER_COPY_CU(cuMemExportToShareableHandle, &m_buf_fd, handle,
+        TEST_CU(cuMemRetainAllocationHandle, &handle, m_buf->ptr());
+        TEST_CU(cuMemExportToShareableHandle, &m_buf_fd, handle,
                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-        OWNER_COPY_CU(cuMemRelease, handle);
+        TEST_CU(cuMemRelease, handle);
 
         /* the owner is pid 1 of its own PID namespace */
         opts.new_pid_ns = true;
