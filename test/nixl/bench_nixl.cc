@@ -14,6 +14,7 @@
  */
 #include "common/peer.h"
 #include "common/pod_net.h"
+#include "common/scratch_dir.h"
 #include "nixl_side.h"
 
 #include "bench_stats.h"
@@ -222,11 +223,11 @@ int run(const std::vector<size_t> &sizes)
     }
     test::use_pod_network_device();
     setenv("UCX_TLS", "cu_ipc_ns,cu_cpy_ns,tcp", 0);
-    char tmpl[] = "/tmp/cuda_ipc_ns_nixl.XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) {
+    test::scratch_dir sock_dir("cuda_ipc_ns_nixl");
+    if (sock_dir.path().empty()) {
         return 1;
     }
-    setenv("UCX_CUDA_IPC_NS_SOCK_DIR", tmpl, 1);
+    setenv("UCX_CUDA_IPC_NS_SOCK_DIR", sock_dir.path().c_str(), 1);
 
     test::peer_options opts;
     opts.new_pid_ns = true;
@@ -351,7 +352,6 @@ int run(const std::vector<size_t> &sizes)
             rc = 1;
         }
     }
-    rmdir(tmpl);
     return rc;
 }
 

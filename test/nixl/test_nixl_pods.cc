@@ -16,12 +16,14 @@
  */
 #include "common/peer.h"
 #include "common/pod_net.h"
+#include "common/scratch_dir.h"
 #include "nixl_side.h"
 
 #include <gtest/gtest.h>
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -164,10 +166,9 @@ protected:
         if (m_set_tls) {
             setenv("UCX_TLS", "cu_ipc_ns,cu_cpy_ns,tcp", 1);
         }
-        char tmpl[] = "/tmp/cuda_ipc_ns_nixl.XXXXXX";
-        ASSERT_NE(nullptr, mkdtemp(tmpl));
-        m_sock_dir = tmpl;
-        setenv("UCX_CUDA_IPC_NS_SOCK_DIR", tmpl, 1);
+        m_sock_dir.reset(new test::scratch_dir("cuda_ipc_ns_nixl"));
+        ASSERT_FALSE(m_sock_dir->path().empty());
+        setenv("UCX_CUDA_IPC_NS_SOCK_DIR", m_sock_dir->path().c_str(), 1);
 
         test::peer_options opts;
         opts.new_pid_ns = true;
@@ -213,9 +214,7 @@ protected:
         m_agent.reset();
         m_buf.reset();
         m_peer.reset();
-        if (!m_sock_dir.empty()) {
-            rmdir(m_sock_dir.c_str());
-        }
+        m_sock_dir.reset();
         unsetenv("UCX_NET_DEVICES");
         unsetenv("UCX_CUDA_IPC_NS_SOCK_DIR");
         if (m_set_tls) {
@@ -306,7 +305,7 @@ protected:
     std::unique_ptr<nixl_side::device_buffer> m_buf;
     std::unique_ptr<nixl_side::agent>         m_agent;
     uint64_t                                 m_remote_addr = 0;
-    std::string                              m_sock_dir;
+    std::unique_ptr<test::scratch_dir>       m_sock_dir;
     bool                                     m_killed  = false;
     bool                                     m_set_tls = false;
 };

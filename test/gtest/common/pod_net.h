@@ -13,8 +13,10 @@
  * the pod with its own address.
  *
  * A test process killed before its teardown leaves its bridge and address
- * behind: the next one removes those of processes that no longer exist and
- * takes a subnet no interface uses, under a lock shared by test processes.
+ * behind: the next one removes those whose owner is gone and takes a subnet
+ * no interface uses, under a lock shared by test processes. An owner holds a
+ * lock of its own devices for its lifetime (a pid cannot tell: a suite in a
+ * PID namespace names its devices by a pid the others cannot see).
  */
 #ifndef TEST_COMMON_POD_NET_H
 #define TEST_COMMON_POD_NET_H
@@ -26,7 +28,6 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/file.h>
 #include <cerrno>
 #include <cstdio>
@@ -65,6 +66,13 @@ public:
             return false;
         }
         remove_stale_networks();
+        m_owner   = open(owner_lock(m_device).c_str(),
+                         O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+        if ((m_owner < 0) || (flock(m_owner, LOCK_EX | LOCK_NB) != 0)) {
+            close_owner_lock();
+            close(lock);
+            return false;
+        }
         m_prefix  = free_prefix();
         m_created = !m_prefix.empty() && !sh("ip link add " + bridge() + " type bridge") &&
                     !sh("ip link add " + m_device + " type veth peer name " +
@@ -124,8 +132,23 @@ public:
 private:
     pod_network() :
         m_device(device_of(getpid())),
-        m_created(false), m_pods(0)
+        m_created(false), m_pods(0), m_owner(-1)
     {
+    }
+
+    /* held (flock) by the process whose devices are named @a device */
+    static std::string owner_lock(const std::string &device)
+    {
+        return "/tmp/cuda_ipc_ns_pod_net." + device + ".lock";
+    }
+
+    void close_owner_lock()
+    {
+        if (m_owner >= 0) {
+            unlink(owner_lock(m_device).c_str());
+            close(m_owner);
+            m_owner = -1;
+        }
     }
 
     /* this side's device of test process @a pid: its pid in hex, so that
@@ -137,7 +160,8 @@ private:
         return name;
     }
 
-    /* the bridges and devices of test processes that are gone */
+    /* the bridges and devices whose owner is gone: its lock is free (a
+     * lock we cannot open, of another uid, counts as held) */
     static void remove_stale_networks()
     {
         const std::string prefix = DEVICE_PREFIX;
@@ -149,20 +173,22 @@ private:
         }
         while ((entry = readdir(dir)) != nullptr) {
             std::string name = entry->d_name;
-            char *end;
             if ((name.compare(0, prefix.size(), prefix) != 0) ||
-                (name.back() != 'b')) {
+                (name.size() <= prefix.size() + 1) || (name.back() != 'b')) {
                 continue;
             }
-            std::string hex = name.substr(prefix.size(),
-                                          name.size() - prefix.size() - 1);
-            long pid = strtol(hex.c_str(), &end, 16);
-            if (hex.empty() || (*end != '\0') || (pid <= 0) ||
-                (kill(pid, 0) == 0) || (errno != ESRCH)) {
+            std::string device = name.substr(0, name.size() - 1);
+            std::string path   = owner_lock(device);
+            int owner = open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+            if (owner < 0) {
                 continue;
             }
-            sh("ip link del " + device_of(pid));
-            sh("ip link del " + name);
+            if (flock(owner, LOCK_EX | LOCK_NB) == 0) {
+                sh("ip link del " + device);
+                sh("ip link del " + name);
+                unlink(path.c_str());
+            }
+            close(owner);
         }
         closedir(dir);
     }
@@ -205,6 +231,7 @@ private:
     {
         sh("ip link del " + m_device); /* and its bridge port */
         sh("ip link del " + bridge());
+        close_owner_lock();
     }
 
     static int sh(const std::string &cmd)
@@ -216,6 +243,7 @@ private:
     std::string m_prefix;
     bool        m_created;
     unsigned    m_pods;
+    int         m_owner;   /* our owner_lock(), held while our devices exist */
 };
 
 /* UCX_NET_DEVICES: the node network's device only, for the UCP tests in one

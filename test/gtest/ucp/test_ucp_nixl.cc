@@ -21,6 +21,7 @@
 #include "common/cuda_alloc.h"
 #include "common/peer.h"
 #include "common/pod_net.h"
+#include "common/scratch_dir.h"
 #include "common/ucp_side.h"
 
 extern "C" {
@@ -33,6 +34,7 @@ extern "C" {
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -541,20 +543,16 @@ protected:
         /* both sides read these when they create their contexts */
         test::use_pod_network_device();
         if (GetParam() == OTHER_PID_AND_NET_NS) {
-            char tmpl[] = "/tmp/cuda_ipc_ns_nixl.XXXXXX";
-            ASSERT_NE(nullptr, mkdtemp(tmpl));
-            m_sock_dir = tmpl;
-            chmod(tmpl, 0700);
-            setenv("UCX_CUDA_IPC_NS_SOCK_DIR", tmpl, 1);
+            m_sock_dir.reset(new test::scratch_dir("cuda_ipc_ns_nixl"));
+            ASSERT_FALSE(m_sock_dir->path().empty());
+            setenv("UCX_CUDA_IPC_NS_SOCK_DIR", m_sock_dir->path().c_str(), 1);
         }
     }
 
     void TearDown() override
     {
         m_peer.reset();
-        if (!m_sock_dir.empty()) {
-            rmdir(m_sock_dir.c_str());
-        }
+        m_sock_dir.reset();
         unsetenv("UCX_NET_DEVICES");
         unsetenv("UCX_CUDA_IPC_NS_SOCK_DIR");
     }
@@ -655,7 +653,7 @@ protected:
     std::unique_ptr<test::peer> m_peer;
     nixl_hello                  m_hello = {};
     ucp_rkey_h                  m_rkey[BUF_COUNT] = {};
-    std::string                 m_sock_dir;
+    std::unique_ptr<test::scratch_dir> m_sock_dir;
 };
 
 
