@@ -28,10 +28,17 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/contrib/sanitizers/env.sh"
 base=${SAN_BUILD_BASE:-$top/build}
 : "${ASAN_FILTER:=*}"
-# forked_child_starts_own_broker: the child's broker thread gets the
-# pthread id of the parent's, which TSan still holds ("dup thread with used
-# id"): a TSan limit with fork; the ASan run covers the test
-: "${TSAN_FILTER:=-test_fdx.forked_child_starts_own_broker}"
+# TSan runs each test once per thread structure (the ASan run, all of them):
+# - forked_child_starts_own_broker: the child's broker thread gets the
+#   pthread id of the parent's, which TSan still holds ("dup thread with used
+#   id"): a TSan limit with fork;
+# - the variants that differ from a kept one only in what no thread of ours
+#   sees: a network namespace (UCP's TCP device, the broker's socket by path;
+#   other_pid_ns is kept), the memory kind or fd route of the scenarios
+#   (vmm_other_pid_ns and legacy_same_ns kept), the GPU visibility case in
+#   one PID namespace (same_gpu_other_pid_ns kept). They took a third of the
+#   TSan run (docs/testing.md, "CI time").
+: "${TSAN_FILTER:=-test_fdx.forked_child_starts_own_broker:*/other_pid_and_net_ns:*other_net_ns:scenarios/datapath.put_get_all_sizes/vmm_same_ns:scenarios/datapath.put_get_all_sizes/vmm_importer_pidfd_getfd_blocked:pods/ucp_pair_gpus.*/same_gpu_same_pid_ns}"
 kinds=("$@")
 [ ${#kinds[@]} -gt 0 ] || kinds=(asan tsan)
 for kind in "${kinds[@]}"; do

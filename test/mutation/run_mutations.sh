@@ -16,7 +16,10 @@
 #            caller that has just passed it on the same tree
 #            (contrib/run-tests.sh runs this after make check)
 # environment: MUTATION_TIMEOUT (seconds per suite run, default 600: a hang
-#              counts as killed), BUILD_JOBS (default nproc)
+#              counts as killed), BUILD_JOBS (default nproc),
+#              MUTATION_WORKERS (copies that run mutations side by side,
+#              default 2: a mutant's tests spend most of their time waiting
+#              on peers and deadlines, so two share two cores well)
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -38,9 +41,14 @@ while [ $# -gt 0 ]; do
 done
 timeout_s=${MUTATION_TIMEOUT:-600}
 jobs=${BUILD_JOBS:-$(nproc)}
+workers=${MUTATION_WORKERS:-2}
 
 work=$(mktemp -d /tmp/cuda_ipc_ns_mutation.XXXXXX)
+pids=()   # the copies' builds, then their workers
 cleanup() {
+    if [ ${#pids[@]} -gt 0 ]; then
+        kill "${pids[@]}" 2>/dev/null || true
+    fi
     if [ "$keep" = 1 ]; then
         echo "mutation: copy kept in $work" >&2
     else
@@ -51,35 +59,45 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 start=$(date +%s)
-mkdir -p "$work/src"
-if git -C "$top" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    echo "mutation: copying the tree (tracked files as in the work tree) to $work"
-    (cd "$top" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$work/src"
-else
-    # a source tarball, no .git: every file but the build directories (those
-    # with a config.status) and autoconf's cache
-    echo "mutation: copying the tree (no git: all but build directories) to $work"
-    excl=(--exclude=./autom4te.cache --exclude=./.git)
-    for d in "$top"/*/; do
-        if [ -f "$d/config.status" ]; then
-            excl+=(--exclude="./$(basename "$d")")
-        fi
-    done
-    (cd "$top" && tar "${excl[@]}" -cf - .) | tar -xf - -C "$work/src"
-fi
-cp -a "$work/src" "$work/pristine"
+# the tree as git tracks it, into directory $1
+copy_tree() {
+    mkdir -p "$1"
+    if git -C "$top" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        (cd "$top" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$1"
+    else
+        # a source tarball, no .git: every file but the build directories
+        # (those with a config.status) and autoconf's cache
+        local excl=(--exclude=./autom4te.cache --exclude=./.git) d
+        for d in "$top"/*/; do
+            if [ -f "$d/config.status" ]; then
+                excl+=(--exclude="./$(basename "$d")")
+            fi
+        done
+        (cd "$top" && tar "${excl[@]}" -cf - .) | tar -xf - -C "$1"
+    fi
+}
 
-echo "mutation: building the copy"
-BUILD_DIR=$work/build "$work/src/contrib/build.sh" >"$work/build.log" 2>&1 ||
-    { tail -30 "$work/build.log"; exit 1; }
-make -C "$work/build/test/gtest" gtest >>"$work/build.log" 2>&1 ||
-    { tail -30 "$work/build.log"; exit 1; }
+# worker $1's copy: $work/$1/{src,pristine,build}, built with the suite
+prepare_copy() {
+    local w=$work/$1
+    copy_tree "$w/src" && cp -a "$w/src" "$w/pristine" &&
+        BUILD_DIR=$w/build "$w/src/contrib/build.sh" >"$w/build.log" 2>&1 &&
+        make -C "$w/build/test/gtest" gtest >>"$w/build.log" 2>&1
+}
+
+echo "mutation: copying the tree and building $workers copies in $work"
+for ((w = 0; w < workers; w++)); do
+    prepare_copy "$w" &
+    pids+=($!)
+done
+for ((w = 0; w < workers; w++)); do
+    wait "${pids[$w]}" || { tail -30 "$work/$w/build.log"; exit 1; }
+done
 
 # the suite must pass before anything is mutated
-gtest=$work/build/test/gtest/gtest
 if [ "$baseline" = 0 ]; then
     echo "mutation: baseline suite not run (--no-baseline)"
-elif ! (cd "$work/build/test/gtest" && timeout "$timeout_s" "$gtest" \
+elif ! (cd "$work/0/build/test/gtest" && timeout "$timeout_s" ./gtest \
         >"$work/baseline.log" 2>&1); then
     grep -E '^\[  FAILED  \]' "$work/baseline.log" | head -20
     echo "mutation: the unmutated suite fails; fix that first" >&2
@@ -88,40 +106,44 @@ else
     echo "mutation: baseline suite passes ($(( $(date +%s) - start )) s so far)"
 fi
 
-results=()
-failed=0
-n=0
-while IFS= read -r line; do
-    case "$line" in ''|'#'*) continue ;; esac
+# rebuild, in copy $1, what the mutated file $2 is part of: the module and
+# the emulator are shared libraries the suite loads, so neither the suite
+# nor the benchmarks are relinked for them
+rebuild() {
+    case "$2" in
+    src/uct/cuda_ipc_ns/*) make -C "$1/build/src/uct/cuda_ipc_ns" -j"$jobs" ;;
+    test/cudasim/*)        make -C "$1/build/test/cudasim" -j"$jobs" ;;
+    *) make -C "$1/build" -j"$jobs" && make -C "$1/build/test/gtest" gtest ;;
+    esac
+}
+
+# the mutation of list line $2 in copy $1: its result line on stdout
+run_one() {
+    local w=$1 line=$2 id file script filter rel target result rc red t0
     id=$(awk -F' @@ ' '{print $1}' <<<"$line")
     file=$(awk -F' @@ ' '{print $2}' <<<"$line")
     script=$(awk -F' @@ ' '{print $3}' <<<"$line")
     filter=$(awk -F' @@ ' '{print $4}' <<<"$line")
-    if [ -n "$only" ] && [[ "$only" != *",$id,"* ]]; then
-        continue
-    fi
-    n=$((n + 1))
     t0=$(date +%s)
     # relative to src/uct/cuda_ipc_ns, or to the top with a leading /
     case "$file" in
     /*) rel=${file#/} ;;
     *) rel=src/uct/cuda_ipc_ns/$file ;;
     esac
-    target=$work/src/$rel
+    target=$w/src/$rel
     sed -i "$script" "$target"
-    if cmp -s "$target" "$work/pristine/$rel"; then
+    if cmp -s "$target" "$w/pristine/$rel"; then
         result="NOT APPLIED"
-    elif ! make -C "$work/build" -j"$jobs" >"$work/$id.build.log" 2>&1 ||
-         ! make -C "$work/build/test/gtest" gtest >>"$work/$id.build.log" 2>&1; then
+    elif ! rebuild "$w" "$rel" >"$work/$id.build.log" 2>&1; then
         result="BUILD FAILED"
     else
-        args=()
+        local args=()
         if [ "$full" = 0 ]; then
             args=(--gtest_filter="$filter")
         fi
         set +e
-        (cd "$work/build/test/gtest" &&
-         timeout "$timeout_s" "$gtest" "${args[@]}" >"$work/$id.log" 2>&1)
+        (cd "$w/build/test/gtest" &&
+         timeout "$timeout_s" ./gtest "${args[@]}" >"$work/$id.log" 2>&1)
         rc=$?
         set -e
         if [ $rc = 0 ]; then
@@ -138,20 +160,54 @@ while IFS= read -r line; do
         fi
     fi
     # restore from the pristine copy, whatever happened
-    cp "$work/pristine/$rel" "$target"
-    case "$result" in killed*) ;; *) failed=$((failed + 1)) ;; esac
-    results+=("$(printf '%-22s %-52s %s (%ss)' "$id" "$filter" "$result" \
-                 "$(( $(date +%s) - t0 ))")")
-    echo "mutation: ${results[-1]}"
-done <"$list"
+    cp "$w/pristine/$rel" "$target"
+    printf '%-22s %-52s %s (%ss)\n' "$id" "$filter" "$result" \
+        "$(( $(date +%s) - t0 ))"
+}
 
-# leave the copy's build as the tree is, for --keep
-make -C "$work/build" -j"$jobs" >/dev/null 2>&1 || true
+# the list's mutations, in order, that --only selects
+lines=()
+while IFS= read -r line; do
+    case "$line" in ''|'#'*) continue ;; esac
+    id=$(awk -F' @@ ' '{print $1}' <<<"$line")
+    if [ -z "$only" ] || [[ "$only" == *",$id,"* ]]; then
+        lines+=("$line")
+    fi
+done <"$list"
+n=${#lines[@]}
+
+# worker $1 takes every $workers-th mutation from its index; each result
+# line goes to the output as it comes and to the worker's results file
+for ((w = 0; w < workers; w++)); do
+    (
+        for ((i = w; i < n; i += workers)); do
+            r=$(run_one "$work/$w" "${lines[$i]}")
+            echo "mutation: $r"
+            printf '%d\t%s\n' "$i" "$r" >>"$work/results.$w"
+        done
+        # leave the copy's build as the tree is, for --keep
+        make -C "$work/$w/build" -j"$jobs" >/dev/null 2>&1 || true
+    ) &
+    pids[$w]=$!
+done
+for ((w = 0; w < workers; w++)); do
+    wait "${pids[$w]}" || true
+done
+pids=()
+
+results=()
+if [ "$n" -gt 0 ]; then
+    mapfile -t results < <(cat "$work"/results.* 2>/dev/null | sort -n | cut -f2-)
+fi
+failed=$((n - ${#results[@]}))   # a mutation with no result line failed too
+for r in "${results[@]}"; do
+    case "$r" in *" killed"*) ;; *) failed=$((failed + 1)) ;; esac
+done
 
 echo
 printf '%-22s %-52s %s\n' "mutation" "expected red (filter)" "result"
 printf '%s\n' "${results[@]}"
 echo
 echo "mutation: $n mutations, $failed not killed, mode $([ $full = 1 ] &&
-      echo 'whole suite' || echo 'filters'), $(( $(date +%s) - start )) s"
+      echo 'whole suite' || echo 'filters'), $workers workers, $(( $(date +%s) - start )) s"
 [ "$failed" = 0 ]

@@ -395,7 +395,7 @@ TEST_P(nixl_pods, killed_target_fails_the_transfer) {
     nixl_status_t status = m_agent->post(NIXL_WRITE, local, remote, TARGET,
                                          notif_of(2), &req);
     ASSERT_EQ(NIXL_IN_PROG, status) << "the transfer ended before the kill";
-    ASSERT_EQ(0, kill(m_peer->pid(), SIGKILL));
+    ASSERT_TRUE(m_peer->kill());
     m_killed = true;
 
     status = m_agent->wait(req, WAIT_MS);

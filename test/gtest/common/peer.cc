@@ -277,7 +277,7 @@ static void peer_exec(const std::string &exe, const std::string &role,
 
 
 peer::peer(const std::string &role, const peer_options &opts) :
-    m_pid(-1), m_waited(false)
+    m_pid(-1), m_relay(opts.new_pid_ns), m_waited(false)
 {
     char exe[4096];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -335,7 +335,7 @@ int peer::wait(int timeout_ms)
         } while ((n < 0) && (errno == EINTR));
         close(pidfd);
         if (n == 0) {
-            kill(m_pid, SIGKILL);
+            ::kill(m_pid, SIGKILL);
             timed_out = true;
         }
     }
@@ -348,6 +348,33 @@ int peer::wait(int timeout_ms)
         return -1;
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+
+bool peer::kill()
+{
+    pid_t target = m_pid;
+
+    if (m_relay) {
+        /* the relay's one child (procfs lists a task's children) */
+        std::string path = "/proc/" + std::to_string(m_pid) + "/task/" +
+                           std::to_string(m_pid) + "/children";
+        FILE *file = fopen(path.c_str(), "r");
+        int child  = -1;
+        if ((file == nullptr) || (fscanf(file, "%d", &child) != 1)) {
+            fprintf(stderr, "peer: no child of relay %d in %s\n", m_pid,
+                    path.c_str());
+            child = -1;
+        }
+        if (file != nullptr) {
+            fclose(file);
+        }
+        if (child <= 0) {
+            return false;
+        }
+        target = child;
+    }
+    return ::kill(target, SIGKILL) == 0;
 }
 
 

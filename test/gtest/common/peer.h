@@ -98,9 +98,16 @@ public:
      * timeout, after which the peer is killed) */
     int wait(int timeout_ms = 60000);
 
+    /* SIGKILL the process that runs the role: in a PID namespace its pid 1,
+     * not the relay pid() is (that one's death would reach it later, through
+     * PR_SET_PDEATHSIG), so that wait() returns once the role is gone;
+     * false when that process cannot be found */
+    bool kill();
+
 private:
     peer_staging m_staging; /* only for another uid; outlives the process */
     pid_t        m_pid;
+    bool         m_relay;   /* m_pid relays for a peer in its PID namespace */
     channel      m_chan;
     bool         m_waited;
 };

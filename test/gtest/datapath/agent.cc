@@ -565,7 +565,7 @@ bool agent::query(double *bandwidth, unsigned *num_streams)
 
 void agent::kill_now()
 {
-    kill(m_peer->pid(), SIGKILL);
+    EXPECT_TRUE(m_peer->kill());
     m_peer->wait();
     m_killed = true;
 }
