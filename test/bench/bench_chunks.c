@@ -7,9 +7,9 @@
  *     same size, at 4, 16 and 64 MiB (goal >= 0.95): copies split at chunk
  *     boundaries against one copy;
  *  2. the first use of each chunk (layout request + fd import + mapping),
- *     against the first use of the single allocation; and the first use
- *     per chunk of an op over 63 chunks not mapped yet (fds fetched 16 per
- *     round trip) against one op per chunk.
+ *     against the first use of the single allocation; and the part of it
+ *     that batching changes, the fd exchange per chunk, 16 chunks per
+ *     request (GET_CHUNK_FDS) against one.
  *
  * The exporter is this program again (fork + exec), over a socketpair. On
  * the emulator the granularity is set to 1 MiB (CUDASIM_VMM_GRANULARITY,
@@ -24,11 +24,13 @@
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_addr.h"
 #include "cuda_ipc_ns_rkey.h"
+#include "cuda_ipc_ns_fdx.h"
 #include "bench_stats.h"
 #include "bench_uct.h"
 
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
+#include <ucs/debug/memtrack_int.h>
 
 #include <sys/socket.h>
 #include <poll.h>
@@ -49,7 +51,6 @@ typedef struct {
     uint8_t  iface_addr[UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE];
     uint64_t single_addr;
     uint64_t chunks_addr;
-    uint64_t batch_addr;   /* another registration of chunks, for batches */
     uint32_t num_chunks;
     uint8_t  single_rkey[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
     uint8_t  chunks_rkey[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
@@ -130,7 +131,6 @@ static int bench_exporter(int chan)
     uct_iface_get_address(node.iface, (uct_iface_addr_t*)msg.iface_addr);
     msg.single_addr = (uintptr_t)single;
     msg.chunks_addr = (uintptr_t)chunks;
-    msg.batch_addr  = (uintptr_t)batch;
     BENCH_CHECK(send(chan, &msg, sizeof(msg), 0) == sizeof(msg), "send");
     while (recv(chan, &c, 1, 0) > 0) {
     }
@@ -155,8 +155,9 @@ typedef struct {
     bench_node_t *node;
     uct_ep_h     ep;
     void         *local;
-    uint64_t     addr[3];  /* chunks, single, batch */
-    uct_rkey_t   rkey[3];
+    uint64_t     addr[2];  /* chunks, single */
+    uct_rkey_t   rkey[2];
+    uint8_t      *batch_rkey; /* packed: its fds are fetched directly */
 } bench_ctx_t;
 
 
@@ -171,42 +172,74 @@ static void bench_op(const bench_ctx_t *c, int op, size_t size)
 
 
 /*
- * The first use of chunks in batches: in another registration, an 8-byte
- * put into chunk 0 learns the layout and maps it; then one put over the
- * other chunks, none mapped (their fds come 16 per round trip), minus the
- * same put once they are mapped (the least of three), per chunk, against
- * @a one_by_one (us per chunk, one op per chunk).
+ * What batching changes in a chunk's first use: its fd exchange with the
+ * owner's broker (connect, owner check, request, export, reply). The fds of
+ * all chunks of another registration are fetched one per request, then 16
+ * per request (GET_CHUNK_FDS), alternately, in rounds, each fd closed at
+ * once; the import and mapping that follow are the same either way. Per
+ * chunk, in us, against @a first_use (us, the whole first use of a chunk).
  */
 static void bench_first_use_batched(const bench_ctx_t *c, unsigned num_chunks,
-                                    double one_by_one)
+                                    double first_use)
 {
-    size_t chunk  = BENCH_SIZE / num_chunks;
-    size_t length = BENCH_SIZE - chunk;
-    double first, again, t0, dt, per_chunk;
-    int i;
+    const uct_cuda_ipc_ns_fdx_config_t cfg = {.mode        = UCT_CUDA_IPC_NS_FDX_AUTO,
+                                              .timeout     = 5.0,
+                                              .req_timeout = 0.5,
+                                              .allowed_uid = -1};
+    const int rounds = bench_rounds();
+    double single[BENCH_MAX_ROUNDS], batched[BENCH_MAX_ROUNDS];
+    double ratio[BENCH_MAX_ROUNDS];
+    int fds[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
+    uct_cuda_ipc_ns_rkey_info_t key;
+    uct_cuda_ipc_ns_chunk_t *chunks;
+    unsigned first, batch, count, i;
+    bench_range_t r1, r16, rr;
+    double t0;
+    int round, pass;
 
-    bench_copy(c->node, c->ep, 1, c->local, 8, c->addr[2], c->rkey[2]);
-    t0 = bench_time_now();
-    bench_copy(c->node, c->ep, 1, c->local, length, c->addr[2] + chunk,
-               c->rkey[2]);
-    first = bench_time_now() - t0;
-    again = first;
-    for (i = 0; i < 3; ++i) {
-        t0 = bench_time_now();
-        bench_copy(c->node, c->ep, 1, c->local, length, c->addr[2] + chunk,
-                   c->rkey[2]);
-        dt    = bench_time_now() - t0;
-        again = (dt < again) ? dt : again;
+    BENCH_CHECK(uct_cuda_ipc_ns_rkey_parse(c->batch_rkey,
+                                           UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE,
+                                           &key) == UCS_OK,
+                "uct_cuda_ipc_ns_rkey_parse");
+    BENCH_CHECK(uct_cuda_ipc_ns_fdx_layout(&cfg, &key, &chunks) == UCS_OK,
+                "uct_cuda_ipc_ns_fdx_layout");
+    for (round = 0; round < rounds; ++round) {
+        for (pass = 0; pass < 2; ++pass) {
+            batch = pass ? UCT_CUDA_IPC_NS_BROKER_FDS_MAX : 1;
+            t0    = bench_time_now();
+            for (first = 0; first < num_chunks; first += count) {
+                count = ucs_min(batch, num_chunks - first);
+                BENCH_CHECK(uct_cuda_ipc_ns_fdx_chunk_fds(&cfg, &key, chunks,
+                                                          first, count, fds,
+                                                          NULL) == UCS_OK,
+                            "uct_cuda_ipc_ns_fdx_chunk_fds");
+                for (i = 0; i < count; ++i) {
+                    close(fds[i]);
+                }
+            }
+            (pass ? batched : single)[round] = (bench_time_now() - t0) * 1e6 /
+                                               num_chunks;
+        }
+        ratio[round] = batched[round] / single[round];
     }
+    ucs_free(chunks);
 
-    per_chunk = (first - again) * 1e6 / (num_chunks - 1);
-    printf("first use in batches: one put over %u chunks not mapped yet (fds "
-           "16 per round trip), minus the same put mapped\n",
-           num_chunks - 1);
-    printf("  per chunk (fd import + mapping): %.0f us; one op per chunk: "
-           "%.0f us\n", per_chunk, one_by_one);
-    printf("ratio first use per chunk batched / one by one: %.3f\n\n",
-           per_chunk / one_by_one);
+    r1  = bench_range(single, rounds);
+    r16 = bench_range(batched, rounds);
+    rr  = bench_range(ratio, rounds);
+    printf("first use, the fd exchange per chunk (%u chunks, %d rounds; the "
+           "import and mapping after it are the same)\n", num_chunks, rounds);
+    printf("  one chunk per request (before): median %.0f us (min %.0f, max "
+           "%.0f)\n", r1.med, r1.min, r1.max);
+    printf("  %d chunks per request (GET_CHUNK_FDS): median %.0f us (min %.0f, "
+           "max %.0f)\n", UCT_CUDA_IPC_NS_BROKER_FDS_MAX, r16.med, r16.min,
+           r16.max);
+    printf("ratio fd exchange per chunk, %d per request / one: %.3f (min "
+           "%.3f, max %.3f)\n", UCT_CUDA_IPC_NS_BROKER_FDS_MAX, rr.med,
+           rr.min, rr.max);
+    printf("  first use of a chunk, one per request (above): %.0f us; with %d "
+           "per request about %.0f us\n\n", first_use,
+           UCT_CUDA_IPC_NS_BROKER_FDS_MAX, first_use - (r1.med - r16.med));
 }
 
 
@@ -326,7 +359,7 @@ int main(int argc, char **argv)
 {
     int iters = 5, chan, opt;
     uct_ep_params_t ep_params = {};
-    uct_rkey_bundle_t rkeys[3];
+    uct_rkey_bundle_t rkeys[2];
     bench_export_t exp;
     bench_node_t node;
     bench_ctx_t ctx;
@@ -363,17 +396,15 @@ int main(int argc, char **argv)
                 UCS_OK, "uct_rkey_unpack");
     BENCH_CHECK(uct_rkey_unpack(node.component, exp.single_rkey, &rkeys[1]) ==
                 UCS_OK, "uct_rkey_unpack");
-    BENCH_CHECK(uct_rkey_unpack(node.component, exp.batch_rkey, &rkeys[2]) ==
-                UCS_OK, "uct_rkey_unpack");
+
     ctx.node    = &node;
     ctx.ep      = ep;
     ctx.local   = bench_vmm_chunks(BENCH_SIZE, 1);
     ctx.addr[0] = exp.chunks_addr;
     ctx.addr[1] = exp.single_addr;
-    ctx.addr[2] = exp.batch_addr;
     ctx.rkey[0] = rkeys[0].rkey;
     ctx.rkey[1] = rkeys[1].rkey;
-    ctx.rkey[2] = rkeys[2].rkey;
+    ctx.batch_rkey = exp.batch_rkey;
 
     printf("cuda_ipc_ns framework memory: %u chunks of %lu KiB vs one "
            "allocation of 64 MiB, driver %s\n", exp.num_chunks,
@@ -384,7 +415,6 @@ int main(int argc, char **argv)
     bench_first_use(&ctx, exp.num_chunks);
     bench_bandwidth(&ctx, iters);
 
-    uct_rkey_release(node.component, &rkeys[2]);
     uct_rkey_release(node.component, &rkeys[1]);
     uct_rkey_release(node.component, &rkeys[0]);
     uct_ep_destroy(ep);
