@@ -7,7 +7,9 @@
  *     same size, at 4, 16 and 64 MiB (goal >= 0.95): copies split at chunk
  *     boundaries against one copy;
  *  2. the first use of each chunk (layout request + fd import + mapping),
- *     against the first use of the single allocation.
+ *     against the first use of the single allocation; and the part of it
+ *     that batching changes, the fd exchange per chunk, 16 chunks per
+ *     request (GET_CHUNK_FDS) against one.
  *
  * The exporter is this program again (fork + exec), over a socketpair. On
  * the emulator the granularity is set to 1 MiB (CUDASIM_VMM_GRANULARITY,
@@ -22,11 +24,13 @@
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_addr.h"
 #include "cuda_ipc_ns_rkey.h"
+#include "cuda_ipc_ns_fdx.h"
 #include "bench_stats.h"
 #include "bench_uct.h"
 
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
+#include <ucs/debug/memtrack_int.h>
 
 #include <sys/socket.h>
 #include <poll.h>
@@ -50,6 +54,7 @@ typedef struct {
     uint32_t num_chunks;
     uint8_t  single_rkey[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
     uint8_t  chunks_rkey[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
+    uint8_t  batch_rkey[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
 } bench_export_t;
 
 
@@ -90,13 +95,13 @@ static void *bench_vmm_chunks(size_t chunk, size_t count)
 }
 
 
-/* Exporter: both buffers registered until the parent closes the channel */
+/* Exporter: the buffers registered until the parent closes the channel */
 static int bench_exporter(int chan)
 {
-    uct_mem_h single_memh, chunks_memh;
+    uct_mem_h single_memh, chunks_memh, batch_memh;
     bench_export_t msg = {};
     bench_node_t node;
-    void *single, *chunks;
+    void *single, *chunks, *batch;
     size_t chunk;
     char c;
 
@@ -106,12 +111,18 @@ static int bench_exporter(int chan)
     msg.num_chunks = BENCH_SIZE / chunk;
     single         = bench_vmm_chunks(BENCH_SIZE, 1);
     chunks         = bench_vmm_chunks(chunk, msg.num_chunks);
+    batch          = bench_vmm_chunks(chunk, msg.num_chunks);
     BENCH_CHECK(uct_md_mem_reg(node.md, single, BENCH_SIZE,
                                UCT_MD_MEM_ACCESS_ALL, &single_memh) == UCS_OK,
                 "uct_md_mem_reg");
     BENCH_CHECK(uct_md_mem_reg(node.md, chunks, BENCH_SIZE,
                                UCT_MD_MEM_ACCESS_ALL, &chunks_memh) == UCS_OK,
                 "uct_md_mem_reg");
+    BENCH_CHECK(uct_md_mem_reg(node.md, batch, BENCH_SIZE,
+                               UCT_MD_MEM_ACCESS_ALL, &batch_memh) == UCS_OK,
+                "uct_md_mem_reg");
+    BENCH_CHECK(uct_md_mkey_pack(node.md, batch_memh, msg.batch_rkey) ==
+                UCS_OK, "uct_md_mkey_pack");
     BENCH_CHECK(uct_md_mkey_pack(node.md, single_memh, msg.single_rkey) ==
                 UCS_OK, "uct_md_mkey_pack");
     BENCH_CHECK(uct_md_mkey_pack(node.md, chunks_memh, msg.chunks_rkey) ==
@@ -123,6 +134,7 @@ static int bench_exporter(int chan)
     BENCH_CHECK(send(chan, &msg, sizeof(msg), 0) == sizeof(msg), "send");
     while (recv(chan, &c, 1, 0) > 0) {
     }
+    uct_md_mem_dereg(node.md, batch_memh);
     uct_md_mem_dereg(node.md, chunks_memh);
     uct_md_mem_dereg(node.md, single_memh);
     bench_node_close(&node);
@@ -145,6 +157,7 @@ typedef struct {
     void         *local;
     uint64_t     addr[2];  /* chunks, single */
     uct_rkey_t   rkey[2];
+    uint8_t      *batch_rkey; /* packed: its fds are fetched directly */
 } bench_ctx_t;
 
 
@@ -155,6 +168,78 @@ static void bench_op(const bench_ctx_t *c, int op, size_t size)
 
     bench_copy(c->node, c->ep, is_put, c->local, size, c->addr[single],
                c->rkey[single]);
+}
+
+
+/*
+ * What batching changes in a chunk's first use: its fd exchange with the
+ * owner's broker (connect, owner check, request, export, reply). The fds of
+ * all chunks of another registration are fetched one per request, then 16
+ * per request (GET_CHUNK_FDS), alternately, in rounds, each fd closed at
+ * once; the import and mapping that follow are the same either way. Per
+ * chunk, in us, against @a first_use (us, the whole first use of a chunk).
+ */
+static void bench_first_use_batched(const bench_ctx_t *c, unsigned num_chunks,
+                                    double first_use)
+{
+    const uct_cuda_ipc_ns_fdx_config_t cfg = {.mode        = UCT_CUDA_IPC_NS_FDX_AUTO,
+                                              .timeout     = 5.0,
+                                              .req_timeout = 0.5,
+                                              .allowed_uid = -1};
+    const int rounds = bench_rounds();
+    double single[BENCH_MAX_ROUNDS], batched[BENCH_MAX_ROUNDS];
+    double ratio[BENCH_MAX_ROUNDS];
+    int fds[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
+    uct_cuda_ipc_ns_rkey_info_t key;
+    uct_cuda_ipc_ns_chunk_t *chunks;
+    unsigned first, batch, count, i;
+    bench_range_t r1, r16, rr;
+    double t0;
+    int round, pass;
+
+    BENCH_CHECK(uct_cuda_ipc_ns_rkey_parse(c->batch_rkey,
+                                           UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE,
+                                           &key) == UCS_OK,
+                "uct_cuda_ipc_ns_rkey_parse");
+    BENCH_CHECK(uct_cuda_ipc_ns_fdx_layout(&cfg, &key, &chunks) == UCS_OK,
+                "uct_cuda_ipc_ns_fdx_layout");
+    for (round = 0; round < rounds; ++round) {
+        for (pass = 0; pass < 2; ++pass) {
+            batch = pass ? UCT_CUDA_IPC_NS_BROKER_FDS_MAX : 1;
+            t0    = bench_time_now();
+            for (first = 0; first < num_chunks; first += count) {
+                count = ucs_min(batch, num_chunks - first);
+                BENCH_CHECK(uct_cuda_ipc_ns_fdx_chunk_fds(&cfg, &key, chunks,
+                                                          first, count, fds,
+                                                          NULL) == UCS_OK,
+                            "uct_cuda_ipc_ns_fdx_chunk_fds");
+                for (i = 0; i < count; ++i) {
+                    close(fds[i]);
+                }
+            }
+            (pass ? batched : single)[round] = (bench_time_now() - t0) * 1e6 /
+                                               num_chunks;
+        }
+        ratio[round] = batched[round] / single[round];
+    }
+    ucs_free(chunks);
+
+    r1  = bench_range(single, rounds);
+    r16 = bench_range(batched, rounds);
+    rr  = bench_range(ratio, rounds);
+    printf("first use, the fd exchange per chunk (%u chunks, %d rounds; the "
+           "import and mapping after it are the same)\n", num_chunks, rounds);
+    printf("  one chunk per request (before): median %.0f us (min %.0f, max "
+           "%.0f)\n", r1.med, r1.min, r1.max);
+    printf("  %d chunks per request (GET_CHUNK_FDS): median %.0f us (min %.0f, "
+           "max %.0f)\n", UCT_CUDA_IPC_NS_BROKER_FDS_MAX, r16.med, r16.min,
+           r16.max);
+    printf("ratio fd exchange per chunk, %d per request / one: %.3f (min "
+           "%.3f, max %.3f)\n", UCT_CUDA_IPC_NS_BROKER_FDS_MAX, rr.med,
+           rr.min, rr.max);
+    printf("  first use of a chunk, one per request (above): %.0f us; with %d "
+           "per request about %.0f us\n\n", first_use,
+           UCT_CUDA_IPC_NS_BROKER_FDS_MAX, first_use - (r1.med - r16.med));
 }
 
 
@@ -204,6 +289,7 @@ static void bench_first_use(const bench_ctx_t *c, unsigned num_chunks)
            (single_first - single_again) * 1e6);
     printf("ratio first use of a chunk / of one allocation: %.3f\n\n",
            per_chunk.med / ((single_first - single_again) * 1e6));
+    bench_first_use_batched(c, num_chunks, per_chunk.med);
 }
 
 
@@ -310,6 +396,7 @@ int main(int argc, char **argv)
                 UCS_OK, "uct_rkey_unpack");
     BENCH_CHECK(uct_rkey_unpack(node.component, exp.single_rkey, &rkeys[1]) ==
                 UCS_OK, "uct_rkey_unpack");
+
     ctx.node    = &node;
     ctx.ep      = ep;
     ctx.local   = bench_vmm_chunks(BENCH_SIZE, 1);
@@ -317,6 +404,7 @@ int main(int argc, char **argv)
     ctx.addr[1] = exp.single_addr;
     ctx.rkey[0] = rkeys[0].rkey;
     ctx.rkey[1] = rkeys[1].rkey;
+    ctx.batch_rkey = exp.batch_rkey;
 
     printf("cuda_ipc_ns framework memory: %u chunks of %lu KiB vs one "
            "allocation of 64 MiB, driver %s\n", exp.num_chunks,

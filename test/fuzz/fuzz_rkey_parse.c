@@ -116,13 +116,15 @@ static void fuzz_addr(const uint8_t *data, size_t size)
     }
 }
 
-/* Broker requests, layout and copy replies: an accepted message repacks to
+/* Broker requests, layout, chunk-fds and copy replies: an accepted message repacks to
  * itself (but the version of a reply, which its parser does not read), and
  * a layout of any content is checked without a read past its entries */
 static void fuzz_broker(const uint8_t *data, size_t size)
 {
     static uct_cuda_ipc_ns_chunk_t chunks[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
     static uint8_t buf[UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX];
+    uint64_t alloc_ids[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
+    uct_cuda_ipc_ns_chunk_fds_reply_t fds_reply;
     uct_cuda_ipc_ns_layout_page_t page;
     uct_cuda_ipc_ns_broker_req_t req;
     uint64_t length = 0, reg_id, seq;
@@ -146,7 +148,16 @@ static void fuzz_broker(const uint8_t *data, size_t size)
                        req.copy.buf_size - req.copy.buf_offset);
             uct_cuda_ipc_ns_broker_pack_copy_request(buf, req.alloc_id,
                                                      req.token, &req.copy);
+        } else if (req.op == UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FDS) {
+            /* what the broker's fd array relies on */
+            FUZZ_CHECK(size == UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE);
+            FUZZ_CHECK((req.count >= 1) &&
+                       (req.count <= UCT_CUDA_IPC_NS_BROKER_FDS_MAX));
+            uct_cuda_ipc_ns_broker_pack_fds_request(buf, req.alloc_id,
+                                                    req.token, req.index,
+                                                    req.count);
         } else {
+            FUZZ_CHECK(req.op == UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT);
             FUZZ_CHECK(size == UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE);
             uct_cuda_ipc_ns_broker_pack_chunk_request(buf, req.op, req.alloc_id,
                                                       req.token, req.index);
@@ -166,6 +177,20 @@ static void fuzz_broker(const uint8_t *data, size_t size)
             FUZZ_CHECK(!memcmp(buf, data, 4) &&
                        !memcmp(buf + 6, data + 6, size - 6));
         }
+    }
+
+    if ((uct_cuda_ipc_ns_broker_unpack_fds_reply(data, size, &fds_reply,
+                                                 alloc_ids) == UCS_OK) &&
+        (fds_reply.status == UCT_CUDA_IPC_NS_BROKER_STATUS_OK)) {
+        /* what the importer's fd count check relies on */
+        FUZZ_CHECK((fds_reply.count >= 1) &&
+                   (fds_reply.count <= UCT_CUDA_IPC_NS_BROKER_FDS_MAX));
+        FUZZ_CHECK(uct_cuda_ipc_ns_broker_pack_fds_reply(buf, fds_reply.reg_id,
+                                                         fds_reply.first,
+                                                         fds_reply.count,
+                                                         alloc_ids) == size);
+        FUZZ_CHECK(!memcmp(buf, data, 4) &&
+                   !memcmp(buf + 6, data + 6, size - 6));
     }
 
     if ((uct_cuda_ipc_ns_broker_unpack_layout(data, size, &page, chunks) !=

@@ -110,8 +110,12 @@ def corpus():
     head = struct.pack('<IHH', BROKER_MAGIC, 1, 2) + \
         struct.pack('<Q', 0x0807060504030201)
     c['broker_layout_req'] = head + TOKEN + struct.pack('<I', 128)
-    c['broker_chunk_req'] = (struct.pack('<IHH', BROKER_MAGIC, 1, 3) +
-                             head[8:] + TOKEN + struct.pack('<I', 2047))
+    c['broker_chunk_fds_req'] = (struct.pack('<IHH', BROKER_MAGIC, 1, 5) +
+                                 head[8:] + TOKEN +
+                                 struct.pack('<II', 2032, 16))
+    c['broker_chunk_fds_reply'] = (
+        struct.pack('<IHHQII', BROKER_MAGIC, 1, 0, 0x0807060504030201, 5, 2) +
+        struct.pack('<QQ', 0x11, 0x12))
     c['broker_get_fd_req'] = (struct.pack('<IHH', BROKER_MAGIC, 1, 1) +
                               head[8:] + TOKEN)
     c['broker_layout_reply'] = (

@@ -7,6 +7,7 @@ extern "C" {
 #include "cuda_ipc_ns_types.h"
 #include "cuda_ipc_ns_rkey.h"
 #include "cuda_ipc_ns_broker.h"
+#include "cuda_ipc_ns_broker_serve.h"
 }
 
 #include <gtest/gtest.h>
@@ -24,7 +25,7 @@ namespace test {
 enum agent_op : uint32_t {
     AG_HELLO = 1, AG_ALLOC, AG_FILL, AG_CHECK, AG_FREE, AG_CONNECT, AG_COPY,
     AG_EXIT, AG_RKEY, AG_POST, AG_WAIT, AG_QUERY, AG_FDS, AG_IDLE, AG_HOLD,
-    AG_BROKER_CONNECT, AG_REPLACE_CHUNK, AG_REREG, AG_NOFILE
+    AG_BROKER_CONNECT, AG_REPLACE_CHUNK, AG_REREG, AG_NOFILE, AG_BROKER_STATS
 };
 
 
@@ -235,6 +236,16 @@ TEST_PEER_ROLE(datapath_agent)
         case AG_IDLE:
             uct_cuda_ipc_ns_broker_wait_idle();
             break;
+        case AG_BROKER_STATS: {
+            uct_cuda_ipc_ns_broker_stats_t stats;
+            uct_cuda_ipc_ns_broker_get_stats(&stats);
+            broker_stats served = {stats.layout_requests,
+                                   stats.chunk_fds_requests,
+                                   stats.chunk_fds_sent};
+            static_assert(sizeof(served) <= sizeof(r.rkey), "reply room");
+            memcpy(r.rkey, &served, sizeof(served));
+            break;
+        }
         case AG_HOLD:
             r.status = test::hold_copies(c.device, c.is_put) ? UCS_OK :
                                                          UCS_ERR_UNSUPPORTED;
@@ -386,6 +397,20 @@ bool agent::wait_broker_idle()
 
     c.op = AG_IDLE;
     return call_ok(c);
+}
+
+
+bool agent::broker_served(broker_stats *stats)
+{
+    cmd c = {};
+    reply r;
+
+    c.op = AG_BROKER_STATS;
+    if (!call(c, &r) || (r.status != UCS_OK)) {
+        return false;
+    }
+    memcpy(stats, r.rkey, sizeof(*stats));
+    return true;
 }
 
 

@@ -14,6 +14,14 @@
 
 namespace test {
 
+/* What an agent's fd broker served (uct_cuda_ipc_ns_broker_get_stats()) */
+struct broker_stats {
+    uint64_t layout_requests;
+    uint64_t chunk_fds_requests; /* one round trip each */
+    uint64_t chunk_fds_sent;
+};
+
+
 struct agent_buffer {
     int      index;
     uint64_t addr;
@@ -73,6 +81,8 @@ public:
     /* returns once the agent's fd broker closed every connection it
      * accepted (uct_cuda_ipc_ns_broker_wait_idle() there) */
     bool wait_broker_idle();
+    /* what the agent's fd broker served so far */
+    bool broker_served(broker_stats *stats);
     /* the emulator's copy-engine hold, in the agent (false: unsupported) */
     bool hold_copies(bool hold, int device = -1);
     /* opens a connection to the fd broker named in @a rkey and sends no

@@ -1,5 +1,5 @@
 /*
- * cuda_ipc_ns: one message with at most one fd (cuda_ipc_ns_scm.h). The
+ * cuda_ipc_ns: one message with a few fds (cuda_ipc_ns_scm.h). The
  * receiver must never keep fds of a message it refuses (docs/security.md).
  */
 #include "common/peer.h"
@@ -110,6 +110,54 @@ TEST_F(test_scm, refused_messages_leave_no_fd)
     EXPECT_EQ(UCS_ERR_CONNECTION_RESET, recv_fd(buf, sizeof(buf), &len, &fd));
     EXPECT_EQ(UCS_ERR_CONNECTION_RESET,
               uct_cuda_ipc_ns_scm_send_fd(m_sv[0], "x", 1, -1, MSG_NOSIGNAL));
+}
+
+/* Up to 16 fds in one message, in order; more than the receiver takes is
+ * refused with every fd closed, the ones in the control buffer's padding
+ * too */
+TEST_F(test_scm, several_fds_or_refused)
+{
+    int fds[UCT_CUDA_IPC_NS_SCM_MAX_FDS], got[UCT_CUDA_IPC_NS_SCM_MAX_FDS];
+    char buf[16];
+    unsigned i, num;
+    size_t len;
+
+    for (i = 0; i < UCT_CUDA_IPC_NS_SCM_MAX_FDS; ++i) {
+        fds[i] = (i % 2) ? 1 : 2;
+    }
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_scm_send_fds(
+                              m_sv[1], "abc", 3, fds,
+                              UCT_CUDA_IPC_NS_SCM_MAX_FDS, 0));
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_scm_recv_fds(
+                              m_sv[0], buf, sizeof(buf), MSG_DONTWAIT, &len,
+                              got, UCT_CUDA_IPC_NS_SCM_MAX_FDS, &num));
+    EXPECT_EQ(3u, len);
+    ASSERT_EQ((unsigned)UCT_CUDA_IPC_NS_SCM_MAX_FDS, num);
+    for (i = 0; i < num; ++i) {
+        EXPECT_TRUE(fcntl(got[i], F_GETFD) & FD_CLOEXEC);
+        close(got[i]);
+    }
+    EXPECT_EQ(m_fds0, test::count_open_fds());
+
+    /* one more than asked for, or many more */
+    for (unsigned max : {1u, 4u, 15u, 16u}) {
+        for (unsigned extra : {1u, 2u, 3u, 30u}) {
+            send_raw("ab", 2, std::vector<int>(max + extra, 0));
+            EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                      uct_cuda_ipc_ns_scm_recv_fds(m_sv[0], buf, sizeof(buf),
+                                                   MSG_DONTWAIT, &len, got,
+                                                   max, &num))
+                    << max + extra << " fds for " << max;
+            EXPECT_EQ(0u, num);
+            EXPECT_EQ(m_fds0, test::count_open_fds())
+                    << max + extra << " fds for " << max;
+        }
+    }
+
+    /* more than a sender may put in one message */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_cuda_ipc_ns_scm_send_fds(m_sv[1], "x", 1, fds,
+                                           UCT_CUDA_IPC_NS_SCM_MAX_FDS + 1, 0));
 }
 
 } // namespace

@@ -3,7 +3,8 @@
  * several allocations (docs/wire-format.md, "Broker protocol"): golden
  * vectors written by hand from cuda_ipc_ns_broker_proto.h, refusal of
  * malformed replies, and the check of a layout an owner answers
- * (docs/framework-memory.md); the COPY request and its answer
+ * (docs/framework-memory.md); the batched chunk-fd request and its reply;
+ * the COPY request and its answer
  * (docs/owner-copies.md).
  */
 #include <gtest/gtest.h>
@@ -37,14 +38,27 @@ const uint8_t golden_layout_req[] = {
     0x80, 0x00, 0x00, 0x00                          /* first chunk 128 */
 };
 
-/* GET_CHUNK_FD of chunk 2047 of the same registration */
-const uint8_t golden_chunk_req[] = {
+/* GET_CHUNK_FDS of chunks 2032..2047 of the same registration */
+const uint8_t golden_fds_req[] = {
     0x63, 0x69, 0x6e, 0x73,
     0x01, 0x00,
-    0x03, 0x00,                                     /* op GET_CHUNK_FD */
+    0x05, 0x00,                                     /* op GET_CHUNK_FDS */
     0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
     TOKEN_BYTES,
-    0xff, 0x07, 0x00, 0x00                          /* chunk 2047 */
+    0xf0, 0x07, 0x00, 0x00,                         /* first chunk 2032 */
+    0x10, 0x00, 0x00, 0x00                          /* count 16 */
+};
+
+/* OK GET_CHUNK_FDS reply: chunks 5 and 6 (their fds come with it) */
+const uint8_t golden_fds_reply[] = {
+    0x63, 0x69, 0x6e, 0x73,
+    0x01, 0x00,
+    0x00, 0x00,                                     /* status OK */
+    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* registration id */
+    0x05, 0x00, 0x00, 0x00,                         /* first 5 */
+    0x02, 0x00, 0x00, 0x00,                         /* count 2 */
+    0x11, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* alloc_id 0x11 */
+    0x12, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00  /* alloc_id 0x12 */
 };
 
 /* OK layout reply: chunks 1 and 2 of 3 */
@@ -109,21 +123,28 @@ TEST(cuda_ipc_ns_broker_format, golden_chunk_requests) {
     EXPECT_EQ(128u, req.index);
     EXPECT_EQ(0, memcmp(req.token, token, sizeof(token)));
 
-    uct_cuda_ipc_ns_broker_pack_chunk_request(
-            buf, UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FD, REG_ID, token, 2047);
-    EXPECT_EQ(0, memcmp(buf, golden_chunk_req, sizeof(buf)));
+    uint8_t fds_buf[UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE];
+    ASSERT_EQ(sizeof(golden_fds_req), sizeof(fds_buf));
+    uct_cuda_ipc_ns_broker_pack_fds_request(fds_buf, REG_ID, token, 2032, 16);
+    EXPECT_EQ(0, memcmp(fds_buf, golden_fds_req, sizeof(fds_buf)));
     ASSERT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
-              uct_cuda_ipc_ns_broker_unpack_request(buf, sizeof(buf), &req));
-    EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FD, req.op);
-    EXPECT_EQ(2047u, req.index);
+              uct_cuda_ipc_ns_broker_unpack_request(golden_fds_req,
+                                                    sizeof(golden_fds_req),
+                                                    &req));
+    EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FDS, req.op);
+    EXPECT_EQ(REG_ID, req.alloc_id);
+    EXPECT_EQ(2032u, req.index);
+    EXPECT_EQ(16u, req.count);
+    EXPECT_EQ(0, memcmp(req.token, token, sizeof(token)));
 }
 
 
-/* Each op has its exact size: a chunk request cut to a GET_FD's size, or a
- * GET_FD request with 4 more bytes, is malformed */
+/* Each op has its exact size: a chunk request cut to a GET_FD's size, a
+ * GET_FD or LAYOUT request with 4 more bytes, is malformed; op 3
+ * (GET_CHUNK_FD, retired) is unknown */
 TEST(cuda_ipc_ns_broker_format, request_size_per_op) {
     uct_cuda_ipc_ns_broker_req_t req;
-    bytes_t buf(golden_chunk_req, golden_chunk_req + sizeof(golden_chunk_req));
+    bytes_t buf(golden_layout_req, golden_layout_req + sizeof(golden_layout_req));
 
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
               uct_cuda_ipc_ns_broker_unpack_request(
@@ -132,7 +153,15 @@ TEST(cuda_ipc_ns_broker_format, request_size_per_op) {
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
               uct_cuda_ipc_ns_broker_unpack_request(buf.data(), buf.size(),
                                                     &req));
-    buf[6] = 5; /* unknown op */
+    buf[6] = 3; /* GET_CHUNK_FD, retired */
+    EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
+              uct_cuda_ipc_ns_broker_unpack_request(buf.data(), buf.size(),
+                                                    &req));
+    buf[6] = 6; /* unknown op */
+    EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
+              uct_cuda_ipc_ns_broker_unpack_request(buf.data(), buf.size(),
+                                                    &req));
+    buf[6] = UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FDS; /* 4 bytes short */
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
               uct_cuda_ipc_ns_broker_unpack_request(buf.data(), buf.size(),
                                                     &req));
@@ -141,6 +170,125 @@ TEST(cuda_ipc_ns_broker_format, request_size_per_op) {
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
               uct_cuda_ipc_ns_broker_unpack_request(buf.data(), buf.size(),
                                                     &req));
+}
+
+
+/* A GET_CHUNK_FDS of no chunk, or of more than a message carries, is
+ * malformed; 1 and the maximum are not */
+TEST(cuda_ipc_ns_broker_format, fds_request_count) {
+    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE + 1] = {};
+    uct_cuda_ipc_ns_broker_req_t req;
+    const struct {
+        uint32_t                        count;
+        uct_cuda_ipc_ns_broker_status_t expected;
+    } cases[] = {
+        {0, UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST},
+        {1, UCT_CUDA_IPC_NS_BROKER_STATUS_OK},
+        {UCT_CUDA_IPC_NS_BROKER_FDS_MAX, UCT_CUDA_IPC_NS_BROKER_STATUS_OK},
+        {UCT_CUDA_IPC_NS_BROKER_FDS_MAX + 1,
+         UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST},
+        {253, UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST},
+        {UINT32_MAX, UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST}
+    };
+
+    EXPECT_EQ(16, UCT_CUDA_IPC_NS_BROKER_FDS_MAX) << "the protocol's bound";
+    for (const auto &c : cases) {
+        uct_cuda_ipc_ns_broker_pack_fds_request(buf, REG_ID, token, 7, c.count);
+        EXPECT_EQ(c.expected, uct_cuda_ipc_ns_broker_unpack_request(
+                                      buf, UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE,
+                                      &req))
+                << "count " << c.count;
+    }
+    uct_cuda_ipc_ns_broker_pack_fds_request(buf, REG_ID, token, 7, 1);
+    EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
+              uct_cuda_ipc_ns_broker_unpack_request(
+                      buf, UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE + 1, &req));
+}
+
+
+TEST(cuda_ipc_ns_broker_format, golden_fds_reply) {
+    const uint64_t ids[] = {0x11, 0x12};
+    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX];
+    uint64_t out[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
+    uct_cuda_ipc_ns_chunk_fds_reply_t reply;
+
+    ASSERT_EQ(sizeof(golden_fds_reply),
+              uct_cuda_ipc_ns_broker_pack_fds_reply(buf, REG_ID, 5, 2, ids));
+    EXPECT_EQ(0, memcmp(buf, golden_fds_reply, sizeof(golden_fds_reply)));
+
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_fds_reply(
+                              golden_fds_reply, sizeof(golden_fds_reply),
+                              &reply, out));
+    EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_OK, reply.status);
+    EXPECT_EQ(REG_ID, reply.reg_id);
+    EXPECT_EQ(5u, reply.first);
+    ASSERT_EQ(2u, reply.count);
+    EXPECT_EQ(0x11u, out[0]);
+    EXPECT_EQ(0x12u, out[1]);
+
+    /* the largest reply fits its buffer */
+    uint64_t many[UCT_CUDA_IPC_NS_BROKER_FDS_MAX] = {};
+    EXPECT_EQ((size_t)UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX,
+              uct_cuda_ipc_ns_broker_pack_fds_reply(
+                      buf, REG_ID, 0, UCT_CUDA_IPC_NS_BROKER_FDS_MAX, many));
+}
+
+
+TEST(cuda_ipc_ns_broker_format, fds_reply_rejects) {
+    uint64_t out[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
+    uct_cuda_ipc_ns_chunk_fds_reply_t reply;
+    bytes_t good(golden_fds_reply, golden_fds_reply + sizeof(golden_fds_reply));
+    bytes_t bad;
+
+    /* every length but the exact one */
+    for (size_t len = 0; len < UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX + 9; ++len) {
+        if (len == good.size()) {
+            continue;
+        }
+        bad = good;
+        bad.resize(len);
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  uct_cuda_ipc_ns_broker_unpack_fds_reply(bad.data(),
+                                                          bad.size(), &reply,
+                                                          out))
+                << "length " << len;
+    }
+
+    bad    = good;
+    bad[0] = 0; /* magic */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_cuda_ipc_ns_broker_unpack_fds_reply(bad.data(), bad.size(),
+                                                      &reply, out));
+    bad     = good;
+    bad[20] = 0; /* count 0 */
+    bad.resize(UCT_CUDA_IPC_NS_BROKER_FDS_HEAD_SIZE);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_cuda_ipc_ns_broker_unpack_fds_reply(bad.data(), bad.size(),
+                                                      &reply, out));
+    /* more chunks than a reply may carry, with the bytes for them */
+    bad = good;
+    bad.resize(UCT_CUDA_IPC_NS_BROKER_FDS_HEAD_SIZE +
+               (UCT_CUDA_IPC_NS_BROKER_FDS_MAX + 1) * 8);
+    bad[20] = UCT_CUDA_IPC_NS_BROKER_FDS_MAX + 1;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_cuda_ipc_ns_broker_unpack_fds_reply(bad.data(), bad.size(),
+                                                      &reply, out));
+
+    /* a refusal is a plain 16-byte reply; an OK one needs its entries */
+    bad = good;
+    bad.resize(UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_cuda_ipc_ns_broker_unpack_fds_reply(bad.data(), bad.size(),
+                                                      &reply, out));
+    bad[6] = UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY;
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_fds_reply(
+                              bad.data(), bad.size(), &reply, out));
+    EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY, reply.status);
+    bad = good;
+    bad[6] = UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY; /* refusal with entries */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_cuda_ipc_ns_broker_unpack_fds_reply(bad.data(), bad.size(),
+                                                      &reply, out));
 }
 
 

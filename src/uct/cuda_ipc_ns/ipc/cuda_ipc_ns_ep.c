@@ -22,6 +22,7 @@
 #include <ucs/debug/log.h>
 #include <ucs/type/class.h>
 #include <inttypes.h>
+#include <string.h>
 
 
 static UCS_F_ALWAYS_INLINE uct_cuda_ipc_ns_iface_t *
@@ -473,8 +474,8 @@ static ucs_status_t uct_cuda_ipc_ns_ep_layout(uct_cuda_ipc_ns_ep_t *ep,
 
 /*
  * Map and pin the chunks of @a key that [offset, offset + length) touches,
- * each one as a region of the cache of its own (its allocation id is its
- * staleness guard), imported on first use.
+ * each one a region of the cache of its own, the ones not mapped yet
+ * imported in batches (uct_cuda_ipc_ns_cache_map_chunks()).
  */
 static ucs_status_t
 uct_cuda_ipc_ns_ep_map_chunks(uct_cuda_ipc_ns_ep_t *ep,
@@ -484,11 +485,10 @@ uct_cuda_ipc_ns_ep_map_chunks(uct_cuda_ipc_ns_ep_t *ep,
                               uct_cuda_ipc_ns_target_t *target)
 {
     uint32_t num_chunks = key->info.handle.posix.num_chunks;
-    const uct_cuda_ipc_ns_chunk_t *chunks, *chunk;
-    uct_cuda_ipc_ns_rkey_info_t chunk_key;
-    uct_cuda_ipc_ns_region_t *region;
+    const uct_cuda_ipc_ns_chunk_t *chunks;
+    uct_cuda_ipc_ns_region_t **regions;
     ucs_status_t status;
-    uint32_t i, last;
+    uint32_t last;
 
     status = uct_cuda_ipc_ns_ep_layout(ep, key, &chunks);
     if (status != UCS_OK) {
@@ -501,48 +501,36 @@ uct_cuda_ipc_ns_ep_map_chunks(uct_cuda_ipc_ns_ep_t *ep,
     last           = uct_cuda_ipc_ns_ep_chunk_index(chunks, num_chunks,
                                                     offset + length - 1);
     target->count  = last - target->first + 1;
-    if (target->count > 1) {
-        target->more = ucs_malloc(sizeof(*target->more) * (target->count - 1),
-                                  "cuda_ipc_ns_op_regions");
-        if (target->more == NULL) {
-            ucs_error("cuda_ipc_ns: failed to allocate the regions of %u "
-                      "chunks", target->count);
-            return UCS_ERR_NO_MEMORY;
-        }
+    if (target->count == 1) {
+        return uct_cuda_ipc_ns_cache_map_chunks(peer, &key->info, chunks,
+                                                target->first, 1, device,
+                                                &uct_cuda_ipc_ns_ep_md(ep)->fdx,
+                                                &target->region);
     }
 
-    /* each chunk as a key of one allocation of its own, fetched from the
-     * owner's broker by registration id, token and index */
-    chunk_key = key->info;
-    for (i = 0; i < target->count; ++i) {
-        chunk                              = &chunks[target->first + i];
-        chunk_key.base                     = key->info.base + chunk->offset;
-        chunk_key.length                   = chunk->size;
-        chunk_key.handle.posix.alloc_id    = chunk->alloc_id;
-        chunk_key.handle.posix.chunk_index = target->first + i;
-        status = uct_cuda_ipc_ns_cache_map(peer, &chunk_key, device,
-                                           &uct_cuda_ipc_ns_ep_md(ep)->fdx,
-                                           &region);
-        if (status != UCS_OK) {
-            goto err_unpin;
-        }
-        if (i == 0) {
-            target->region = region;
-        } else {
-            target->more[i - 1] = region;
-        }
+    regions = ucs_malloc(sizeof(*regions) * target->count,
+                         "cuda_ipc_ns_op_regions");
+    if (regions == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate the regions of %u chunks",
+                  target->count);
+        return UCS_ERR_NO_MEMORY;
     }
+
+    status = uct_cuda_ipc_ns_cache_map_chunks(peer, &key->info, chunks,
+                                              target->first, target->count,
+                                              device,
+                                              &uct_cuda_ipc_ns_ep_md(ep)->fdx,
+                                              regions);
+    if (status != UCS_OK) {
+        ucs_free(regions);
+        return status;
+    }
+
+    /* the op holds the first region apart, the others in more[] */
+    target->region = regions[0];
+    memmove(regions, regions + 1, sizeof(*regions) * (target->count - 1));
+    target->more   = regions;
     return UCS_OK;
-
-err_unpin:
-    if (i > 0) {
-        uct_cuda_ipc_ns_cache_unpin(target->region);
-    }
-    if (target->more != NULL) {
-        uct_cuda_ipc_ns_cq_unpin_regions(target->more, (i > 1) ? i - 1 : 0);
-        target->more = NULL;
-    }
-    return status;
 }
 
 

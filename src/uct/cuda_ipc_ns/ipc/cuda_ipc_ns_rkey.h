@@ -87,11 +87,10 @@ typedef struct uct_cuda_ipc_ns_rkey_info {
              * the key names one (the importer's chunk keys), else the
              * registration id */
             uint64_t alloc_id;
-            /* chunks only: on the wire, the registration id and the
-             * number of chunks; in a chunk key, also the chunk's index */
+            /* chunks only: the registration id and the number of
+             * chunks */
             uint64_t reg_id;
             uint32_t num_chunks;
-            uint32_t chunk_index;
         } posix;
     } handle;
     uint32_t pid;                  /* owner pid, without the extension flag */

@@ -23,12 +23,16 @@
 #define UCT_CUDA_IPC_NS_BROKER_OFF_ALLOC_ID  8
 #define UCT_CUDA_IPC_NS_BROKER_OFF_TOKEN     16 /* request */
 #define UCT_CUDA_IPC_NS_BROKER_OFF_INDEX     32 /* chunk requests */
+#define UCT_CUDA_IPC_NS_BROKER_OFF_REQ_COUNT 36 /* GET_CHUNK_FDS request */
 #define UCT_CUDA_IPC_NS_BROKER_OFF_TOTAL     16 /* layout reply */
 #define UCT_CUDA_IPC_NS_BROKER_OFF_FIRST     20
 #define UCT_CUDA_IPC_NS_BROKER_OFF_COUNT     24
 #define UCT_CUDA_IPC_NS_BROKER_OFF_ENTRIES   28
 #define UCT_CUDA_IPC_NS_BROKER_OFF_COPY      32 /* COPY request fields */
 #define UCT_CUDA_IPC_NS_BROKER_OFF_SEQ       16 /* COPY reply */
+#define UCT_CUDA_IPC_NS_BROKER_OFF_FDS_FIRST 16 /* GET_CHUNK_FDS reply */
+#define UCT_CUDA_IPC_NS_BROKER_OFF_FDS_COUNT 20
+#define UCT_CUDA_IPC_NS_BROKER_OFF_FDS_IDS   24
 
 
 const char *uct_cuda_ipc_ns_fdx_mode_names[] = {
@@ -81,6 +85,81 @@ void uct_cuda_ipc_ns_broker_pack_chunk_request(uint8_t *buf, uint16_t op,
     memcpy(buf + UCT_CUDA_IPC_NS_BROKER_OFF_TOKEN, token,
            UCT_CUDA_IPC_NS_TOKEN_SIZE);
     uct_cuda_ipc_ns_put_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_INDEX, index);
+}
+
+
+void uct_cuda_ipc_ns_broker_pack_fds_request(uint8_t *buf, uint64_t reg_id,
+                                             const uint8_t *token,
+                                             uint32_t first, uint32_t count)
+{
+    uct_cuda_ipc_ns_broker_pack_chunk_request(
+            buf, UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FDS, reg_id, token, first);
+    uct_cuda_ipc_ns_put_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_REQ_COUNT, count);
+}
+
+
+size_t uct_cuda_ipc_ns_broker_pack_fds_reply(uint8_t *buf, uint64_t reg_id,
+                                             uint32_t first, uint32_t count,
+                                             const uint64_t *alloc_ids)
+{
+    uint8_t *entry = buf + UCT_CUDA_IPC_NS_BROKER_OFF_FDS_IDS;
+    uint32_t i;
+
+    uct_cuda_ipc_ns_broker_pack_head(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
+                                     reg_id);
+    uct_cuda_ipc_ns_put_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_FDS_FIRST, first);
+    uct_cuda_ipc_ns_put_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_FDS_COUNT, count);
+    for (i = 0; i < count; ++i) {
+        uct_cuda_ipc_ns_put_le64(entry, alloc_ids[i]);
+        entry += 8;
+    }
+    return UCS_PTR_BYTE_DIFF(buf, entry);
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_broker_unpack_fds_reply(const uint8_t *buf,
+                                                     size_t len,
+                                                     uct_cuda_ipc_ns_chunk_fds_reply_t *reply,
+                                                     uint64_t *alloc_ids)
+{
+    const uint8_t *entry = buf + UCT_CUDA_IPC_NS_BROKER_OFF_FDS_IDS;
+    uint32_t i;
+
+    memset(reply, 0, sizeof(*reply));
+    if ((len < UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE) ||
+        (uct_cuda_ipc_ns_get_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_MAGIC) !=
+         UCT_CUDA_IPC_NS_BROKER_MAGIC)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    reply->status = uct_cuda_ipc_ns_get_le16(buf +
+                                             UCT_CUDA_IPC_NS_BROKER_OFF_STATUS);
+    reply->reg_id = uct_cuda_ipc_ns_get_le64(buf +
+                                             UCT_CUDA_IPC_NS_BROKER_OFF_ALLOC_ID);
+    if (reply->status != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
+        /* a refusal is a plain reply */
+        return (len == UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE) ? UCS_OK :
+               UCS_ERR_INVALID_PARAM;
+    }
+
+    if (len < UCT_CUDA_IPC_NS_BROKER_FDS_HEAD_SIZE) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    reply->first = uct_cuda_ipc_ns_get_le32(buf +
+                                            UCT_CUDA_IPC_NS_BROKER_OFF_FDS_FIRST);
+    reply->count = uct_cuda_ipc_ns_get_le32(buf +
+                                            UCT_CUDA_IPC_NS_BROKER_OFF_FDS_COUNT);
+    if ((reply->count == 0) ||
+        (reply->count > UCT_CUDA_IPC_NS_BROKER_FDS_MAX) ||
+        (len != UCT_CUDA_IPC_NS_BROKER_FDS_HEAD_SIZE + (size_t)reply->count * 8)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    for (i = 0; i < reply->count; ++i) {
+        alloc_ids[i] = uct_cuda_ipc_ns_get_le64(entry);
+        entry       += 8;
+    }
+    return UCS_OK;
 }
 
 
@@ -175,8 +254,9 @@ static size_t uct_cuda_ipc_ns_broker_req_size(uint16_t op)
     case UCT_CUDA_IPC_NS_BROKER_OP_GET_FD:
         return UCT_CUDA_IPC_NS_BROKER_REQ_SIZE;
     case UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT:
-    case UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FD:
         return UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE;
+    case UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FDS:
+        return UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE;
     case UCT_CUDA_IPC_NS_BROKER_OP_COPY:
         return UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE;
     default:
@@ -211,11 +291,20 @@ uct_cuda_ipc_ns_broker_unpack_request(const uint8_t *buf, size_t len,
         /* an unknown op, or a known one of the wrong size */
         return UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST;
     }
-    if (len == UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE) {
-        req->index = uct_cuda_ipc_ns_get_le32(buf +
-                                              UCT_CUDA_IPC_NS_BROKER_OFF_INDEX);
-    } else if (req->op == UCT_CUDA_IPC_NS_BROKER_OP_COPY) {
+    if (req->op == UCT_CUDA_IPC_NS_BROKER_OP_COPY) {
         return uct_cuda_ipc_ns_broker_unpack_copy(buf, &req->copy);
+    } else if (req->op == UCT_CUDA_IPC_NS_BROKER_OP_GET_FD) {
+        return UCT_CUDA_IPC_NS_BROKER_STATUS_OK;
+    }
+
+    req->index = uct_cuda_ipc_ns_get_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_INDEX);
+    if (req->op == UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FDS) {
+        req->count = uct_cuda_ipc_ns_get_le32(buf +
+                                              UCT_CUDA_IPC_NS_BROKER_OFF_REQ_COUNT);
+        if ((req->count == 0) ||
+            (req->count > UCT_CUDA_IPC_NS_BROKER_FDS_MAX)) {
+            return UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST;
+        }
     }
     return UCT_CUDA_IPC_NS_BROKER_STATUS_OK;
 }

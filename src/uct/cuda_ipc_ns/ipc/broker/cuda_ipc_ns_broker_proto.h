@@ -20,19 +20,29 @@
  *     u64  alloc_id    echoed from the request (0 when the request was
  *                      not read)
  *
- * Registrations of several allocations (docs/framework-memory.md) add two
- * requests of UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE = 36 bytes: the head
- * above with op LAYOUT or GET_CHUNK_FD, the registration id in place of
- * alloc_id, the token, then
- *     u32  index       LAYOUT: first chunk wanted; GET_CHUNK_FD: the chunk
+ * Registrations of several allocations (docs/framework-memory.md) add a
+ * LAYOUT request of UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE = 36 bytes: the
+ * head above with op LAYOUT, the registration id in place of alloc_id, the
+ * token, then
+ *     u32  index       first chunk wanted
  *   LAYOUT reply: the 16-byte reply (alloc_id: the registration id), and
  *   when its status is OK
  *     u32  total       chunks of the registration
  *     u32  first       index of the first entry below
  *     u32  count       entries, 1..UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX
  *     count x { u64 offset, u64 size, u64 alloc_id }
- *   GET_CHUNK_FD reply: the 16-byte reply, alloc_id the chunk's allocation
- *   id, with the chunk's fd when OK.
+ * and a GET_CHUNK_FDS request of UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE = 40
+ * bytes: the LAYOUT request with op GET_CHUNK_FDS (index: the first chunk
+ * wanted), then
+ *     u32  count       chunks wanted, 1..UCT_CUDA_IPC_NS_BROKER_FDS_MAX
+ *   GET_CHUNK_FDS reply: the 16-byte reply (alloc_id: the registration id),
+ *   and when its status is OK
+ *     u32  first       as asked
+ *     u32  count       as asked
+ *     count x u64 alloc_id   of each chunk, in order
+ *   with the chunks' count fds, in order, in one SCM_RIGHTS header. A
+ *   refusal is the 16-byte reply alone. (Op 3, GET_CHUNK_FD, one chunk per
+ *   request, is retired: answered as an unknown op.)
  *
  * Copies made by the owner (docs/owner-copies.md): a COPY request of
  * UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE = 84 bytes, the head above with op
@@ -68,10 +78,12 @@
 #define UCT_CUDA_IPC_NS_BROKER_VERSION      1
 #define UCT_CUDA_IPC_NS_BROKER_OP_GET_FD    1
 #define UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT    2
-#define UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FD 3
+/* 3 was GET_CHUNK_FD (one chunk per request), retired */
 #define UCT_CUDA_IPC_NS_BROKER_OP_COPY      4
+#define UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FDS 5
 #define UCT_CUDA_IPC_NS_BROKER_REQ_SIZE     (4 + 2 + 2 + 8 + UCT_CUDA_IPC_NS_TOKEN_SIZE)
 #define UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE (UCT_CUDA_IPC_NS_BROKER_REQ_SIZE + 4)
+#define UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE (UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE + 4)
 #define UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE   (4 + 2 + 2 + 8)
 #define UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE \
     (UCT_CUDA_IPC_NS_BROKER_REQ_SIZE + 6 * 8 + 4)
@@ -87,6 +99,13 @@
 #define UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX \
     (UCT_CUDA_IPC_NS_BROKER_LAYOUT_HEAD_SIZE + \
      UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX * UCT_CUDA_IPC_NS_BROKER_LAYOUT_ENTRY_SIZE)
+/* chunks per GET_CHUNK_FDS: one round trip imports this many, and an
+ * importer holds at most this many fds at once (SCM_RIGHTS allows 253) */
+#define UCT_CUDA_IPC_NS_BROKER_FDS_MAX      16
+#define UCT_CUDA_IPC_NS_BROKER_FDS_HEAD_SIZE \
+    (UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE + 4 + 4)
+#define UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX \
+    (UCT_CUDA_IPC_NS_BROKER_FDS_HEAD_SIZE + UCT_CUDA_IPC_NS_BROKER_FDS_MAX * 8)
 /* chunks of one registration: 2,048 x 20 MiB is a 40 GiB KV cache; the
  * bound keeps a hostile key from making us allocate without end */
 #define UCT_CUDA_IPC_NS_MAX_CHUNKS          (1u << 20)
@@ -135,9 +154,10 @@ typedef struct uct_cuda_ipc_ns_copy_args {
 typedef struct uct_cuda_ipc_ns_broker_req {
     uint16_t      version;
     uint16_t      op;
-    uint64_t      alloc_id;  /* LAYOUT, GET_CHUNK_FD: the registration id */
+    uint64_t      alloc_id;  /* LAYOUT, GET_CHUNK_FDS: the registration id */
     const uint8_t *token;
-    uint32_t      index;     /* LAYOUT, GET_CHUNK_FD */
+    uint32_t      index;     /* LAYOUT, GET_CHUNK_FDS: the first chunk */
+    uint32_t      count;     /* GET_CHUNK_FDS: 1..UCT_CUDA_IPC_NS_BROKER_FDS_MAX */
     uct_cuda_ipc_ns_copy_args_t copy; /* COPY */
 } uct_cuda_ipc_ns_broker_req_t;
 
@@ -148,6 +168,15 @@ typedef struct uct_cuda_ipc_ns_chunk {
     uint64_t size;
     uint64_t alloc_id;
 } uct_cuda_ipc_ns_chunk_t;
+
+
+/* The head of a GET_CHUNK_FDS reply, as the importer reads it */
+typedef struct uct_cuda_ipc_ns_chunk_fds_reply {
+    unsigned status;  /* UCT_CUDA_IPC_NS_BROKER_STATUS_* */
+    uint64_t reg_id;
+    uint32_t first;
+    uint32_t count;
+} uct_cuda_ipc_ns_chunk_fds_reply_t;
 
 
 /* A page of a registration's layout, as the importer reads it */
@@ -199,12 +228,46 @@ void uct_cuda_ipc_ns_broker_pack_request(uint8_t *buf, uint64_t alloc_id,
                                          const uint8_t *token);
 
 
-/* Client: write a LAYOUT or GET_CHUNK_FD request
- * (UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE bytes) */
+/* Client: write a LAYOUT request (UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE
+ * bytes) */
 void uct_cuda_ipc_ns_broker_pack_chunk_request(uint8_t *buf, uint16_t op,
                                                uint64_t reg_id,
                                                const uint8_t *token,
                                                uint32_t index);
+
+
+/* Client: write a GET_CHUNK_FDS request of chunks @a first..first+count-1
+ * (UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE bytes) */
+void uct_cuda_ipc_ns_broker_pack_fds_request(uint8_t *buf, uint64_t reg_id,
+                                             const uint8_t *token,
+                                             uint32_t first, uint32_t count);
+
+
+/**
+ * Server: write an OK GET_CHUNK_FDS reply for chunks @a first..first+count-1
+ * (count 1..UCT_CUDA_IPC_NS_BROKER_FDS_MAX) with their allocation ids into
+ * @a buf of UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX bytes. @return its length.
+ */
+size_t uct_cuda_ipc_ns_broker_pack_fds_reply(uint8_t *buf, uint64_t reg_id,
+                                             uint32_t first, uint32_t count,
+                                             const uint64_t *alloc_ids);
+
+
+/**
+ * Client: parse a GET_CHUNK_FDS reply of @a len bytes: either a plain reply
+ * (an error status) or an OK one whose allocation ids go to @a alloc_ids
+ * (room for UCT_CUDA_IPC_NS_BROKER_FDS_MAX). The fds that came with it are
+ * the caller's to count against reply->count.
+ *
+ * @return UCS_OK with @a reply set, or UCS_ERR_INVALID_PARAM for a
+ *         malformed reply (size, magic, count 0 or above the maximum, an
+ *         OK status without entries, a refusal with more than the plain
+ *         reply).
+ */
+ucs_status_t uct_cuda_ipc_ns_broker_unpack_fds_reply(const uint8_t *buf,
+                                                     size_t len,
+                                                     uct_cuda_ipc_ns_chunk_fds_reply_t *reply,
+                                                     uint64_t *alloc_ids);
 
 
 /* Client: write a COPY request (UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE bytes) */
@@ -278,9 +341,10 @@ ucs_status_t uct_cuda_ipc_ns_layout_check(const uct_cuda_ipc_ns_chunk_t *chunks,
  *
  * @return UCT_CUDA_IPC_NS_BROKER_STATUS_OK, or the status to answer:
  *         BAD_REQUEST for a wrong size, magic or op (then req->alloc_id is 0
- *         unless the size and magic were right), or a COPY whose own fields
+ *         unless the size and magic were right), a COPY whose own fields
  *         do not hold together (length 0, an unknown direction, a buffer
- *         range that wraps or runs past buf_size); BAD_VERSION for another
+ *         range that wraps or runs past buf_size), or a GET_CHUNK_FDS of
+ *         count 0 or above UCT_CUDA_IPC_NS_BROKER_FDS_MAX; BAD_VERSION for another
  *         protocol version. The fields that could be read are set.
  */
 uct_cuda_ipc_ns_broker_status_t

@@ -21,7 +21,7 @@
 /* What a registration holds, and so which requests it answers */
 typedef enum {
     UCT_CUDA_IPC_NS_REG_FD,     /* an fd: GET_FD */
-    UCT_CUDA_IPC_NS_REG_CHUNKS, /* a layout: LAYOUT, GET_CHUNK_FD */
+    UCT_CUDA_IPC_NS_REG_CHUNKS, /* a layout: LAYOUT, GET_CHUNK_FDS */
     UCT_CUDA_IPC_NS_REG_RANGE   /* memory the owner copies: COPY */
 } uct_cuda_ipc_ns_broker_reg_kind_t;
 
@@ -365,22 +365,28 @@ int uct_cuda_ipc_ns_broker_registry_layout(uct_cuda_ipc_ns_broker_registry_t *re
 }
 
 
-int uct_cuda_ipc_ns_broker_registry_hand_out_chunk(uct_cuda_ipc_ns_broker_registry_t *registry,
-                                                   uint64_t reg_id,
-                                                   const uint8_t *token,
-                                                   uint32_t index,
-                                                   uct_cuda_ipc_ns_broker_send_chunk_func_t send,
-                                                   void *arg)
+int uct_cuda_ipc_ns_broker_registry_hand_out_chunks(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                                    uint64_t reg_id,
+                                                    const uint8_t *token,
+                                                    uint32_t first,
+                                                    uint32_t count,
+                                                    uct_cuda_ipc_ns_broker_export_chunk_func_t export_chunk,
+                                                    void *arg)
 {
     uct_cuda_ipc_ns_broker_reg_t *found;
     const uct_cuda_ipc_ns_chunk_t *chunk;
+    uint32_t i;
 
     pthread_mutex_lock(&registry->lock);
     found = uct_cuda_ipc_ns_broker_registry_find(registry, reg_id, token,
                                                  UCT_CUDA_IPC_NS_REG_CHUNKS);
-    if ((found != NULL) && (index < found->num_chunks)) {
-        chunk = &found->chunks[index];
-        send(arg, found->base + chunk->offset, chunk->size, chunk->alloc_id);
+    if ((found != NULL) && (first < found->num_chunks) &&
+        (count <= found->num_chunks - first)) {
+        for (i = 0; i < count; ++i) {
+            chunk = &found->chunks[first + i];
+            export_chunk(arg, found->base + chunk->offset, chunk->size,
+                   chunk->alloc_id);
+        }
     } else {
         found = NULL;
     }

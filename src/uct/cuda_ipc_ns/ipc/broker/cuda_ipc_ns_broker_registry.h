@@ -52,14 +52,14 @@ typedef void (*uct_cuda_ipc_ns_broker_send_fd_func_t)(void *arg, int fd);
 
 
 /**
- * Export the chunk at @a addr (@a size bytes, allocation id @a alloc_id) and
- * answer the requester; called with the registry locked, so that the
- * registration is not released meanwhile.
+ * Export the chunk at @a addr (@a size bytes, allocation id @a alloc_id) for
+ * the requester; called with the registry locked, so that the registration
+ * is not released meanwhile.
  */
-typedef void (*uct_cuda_ipc_ns_broker_send_chunk_func_t)(void *arg,
-                                                         uint64_t addr,
-                                                         uint64_t size,
-                                                         uint64_t alloc_id);
+typedef void (*uct_cuda_ipc_ns_broker_export_chunk_func_t)(void *arg,
+                                                           uint64_t addr,
+                                                           uint64_t size,
+                                                           uint64_t alloc_id);
 
 
 /* @a len random bytes from the kernel (tokens, socket names) */
@@ -110,16 +110,19 @@ int uct_cuda_ipc_ns_broker_registry_layout(uct_cuda_ipc_ns_broker_registry_t *re
 
 
 /**
- * Find chunk @a index of the registration of (@a reg_id, @a token) and pass
- * its address, size and allocation id to @a send under the lock.
- * @return nonzero when found (and sent).
+ * Find chunks @a first..first+count-1 of the registration of (@a reg_id,
+ * @a token) and pass each one's address, size and allocation id, in order,
+ * to @a export_chunk under the lock.
+ * @return nonzero when found and all @a count are its chunks (then each was
+ *         passed).
  */
-int uct_cuda_ipc_ns_broker_registry_hand_out_chunk(uct_cuda_ipc_ns_broker_registry_t *registry,
-                                                   uint64_t reg_id,
-                                                   const uint8_t *token,
-                                                   uint32_t index,
-                                                   uct_cuda_ipc_ns_broker_send_chunk_func_t send,
-                                                   void *arg);
+int uct_cuda_ipc_ns_broker_registry_hand_out_chunks(uct_cuda_ipc_ns_broker_registry_t *registry,
+                                                    uint64_t reg_id,
+                                                    const uint8_t *token,
+                                                    uint32_t first,
+                                                    uint32_t count,
+                                                    uct_cuda_ipc_ns_broker_export_chunk_func_t export_chunk,
+                                                    void *arg);
 
 
 /**

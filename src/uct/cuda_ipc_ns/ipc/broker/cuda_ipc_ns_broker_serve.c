@@ -31,6 +31,21 @@
 #define UCT_CUDA_IPC_NS_BROKER_BACKOFF_MAX_MS  200
 
 
+/* What the brokers of this process served; updated with atomics */
+static uct_cuda_ipc_ns_broker_stats_t uct_cuda_ipc_ns_broker_stats;
+
+
+void uct_cuda_ipc_ns_broker_get_stats(uct_cuda_ipc_ns_broker_stats_t *stats)
+{
+    stats->layout_requests    = __atomic_load_n(
+            &uct_cuda_ipc_ns_broker_stats.layout_requests, __ATOMIC_RELAXED);
+    stats->chunk_fds_requests = __atomic_load_n(
+            &uct_cuda_ipc_ns_broker_stats.chunk_fds_requests, __ATOMIC_RELAXED);
+    stats->chunk_fds_sent     = __atomic_load_n(
+            &uct_cuda_ipc_ns_broker_stats.chunk_fds_sent, __ATOMIC_RELAXED);
+}
+
+
 void uct_cuda_ipc_ns_broker_server_init(uct_cuda_ipc_ns_broker_server_t *server,
                                         const char *name, int listen_fd,
                                         int wake_fd,
@@ -217,6 +232,8 @@ static void uct_cuda_ipc_ns_broker_serve_layout(uct_cuda_ipc_ns_broker_server_t 
     uint32_t count, total;
     size_t len;
 
+    __atomic_fetch_add(&uct_cuda_ipc_ns_broker_stats.layout_requests, 1,
+                       __ATOMIC_RELAXED);
     if (!uct_cuda_ipc_ns_broker_registry_layout(server->registry,
                                                 req->alloc_id, req->token,
                                                 req->index, chunks, &count,
@@ -244,11 +261,14 @@ static void uct_cuda_ipc_ns_broker_serve_layout(uct_cuda_ipc_ns_broker_server_t 
 }
 
 
+/* The chunks of one GET_CHUNK_FDS request, exported in order until one
+ * fails */
 typedef struct {
-    uct_cuda_ipc_ns_broker_server_t     *server;
-    const uct_cuda_ipc_ns_broker_conn_t *conn;
-    uct_cuda_ipc_ns_broker_status_t     status;
-} uct_cuda_ipc_ns_broker_chunk_out_t;
+    uct_cuda_ipc_ns_broker_status_t status;
+    uint32_t                        count;  /* exported so far */
+    uint64_t                        alloc_ids[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
+    int                             fds[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
+} uct_cuda_ipc_ns_broker_chunks_out_t;
 
 
 /* Buffer id, start and size of the mapping at @a addr, 0s when none */
@@ -276,20 +296,25 @@ static void uct_cuda_ipc_ns_broker_chunk_attr(uint64_t addr, uint64_t *ids)
 
 
 /*
- * Export the chunk at @a addr and send its fd, then close ours: no fd per
- * allocation is kept. The allocation mapped there must still be the one the
- * registration recorded (its buffer id, start and size, read before and
- * after taking the handle: ids are never reused, so the handle is that
- * allocation's); a pool that unmapped it, or mapped another one there, gets
- * NO_ENTRY (docs/framework-memory.md, "Staleness").
+ * Export the chunk at @a addr as an fd, kept in @a out until the reply is
+ * sent; after a chunk failed, the ones after it are not exported. The
+ * allocation mapped there must still be the one the registration recorded
+ * (its buffer id, start and size, read before and after taking the handle:
+ * ids are never reused, so the handle is that allocation's); a pool that
+ * unmapped it, or mapped another one there, gets NO_ENTRY
+ * (docs/framework-memory.md, "Staleness").
  */
-static void uct_cuda_ipc_ns_broker_send_chunk(void *arg, uint64_t addr,
-                                              uint64_t size, uint64_t alloc_id)
+static void uct_cuda_ipc_ns_broker_export_chunk(void *arg, uint64_t addr,
+                                                uint64_t size, uint64_t alloc_id)
 {
-    uct_cuda_ipc_ns_broker_chunk_out_t *out = arg;
+    uct_cuda_ipc_ns_broker_chunks_out_t *out = arg;
     CUmemGenericAllocationHandle handle;
     uint64_t before[3], after[3];
     int fd = -1;
+
+    if (out->status != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
+        return;
+    }
 
     out->status = UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY;
     uct_cuda_ipc_ns_broker_chunk_attr(addr, before);
@@ -314,37 +339,79 @@ static void uct_cuda_ipc_ns_broker_send_chunk(void *arg, uint64_t addr,
     (void)UCT_CUDA_IPC_NS_CU(cuMemRelease, handle);
 
 out:
-    uct_cuda_ipc_ns_broker_reply(out->server, out->conn, out->status, alloc_id,
-                                 (out->status == UCT_CUDA_IPC_NS_BROKER_STATUS_OK) ?
-                                 fd : -1);
-    if (fd >= 0) {
-        close(fd);
+    if (out->status == UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
+        out->alloc_ids[out->count] = alloc_id;
+        out->fds[out->count]       = fd;
+        ++out->count;
+    } else {
+        ucs_debug("cuda_ipc_ns: chunk at 0x%" PRIx64 " (alloc_id 0x%" PRIx64
+                  ") not exported: %s", addr, alloc_id,
+                  uct_cuda_ipc_ns_broker_status_str(out->status));
     }
 }
 
 
-/* Answer a GET_CHUNK_FD request: the chunk exported now, or a refusal */
-static void uct_cuda_ipc_ns_broker_serve_chunk(uct_cuda_ipc_ns_broker_server_t *server,
-                                               const uct_cuda_ipc_ns_broker_conn_t *conn,
-                                               const uct_cuda_ipc_ns_broker_req_t *req)
+/*
+ * Answer a GET_CHUNK_FDS request: the chunks exported now, their fds in one
+ * message, then ours closed (no fd per chunk is kept); or, when any of them
+ * cannot be exported, a refusal, and the ones exported closed.
+ */
+static void uct_cuda_ipc_ns_broker_serve_chunk_fds(uct_cuda_ipc_ns_broker_server_t *server,
+                                                   const uct_cuda_ipc_ns_broker_conn_t *conn,
+                                                   const uct_cuda_ipc_ns_broker_req_t *req)
 {
-    uct_cuda_ipc_ns_broker_chunk_out_t out = {server, conn,
-                                              UCT_CUDA_IPC_NS_BROKER_STATUS_OK};
+    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX];
+    uct_cuda_ipc_ns_broker_chunks_out_t out;
+    uint32_t i;
+    size_t len;
 
-    if (!uct_cuda_ipc_ns_broker_registry_hand_out_chunk(
+    UCS_STATIC_ASSERT(UCT_CUDA_IPC_NS_BROKER_FDS_MAX <=
+                      UCT_CUDA_IPC_NS_SCM_MAX_FDS);
+    __atomic_fetch_add(&uct_cuda_ipc_ns_broker_stats.chunk_fds_requests, 1,
+                       __ATOMIC_RELAXED);
+    out.status = UCT_CUDA_IPC_NS_BROKER_STATUS_OK;
+    out.count  = 0;
+    if (!uct_cuda_ipc_ns_broker_registry_hand_out_chunks(
                 server->registry, req->alloc_id, req->token, req->index,
-                uct_cuda_ipc_ns_broker_send_chunk, &out)) {
+                req->count, uct_cuda_ipc_ns_broker_export_chunk, &out)) {
         uct_cuda_ipc_ns_broker_reply(server, conn,
                                      UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY,
-                                     0, -1);
+                                     req->alloc_id, -1);
         uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
                                            "unknown or released token, or "
-                                           "chunk %u out of range, for 0x%"
-                                           PRIx64, req->index, req->alloc_id);
+                                           "chunks %u..+%u out of range, for "
+                                           "0x%" PRIx64, req->index,
+                                           req->count, req->alloc_id);
     } else if (out.status != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
-        ucs_debug("cuda_ipc_ns: broker %s: chunk %u of 0x%" PRIx64 " asked by "
-                  "pid %d: %s", server->name, req->index, req->alloc_id,
-                  (int)conn->pid, uct_cuda_ipc_ns_broker_status_str(out.status));
+        uct_cuda_ipc_ns_broker_reply(server, conn, out.status, req->alloc_id,
+                                     -1);
+        ucs_debug("cuda_ipc_ns: broker %s: chunk %u of 0x%" PRIx64 " asked "
+                  "by pid %d: %s", server->name, req->index + out.count,
+                  req->alloc_id, (int)conn->pid,
+                  uct_cuda_ipc_ns_broker_status_str(out.status));
+    } else {
+        len = uct_cuda_ipc_ns_broker_pack_fds_reply(buf, req->alloc_id,
+                                                    req->index, out.count,
+                                                    out.alloc_ids);
+        /* one small message on a fresh connection: fits the socket buffer */
+        if (uct_cuda_ipc_ns_scm_send_fds(conn->fd, buf, len, out.fds,
+                                         out.count,
+                                         MSG_DONTWAIT | MSG_NOSIGNAL) ==
+            UCS_OK) {
+            __atomic_fetch_add(&uct_cuda_ipc_ns_broker_stats.chunk_fds_sent,
+                               out.count, __ATOMIC_RELAXED);
+            ucs_debug("cuda_ipc_ns: broker %s: sent chunks %u..+%u of 0x%"
+                      PRIx64 " to pid %d", server->name, req->index,
+                      out.count, req->alloc_id, (int)conn->pid);
+        } else {
+            ucs_debug("cuda_ipc_ns: broker %s: sending chunks %u..+%u of 0x%"
+                      PRIx64 " to pid %d failed", server->name, req->index,
+                      out.count, req->alloc_id, (int)conn->pid);
+        }
+    }
+
+    for (i = 0; i < out.count; ++i) {
+        close(out.fds[i]);
     }
 }
 
@@ -427,8 +494,8 @@ static int uct_cuda_ipc_ns_broker_handle(uct_cuda_ipc_ns_broker_server_t *server
         case UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT:
             uct_cuda_ipc_ns_broker_serve_layout(server, conn, &req);
             break;
-        case UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FD:
-            uct_cuda_ipc_ns_broker_serve_chunk(server, conn, &req);
+        case UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FDS:
+            uct_cuda_ipc_ns_broker_serve_chunk_fds(server, conn, &req);
             break;
         default:
             uct_cuda_ipc_ns_broker_serve(server, conn, req.alloc_id, req.token);

@@ -38,6 +38,14 @@ typedef struct uct_cuda_ipc_ns_broker_conn {
 } uct_cuda_ipc_ns_broker_conn_t;
 
 
+/* Requests the brokers of this process served (for tests and benchmarks) */
+typedef struct uct_cuda_ipc_ns_broker_stats {
+    uint64_t layout_requests;    /* LAYOUT */
+    uint64_t chunk_fds_requests; /* GET_CHUNK_FDS: one round trip each */
+    uint64_t chunk_fds_sent;     /* fds those requests were answered with */
+} uct_cuda_ipc_ns_broker_stats_t;
+
+
 typedef struct uct_cuda_ipc_ns_broker_server {
     /* set before the thread starts */
     const char                        *name;      /* printable address */
@@ -81,6 +89,10 @@ void uct_cuda_ipc_ns_broker_server_cleanup(uct_cuda_ipc_ns_broker_server_t *serv
 /* The thread: serve until the wake-up fd is readable, then close every
  * connection */
 void *uct_cuda_ipc_ns_broker_server_run(void *arg);
+
+
+/* What the brokers of this process served so far */
+void uct_cuda_ipc_ns_broker_get_stats(uct_cuda_ipc_ns_broker_stats_t *stats);
 
 
 /* Return once every accepted connection is closed */

@@ -1,5 +1,5 @@
 /*
- * cuda_ipc_ns: one message with at most one fd over a Unix socket (see
+ * cuda_ipc_ns: one message with a few fds over a Unix socket (see
  * cuda_ipc_ns_scm.h).
  */
 #ifdef HAVE_CONFIG_H
@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 
-/* Room for two fds: a second one shows as "more than one", not as
- * truncation, which the receiver refuses all the same */
-#define UCT_CUDA_IPC_NS_SCM_RX_FDS  2
+/* Control room for one fd more than a receiver takes: an extra one shows
+ * as "too many", not as truncation, which is refused all the same */
+#define UCT_CUDA_IPC_NS_SCM_RX_FDS  (UCT_CUDA_IPC_NS_SCM_MAX_FDS + 1)
 
 
 static ucs_status_t uct_cuda_ipc_ns_scm_errno_status(int err)
@@ -35,30 +35,38 @@ static ucs_status_t uct_cuda_ipc_ns_scm_errno_status(int err)
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_scm_send_fd(int sock, const void *buf, size_t len,
-                                         int fd, int flags)
+ucs_status_t uct_cuda_ipc_ns_scm_send_fds(int sock, const void *buf, size_t len,
+                                          const int *fds, unsigned num_fds,
+                                          int flags)
 {
     union {
         struct cmsghdr hdr;
-        char           buf[CMSG_SPACE(sizeof(int))];
+        char           buf[CMSG_SPACE(sizeof(int) *
+                                      UCT_CUDA_IPC_NS_SCM_MAX_FDS)];
     } cmsg;
     struct iovec iov;
     struct msghdr msg;
     ssize_t ret;
+
+    if (num_fds > UCT_CUDA_IPC_NS_SCM_MAX_FDS) {
+        ucs_error("cuda_ipc_ns: socket %d: %u fds in one message, at most %d",
+                  sock, num_fds, UCT_CUDA_IPC_NS_SCM_MAX_FDS);
+        return UCS_ERR_INVALID_PARAM;
+    }
 
     iov.iov_base = (void*)buf;
     iov.iov_len  = len;
     memset(&msg, 0, sizeof(msg));
     msg.msg_iov    = &iov;
     msg.msg_iovlen = 1;
-    if (fd >= 0) {
+    if (num_fds > 0) {
         memset(&cmsg, 0, sizeof(cmsg));
         msg.msg_control     = cmsg.buf;
-        msg.msg_controllen  = sizeof(cmsg.buf);
+        msg.msg_controllen  = CMSG_SPACE(sizeof(int) * num_fds);
         cmsg.hdr.cmsg_level = SOL_SOCKET;
         cmsg.hdr.cmsg_type  = SCM_RIGHTS;
-        cmsg.hdr.cmsg_len   = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(&cmsg.hdr), &fd, sizeof(int));
+        cmsg.hdr.cmsg_len   = CMSG_LEN(sizeof(int) * num_fds);
+        memcpy(CMSG_DATA(&cmsg.hdr), fds, sizeof(int) * num_fds);
     }
 
     do {
@@ -66,8 +74,8 @@ ucs_status_t uct_cuda_ipc_ns_scm_send_fd(int sock, const void *buf, size_t len,
     } while ((ret < 0) && (errno == EINTR));
 
     if (ret < 0) {
-        ucs_debug("cuda_ipc_ns: sendmsg(socket %d, %zu bytes, fd %d) failed: "
-                  "%m", sock, len, fd);
+        ucs_debug("cuda_ipc_ns: sendmsg(socket %d, %zu bytes, %u fds) failed: "
+                  "%m", sock, len, num_fds);
         return uct_cuda_ipc_ns_scm_errno_status(errno);
     } else if ((size_t)ret != len) {
         ucs_debug("cuda_ipc_ns: sendmsg(socket %d) sent %zd of %zu bytes",
@@ -75,6 +83,14 @@ ucs_status_t uct_cuda_ipc_ns_scm_send_fd(int sock, const void *buf, size_t len,
         return UCS_ERR_IO_ERROR;
     }
     return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_scm_send_fd(int sock, const void *buf, size_t len,
+                                         int fd, int flags)
+{
+    return uct_cuda_ipc_ns_scm_send_fds(sock, buf, len, &fd, (fd >= 0) ? 1 : 0,
+                                        flags);
 }
 
 
@@ -112,22 +128,32 @@ static int uct_cuda_ipc_ns_scm_rx_fds(struct msghdr *msg, int *fds, int max,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_scm_recv_fd(int sock, void *buf, size_t max,
-                                         int flags, size_t *len_p, int *fd_p)
+ucs_status_t uct_cuda_ipc_ns_scm_recv_fds(int sock, void *buf, size_t max,
+                                          int flags, size_t *len_p, int *fds,
+                                          unsigned max_fds,
+                                          unsigned *num_fds_p)
 {
     union {
         struct cmsghdr hdr;
         char           buf[CMSG_SPACE(sizeof(int) *
                                       UCT_CUDA_IPC_NS_SCM_RX_FDS)];
     } cmsg;
-    int fds[UCT_CUDA_IPC_NS_SCM_RX_FDS];
+    /* as many as the control buffer can hold: CMSG_SPACE() pads it, and
+     * the kernel fills the padding with fds too */
+    int rx_fds[sizeof(cmsg) / sizeof(int)];
     struct iovec iov;
     struct msghdr msg;
     ucs_status_t status;
     int i, num_fds, malformed;
     ssize_t ret;
 
-    *fd_p = -1;
+    *num_fds_p = 0;
+    if ((max_fds == 0) || (max_fds > UCT_CUDA_IPC_NS_SCM_MAX_FDS)) {
+        ucs_error("cuda_ipc_ns: socket %d: cannot receive %u fds in one "
+                  "message (1..%d)", sock, max_fds,
+                  UCT_CUDA_IPC_NS_SCM_MAX_FDS);
+        return UCS_ERR_INVALID_PARAM;
+    }
 
     iov.iov_base = buf;
     iov.iov_len  = max;
@@ -136,8 +162,9 @@ ucs_status_t uct_cuda_ipc_ns_scm_recv_fd(int sock, void *buf, size_t max,
     msg.msg_iovlen = 1;
 
     do {
+        /* room for one fd more than taken: the kernel drops the rest */
         msg.msg_control    = cmsg.buf;
-        msg.msg_controllen = sizeof(cmsg.buf);
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * (max_fds + 1));
         msg.msg_flags      = 0;
         ret = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
     } while ((ret < 0) && (errno == EINTR));
@@ -148,7 +175,8 @@ ucs_status_t uct_cuda_ipc_ns_scm_recv_fd(int sock, void *buf, size_t max,
     }
 
     /* fds are in our table now, whatever follows: account for all of them */
-    num_fds = uct_cuda_ipc_ns_scm_rx_fds(&msg, fds, UCT_CUDA_IPC_NS_SCM_RX_FDS,
+    num_fds = uct_cuda_ipc_ns_scm_rx_fds(&msg, rx_fds,
+                                         ucs_static_array_size(rx_fds),
                                          &malformed);
     if (ret == 0) {
         status = UCS_ERR_CONNECTION_RESET;
@@ -156,20 +184,38 @@ ucs_status_t uct_cuda_ipc_ns_scm_recv_fd(int sock, void *buf, size_t max,
         ucs_debug("cuda_ipc_ns: socket %d: message longer than %zu bytes",
                   sock, max);
         status = UCS_ERR_MESSAGE_TRUNCATED;
-    } else if ((msg.msg_flags & MSG_CTRUNC) || malformed || (num_fds > 1)) {
-        ucs_debug("cuda_ipc_ns: socket %d: refusing a message with %s",
-                  sock, (msg.msg_flags & MSG_CTRUNC) ?
+    } else if ((msg.msg_flags & MSG_CTRUNC) || malformed ||
+               (num_fds > (int)max_fds)) {
+        ucs_debug("cuda_ipc_ns: socket %d: refusing a message with %s", sock,
+                  (msg.msg_flags & MSG_CTRUNC) ?
                   "truncated control data" : malformed ?
-                  "a malformed SCM_RIGHTS header" : "more than one fd");
+                  "a malformed SCM_RIGHTS header" : "too many fds");
         status = UCS_ERR_INVALID_PARAM;
     } else {
-        *len_p = ret;
-        *fd_p  = (num_fds == 1) ? fds[0] : -1;
+        *len_p     = ret;
+        *num_fds_p = num_fds;
+        memcpy(fds, rx_fds, sizeof(int) * num_fds);
         return UCS_OK;
     }
 
     for (i = 0; i < num_fds; ++i) {
-        close(fds[i]);
+        close(rx_fds[i]);
+    }
+    return status;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_scm_recv_fd(int sock, void *buf, size_t max,
+                                         int flags, size_t *len_p, int *fd_p)
+{
+    unsigned num_fds;
+    ucs_status_t status;
+
+    *fd_p  = -1;
+    status = uct_cuda_ipc_ns_scm_recv_fds(sock, buf, max, flags, len_p, fd_p,
+                                          1, &num_fds);
+    if ((status != UCS_OK) || (num_fds == 0)) {
+        *fd_p = -1;
     }
     return status;
 }

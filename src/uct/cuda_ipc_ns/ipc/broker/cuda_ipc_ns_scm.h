@@ -1,14 +1,18 @@
 /*
- * cuda_ipc_ns: one message with at most one fd over a Unix socket
- * (SCM_RIGHTS). The broker replies, the importer receives and the test
- * harness talks to its peers through these two functions only, so every
- * receiver gets the same checks (docs/security.md).
+ * cuda_ipc_ns: one message with a few fds over a Unix socket (SCM_RIGHTS).
+ * The broker replies, the importer receives and the test harness talks to
+ * its peers through these functions only, so every receiver gets the same
+ * checks (docs/security.md).
  */
 #ifndef UCT_CUDA_IPC_NS_SCM_H
 #define UCT_CUDA_IPC_NS_SCM_H
 
 #include <ucs/type/status.h>
 #include <stddef.h>
+
+
+/* Most fds one message carries here (the kernel allows 253, SCM_MAX_FD) */
+#define UCT_CUDA_IPC_NS_SCM_MAX_FDS  16
 
 
 /**
@@ -25,6 +29,15 @@
  */
 ucs_status_t uct_cuda_ipc_ns_scm_send_fd(int sock, const void *buf, size_t len,
                                          int fd, int flags);
+
+
+/**
+ * As uct_cuda_ipc_ns_scm_send_fd(), with the @a num_fds fds of @a fds
+ * (at most UCT_CUDA_IPC_NS_SCM_MAX_FDS; 0: none) in one SCM_RIGHTS header.
+ */
+ucs_status_t uct_cuda_ipc_ns_scm_send_fds(int sock, const void *buf, size_t len,
+                                          const int *fds, unsigned num_fds,
+                                          int flags);
 
 
 /**
@@ -53,5 +66,17 @@ ucs_status_t uct_cuda_ipc_ns_scm_send_fd(int sock, const void *buf, size_t len,
  */
 ucs_status_t uct_cuda_ipc_ns_scm_recv_fd(int sock, void *buf, size_t max,
                                          int flags, size_t *len_p, int *fd_p);
+
+
+/**
+ * As uct_cuda_ipc_ns_scm_recv_fd(), for a message of at most @a max_fds
+ * fds (1..UCT_CUDA_IPC_NS_SCM_MAX_FDS): more are refused as above, every
+ * fd closed. With UCS_OK, *num_fds_p fds are in @a fds (the caller owns
+ * them); otherwise *num_fds_p is 0.
+ */
+ucs_status_t uct_cuda_ipc_ns_scm_recv_fds(int sock, void *buf, size_t max,
+                                          int flags, size_t *len_p, int *fds,
+                                          unsigned max_fds,
+                                          unsigned *num_fds_p);
 
 #endif

@@ -364,13 +364,15 @@ uct_cuda_ipc_ns_fdx_broker_open(const uct_cuda_ipc_ns_fdx_config_t *cfg,
 
 
 /* Send the request @a req for @a key and receive the reply (at most
- * @a reply_max bytes), with its fd if any */
+ * @a reply_max bytes), with its fds if any (at most @a max_fds, more are
+ * refused) */
 static ucs_status_t
 uct_cuda_ipc_ns_fdx_broker_exchange(const uct_cuda_ipc_ns_rkey_info_t *key,
                                     const char *name, int sock,
                                     ucs_time_t deadline, const uint8_t *req,
                                     size_t req_len, uint8_t *reply,
-                                    size_t reply_max, size_t *len_p, int *fd_p)
+                                    size_t reply_max, size_t *len_p, int *fds,
+                                    unsigned max_fds, unsigned *num_fds_p)
 {
     const char *what;
     ucs_status_t status;
@@ -393,14 +395,14 @@ uct_cuda_ipc_ns_fdx_broker_exchange(const uct_cuda_ipc_ns_rkey_info_t *key,
     if (status != UCS_OK) {
         return status;
     }
-    status = uct_cuda_ipc_ns_scm_recv_fd(sock, reply, reply_max, 0, len_p,
-                                         fd_p);
+    status = uct_cuda_ipc_ns_scm_recv_fds(sock, reply, reply_max, 0, len_p,
+                                          fds, max_fds, num_fds_p);
     if (status == UCS_ERR_CONNECTION_RESET) {
         /* a broker that refused us before reading our request closes with
          * it unread: the kernel reports ECONNRESET ahead of the reply that
          * is already queued */
-        status = uct_cuda_ipc_ns_scm_recv_fd(sock, reply, reply_max, 0, len_p,
-                                             fd_p);
+        status = uct_cuda_ipc_ns_scm_recv_fds(sock, reply, reply_max, 0,
+                                              len_p, fds, max_fds, num_fds_p);
     }
     if (status == UCS_OK) {
         return UCS_OK;
@@ -427,26 +429,16 @@ uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     double timeout    = (cfg->timeout > 0) ? cfg->timeout : 1.0;
     uint64_t alloc_id = key->handle.posix.alloc_id;
     uint8_t reply[UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE];
-    uint8_t req[UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE];
+    uint8_t req[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE];
     char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2];
     uint64_t reply_alloc_id;
     ucs_time_t deadline;
     ucs_status_t status;
-    unsigned bstatus;
+    unsigned bstatus, num_fds;
     int sock, fd = -1, pidfd = -1;
-    size_t len, req_len;
+    size_t len;
 
-    if (key->handle_type == UCT_CUDA_IPC_NS_HANDLE_CHUNKS) {
-        /* one chunk of a registration: the broker exports it now */
-        uct_cuda_ipc_ns_broker_pack_chunk_request(
-                req, UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FD,
-                key->handle.posix.reg_id, key->token,
-                key->handle.posix.chunk_index);
-        req_len = UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE;
-    } else {
-        uct_cuda_ipc_ns_broker_pack_request(req, alloc_id, key->token);
-        req_len = UCT_CUDA_IPC_NS_BROKER_REQ_SIZE;
-    }
+    uct_cuda_ipc_ns_broker_pack_request(req, alloc_id, key->token);
 
     /* one deadline from connect to the fd */
     deadline = ucs_get_time() + ucs_time_from_sec(timeout);
@@ -464,8 +456,9 @@ uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     }
 
     status = uct_cuda_ipc_ns_fdx_broker_exchange(key, name, sock, deadline,
-                                                 req, req_len, reply,
-                                                 sizeof(reply), &len, &fd);
+                                                 req, sizeof(req), reply,
+                                                 sizeof(reply), &len, &fd, 1,
+                                                 &num_fds);
     close(sock);
     if (status != UCS_OK) {
         goto out;
@@ -558,25 +551,16 @@ ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     int same_ns                            = (key->pid_ns == self->pid_ns);
     ucs_status_t status;
 
-    if (!uct_cuda_ipc_ns_handle_is_fd(key->handle_type) ||
+    /* the chunks of a key of several allocations: uct_cuda_ipc_ns_fdx_chunk_fds() */
+    if ((key->handle_type != UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) ||
         (cfg->mode < 0) || (cfg->mode >= UCT_CUDA_IPC_NS_FDX_LAST) ||
-        ((key->handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) &&
-         (key->handle.posix.fd < 0))) {
+        (key->handle.posix.fd < 0)) {
         ucs_error("cuda_ipc_ns: invalid fd import (handle type %u, mode %d, "
                   "fd %d)", key->handle_type, cfg->mode, key->handle.posix.fd);
         return UCS_ERR_INVALID_PARAM;
     }
 
-    if (key->handle_type == UCT_CUDA_IPC_NS_HANDLE_CHUNKS) {
-        /* the owner holds no fd of a chunk: only its broker exports one */
-        if (cfg->mode == UCT_CUDA_IPC_NS_FDX_PIDFD) {
-            ucs_diag("cuda_ipc_ns: allocation 0x%" PRIx64 " of pid %u is a "
-                     "chunk of a registration of several allocations, which "
-                     "only the owner's broker hands out (fd exchange mode "
-                     "'pidfd', use 'auto' or 'broker')", key->base, key->pid);
-            return UCS_ERR_UNREACHABLE;
-        }
-    } else if (cfg->mode != UCT_CUDA_IPC_NS_FDX_BROKER) {
+    if (cfg->mode != UCT_CUDA_IPC_NS_FDX_BROKER) {
         if (!same_ns) {
             /* key->pid numbers a process in the owner's namespace; here
              * it would name another process, if any */
@@ -616,6 +600,159 @@ ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
 }
 
 
+/* Close the @a num_fds fds of @a fds */
+static void uct_cuda_ipc_ns_fdx_close_fds(const int *fds, unsigned num_fds)
+{
+    unsigned i;
+
+    for (i = 0; i < num_fds; ++i) {
+        close(fds[i]);
+    }
+}
+
+
+/* Whether the GET_CHUNK_FDS reply @a reply, with @a num_fds fds and the
+ * allocation ids @a alloc_ids, answers the request of chunks @a first..
+ * first+count-1 of @a key whose layout is @a chunks */
+static int
+uct_cuda_ipc_ns_fdx_chunk_fds_match(const uct_cuda_ipc_ns_rkey_info_t *key,
+                                    const uct_cuda_ipc_ns_chunk_t *chunks,
+                                    uint32_t first, uint32_t count,
+                                    const uct_cuda_ipc_ns_chunk_fds_reply_t *reply,
+                                    const uint64_t *alloc_ids, unsigned num_fds)
+{
+    uint32_t i;
+
+    if ((reply->reg_id != key->handle.posix.reg_id) ||
+        (reply->first != first) || (reply->count != count) ||
+        (num_fds != count)) {
+        return 0;
+    }
+
+    for (i = 0; i < count; ++i) {
+        if (alloc_ids[i] != chunks[first + i].alloc_id) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                           const uct_cuda_ipc_ns_rkey_info_t *key,
+                                           const uct_cuda_ipc_ns_chunk_t *chunks,
+                                           uint32_t first, uint32_t count,
+                                           int *fds, int *owner_pidfd_p)
+{
+    double timeout = (cfg->timeout > 0) ? cfg->timeout : 1.0;
+    uint8_t req[UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE];
+    uint8_t reply[UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX];
+    uint64_t alloc_ids[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
+    char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2];
+    uct_cuda_ipc_ns_chunk_fds_reply_t head;
+    unsigned num_fds = 0;
+    ucs_time_t deadline;
+    ucs_status_t status;
+    int sock, pidfd = -1;
+    size_t len;
+
+    UCS_STATIC_ASSERT(UCT_CUDA_IPC_NS_BROKER_FDS_MAX <=
+                      UCT_CUDA_IPC_NS_SCM_MAX_FDS);
+    if ((key->handle_type != UCT_CUDA_IPC_NS_HANDLE_CHUNKS) || (count == 0) ||
+        (count > UCT_CUDA_IPC_NS_BROKER_FDS_MAX) ||
+        (first >= key->handle.posix.num_chunks) ||
+        (count > key->handle.posix.num_chunks - first) ||
+        (cfg->mode == UCT_CUDA_IPC_NS_FDX_PIDFD)) {
+        ucs_error("cuda_ipc_ns: cannot ask pid %u for chunks %u..+%u of 0x%"
+                  PRIx64 " (handle type %u, %u chunks, at most %u per "
+                  "request; fd exchange mode %d, 'pidfd' has no broker)",
+                  key->pid, first, count, key->base, key->handle_type,
+                  key->handle.posix.num_chunks, UCT_CUDA_IPC_NS_BROKER_FDS_MAX,
+                  cfg->mode);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    uct_cuda_ipc_ns_broker_pack_fds_request(req, key->handle.posix.reg_id,
+                                            key->token, first, count);
+
+    /* one deadline from connect to the fds */
+    deadline = ucs_get_time() + ucs_time_from_sec(timeout);
+    status   = uct_cuda_ipc_ns_fdx_broker_open(cfg, key, deadline, name, &sock);
+    if (status != UCS_OK) {
+        goto out;
+    }
+
+    /* nothing is sent to, or believed from, a broker that is not the owner */
+    status = uct_cuda_ipc_ns_owner_check(sock, name, key, cfg->allowed_uid,
+                                         &pidfd);
+    if (status != UCS_OK) {
+        close(sock);
+        goto out;
+    }
+
+    status = uct_cuda_ipc_ns_fdx_broker_exchange(key, name, sock, deadline,
+                                                 req, sizeof(req), reply,
+                                                 sizeof(reply), &len, fds,
+                                                 UCT_CUDA_IPC_NS_BROKER_FDS_MAX,
+                                                 &num_fds);
+    close(sock);
+    if (status != UCS_OK) {
+        goto out;
+    }
+
+    if (uct_cuda_ipc_ns_broker_unpack_fds_reply(reply, len, &head,
+                                                alloc_ids) != UCS_OK) {
+        ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a malformed "
+                  "reply (%zu bytes, %u fds) for chunks %u..+%u of 0x%" PRIx64,
+                  name, key->pid, len, num_fds, first, count,
+                  key->handle.posix.reg_id);
+        status = UCS_ERR_IO_ERROR;
+        goto out_close_fds;
+    }
+
+    if (head.status != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
+        status = uct_cuda_ipc_ns_broker_status_to_ucs(head.status);
+        ucs_debug("cuda_ipc_ns: broker %s (owner pid %u) refused chunks "
+                  "%u..+%u of 0x%" PRIx64 ": %s", name, key->pid, first, count,
+                  key->handle.posix.reg_id,
+                  uct_cuda_ipc_ns_broker_status_str(head.status));
+        goto out_close_fds;
+    }
+
+    if (!uct_cuda_ipc_ns_fdx_chunk_fds_match(key, chunks, first, count, &head,
+                                             alloc_ids, num_fds)) {
+        ucs_error("cuda_ipc_ns: broker %s (owner pid %u) answered chunks "
+                  "%u..+%u of 0x%" PRIx64 " with chunks %u..+%u of 0x%" PRIx64
+                  " and %u fds, or other allocation ids than the layout's: "
+                  "refused", name, key->pid, first, count,
+                  key->handle.posix.reg_id, head.first, head.count,
+                  head.reg_id, num_fds);
+        status = UCS_ERR_IO_ERROR;
+        goto out_close_fds;
+    }
+
+    ucs_trace("cuda_ipc_ns: got chunks %u..+%u of 0x%" PRIx64 " of pid %u "
+              "from broker %s", first, count, key->handle.posix.reg_id,
+              key->pid, name);
+    __atomic_fetch_add(&uct_cuda_ipc_ns_fdx_broker_count, count,
+                       __ATOMIC_RELAXED);
+    uct_cuda_ipc_ns_fdx_give_pidfd(pidfd, owner_pidfd_p);
+    return UCS_OK;
+
+out_close_fds:
+    uct_cuda_ipc_ns_fdx_close_fds(fds, num_fds);
+out:
+    if (pidfd >= 0) {
+        close(pidfd);
+    }
+    if (status == UCS_ERR_TIMED_OUT) {
+        ucs_debug("cuda_ipc_ns: broker %s (owner pid %u) did not answer "
+                  "within %.3f s", name, key->pid, timeout);
+    }
+    return status;
+}
+
+
 /* One page of the layout of @a key from index @a first: its own connection
  * (one request per connection), checked owner, within @a deadline */
 static ucs_status_t
@@ -630,6 +767,7 @@ uct_cuda_ipc_ns_fdx_layout_page(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2];
     int sock, fd = -1, pidfd = -1;
     ucs_status_t status;
+    unsigned num_fds;
     size_t len;
 
     status = uct_cuda_ipc_ns_fdx_broker_open(cfg, key, deadline, name, &sock);
@@ -654,13 +792,14 @@ uct_cuda_ipc_ns_fdx_layout_page(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                                               key->token, first);
     status = uct_cuda_ipc_ns_fdx_broker_exchange(key, name, sock, deadline,
                                                  req, sizeof(req), reply,
-                                                 sizeof(reply), &len, &fd);
+                                                 sizeof(reply), &len, &fd, 1,
+                                                 &num_fds);
     close(sock);
     if (status != UCS_OK) {
         return status;
     }
 
-    if (fd >= 0) {
+    if (num_fds > 0) {
         ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent an fd with a "
                   "layout: refused", name, key->pid);
         close(fd);

@@ -29,7 +29,9 @@
 
 
 /**
- * Import the owner's fd of a POSIX-fd key into this process. The key gives
+ * Import the owner's fd of a POSIX-fd key (of one allocation: the chunks of
+ * a key of several are uct_cuda_ipc_ns_fdx_chunk_fds()'s) into this
+ * process. The key gives
  * the owner (pid, pid_ns, start_time), its fd (handle.posix.fd and
  * alloc_id) and its broker (broker_addr, token).
  *
@@ -88,6 +90,33 @@ ucs_status_t uct_cuda_ipc_ns_fdx_layout(const uct_cuda_ipc_ns_fdx_config_t *cfg,
 
 
 /**
+ * The fds of chunks @a first..first+count-1 (count 1..
+ * UCT_CUDA_IPC_NS_BROKER_FDS_MAX) of a key of several allocations, in one
+ * GET_CHUNK_FDS request to the owner's broker, checked as the key's owner,
+ * within cfg->timeout (docs/framework-memory.md). The reply is hostile until
+ * checked: it must name the registration, first and count asked, give each
+ * chunk the allocation id of @a chunks (the checked layout, indexed by chunk),
+ * and carry exactly count fds in one message; otherwise, and on a refusal,
+ * every fd that came is closed.
+ *
+ * @param [out] fds            count fds (O_CLOEXEC), chunk by chunk, owned
+ *                             by the caller.
+ * @param [out] owner_pidfd_p  as for uct_cuda_ipc_ns_fdx_import().
+ *
+ * @return UCS_OK, the statuses of uct_cuda_ipc_ns_fdx_import() for the
+ *         broker (UCS_ERR_NO_ELEM: a chunk is no longer the registration's
+ *         allocation), UCS_ERR_INVALID_PARAM for a bad request (not a key of
+ *         several allocations, chunks beyond it, mode 'pidfd'), or
+ *         UCS_ERR_IO_ERROR for a hostile or malformed reply.
+ */
+ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                           const uct_cuda_ipc_ns_rkey_info_t *key,
+                                           const uct_cuda_ipc_ns_chunk_t *chunks,
+                                           uint32_t first, uint32_t count,
+                                           int *fds, int *owner_pidfd_p);
+
+
+/**
  * A connection to the broker of @a key, believed only once it is checked
  * as the key's owner (uct_cuda_ipc_ns_owner_check()), connected within
  * cfg->timeout: for requests that keep a connection (COPY,
@@ -111,7 +140,8 @@ uct_cuda_ipc_ns_fdx_broker_session(const uct_cuda_ipc_ns_fdx_config_t *cfg,
 int uct_cuda_ipc_ns_fdx_pidfd_usable(void);
 
 
-/* Number of imports done through pidfd_getfd and through a broker */
+/* Number of fds imported through pidfd_getfd and through a broker (a
+ * chunk's fd counts as one) */
 void uct_cuda_ipc_ns_fdx_get_stats(uint64_t *pidfd_imports,
                                    uint64_t *broker_imports);
 

@@ -15,6 +15,7 @@
 
 #include "cuda_ipc_ns_cache.h"
 #include "cuda_ipc_ns_watch.h"
+#include "cuda_ipc_ns_fdx.h"
 
 #include <ucs/datastruct/khash.h>
 #include <ucs/debug/assert.h>
@@ -571,33 +572,17 @@ uct_cuda_ipc_ns_cache_insert(uct_cuda_ipc_ns_region_t *region,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
-                                       const uct_cuda_ipc_ns_rkey_info_t *key,
-                                       int device,
-                                       const uct_cuda_ipc_ns_fdx_config_t *fdx,
-                                       uct_cuda_ipc_ns_region_t **region_p)
+/* A region of @a peer for @a key, not mapped yet */
+static uct_cuda_ipc_ns_region_t *
+uct_cuda_ipc_ns_cache_region_new(uct_cuda_ipc_ns_peer_t *peer,
+                                 const uct_cuda_ipc_ns_rkey_info_t *key)
 {
-    uct_cuda_ipc_ns_region_t *region, *found;
-    UCS_LIST_HEAD(victims);
-    ucs_status_t status;
-    int owner_pidfd;
-
-    region = uct_cuda_ipc_ns_cache_lookup(peer, key, device);
-    if (ucs_likely(region != NULL)) {
-        UCT_CUDA_IPC_NS_STAT_ADD(hits, 1);
-        *region_p = region;
-        return UCS_OK;
-    }
-
-    UCT_CUDA_IPC_NS_STAT_ADD(misses, 1);
-    if (uct_cuda_ipc_ns_cache_peer_is_dead(peer)) {
-        return UCS_ERR_CONNECTION_RESET;
-    }
+    uct_cuda_ipc_ns_region_t *region;
 
     region = ucs_calloc(1, sizeof(*region), "cuda_ipc_ns_region");
     if (region == NULL) {
         ucs_error("cuda_ipc_ns: failed to allocate a mapping cache region");
-        return UCS_ERR_NO_MEMORY;
+        return NULL;
     }
 
     region->peer     = peer;
@@ -606,15 +591,20 @@ ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
     if (key->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) {
         memcpy(region->handle, key->handle.legacy, sizeof(region->handle));
     }
+    return region;
+}
 
-    /* no lock held: a fd exchange may wait for a slow broker */
-    status = uct_cuda_ipc_ns_map(fdx, key, device, &region->mapping,
-                                 &owner_pidfd);
-    if (status != UCS_OK) {
-        ucs_free(region);
-        return status;
-    }
-    uct_cuda_ipc_ns_peer_set_watch(peer, owner_pidfd);
+
+/* Insert a region just mapped, pinned for the caller in *region_p: it, or
+ * the one another thread inserted meanwhile (then it is unmapped) */
+static ucs_status_t
+uct_cuda_ipc_ns_cache_add(uct_cuda_ipc_ns_region_t *region,
+                          const uct_cuda_ipc_ns_rkey_info_t *key,
+                          uct_cuda_ipc_ns_region_t **region_p)
+{
+    uct_cuda_ipc_ns_peer_t *peer = region->peer;
+    uct_cuda_ipc_ns_region_t *found;
+    UCS_LIST_HEAD(victims);
 
     found = uct_cuda_ipc_ns_cache_insert(region, key, &victims);
     uct_cuda_ipc_ns_cache_unmap_victims(&victims);
@@ -631,6 +621,181 @@ ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
 
     *region_p = found;
     return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
+                                       const uct_cuda_ipc_ns_rkey_info_t *key,
+                                       int device,
+                                       const uct_cuda_ipc_ns_fdx_config_t *fdx,
+                                       uct_cuda_ipc_ns_region_t **region_p)
+{
+    uct_cuda_ipc_ns_region_t *region;
+    ucs_status_t status;
+    int owner_pidfd;
+
+    region = uct_cuda_ipc_ns_cache_lookup(peer, key, device);
+    if (ucs_likely(region != NULL)) {
+        UCT_CUDA_IPC_NS_STAT_ADD(hits, 1);
+        *region_p = region;
+        return UCS_OK;
+    }
+
+    UCT_CUDA_IPC_NS_STAT_ADD(misses, 1);
+    if (uct_cuda_ipc_ns_cache_peer_is_dead(peer)) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+
+    region = uct_cuda_ipc_ns_cache_region_new(peer, key);
+    if (region == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    /* no lock held: a fd exchange may wait for a slow broker */
+    status = uct_cuda_ipc_ns_map(fdx, key, device, &region->mapping,
+                                 &owner_pidfd);
+    if (status != UCS_OK) {
+        ucs_free(region);
+        return status;
+    }
+    uct_cuda_ipc_ns_peer_set_watch(peer, owner_pidfd);
+
+    return uct_cuda_ipc_ns_cache_add(region, key, region_p);
+}
+
+
+/* Chunk @a index of the key of several allocations @a key (layout
+ * @a chunks) as a key of one allocation of its own: its base in the owner
+ * and its allocation id make it a region of its own */
+static void uct_cuda_ipc_ns_cache_chunk_key(const uct_cuda_ipc_ns_rkey_info_t *key,
+                                            const uct_cuda_ipc_ns_chunk_t *chunks,
+                                            uint32_t index,
+                                            uct_cuda_ipc_ns_rkey_info_t *chunk_key)
+{
+    *chunk_key                       = *key;
+    chunk_key->base                  = key->base + chunks[index].offset;
+    chunk_key->length                = chunks[index].size;
+    chunk_key->handle.posix.alloc_id = chunks[index].alloc_id;
+}
+
+
+/*
+ * Import chunks @a first..first+count-1 (count <= the batch size), none of
+ * them mapped here, with one request to the owner's broker; map each one and
+ * close its fd at once, pinning its region in @a regions. On failure the
+ * fds not imported yet are closed and regions[i] stays NULL from the chunk
+ * that failed on.
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_cache_import_chunks(uct_cuda_ipc_ns_peer_t *peer,
+                                    const uct_cuda_ipc_ns_rkey_info_t *key,
+                                    const uct_cuda_ipc_ns_chunk_t *chunks,
+                                    uint32_t first, uint32_t count, int device,
+                                    const uct_cuda_ipc_ns_fdx_config_t *fdx,
+                                    uct_cuda_ipc_ns_region_t **regions)
+{
+    int fds[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
+    uct_cuda_ipc_ns_rkey_info_t chunk_key;
+    uct_cuda_ipc_ns_region_t *region;
+    ucs_status_t status;
+    int owner_pidfd, fd;
+    uint32_t i;
+
+    if (uct_cuda_ipc_ns_cache_peer_is_dead(peer)) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+
+    /* no lock held: a fd exchange may wait for a slow broker */
+    status = uct_cuda_ipc_ns_fdx_chunk_fds(fdx, key, chunks, first, count, fds,
+                                           &owner_pidfd);
+    if (status != UCS_OK) {
+        ucs_error("cuda_ipc_ns: cannot import the fds of chunks %u..%u of "
+                  "0x%" PRIx64 " of pid %u (PID namespace %" PRIu64 "): %s",
+                  first, first + count - 1, key->base, key->pid, key->pid_ns,
+                  ucs_status_string(status));
+        return status;
+    }
+    uct_cuda_ipc_ns_peer_set_watch(peer, owner_pidfd);
+
+    for (i = 0; (i < count) && (status == UCS_OK); ++i) {
+        uct_cuda_ipc_ns_cache_chunk_key(key, chunks, first + i, &chunk_key);
+        region = uct_cuda_ipc_ns_cache_region_new(peer, &chunk_key);
+        if (region == NULL) {
+            status = UCS_ERR_NO_MEMORY;
+            break;
+        }
+
+        fd     = fds[i];
+        fds[i] = -1; /* closed by the mapping, mapped or not */
+        status = uct_cuda_ipc_ns_map_fd_of(&chunk_key, device, fd,
+                                           &region->mapping);
+        if (status != UCS_OK) {
+            ucs_free(region);
+            break;
+        }
+
+        status = uct_cuda_ipc_ns_cache_add(region, &chunk_key, &regions[i]);
+    }
+
+    /* the fds of the chunks after one that failed */
+    for (i = 0; i < count; ++i) {
+        if (fds[i] >= 0) {
+            close(fds[i]);
+        }
+    }
+    return status;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_cache_map_chunks(uct_cuda_ipc_ns_peer_t *peer,
+                                              const uct_cuda_ipc_ns_rkey_info_t *key,
+                                              const uct_cuda_ipc_ns_chunk_t *chunks,
+                                              uint32_t first, uint32_t count,
+                                              int device,
+                                              const uct_cuda_ipc_ns_fdx_config_t *fdx,
+                                              uct_cuda_ipc_ns_region_t **regions)
+{
+    uct_cuda_ipc_ns_rkey_info_t chunk_key;
+    ucs_status_t status;
+    uint32_t i, batch;
+
+    /* the hits first: only the chunks not mapped here cost a request */
+    for (i = 0; i < count; ++i) {
+        uct_cuda_ipc_ns_cache_chunk_key(key, chunks, first + i, &chunk_key);
+        regions[i] = uct_cuda_ipc_ns_cache_lookup(peer, &chunk_key, device);
+        if (regions[i] != NULL) {
+            UCT_CUDA_IPC_NS_STAT_ADD(hits, 1);
+        } else {
+            UCT_CUDA_IPC_NS_STAT_ADD(misses, 1);
+        }
+    }
+
+    /* each run of misses in batches of one round trip each */
+    for (i = 0; i < count; i += batch) {
+        batch = 1;
+        if (regions[i] != NULL) {
+            continue;
+        }
+        while ((i + batch < count) && (regions[i + batch] == NULL) &&
+               (batch < UCT_CUDA_IPC_NS_BROKER_FDS_MAX)) {
+            ++batch;
+        }
+        status = uct_cuda_ipc_ns_cache_import_chunks(peer, key, chunks,
+                                                     first + i, batch, device,
+                                                     fdx, regions + i);
+        if (status != UCS_OK) {
+            goto err_unpin;
+        }
+    }
+    return UCS_OK;
+
+err_unpin:
+    for (i = 0; i < count; ++i) {
+        if (regions[i] != NULL) {
+            uct_cuda_ipc_ns_cache_unpin(regions[i]);
+        }
+    }
+    return status;
 }
 
 

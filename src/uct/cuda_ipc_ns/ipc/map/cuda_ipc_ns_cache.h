@@ -105,14 +105,33 @@ void uct_cuda_ipc_ns_cache_peer_fail(uct_cuda_ipc_ns_peer_t *peer);
 
 
 /**
- * The region of @a peer holding @a key's allocation, mapped for @a device,
- * pinned for the caller; imports (through @a fdx) and maps it on a miss.
+ * The region of @a peer holding @a key's allocation (one allocation: legacy
+ * or POSIX fd), mapped for @a device, pinned for the caller; imports
+ * (through @a fdx) and maps it on a miss.
  */
 ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
                                        const uct_cuda_ipc_ns_rkey_info_t *key,
                                        int device,
                                        const uct_cuda_ipc_ns_fdx_config_t *fdx,
                                        uct_cuda_ipc_ns_region_t **region_p);
+
+/**
+ * The regions of chunks @a first..first+count-1 of the key of several
+ * allocations @a key, whose checked layout is @a chunks, each mapped for
+ * @a device as a region of its own (its allocation id is its staleness
+ * guard) and pinned for the caller in @a regions (count entries). The chunks
+ * not mapped here are imported with one request to the owner's broker per
+ * run of up to UCT_CUDA_IPC_NS_BROKER_FDS_MAX consecutive ones, each fd
+ * closed once mapped (docs/framework-memory.md). On failure nothing stays
+ * pinned.
+ */
+ucs_status_t uct_cuda_ipc_ns_cache_map_chunks(uct_cuda_ipc_ns_peer_t *peer,
+                                              const uct_cuda_ipc_ns_rkey_info_t *key,
+                                              const uct_cuda_ipc_ns_chunk_t *chunks,
+                                              uint32_t first, uint32_t count,
+                                              int device,
+                                              const uct_cuda_ipc_ns_fdx_config_t *fdx,
+                                              uct_cuda_ipc_ns_region_t **regions);
 
 /** Unpin; with the cache disabled (or the region stale) this may unmap */
 void uct_cuda_ipc_ns_cache_unpin(uct_cuda_ipc_ns_region_t *region);

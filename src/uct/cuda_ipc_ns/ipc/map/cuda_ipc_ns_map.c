@@ -50,14 +50,41 @@ uct_cuda_ipc_ns_map_legacy(const uct_cuda_ipc_ns_rkey_info_t *key, int device,
 }
 
 
+ucs_status_t uct_cuda_ipc_ns_map_fd_of(const uct_cuda_ipc_ns_rkey_info_t *key,
+                                       int device, int fd,
+                                       uct_cuda_ipc_ns_mapping_t *mapping)
+{
+    char what[64];
+    CUdeviceptr dptr;
+    ucs_status_t status;
+
+    mapping->length      = key->length;
+    mapping->handle_type = key->handle_type;
+    mapping->device      = device;
+
+    ucs_snprintf_safe(what, sizeof(what), "allocation 0x%" PRIx64 " of pid %u",
+                      key->base, key->pid);
+    status = uct_cuda_ipc_ns_map_fd(fd, key->length, device, what, &dptr);
+    /* the driver holds the memory through the mapping now */
+    close(fd);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    mapping->addr = (void*)dptr;
+    ucs_debug("cuda_ipc_ns: mapped allocation 0x%" PRIx64 "/%" PRIu64 " of "
+              "pid %u (type %d) at %p for device %d", key->base, key->length,
+              key->pid, key->handle_type, mapping->addr, device);
+    return UCS_OK;
+}
+
+
 static ucs_status_t
 uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_fdx_config_t *fdx,
                              const uct_cuda_ipc_ns_rkey_info_t *key,
                              int device, uct_cuda_ipc_ns_mapping_t *mapping,
                              int *owner_pidfd_p)
 {
-    char what[64];
-    CUdeviceptr dptr;
     ucs_status_t status;
     int fd;
 
@@ -69,21 +96,13 @@ uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_fdx_config_t *fdx,
         return status;
     }
 
-    ucs_snprintf_safe(what, sizeof(what), "allocation 0x%" PRIx64 " of pid %u",
-                      key->base, key->pid);
-    status = uct_cuda_ipc_ns_map_fd(fd, key->length, device, what, &dptr);
-    /* the driver holds the memory through the mapping now */
-    close(fd);
-    if (status != UCS_OK) {
-        if ((owner_pidfd_p != NULL) && (*owner_pidfd_p >= 0)) {
-            close(*owner_pidfd_p);
-            *owner_pidfd_p = -1;
-        }
-        return status;
+    status = uct_cuda_ipc_ns_map_fd_of(key, device, fd, mapping);
+    if ((status != UCS_OK) && (owner_pidfd_p != NULL) &&
+        (*owner_pidfd_p >= 0)) {
+        close(*owner_pidfd_p);
+        *owner_pidfd_p = -1;
     }
-
-    mapping->addr = (void*)dptr;
-    return UCS_OK;
+    return status;
 }
 
 
@@ -98,21 +117,19 @@ ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
         *owner_pidfd_p = -1;
     }
 
+    if (key->handle_type != UCT_CUDA_IPC_NS_HANDLE_LEGACY) {
+        return uct_cuda_ipc_ns_map_posix_fd(fdx, key, device, mapping,
+                                            owner_pidfd_p);
+    }
+
     mapping->length      = key->length;
     mapping->handle_type = key->handle_type;
     mapping->device      = device;
-    if (key->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) {
-        status = uct_cuda_ipc_ns_map_legacy(key, device, mapping);
-    } else {
-        status = uct_cuda_ipc_ns_map_posix_fd(fdx, key, device, mapping,
-                                              owner_pidfd_p);
-    }
-
+    status               = uct_cuda_ipc_ns_map_legacy(key, device, mapping);
     if (status == UCS_OK) {
         ucs_debug("cuda_ipc_ns: mapped allocation 0x%" PRIx64 "/%" PRIu64
-                  " of pid %u (type %d) at %p for device %d", key->base,
-                  key->length, key->pid, key->handle_type, mapping->addr,
-                  device);
+                  " of pid %u (legacy) at %p for device %d", key->base,
+                  key->length, key->pid, mapping->addr, device);
     }
     return status;
 }

@@ -40,7 +40,17 @@ ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
                                  int device, uct_cuda_ipc_ns_mapping_t *mapping,
                                  int *owner_pidfd_p);
 
-/** Undo uct_cuda_ipc_ns_map() */
+/**
+ * Map @a key's allocation (one VMM allocation, or a chunk of a key of
+ * several) for local @a device from @a fd, an fd of it the caller imported;
+ * @a fd is closed in any case. The allocation must be the key's, as for
+ * uct_cuda_ipc_ns_map().
+ */
+ucs_status_t uct_cuda_ipc_ns_map_fd_of(const uct_cuda_ipc_ns_rkey_info_t *key,
+                                       int device, int fd,
+                                       uct_cuda_ipc_ns_mapping_t *mapping);
+
+/** Undo uct_cuda_ipc_ns_map() and uct_cuda_ipc_ns_map_fd_of() */
 void uct_cuda_ipc_ns_unmap(uct_cuda_ipc_ns_mapping_t *mapping);
 
 
