@@ -397,18 +397,6 @@ static int lowest_free_fd()
 }
 
 
-/* open descriptors below @a limit */
-static int fds_below(int limit)
-{
-    int n = 0;
-
-    for (const auto &entry : test::open_fd_targets()) {
-        n += entry.first < limit;
-    }
-    return n;
-}
-
-
 /* the soft RLIMIT_NOFILE set to @a soft, restored at scope exit */
 class scoped_nofile {
 public:
@@ -457,7 +445,7 @@ TEST_F(test_cudasim_mem, vmm_descriptors_out_of_the_application_range)
         GTEST_SKIP() << "the soft RLIMIT_NOFILE (" << lim.rlim_cur
                      << ") leaves no room above " << floor;
     }
-    const int free0 = lowest_free_fd(), low0 = fds_below(floor);
+    const int free0 = lowest_free_fd(), low0 = test::count_open_fds_below(floor);
     ASSERT_GE(free0, 0);
 
     CU_OK(cuMemAddressReserve, &va, count * gran, 0, 0, 0);
@@ -468,7 +456,7 @@ TEST_F(test_cudasim_mem, vmm_descriptors_out_of_the_application_range)
     CU_OK(cuMemSetAccess, va, count * gran, &access, 1);
     CU_OK(cuMemsetD8, va, 0x3c, count * gran);
     EXPECT_EQ(free0, lowest_free_fd()) << "an allocation took a low fd";
-    EXPECT_EQ(low0, fds_below(floor));
+    EXPECT_EQ(low0, test::count_open_fds_below(floor));
 
     /* an exported fd is the caller's, a new descriptor as any; the import
      * keeps none of its own and cannot export it again */
@@ -477,7 +465,7 @@ TEST_F(test_cudasim_mem, vmm_descriptors_out_of_the_application_range)
     CU_OK(cuMemImportFromShareableHandle, &imported, (void*)(uintptr_t)fd,
           posix_fd);
     close(fd);
-    EXPECT_EQ(low0, fds_below(floor)) << "the import kept a descriptor";
+    EXPECT_EQ(low0, test::count_open_fds_below(floor)) << "the import kept a descriptor";
     CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuMemExportToShareableHandle, &unused,
               imported, posix_fd, 0);
     CU_OK(cuMemAddressReserve, &va2, gran, 0, 0, 0);
@@ -511,7 +499,7 @@ TEST_F(test_cudasim_mem, vmm_descriptors_out_of_the_application_range)
     for (CUmemGenericAllocationHandle handle : handles) {
         CU_OK(cuMemRelease, handle);
     }
-    EXPECT_EQ(low0, fds_below(floor));
+    EXPECT_EQ(low0, test::count_open_fds_below(floor));
 }
 
 
