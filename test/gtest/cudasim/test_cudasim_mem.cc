@@ -3,6 +3,7 @@
  * VMM create/map/export/import within one process.
  */
 #include "cudasim_test.h"
+#include "common/scoped_nofile.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -397,26 +398,6 @@ static int lowest_free_fd()
 }
 
 
-/* the soft RLIMIT_NOFILE set to @a soft, restored at scope exit */
-class scoped_nofile {
-public:
-    explicit scoped_nofile(rlim_t soft)
-    {
-        struct rlimit lim;
-
-        m_ok = getrlimit(RLIMIT_NOFILE, &m_saved) == 0;
-        lim          = m_saved;
-        lim.rlim_cur = soft;
-        m_ok         = m_ok && (setrlimit(RLIMIT_NOFILE, &lim) == 0);
-    }
-    ~scoped_nofile() { setrlimit(RLIMIT_NOFILE, &m_saved); }
-    bool ok() const { return m_ok; }
-private:
-    struct rlimit m_saved;
-    bool          m_ok;
-};
-
-
 /*
  * A driver holds no descriptor per allocation (README.md, "Descriptors"):
  * created allocations keep their memfds at 1024 and above while the soft
@@ -484,7 +465,7 @@ TEST_F(test_cudasim_mem, vmm_descriptors_out_of_the_application_range)
     {
         /* one free descriptor under the limit, none above 1024: a new
          * allocation's memfd takes it, and the next allocation finds none */
-        scoped_nofile nofile(free0 + 1);
+        test::scoped_nofile nofile(free0 + 1);
         ASSERT_TRUE(nofile.ok());
         CU_OK(cuMemCreate, &extra, gran, &prop, 0);
         EXPECT_EQ(-1, lowest_free_fd());
