@@ -178,6 +178,53 @@ TEST_P(chunks, put_get_2048_chunks_nofile_1024) {
 
 
 /*
+ * The cache counts chunks against its limits: an importer that keeps 16
+ * regions moves 64 chunks in copies of 24, each pinning more chunks than
+ * the cache keeps; chunks are evicted as allocations are, never one that an
+ * op in flight uses, and the bytes are right both ways.
+ */
+TEST_P(chunks, put_get_64_chunks_through_a_cache_of_16) {
+    const size_t num_chunks = 64, per_copy = 24;
+    scoped_env cache("UCX_CUDA_IPC_NS_CACHE_MAX_REGIONS", "16");
+
+    /* the importer of SetUp read no cache limit: start one that does */
+    m_importer.reset();
+    peer_options opts;
+    opts.new_pid_ns = GetParam().new_pid_ns;
+    m_importer.reset(new agent(opts));
+    ASSERT_TRUE(m_importer->ok());
+    ASSERT_TRUE(m_importer->connect(*m_owner));
+
+    size_t size         = num_chunks * GRAN;
+    agent_buffer remote = m_owner->alloc(BUF_VMM_CHUNKS, size, 1);
+    ASSERT_GE(remote.index, 0);
+    agent_buffer local  = m_importer->alloc(BUF_VMM, size, 2);
+    ASSERT_GE(local.index, 0);
+
+    for (int round = 0; round < 2; ++round) {
+        ASSERT_TRUE(m_importer->fill(local.index, 7 + round));
+        for (size_t off = GRAN / 2; off < size; off += per_copy * GRAN) {
+            size_t len = std::min(per_copy * GRAN, size - off);
+            ASSERT_EQ(UCS_OK, m_importer->copy(true, local.index, len,
+                                               remote.addr + off, remote.rkey,
+                                               off)) << "offset " << off;
+        }
+        EXPECT_TRUE(m_owner->check(remote.index, 7 + round, GRAN / 2,
+                                   size - GRAN / 2));
+
+        ASSERT_TRUE(m_owner->fill(remote.index, 9 + round));
+        for (size_t off = 0; off < size; off += per_copy * GRAN) {
+            size_t len = std::min(per_copy * GRAN, size - off);
+            ASSERT_EQ(UCS_OK, m_importer->copy(false, local.index, len,
+                                               remote.addr + off, remote.rkey,
+                                               off)) << "offset " << off;
+        }
+        EXPECT_TRUE(m_importer->check(local.index, 9 + round, 0, size));
+    }
+}
+
+
+/*
  * The pool shrinks and grows: chunks 1 and 2 are replaced by new
  * allocations at the same addresses. The broker does not export the new
  * allocation for the old key (an op on chunk 2, never imported, fails with
