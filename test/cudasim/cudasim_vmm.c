@@ -31,7 +31,8 @@
 #define CUDASIM_VMM_ALLOC_MAGIC 0x564d4d41u /* "VMMA" */
 /* The lowest descriptor the emulator keeps for itself: FD_SETSIZE, the
  * range that select() sees and that a process lowering its soft
- * RLIMIT_NOFILE to the usual default of 1024 keeps (README.md, "VMM") */
+ * RLIMIT_NOFILE to the usual default of 1024 keeps (README.md,
+ * "Descriptors") */
 #define CUDASIM_VMM_FD_FLOOR   1024
 
 typedef struct {
@@ -481,7 +482,8 @@ CUDASIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size,
                  alloc->fd, CUDASIM_VMM_HDR_SIZE + offset);
     } else {
         /* the system call, not mremap(): UCX's memory hooks (UCM) replace
-         * mremap() and drop the new address of MREMAP_FIXED (UCX 1.13) */
+         * mremap() and dropped the new address of MREMAP_FIXED (seen with
+         * UCX 1.13.1) */
         p = (void*)syscall(SYS_mremap, (char*)alloc->backing + offset,
                            (size_t)0, size, MREMAP_MAYMOVE | MREMAP_FIXED,
                            (void*)ptr);

@@ -527,7 +527,7 @@ private:
 struct chunks_setup {
     const char *name;
     bool        other_net_ns;
-    size_t      num_chunks;  /* the server's */
+    size_t      num_chunks;  /* each side's; 0: MAX_SIZE bytes */
     size_t      gran;        /* the emulated granularity of both sides;
                               * 0: the driver's */
 };
@@ -537,8 +537,9 @@ struct chunks_setup {
  * Both pods on chunked memory, registered whole by ucp_mem_map (flags 0, as
  * NIXL registers): each side's buffer num_chunks allocations of the
  * granularity (the emulator's smallest, 4 KiB, for 4 to 2,048 chunks; the
- * driver's for MAX_SIZE in 32 of 2 MiB), each mapped back to back; tag both ways and RMA put/get at offsets that
- * cross the server's chunk boundaries, bytes checked. Both processes run at
+ * driver's for MAX_SIZE in 32 of 2 MiB), each mapped back to back; tag both
+ * ways and RMA put/get at offsets that cross chunk boundaries, bytes
+ * checked. Both processes run at
  * RLIMIT_NOFILE 1024 while the data moves: no side may hold an fd per chunk
  * (2,048 chunks: ours import every one of the server's, whose broker
  * exports them one by one).
