@@ -179,9 +179,10 @@ TEST_P(chunks, put_get_2048_chunks_nofile_1024) {
 
 /*
  * The cache counts chunks against its limits: an importer that keeps 16
- * regions moves 64 chunks in copies of 24, each pinning more chunks than
- * the cache keeps; chunks are evicted as allocations are, never one that an
- * op in flight uses, and the bytes are right both ways.
+ * regions moves 64 chunks, twice, in copies of 24 (more chunks than the
+ * cache keeps), chunks evicted and imported again, and the bytes are right
+ * both ways. (Evicting a pinned region, mutation cache_evicts_pinned, is
+ * not caught here: datapath_pair.cache_never_evicts_a_pinned_region.)
  */
 TEST_P(chunks, put_get_64_chunks_through_a_cache_of_16) {
     const size_t num_chunks = 64, per_copy = 24;
