@@ -121,6 +121,30 @@ err:
 }
 
 
+/* CUDASIM_VMM_GRANULARITY, checked */
+static size_t cudasim_granularity_read(void)
+{
+    uint64_t gran = cudasim_env_u64("CUDASIM_VMM_GRANULARITY", 2ull << 20);
+
+    if ((gran < 4096) || (gran & (gran - 1))) {
+        fprintf(stderr, "cudasim: CUDASIM_VMM_GRANULARITY=%llu is not a "
+                "power of 2 >= 4096, using 2 MiB\n", (unsigned long long)gran);
+        gran = 2ull << 20;
+    }
+    return gran;
+}
+
+
+/* Exported for tests: re-read CUDASIM_VMM_GRANULARITY (README.md) */
+CUDASIM_API size_t cudasim_granularity_reload(void)
+{
+    size_t gran = cudasim_granularity_read();
+
+    __atomic_store_n(&cudasim_cfg.vmm_granularity, gran, __ATOMIC_RELAXED);
+    return gran;
+}
+
+
 /* Exported for tests: re-read CUDASIM_FAULTS and reset the counters */
 CUDASIM_API int cudasim_fault_reload(void)
 {
@@ -335,7 +359,6 @@ static void cudasim_visible_devices_read(void)
 
 static void cudasim_config_read(void)
 {
-    uint64_t gran;
     uint32_t salt = 0;
 
     cudasim_debug                = (int)cudasim_env_u64("CUDASIM_DEBUG", 0);
@@ -357,13 +380,7 @@ static void cudasim_config_read(void)
     cudasim_cfg.peer_access      = (int)cudasim_env_u64("CUDASIM_PEER_ACCESS",
                                                         1);
     cudasim_native_atomics_read();
-    gran = cudasim_env_u64("CUDASIM_VMM_GRANULARITY", 2ull << 20);
-    if ((gran < 4096) || (gran & (gran - 1))) {
-        fprintf(stderr, "cudasim: CUDASIM_VMM_GRANULARITY=%llu is not a "
-                "power of 2 >= 4096, using 2 MiB\n", (unsigned long long)gran);
-        gran = 2ull << 20;
-    }
-    cudasim_cfg.vmm_granularity = gran;
+    cudasim_cfg.vmm_granularity = cudasim_granularity_read();
 
     if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt)) {
         salt = (uint32_t)getpid() ^ (uint32_t)time(NULL);

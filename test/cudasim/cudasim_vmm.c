@@ -5,6 +5,11 @@
  * A memfd starts with one header page describing the allocation (so that an
  * importer recognizes our fds and learns size, device and buffer id); the
  * allocation's bytes follow at offset CUDASIM_VMM_HDR_SIZE.
+ *
+ * A driver holds no descriptor per allocation: the application's fd range
+ * and RLIMIT_NOFILE are its own. So the memfd that an allocation keeps is
+ * moved out of that range (cudasim_vmm_fd_out_of_range()), and an imported
+ * allocation keeps none: a shared mapping of the memfd holds its memory.
  */
 #include "cudasim_internal.h"
 
@@ -14,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +29,11 @@
 #define CUDASIM_VMM_MAGIC      "cudasim-vmm-v1"
 #define CUDASIM_VMM_NAME       "cudasim-vmm"
 #define CUDASIM_VMM_ALLOC_MAGIC 0x564d4d41u /* "VMMA" */
+/* The lowest descriptor the emulator keeps for itself: FD_SETSIZE, the
+ * range that select() sees and that a process lowering its soft
+ * RLIMIT_NOFILE to the usual default of 1024 keeps (README.md,
+ * "Descriptors") */
+#define CUDASIM_VMM_FD_FLOOR   1024
 
 typedef struct {
     char     magic[16];
@@ -34,7 +46,10 @@ typedef struct {
 
 typedef struct cudasim_vmm_alloc {
     uint32_t                 magic;
-    int                      fd;
+    int                      fd;      /* created: the memfd; imported: -1 */
+    void                     *backing; /* imported: a PROT_NONE shared
+                                        * mapping of the bytes, which keeps
+                                        * them alive; cuMemMap duplicates it */
     size_t                   size;
     int                      device;
     unsigned                 handle_types;
@@ -82,12 +97,44 @@ static void cudasim_vmm_put(cudasim_vmm_alloc_t *alloc)
     }
     cudasim_log("VMM allocation %#llx destroyed",
                 (unsigned long long)alloc->buffer_id);
-    close(alloc->fd);
+    if (alloc->fd >= 0) {
+        close(alloc->fd);
+    }
+    if (alloc->backing != NULL) {
+        munmap(alloc->backing, alloc->size);
+    }
     if (!alloc->imported) {
         cudasim_mem_unreserve(alloc->device, alloc->size);
     }
     alloc->magic = 0;
     free(alloc);
+}
+
+
+/*
+ * The descriptor of a new allocation, moved to the lowest free one at or
+ * above CUDASIM_VMM_FD_FLOOR when the soft RLIMIT_NOFILE leaves one free
+ * there, as a driver takes none of the application's; else it stays where
+ * it is, counting against the limit like the application's own (stricter
+ * than the driver, never more lenient). Returns the descriptor to keep.
+ */
+static int cudasim_vmm_fd_out_of_range(int fd)
+{
+    struct rlimit lim;
+    int high;
+
+    if ((fd >= CUDASIM_VMM_FD_FLOOR) ||
+        (getrlimit(RLIMIT_NOFILE, &lim) != 0) ||
+        (lim.rlim_cur <= CUDASIM_VMM_FD_FLOOR)) {
+        return fd;
+    }
+    high = fcntl(fd, F_DUPFD_CLOEXEC, CUDASIM_VMM_FD_FLOOR);
+    if (high < 0) {
+        /* EMFILE: every descriptor from the floor to the limit is in use */
+        return fd;
+    }
+    close(fd);
+    return high;
 }
 
 
@@ -183,6 +230,7 @@ CUDASIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle,
         cudasim_log("memfd_create failed: %m");
         goto err_free;
     }
+    fd = cudasim_vmm_fd_out_of_range(fd);
     /* the driver allocates the memory here, not at first use */
     if ((ftruncate(fd, CUDASIM_VMM_HDR_SIZE + size) != 0) ||
         (cudasim_mem_commit(fd, 0, CUDASIM_VMM_HDR_SIZE + size) != 0)) {
@@ -426,11 +474,23 @@ CUDASIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size,
         res = CUDA_ERROR_INVALID_VALUE;
         goto out_unlock;
     }
-    /* no access until cuMemSetAccess */
-    p = mmap((void*)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, alloc->fd,
-             CUDASIM_VMM_HDR_SIZE + offset);
+    /* no access until cuMemSetAccess (an imported allocation's backing is
+     * PROT_NONE: mremap of 0 bytes of a shared mapping maps the same pages
+     * again, with its protection) */
+    if (alloc->fd >= 0) {
+        p = mmap((void*)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+                 alloc->fd, CUDASIM_VMM_HDR_SIZE + offset);
+    } else {
+        /* the system call, not mremap(): UCX's memory hooks (UCM) replace
+         * mremap() and dropped the new address of MREMAP_FIXED (seen with
+         * UCX 1.13.1) */
+        p = (void*)syscall(SYS_mremap, (char*)alloc->backing + offset,
+                           (size_t)0, size, MREMAP_MAYMOVE | MREMAP_FIXED,
+                           (void*)ptr);
+    }
     if (p == MAP_FAILED) {
-        cudasim_log("mmap(memfd) failed: %m");
+        cudasim_log("mapping VMM allocation %#llx failed: %m",
+                    (unsigned long long)alloc->buffer_id);
         res = CUDA_ERROR_OUT_OF_MEMORY;
         goto out_unlock;
     }
@@ -667,6 +727,11 @@ cuMemExportToShareableHandle(void *shareableHandle,
         pthread_mutex_unlock(&cudasim_vmm_lock);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    if (alloc->fd < 0) {
+        /* imported: the emulator keeps no descriptor to export it again */
+        pthread_mutex_unlock(&cudasim_vmm_lock);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
     fd = fcntl(alloc->fd, F_DUPFD_CLOEXEC, 0);
     pthread_mutex_unlock(&cudasim_vmm_lock);
     if (fd < 0) {
@@ -760,7 +825,8 @@ cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
     cudasim_vmm_alloc_t *alloc;
     cudasim_vmm_hdr_t hdr;
     struct stat st;
-    int newfd, device;
+    void *backing;
+    int device;
 
     CUDASIM_ENTER("cuMemImportFromShareableHandle");
     if (handle == NULL) {
@@ -795,14 +861,18 @@ cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
     if (alloc == NULL) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    /* the caller keeps ownership of fd */
-    newfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (newfd < 0) {
+    /* the caller keeps ownership of fd; we keep a mapping, no descriptor */
+    backing = mmap(NULL, hdr.size, PROT_NONE, MAP_SHARED, fd,
+                   CUDASIM_VMM_HDR_SIZE);
+    if (backing == MAP_FAILED) {
+        cudasim_log("cuMemImportFromShareableHandle(fd %d): mmap failed: %m",
+                    fd);
         free(alloc);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     alloc->magic        = CUDASIM_VMM_ALLOC_MAGIC;
-    alloc->fd           = newfd;
+    alloc->fd           = -1;
+    alloc->backing      = backing;
     alloc->size         = hdr.size;
     alloc->device       = device;
     alloc->handle_types = hdr.handle_types;

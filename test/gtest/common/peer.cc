@@ -431,6 +431,25 @@ int count_open_fds()
 }
 
 
+int count_open_fds_below(int limit)
+{
+    DIR *dir = opendir("/proc/self/fd");
+    struct dirent *entry;
+    int count = 0, fd;
+
+    if (dir == nullptr) {
+        return -1;
+    }
+    while ((entry = readdir(dir)) != nullptr) {
+        fd = atoi(entry->d_name);
+        count += (entry->d_name[0] != '.') && (fd != dirfd(dir)) &&
+                 (fd < limit);
+    }
+    closedir(dir);
+    return count;
+}
+
+
 std::map<int, std::string> open_fd_targets()
 {
     std::map<int, std::string> targets;

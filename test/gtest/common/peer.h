@@ -126,6 +126,8 @@ bool peer_main(int argc, char **argv, int *exit_code);
 
 /* number of open fds of this process */
 int count_open_fds();
+/* open descriptors of this process numbered below @a limit, -1 on error */
+int count_open_fds_below(int limit);
 
 /* fd number -> what it is open to (readlink of /proc/self/fd/N), for each
  * open fd of this process but the directory's own */

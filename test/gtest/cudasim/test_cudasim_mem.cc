@@ -3,9 +3,11 @@
  * VMM create/map/export/import within one process.
  */
 #include "cudasim_test.h"
+#include "common/scoped_nofile.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cstring>
@@ -381,6 +383,104 @@ TEST_F(test_cudasim_mem, memory_committed_at_allocation)
     CU_OK(cuMemAlloc, &legacy, size);
     EXPECT_EQ(size / page, resident_pages(legacy, size)) << "cuMemAlloc";
     CU_OK(cuMemFree, legacy);
+}
+
+
+/* the descriptor the next open() gets; -1 when none is free */
+static int lowest_free_fd()
+{
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+    if (fd >= 0) {
+        close(fd);
+    }
+    return fd;
+}
+
+
+/*
+ * A driver holds no descriptor per allocation (README.md, "Descriptors"):
+ * created allocations keep their memfds at 1024 and above while the soft
+ * RLIMIT_NOFILE leaves room there, an import keeps none; with no room
+ * above 1024, a new allocation's memfd counts against the limit (never
+ * more lenient than the driver).
+ */
+TEST_F(test_cudasim_mem, vmm_descriptors_out_of_the_application_range)
+{
+    SKIP_IF_NOT_EMULATOR();
+    const CUmemAllocationHandleType posix_fd =
+            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    const size_t gran = granularity(), count = 8;
+    const int floor   = 1024;
+    CUmemAllocationProp prop = vmm_prop(posix_fd);
+    CUmemAccessDesc access   = rw_access();
+    std::vector<CUmemGenericAllocationHandle> handles(count);
+    CUmemGenericAllocationHandle imported, extra, again;
+    std::vector<unsigned char> back(gran);
+    struct rlimit lim;
+    CUdeviceptr va, va2;
+    int fd, unused;
+
+    ASSERT_EQ(0, getrlimit(RLIMIT_NOFILE, &lim));
+    if (lim.rlim_cur <= (rlim_t)floor + count) {
+        GTEST_SKIP() << "the soft RLIMIT_NOFILE (" << lim.rlim_cur
+                     << ") leaves no room above " << floor;
+    }
+    const int free0 = lowest_free_fd(), low0 = test::count_open_fds_below(floor);
+    ASSERT_GE(free0, 0);
+
+    CU_OK(cuMemAddressReserve, &va, count * gran, 0, 0, 0);
+    for (size_t i = 0; i < count; ++i) {
+        CU_OK(cuMemCreate, &handles[i], gran, &prop, 0);
+        CU_OK(cuMemMap, va + i * gran, gran, 0, handles[i], 0);
+    }
+    CU_OK(cuMemSetAccess, va, count * gran, &access, 1);
+    CU_OK(cuMemsetD8, va, 0x3c, count * gran);
+    EXPECT_EQ(free0, lowest_free_fd()) << "an allocation took a low fd";
+    EXPECT_EQ(low0, test::count_open_fds_below(floor));
+
+    /* an exported fd is the caller's, a new descriptor as any; the import
+     * keeps none of its own and cannot export it again */
+    CU_OK(cuMemExportToShareableHandle, &fd, handles[3], posix_fd, 0);
+    EXPECT_EQ(free0, fd);
+    CU_OK(cuMemImportFromShareableHandle, &imported, (void*)(uintptr_t)fd,
+          posix_fd);
+    close(fd);
+    EXPECT_EQ(low0, test::count_open_fds_below(floor)) << "the import kept a descriptor";
+    CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuMemExportToShareableHandle, &unused,
+              imported, posix_fd, 0);
+    CU_OK(cuMemAddressReserve, &va2, gran, 0, 0, 0);
+    CU_OK(cuMemMap, va2, gran, 0, imported, 0);
+    CU_OK(cuMemRelease, imported); /* the mapping keeps the memory */
+    CU_OK(cuMemSetAccess, va2, gran, &access, 1);
+    CU_OK(cuMemsetD8, va2 + 10, 0x77, 5);
+    CU_OK(cuMemcpyDtoH, back.data(), va + 3 * gran, gran);
+    EXPECT_EQ(0x3c, back[9]);
+    EXPECT_EQ(0x77, back[10]);
+    EXPECT_EQ(0x77, back[14]);
+    EXPECT_EQ(0x3c, back[15]);
+    CU_OK(cuMemUnmap, va2, gran);
+    CU_OK(cuMemAddressFree, va2, gran);
+
+    {
+        /* one free descriptor under the limit, none above 1024: a new
+         * allocation's memfd takes it, and the next allocation finds none */
+        test::scoped_nofile nofile(free0 + 1);
+        ASSERT_TRUE(nofile.ok());
+        CU_OK(cuMemCreate, &extra, gran, &prop, 0);
+        EXPECT_EQ(-1, lowest_free_fd());
+        CU_EXPECT(CUDA_ERROR_OUT_OF_MEMORY, cuMemCreate, &again, gran, &prop,
+                  0);
+        CU_OK(cuMemRelease, extra);
+    }
+    EXPECT_EQ(free0, lowest_free_fd());
+
+    CU_OK(cuMemUnmap, va, count * gran);
+    CU_OK(cuMemAddressFree, va, count * gran);
+    for (CUmemGenericAllocationHandle handle : handles) {
+        CU_OK(cuMemRelease, handle);
+    }
+    EXPECT_EQ(low0, test::count_open_fds_below(floor));
 }
 
 

@@ -231,7 +231,8 @@ TEST_PEER_ROLE(datapath_agent)
             break;
         }
         case AG_FDS:
-            r.index = count_open_fds();
+            r.index = (c.size == 0) ? count_open_fds() :
+                      count_open_fds_below((int)c.size);
             break;
         case AG_IDLE:
             uct_cuda_ipc_ns_broker_wait_idle();
@@ -381,12 +382,13 @@ bool agent::fill(int index, uint32_t seed, size_t offset, size_t size)
 }
 
 
-int agent::open_fds()
+int agent::open_fds(int below)
 {
     cmd c = {};
     reply r;
 
-    c.op = AG_FDS;
+    c.op   = AG_FDS;
+    c.size = below;
     return (call(c, &r) && (r.status == UCS_OK)) ? r.index : -1;
 }
 

@@ -76,8 +76,9 @@ public:
      * completion queue */
     bool query(double *bandwidth, unsigned *num_streams);
 
-    /* the agent's own open fds (count_open_fds() there), -1 on error */
-    int open_fds();
+    /* the agent's own open fds (count_open_fds() there), those numbered
+     * below @a below when not 0; -1 on error */
+    int open_fds(int below = 0);
     /* returns once the agent's fd broker closed every connection it
      * accepted (uct_cuda_ipc_ns_broker_wait_idle() there) */
     bool wait_broker_idle();

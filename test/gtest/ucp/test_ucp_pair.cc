@@ -8,7 +8,8 @@
  * - pods on chunked memory (ucp_pair_chunks): both buffers many cuMemCreate
  *   allocations mapped back to back, as PyTorch's expandable segments,
  *   registered whole by ucp_mem_map (flags 0, as NIXL), ops at offsets that
- *   cross chunk boundaries (docs/framework-memory.md);
+ *   cross chunk boundaries, up to 2,048 chunks, both pods at RLIMIT_NOFILE
+ *   1024 (docs/framework-memory.md);
  * - pods on GPUs of their own (ucp_pair_gpus): the server on another GPU
  *   than ours, whose key cu_ipc_ns refuses at unpack with one warning while
  *   UCP moves the data another way, or on ours under another ordinal
@@ -18,6 +19,7 @@
 #include "common/peer.h"
 #include "common/pod_net.h"
 #include "common/scoped_env.h"
+#include "common/scoped_nofile.h"
 #include "common/ucp_side.h"
 
 extern "C" {
@@ -67,8 +69,11 @@ struct pair_cmd {
 
 /* What the test tells the server once its namespaces are wired */
 struct pair_go {
-    int32_t chunked; /* its buffer in chunks of the granularity */
-    int32_t device;  /* the ordinal its buffer lives on */
+    int32_t  chunked;    /* its buffer in chunks of the granularity */
+    int32_t  device;     /* the ordinal its buffer lives on */
+    uint64_t num_chunks; /* chunked: their number; 0: MAX_SIZE bytes */
+    uint32_t nofile;     /* its soft RLIMIT_NOFILE once its buffer is
+                          * registered; 0: the one it inherited */
 };
 
 /* What the server sends first */
@@ -76,6 +81,8 @@ struct pair_hello {
     int32_t  detected_cuda;  /* its own cuMemCreate buffer classed CUDA */
     int32_t  detected_host;  /* a host buffer classed host */
     uint64_t addr;           /* its buffer */
+    uint64_t size;           /* its size */
+    uint64_t chunk_size;     /* chunked: the size of a chunk */
     uint8_t  gpu_uuid[16];   /* of the GPU its buffer lives on */
     uint32_t rkey_len;
     uint8_t  rkey[1024];
@@ -104,7 +111,10 @@ TEST_PEER_ROLE(ucp_pair_server)
         !test::cuda_init()) {
         return 1;
     }
-    test::cuda_vmm_memory buf(MAX_SIZE, go.chunked, go.device);
+    const size_t gran = test::cuda_vmm_granularity(go.device);
+    test::cuda_vmm_memory buf((go.chunked && go.num_chunks) ?
+                              go.num_chunks * gran : MAX_SIZE,
+                              go.chunked, go.device);
     ucp_side side;
     if (!side.ok() ||
         (uct_cuda_ipc_ns_drv.cuDeviceGet(&device, go.device) != CUDA_SUCCESS) ||
@@ -121,7 +131,20 @@ TEST_PEER_ROLE(ucp_pair_server)
                            sizeof(hello.rkey), &hello.rkey_len)) {
         return 3;
     }
-    hello.addr     = (uintptr_t)buf.ptr();
+    hello.addr       = (uintptr_t)buf.ptr();
+    hello.size       = buf.size();
+    hello.chunk_size = go.chunked ? gran : 0;
+    if (go.nofile != 0) {
+        /* from now on, what the module and UCX open counts against it; the
+         * emulator's memfds of our allocations stay above (they were
+         * opened under the inherited limit: cudasim/README.md) */
+        struct rlimit lim;
+        getrlimit(RLIMIT_NOFILE, &lim);
+        lim.rlim_cur = go.nofile;
+        if (setrlimit(RLIMIT_NOFILE, &lim) != 0) {
+            return 8;
+        }
+    }
 
     bytes_t address = side.address();
     if (!chan.send(address.data(), address.size()) || !chan.send_obj(hello)) {
@@ -219,6 +242,10 @@ struct pair_setup {
      * of a machine of two GPUs, the test process seeing GPU 0 only */
     const char *server_gpus;
     int server_device;   /* the server's ordinal of its buffer's GPU */
+    size_t num_chunks;   /* chunked: the server's number of chunks; 0: as
+                          * many as MAX_SIZE holds */
+    unsigned nofile;     /* the server's soft RLIMIT_NOFILE while the test
+                          * runs; 0: ours */
 };
 
 
@@ -280,7 +307,8 @@ protected:
         if (setup.other_net_ns) {
             test::connect_pod(m_peer->pid());
         }
-        pair_go go = {setup.chunked, setup.server_device};
+        pair_go go = {setup.chunked, setup.server_device, setup.num_chunks,
+                      setup.nofile};
         ASSERT_TRUE(m_peer->chan().send_obj(go));
 
         m_side.reset(new ucp_side());
@@ -440,66 +468,6 @@ INSTANTIATE_TEST_SUITE_P(namespaces, ucp_pair, ::testing::Values(false, true),
                          });
 
 
-/* Both pods on chunked memory: the server's buffer and ours are MAX_SIZE
- * bytes in allocations of the granularity (32 on a GPU's 2 MiB) mapped back
- * to back, each registered whole by ucp_mem_map; tag and RMA at offsets
- * that cross chunk boundaries, bytes checked */
-class ucp_pair_chunks : public ucp_pair_base,
-                        public ::testing::WithParamInterface<bool /* netns */> {
-};
-
-
-TEST_P(ucp_pair_chunks, tag_and_rma_across_chunk_boundaries) {
-    start({true, GetParam(), true, nullptr, 0});
-    if (HasFatalFailure()) {
-        return;
-    }
-
-    test::cuda_vmm_chunks local(MAX_SIZE / test::cuda_vmm_granularity());
-    const size_t chunk = local.chunk_size();
-    ASSERT_EQ(MAX_SIZE, local.size());
-    ASSERT_GE(local.size() / chunk, 26u) << "the spans below need chunks";
-    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, m_side->detect(local.ptr(), local.size()));
-
-    ucp_rkey_h rkey;
-    ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(m_side->ep, m_hello.rkey, &rkey));
-
-    const struct {
-        size_t offset, size;
-    } spans[] = {
-        {chunk - 8, 16},                      /* short: one boundary */
-        {chunk / 2, 3 * chunk},               /* rendezvous: three */
-        {5 * chunk + 4096, 20 * chunk + 123}, /* twenty, ragged ends */
-        {0, MAX_SIZE}                         /* the whole registration */
-    };
-    uct_cuda_ipc_ns_cache_stats_t before, after;
-    uct_cuda_ipc_ns_cache_get_stats(&before);
-    uint32_t seed = 1;
-    for (const auto &span : spans) {
-        tag_and_rma((uint8_t*)local.ptr(), rkey, span.size, span.offset,
-                    &seed);
-    }
-
-    /* put and get of the whole range went through cu_ipc_ns and imported
-     * every chunk of the server's, none of them twice */
-    uct_cuda_ipc_ns_cache_get_stats(&after);
-    EXPECT_GE(after.misses - before.misses, MAX_SIZE / chunk);
-    EXPECT_GE(after.regions, MAX_SIZE / chunk);
-
-    ucp_rkey_destroy(rkey);
-    stop();
-}
-
-
-INSTANTIATE_TEST_SUITE_P(namespaces, ucp_pair_chunks,
-                         ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool> &info) {
-                             return std::string(info.param ?
-                                                "other_pid_and_net_ns" :
-                                                "other_pid_ns");
-                         });
-
-
 /* The emulator's configuration of GPUs (CUDASIM_*) takes effect */
 bool driver_is_emulator()
 {
@@ -514,6 +482,162 @@ bool driver_is_emulator()
     }
     return emulator;
 }
+
+
+/* The emulator's granularity in this process (cudasim_granularity_reload)
+ * and in the peers it starts (CUDASIM_VMM_GRANULARITY), restored after:
+ * pods on one machine's GPU have one granularity */
+class emulated_granularity {
+public:
+    explicit emulated_granularity(size_t gran) :
+        m_env(new test::scoped_env("CUDASIM_VMM_GRANULARITY",
+                                   std::to_string(gran)))
+    {
+        m_ok = (reload() == gran);
+    }
+    ~emulated_granularity()
+    {
+        m_env.reset();
+        reload();
+    }
+    bool ok() const { return m_ok; }
+private:
+    static size_t reload()
+    {
+        const char *path = getenv("UCX_CUDA_IPC_NS_DRIVER");
+        void *lib        = (path == nullptr) ? nullptr :
+                           dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+        size_t gran      = 0;
+
+        if (lib != nullptr) {
+            auto func = (size_t (*)(void))dlsym(lib,
+                                                "cudasim_granularity_reload");
+            gran      = (func != nullptr) ? func() : 0;
+            dlclose(lib);
+        }
+        return gran;
+    }
+
+    std::unique_ptr<test::scoped_env> m_env;
+    bool                              m_ok;
+};
+
+
+/* What the pods of ucp_pair_chunks move */
+struct chunks_setup {
+    const char *name;
+    bool        other_net_ns;
+    size_t      num_chunks;  /* each side's; 0: MAX_SIZE bytes */
+    size_t      gran;        /* the emulated granularity of both sides;
+                              * 0: the driver's */
+};
+
+
+/*
+ * Both pods on chunked memory, registered whole by ucp_mem_map (flags 0, as
+ * NIXL registers): each side's buffer num_chunks allocations of the
+ * granularity (the emulator's smallest, 4 KiB, for 4 to 2,048 chunks; the
+ * driver's for MAX_SIZE in 32 of 2 MiB), each mapped back to back; tag both
+ * ways and RMA put/get at offsets that cross chunk boundaries, bytes
+ * checked. Both processes run at
+ * RLIMIT_NOFILE 1024 while the data moves: no side may hold an fd per chunk
+ * (2,048 chunks: ours import every one of the server's, whose broker
+ * exports them one by one).
+ */
+class ucp_pair_chunks : public ucp_pair_base,
+                        public ::testing::WithParamInterface<chunks_setup> {
+};
+
+
+TEST_P(ucp_pair_chunks, tag_and_rma_across_chunk_boundaries) {
+    const chunks_setup &setup = GetParam();
+    const unsigned nofile     = 1024;
+    const bool emulator       = driver_is_emulator();
+    std::unique_ptr<emulated_granularity> gran;
+
+    if (setup.gran == 0) {
+        /* MAX_SIZE in chunks of the granularity */
+    } else if (emulator) {
+        gran.reset(new emulated_granularity(setup.gran));
+        ASSERT_TRUE(gran->ok()) << "cudasim_granularity_reload";
+    } else if (setup.num_chunks * test::cuda_vmm_granularity() >
+               4 * MAX_SIZE) {
+        GTEST_SKIP() << setup.num_chunks << " chunks of the GPU's granularity"
+                        " are more memory than the test moves";
+    }
+    /* room above 1024 for the emulator's memfds of either side's chunks
+     * (the server inherits it), then 1024 once they are allocated */
+    test::scoped_nofile room(1024 + 1024 + setup.num_chunks, true);
+    if (!room.ok()) {
+        GTEST_SKIP() << "the hard RLIMIT_NOFILE leaves no room for the "
+                        "emulator's memfds above " << nofile;
+    }
+    start({true, setup.other_net_ns, true, nullptr, 0, setup.num_chunks,
+           nofile});
+    if (HasFatalFailure()) {
+        return;
+    }
+
+    const size_t size  = m_hello.size;
+    const size_t chunk = m_hello.chunk_size;
+    const size_t n     = size / chunk;
+    ASSERT_EQ(setup.num_chunks ? setup.num_chunks : MAX_SIZE / chunk, n);
+    ASSERT_GE(n, 4u) << "the spans below need chunks";
+    ASSERT_EQ(chunk, test::cuda_vmm_granularity());
+    test::cuda_vmm_chunks local(n);
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, m_side->detect(local.ptr(), local.size()));
+
+    ucp_rkey_h rkey;
+    ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(m_side->ep, m_hello.rkey, &rkey));
+
+    struct span {
+        size_t offset, size;
+    };
+    std::vector<span> spans = {
+        {chunk - 8, 16},                      /* short: one boundary */
+        {chunk / 2, 3 * chunk},               /* three */
+        {size - chunk - 3, chunk + 3}         /* the last one, to the end */
+    };
+    if (n >= 26) {
+        spans.push_back({5 * chunk + chunk / 4, 20 * chunk + 123}); /* twenty,
+                                                            ragged ends */
+    }
+    spans.push_back({0, size});               /* the whole registration */
+
+    test::scoped_nofile limit(nofile);
+    ASSERT_TRUE(limit.ok());
+    uct_cuda_ipc_ns_cache_stats_t before, after;
+    uct_cuda_ipc_ns_cache_get_stats(&before);
+    uint32_t seed = 1;
+    for (const auto &sp : spans) {
+        tag_and_rma((uint8_t*)local.ptr(), rkey, sp.size, sp.offset, &seed);
+    }
+
+    /* put and get of the whole range went through cu_ipc_ns and imported
+     * every chunk of the server's, none of them twice */
+    uct_cuda_ipc_ns_cache_get_stats(&after);
+    EXPECT_GE(after.misses - before.misses, n);
+    EXPECT_GE(after.regions, n);
+
+    ucp_rkey_destroy(rkey);
+    stop();
+}
+
+
+INSTANTIATE_TEST_SUITE_P(
+        namespaces, ucp_pair_chunks,
+        ::testing::Values(
+                /* MAX_SIZE in chunks of the driver's granularity */
+                chunks_setup{"other_pid_ns", false, 0, 0},
+                chunks_setup{"other_pid_and_net_ns", true, 0, 0},
+                chunks_setup{"other_pid_ns_4_chunks", false, 4, 4096},
+                chunks_setup{"other_pid_ns_64_chunks", false, 64, 4096},
+                chunks_setup{"other_pid_and_net_ns_64_chunks", true, 64,
+                             4096},
+                chunks_setup{"other_pid_ns_2048_chunks", false, 2048, 4096}),
+        [](const ::testing::TestParamInfo<chunks_setup> &info) {
+            return std::string(info.param.name);
+        });
 
 
 struct gpus_setup {
