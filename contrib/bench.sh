@@ -7,6 +7,9 @@
 #                  64 MiB), 8 B put latency vs async copy + event in one
 #                  process, mapping cache hit cost 100,000 vs 1,000 regions
 #   fd import      broker vs pidfd_getfd median
+#   framework mem  put/get over 64 VMM chunks vs one allocation of the same
+#                  size (4, 16, 64 MiB; goal >= 0.95), first use of a chunk
+#                  (test/bench/bench_chunks, docs/framework-memory.md)
 #   detection      ucp_memory_detect() per call, default vs memtype cache
 #   UCP vs UCT     ucp tag_bw / uct put_bw at 64 MiB, between two pods
 #   peer errors    tag_bw, ucp_put_bw, ucp_get at 4 MiB between two pods
@@ -56,6 +59,8 @@ bench() {
     "$bench/bench_cache" | tee "$out/cache.txt"
     echo "== UCX $ver: fd import: test/bench/bench_fd_import"
     "$bench/bench_fd_import" | tee "$out/fd_import.txt"
+    echo "== UCX $ver: framework memory (64 chunks vs one allocation): test/bench/bench_chunks"
+    "$bench/bench_chunks" | tee "$out/chunks.txt"
     echo "== UCX $ver: memory-type detection: test/bench/bench_memtype_detect"
     "$bench/bench_memtype_detect" "$UCX_CUDA_IPC_NS_DRIVER" |
         tee "$out/memtype_detect.txt"
@@ -139,7 +144,7 @@ GP
 
     {
         echo "== summary, UCX $ver (goals: docs/architecture.md, Performance): median [min-max] over the rounds"
-        cat "$out/datapath.txt" "$out/cache.txt" "$out/fd_import.txt" \
+        cat "$out/datapath.txt" "$out/cache.txt" "$out/fd_import.txt" "$out/chunks.txt" \
             "$out/memtype_detect.txt" "$out/perftest-ratios.txt" \
             "$out/nixl-ratios.txt" | verdicts
         echo "plots: $out/datapath.png $out/perftest/bandwidth.png"
@@ -171,6 +176,7 @@ verdicts() {
         if (name ~ /^8 B put latency/) return "<= 1.5"
         if (name ~ /^cache hit 100,000/) return "<= 2"
         if (name ~ /^fd import/) return "<= 10"
+        if (name ~ /^(put|get) chunks\/single /) return ">= 0.95"
         if (name ~ / -e \/ no -e /) return ">= 0.8"
         return ""
     }
@@ -181,6 +187,7 @@ verdicts() {
         if (rest ~ /^none/) { printf "%-46s %s\n", name, rest; next }
         gsub(/[(),]/, "", rest); split(rest, f, " ")
         med = f[1]; lo = f[3]; hi = f[5]; n = f[6]
+        if (n == "") { printf "%-46s %.3f (one figure, no rounds)\n", name, med; next }
         g = goal(name); split(g, gg, " ")
         if (g == "") v = "(no goal)"
         else {

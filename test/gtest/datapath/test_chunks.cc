@@ -89,6 +89,9 @@ protected:
         agent_buffer local  = m_importer->alloc(BUF_VMM, size, 2);
         ASSERT_GE(local.index, 0);
         uint32_t seed       = 10;
+        /* both pods at the limit a container often gets */
+        ASSERT_TRUE(m_owner->set_nofile(1024));
+        ASSERT_TRUE(m_importer->set_nofile(1024));
 
         /* the whole range, pieces across one and two boundaries, a piece
          * inside a chunk, the last bytes */
