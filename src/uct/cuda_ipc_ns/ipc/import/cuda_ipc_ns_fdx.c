@@ -421,6 +421,68 @@ err:
 }
 
 
+/* Connect to the broker of @a key's owner (@a name gets its printable
+ * address) and check that it is the owner: nothing is sent to, or believed
+ * from, another process. *pidfd_p: the owner's pidfd when known, else -1 */
+static ucs_status_t
+uct_cuda_ipc_ns_fdx_owner_connect(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                  const uct_cuda_ipc_ns_rkey_info_t *key,
+                                  ucs_time_t deadline,
+                                  char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2],
+                                  int *sock_p, int *pidfd_p)
+{
+    ucs_status_t status;
+    int sock;
+
+    *pidfd_p = -1;
+    status   = uct_cuda_ipc_ns_fdx_broker_open(cfg, key, deadline, name, &sock);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_cuda_ipc_ns_owner_check(sock, name, key, cfg->allowed_uid,
+                                         pidfd_p);
+    if (status != UCS_OK) {
+        close(sock);
+        return status;
+    }
+
+    *sock_p = sock;
+    return UCS_OK;
+}
+
+
+/* One request and its reply (at most @a max_fds fds) on a connection of its
+ * own to the checked owner's broker, within @a deadline (one request per
+ * connection: the broker closes after answering) */
+static ucs_status_t
+uct_cuda_ipc_ns_fdx_broker_call(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                const uct_cuda_ipc_ns_rkey_info_t *key,
+                                ucs_time_t deadline,
+                                char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2],
+                                const uint8_t *req, size_t req_len,
+                                uint8_t *reply, size_t reply_max,
+                                size_t *len_p, int *fds, unsigned max_fds,
+                                unsigned *num_fds_p, int *pidfd_p)
+{
+    ucs_status_t status;
+    int sock;
+
+    status = uct_cuda_ipc_ns_fdx_owner_connect(cfg, key, deadline, name,
+                                               &sock, pidfd_p);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_cuda_ipc_ns_fdx_broker_exchange(key, name, sock, deadline,
+                                                 req, req_len, reply,
+                                                 reply_max, len_p, fds,
+                                                 max_fds, num_fds_p);
+    close(sock);
+    return status;
+}
+
+
 static ucs_status_t
 uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                                   const uct_cuda_ipc_ns_rkey_info_t *key,
@@ -435,31 +497,17 @@ uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     ucs_time_t deadline;
     ucs_status_t status;
     unsigned bstatus, num_fds;
-    int sock, fd = -1, pidfd = -1;
+    int fd = -1, pidfd = -1;
     size_t len;
 
     uct_cuda_ipc_ns_broker_pack_request(req, alloc_id, key->token);
 
     /* one deadline from connect to the fd */
     deadline = ucs_get_time() + ucs_time_from_sec(timeout);
-    status   = uct_cuda_ipc_ns_fdx_broker_open(cfg, key, deadline, name, &sock);
-    if (status != UCS_OK) {
-        goto out;
-    }
-
-    /* nothing is sent to, or believed from, a broker that is not the owner */
-    status = uct_cuda_ipc_ns_owner_check(sock, name, key, cfg->allowed_uid,
-                                         &pidfd);
-    if (status != UCS_OK) {
-        close(sock);
-        goto out;
-    }
-
-    status = uct_cuda_ipc_ns_fdx_broker_exchange(key, name, sock, deadline,
-                                                 req, sizeof(req), reply,
-                                                 sizeof(reply), &len, &fd, 1,
-                                                 &num_fds);
-    close(sock);
+    status   = uct_cuda_ipc_ns_fdx_broker_call(cfg, key, deadline, name, req,
+                                               sizeof(req), reply,
+                                               sizeof(reply), &len, &fd, 1,
+                                               &num_fds, &pidfd);
     if (status != UCS_OK) {
         goto out;
     }
@@ -522,20 +570,13 @@ uct_cuda_ipc_ns_fdx_broker_session(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     int sock, pidfd = -1;
 
     deadline = ucs_get_time() + ucs_time_from_sec(timeout);
-    status   = uct_cuda_ipc_ns_fdx_broker_open(cfg, key, deadline, name, &sock);
+    status   = uct_cuda_ipc_ns_fdx_owner_connect(cfg, key, deadline, name,
+                                                 &sock, &pidfd);
     if (status != UCS_OK) {
         return status;
     }
-
-    /* nothing is sent to a broker that is not the owner */
-    status = uct_cuda_ipc_ns_owner_check(sock, name, key, cfg->allowed_uid,
-                                         &pidfd);
     if (pidfd >= 0) {
         close(pidfd);
-    }
-    if (status != UCS_OK) {
-        close(sock);
-        return status;
     }
 
     *sock_p = sock;
@@ -653,7 +694,7 @@ ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *c
     unsigned num_fds = 0;
     ucs_time_t deadline;
     ucs_status_t status;
-    int sock, pidfd = -1;
+    int pidfd = -1;
     size_t len;
 
     UCS_STATIC_ASSERT(UCT_CUDA_IPC_NS_BROKER_FDS_MAX <=
@@ -677,25 +718,11 @@ ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *c
 
     /* one deadline from connect to the fds */
     deadline = ucs_get_time() + ucs_time_from_sec(timeout);
-    status   = uct_cuda_ipc_ns_fdx_broker_open(cfg, key, deadline, name, &sock);
-    if (status != UCS_OK) {
-        goto out;
-    }
-
-    /* nothing is sent to, or believed from, a broker that is not the owner */
-    status = uct_cuda_ipc_ns_owner_check(sock, name, key, cfg->allowed_uid,
-                                         &pidfd);
-    if (status != UCS_OK) {
-        close(sock);
-        goto out;
-    }
-
-    status = uct_cuda_ipc_ns_fdx_broker_exchange(key, name, sock, deadline,
-                                                 req, sizeof(req), reply,
-                                                 sizeof(reply), &len, fds,
-                                                 UCT_CUDA_IPC_NS_BROKER_FDS_MAX,
-                                                 &num_fds);
-    close(sock);
+    status   = uct_cuda_ipc_ns_fdx_broker_call(cfg, key, deadline, name, req,
+                                               sizeof(req), reply,
+                                               sizeof(reply), &len, fds,
+                                               UCT_CUDA_IPC_NS_BROKER_FDS_MAX,
+                                               &num_fds, &pidfd);
     if (status != UCS_OK) {
         goto out;
     }
@@ -765,36 +792,21 @@ uct_cuda_ipc_ns_fdx_layout_page(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     uint8_t req[UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE];
     uint8_t reply[UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX];
     char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2];
-    int sock, fd = -1, pidfd = -1;
+    int fd = -1, pidfd = -1;
     ucs_status_t status;
     unsigned num_fds;
     size_t len;
-
-    status = uct_cuda_ipc_ns_fdx_broker_open(cfg, key, deadline, name, &sock);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    /* nothing is sent to, or believed from, a broker that is not the owner */
-    status = uct_cuda_ipc_ns_owner_check(sock, name, key, cfg->allowed_uid,
-                                         &pidfd);
-    if (status != UCS_OK) {
-        close(sock);
-        return status;
-    }
-    if (pidfd >= 0) {
-        close(pidfd); /* the chunks' imports hand one to the watch */
-    }
 
     uct_cuda_ipc_ns_broker_pack_chunk_request(req,
                                               UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT,
                                               key->handle.posix.reg_id,
                                               key->token, first);
-    status = uct_cuda_ipc_ns_fdx_broker_exchange(key, name, sock, deadline,
-                                                 req, sizeof(req), reply,
-                                                 sizeof(reply), &len, &fd, 1,
-                                                 &num_fds);
-    close(sock);
+    status = uct_cuda_ipc_ns_fdx_broker_call(cfg, key, deadline, name, req,
+                                             sizeof(req), reply, sizeof(reply),
+                                             &len, &fd, 1, &num_fds, &pidfd);
+    if (pidfd >= 0) {
+        close(pidfd); /* the chunks' imports hand one to the watch */
+    }
     if (status != UCS_OK) {
         return status;
     }
