@@ -36,9 +36,10 @@ base=${SAN_BUILD_BASE:-$top/build}
 #   sees: a network namespace (UCP's TCP device, the broker's socket by path;
 #   other_pid_ns is kept), the memory kind or fd route of the scenarios
 #   (vmm_other_pid_ns and legacy_same_ns kept), the GPU visibility case in
-#   one PID namespace (same_gpu_other_pid_ns kept). They took a third of the
-#   TSan run (docs/testing.md, "CI time").
-: "${TSAN_FILTER:=-test_fdx.forked_child_starts_own_broker:*/other_pid_and_net_ns:*other_net_ns:scenarios/datapath.put_get_all_sizes/vmm_same_ns:scenarios/datapath.put_get_all_sizes/vmm_importer_pidfd_getfd_blocked:pods/ucp_pair_gpus.*/same_gpu_same_pid_ns}"
+#   one PID namespace (same_gpu_other_pid_ns kept), UCP over 32 chunks of
+#   2 MiB (the 4, 64 and 2,048 chunks of 4 KiB kept). They took a third of
+#   the TSan run (docs/testing.md, "Sanitizers").
+: "${TSAN_FILTER:=-test_fdx.forked_child_starts_own_broker:*/*other_pid_and_net_ns*:*/*other_net_ns:scenarios/datapath.put_get_all_sizes/vmm_same_ns:scenarios/datapath.put_get_all_sizes/vmm_importer_pidfd_getfd_blocked:pods/ucp_pair_gpus.*/same_gpu_same_pid_ns:namespaces/ucp_pair_chunks.*/other_pid_ns}"
 kinds=("$@")
 [ ${#kinds[@]} -gt 0 ] || kinds=(asan tsan)
 for kind in "${kinds[@]}"; do
