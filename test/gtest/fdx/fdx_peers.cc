@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/resource.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <string.h>
 #include <time.h>
@@ -86,6 +89,38 @@ uct_cuda_ipc_ns_rkey_info_t fd_key_of(const uct_cuda_ipc_ns_identity_t &id)
     key.pid_ns     = id.pid_ns;
     key.start_time = id.start_time;
     return key;
+}
+
+
+int listen_as_chunk_owner(uint64_t reg_id, uct_cuda_ipc_ns_rkey_info_t *key)
+{
+    struct sockaddr_un sa = {};
+    socklen_t salen       = sizeof(sa.sun_family);
+    int lfd;
+
+    /* autobind: the kernel picks a free abstract name */
+    lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (lfd < 0) {
+        return -1;
+    }
+    sa.sun_family = AF_UNIX;
+    if (bind(lfd, (struct sockaddr*)&sa, salen) || listen(lfd, 16)) {
+        close(lfd);
+        return -1;
+    }
+    salen = sizeof(sa);
+    if (getsockname(lfd, (struct sockaddr*)&sa, &salen)) {
+        close(lfd);
+        return -1;
+    }
+    *key                         = fd_key_of(*uct_cuda_ipc_ns_self());
+    key->handle_type             = UCT_CUDA_IPC_NS_HANDLE_CHUNKS;
+    key->handle.posix.fd         = -1;
+    key->handle.posix.reg_id     = reg_id;
+    key->handle.posix.alloc_id   = reg_id;
+    key->broker_addr_len = salen - offsetof(struct sockaddr_un, sun_path);
+    memcpy(key->broker_addr, sa.sun_path, key->broker_addr_len);
+    return lfd;
 }
 
 

@@ -74,6 +74,12 @@ uct_cuda_ipc_ns_rkey_info_t fd_key();
  * importer's owner check */
 uct_cuda_ipc_ns_rkey_info_t fd_key_of(const uct_cuda_ipc_ns_identity_t &id);
 
+/* A listening socket of this process at a free abstract address (the kernel
+ * picks it), for a test that plays the owner's broker itself, and in @a key a
+ * key of registration @a reg_id in chunks that names it (this process is the
+ * key's owner, so the importer's owner check passes); -1 on failure */
+int listen_as_chunk_owner(uint64_t reg_id, uct_cuda_ipc_ns_rkey_info_t *key);
+
 /* every field set: the broker's request deadline to its default */
 uct_cuda_ipc_ns_fdx_config_t fdx_config(uct_cuda_ipc_ns_fdx_mode_t mode,
                                         double timeout = 2.0);

@@ -45,24 +45,8 @@ class test_layout : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        struct sockaddr_un sa = {};
-        socklen_t salen       = sizeof(sa.sun_family);
-
-        /* autobind: the kernel picks a free abstract name */
-        m_lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        m_lfd = listen_as_chunk_owner(REG_ID, &m_key);
         ASSERT_GE(m_lfd, 0);
-        sa.sun_family = AF_UNIX;
-        ASSERT_EQ(0, bind(m_lfd, (struct sockaddr*)&sa, salen));
-        ASSERT_EQ(0, listen(m_lfd, 16));
-        salen = sizeof(sa);
-        ASSERT_EQ(0, getsockname(m_lfd, (struct sockaddr*)&sa, &salen));
-        m_key = fd_key_of(*uct_cuda_ipc_ns_self());
-        m_key.handle_type             = UCT_CUDA_IPC_NS_HANDLE_CHUNKS;
-        m_key.handle.posix.fd         = -1;
-        m_key.handle.posix.reg_id     = REG_ID;
-        m_key.handle.posix.alloc_id   = REG_ID;
-        m_key.broker_addr_len = salen - offsetof(struct sockaddr_un, sun_path);
-        memcpy(m_key.broker_addr, sa.sun_path, m_key.broker_addr_len);
     }
 
     void TearDown() override
