@@ -4,6 +4,10 @@
  */
 #include "fdx/fdx_peers.h"
 
+extern "C" {
+#include "cuda_ipc_ns_broker_serve.h"
+}
+
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
@@ -244,6 +248,11 @@ TEST_PEER_ROLE(fdx_owner)
             fillers.clear();
             reply.status = (setrlimit(RLIMIT_NOFILE, &saved_nofile) == 0) ?
                            UCS_OK : UCS_ERR_IO_ERROR;
+        } else if (cmd.op == OWNER_ACCEPT_FAILURES) {
+            uct_cuda_ipc_ns_broker_stats_t stats;
+            uct_cuda_ipc_ns_broker_get_stats(&stats);
+            reply.count  = (int)stats.accept_failures;
+            reply.status = UCS_OK;
         }
         chan.send_obj(reply);
     }
@@ -330,6 +339,15 @@ int owner_free_fds(test::peer &owner)
     owner_cmd cmd = {};
 
     cmd.op = OWNER_FREE_FDS;
+    return owner_call(owner, cmd).count;
+}
+
+
+int owner_accept_failures(test::peer &owner)
+{
+    owner_cmd cmd = {};
+
+    cmd.op = OWNER_ACCEPT_FAILURES;
     return owner_call(owner, cmd).count;
 }
 

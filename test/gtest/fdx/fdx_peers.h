@@ -38,7 +38,8 @@ enum {
     OWNER_QUIT,
     OWNER_FILL_FDS, /* lower RLIMIT_NOFILE to size, open fds up to it but
                      * alloc_id of them */
-    OWNER_FREE_FDS  /* close them, restore RLIMIT_NOFILE */
+    OWNER_FREE_FDS, /* close them, restore RLIMIT_NOFILE */
+    OWNER_ACCEPT_FAILURES /* its brokers' accept() failures so far */
 };
 
 struct owner_cmd {
@@ -106,6 +107,9 @@ int owner_fill_fds(test::peer &owner, unsigned limit, unsigned spare = 0);
 
 /* undo owner_fill_fds(); returns how many fds the owner closed */
 int owner_free_fds(test::peer &owner);
+
+/* how many times the owner's broker failed to accept() for want of fds */
+int owner_accept_failures(test::peer &owner);
 
 void stop_owner(test::peer &owner);
 

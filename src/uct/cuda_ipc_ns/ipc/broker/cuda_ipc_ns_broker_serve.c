@@ -43,6 +43,8 @@ void uct_cuda_ipc_ns_broker_get_stats(uct_cuda_ipc_ns_broker_stats_t *stats)
             &uct_cuda_ipc_ns_broker_stats.chunk_fds_requests, __ATOMIC_RELAXED);
     stats->chunk_fds_sent     = __atomic_load_n(
             &uct_cuda_ipc_ns_broker_stats.chunk_fds_sent, __ATOMIC_RELAXED);
+    stats->accept_failures    = __atomic_load_n(
+            &uct_cuda_ipc_ns_broker_stats.accept_failures, __ATOMIC_RELAXED);
 }
 
 
@@ -572,6 +574,8 @@ static int uct_cuda_ipc_ns_broker_accept_failed(uct_cuda_ipc_ns_broker_server_t 
         return 0;
     }
 
+    __atomic_fetch_add(&uct_cuda_ipc_ns_broker_stats.accept_failures, 1,
+                       __ATOMIC_RELAXED);
     if (!server->accept_failing) {
         server->accept_failing = 1;
         server->accept_backoff = min_backoff;
