@@ -431,6 +431,23 @@ int count_open_fds()
 }
 
 
+int count_memfd_mappings()
+{
+    FILE *maps = fopen("/proc/self/maps", "r");
+    char line[4096];
+    int count = 0;
+
+    if (maps == nullptr) {
+        return -1;
+    }
+    while (fgets(line, sizeof(line), maps) != nullptr) {
+        count += (strstr(line, "/memfd:") != nullptr);
+    }
+    fclose(maps);
+    return count;
+}
+
+
 int count_open_fds_below(int limit)
 {
     DIR *dir = opendir("/proc/self/fd");

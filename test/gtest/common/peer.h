@@ -128,6 +128,9 @@ bool peer_main(int argc, char **argv, int *exit_code);
 int count_open_fds();
 /* open descriptors of this process numbered below @a limit, -1 on error */
 int count_open_fds_below(int limit);
+/* mappings of memfds in this process (the emulator's device memory, own
+ * and imported: an import holds no fd, only its mappings), -1 on error */
+int count_memfd_mappings();
 
 /* fd number -> what it is open to (readlink of /proc/self/fd/N), for each
  * open fd of this process but the directory's own */

@@ -49,6 +49,8 @@ enum {
     COPY_OWNER_HOLD,    /* hold the copy engine (seed: 1) or release it */
     COPY_OWNER_IDLE,    /* once the broker closed every connection: the
                          * number of open fds */
+    COPY_OWNER_MAPS,    /* the same, the number of memfd mappings (an
+                         * importer buffer's import holds no fd) */
     COPY_OWNER_QUIT
 };
 
@@ -129,6 +131,9 @@ TEST_PEER_ROLE(copy_owner)
             } else if (cmd.op == COPY_OWNER_IDLE) {
                 uct_cuda_ipc_ns_broker_wait_idle();
                 ok = test::count_open_fds();
+            } else if (cmd.op == COPY_OWNER_MAPS) {
+                uct_cuda_ipc_ns_broker_wait_idle();
+                ok = test::count_memfd_mappings();
             } else {
                 std::vector<uint8_t> want = test::seed_pattern(
                         cmd.seed, cmd.seed_offset + cmd.length);
@@ -444,7 +449,7 @@ TEST_F(test_owner_copy, answered_when_done_while_fd_hand_out_goes_on) {
  * is left open */
 TEST_F(test_owner_copy, importer_gone_mid_copy_leaves_nothing_behind) {
     uct_cuda_ipc_ns_copy_args_t req;
-    int fds;
+    int fds, maps;
 
     if (!test::copy_engine_hold_supported()) {
         GTEST_SKIP() << "needs the emulator's copy engine hold";
@@ -457,6 +462,8 @@ TEST_F(test_owner_copy, importer_gone_mid_copy_leaves_nothing_behind) {
     m_sock = -1;
     fds    = owner_call(COPY_OWNER_IDLE);
     ASSERT_GT(fds, 0);
+    maps   = owner_call(COPY_OWNER_MAPS);
+    ASSERT_GE(maps, 0);
 
     ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_open(&m_cfg, &m_hello.key,
                                                        &m_sock));
@@ -472,6 +479,8 @@ TEST_F(test_owner_copy, importer_gone_mid_copy_leaves_nothing_behind) {
     m_sock = -1;
     ASSERT_TRUE(owner_call(COPY_OWNER_HOLD, 0));
     EXPECT_EQ(fds, owner_call(COPY_OWNER_IDLE));
+    EXPECT_EQ(maps, owner_call(COPY_OWNER_MAPS)) << "an importer buffer "
+                                                    "stayed mapped";
 }
 
 
