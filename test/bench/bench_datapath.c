@@ -27,6 +27,7 @@
 #include "cuda_ipc_ns_addr.h"
 #include "cuda_ipc_ns_rkey.h"
 #include "bench_stats.h"
+#include "bench_cpu_cache.h"
 #include "bench_uct.h"
 
 #include <uct/api/uct.h>
@@ -250,7 +251,7 @@ static void bench_bandwidth(bench_node_t *node, uct_ep_h ep,
      * (what the transport does, in one process) is printed for reference */
     printf("bandwidth: medians of the rounds; iters: iterations per round "
            "(min-max); DtoD: to the exporter's pages, as put; DtoD-r: from "
-           "them, as get\n");
+           "them, as get; %s\n", bench_cache_mode());
     printf("%-10s %9s %10s %10s %10s %10s %10s %8s %8s %9s\n", "size", "iters",
            "DtoD MB/s", "DtoD-r", "async MB/s", "put MB/s", "get MB/s",
            "put/DtoD", "get/DtoD", "put/async");
@@ -264,6 +265,8 @@ static void bench_bandwidth(bench_node_t *node, uct_ep_h ep,
             do {
                 for (k = 0; k < BENCH_OP_LAST; ++k) {
                     op = (k + it) % BENCH_OP_LAST;
+                    bench_cache_evict(c.local, sizes[i]);
+                    bench_cache_evict(c.peer_mem, sizes[i]);
                     t0 = bench_time_now();
                     bench_op(&c, op, sizes[i]);
                     dt     = bench_time_now() - t0;

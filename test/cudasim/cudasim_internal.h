@@ -60,6 +60,9 @@ void     cudasim_ctx_poison(CUcontext ctx, CUresult error);
 int      cudasim_initialized(void);
 CUresult cudasim_fault_check(const char *func);
 uint64_t cudasim_new_buffer_id(void);
+/* a copy as a copy engine makes it: to memory, not to a CPU cache */
+void cudasim_dma_copy(void *dst, const void *src, size_t len);
+
 uint64_t cudasim_env_u64(const char *name, uint64_t dflt);
 void     cudasim_log(const char *fmt, ...)
          __attribute__((format(printf, 1, 2)));

@@ -176,7 +176,7 @@ static CUresult cudasim_exec_mem_op(const cudasim_op_t *op)
                               op->device) != 1))) {
         res = CUDA_ERROR_ILLEGAL_ADDRESS;
     } else if (op->type == CUDASIM_OP_COPY) {
-        memmove(op->dst, op->src, op->len);
+        cudasim_dma_copy(op->dst, op->src, op->len);
     } else {
         memset(op->dst, op->value, op->len);
     }

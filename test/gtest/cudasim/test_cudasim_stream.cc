@@ -377,6 +377,44 @@ TEST_F(test_cudasim_stream, copies_and_memset)
 }
 
 
+/* copies long enough for the emulator's non-temporal stores
+ * (cudasim_dma.c): every alignment of source and destination and lengths
+ * around the store width land exactly, nothing around them changes */
+TEST_F(test_cudasim_stream, long_copies_of_every_alignment)
+{
+    const size_t base = 64 << 10, size = base + 256;
+    const size_t tails[] = {0, 1, 15, 16, 63, 64, 65, 127};
+    std::vector<unsigned char> host(size), back(size), want(size);
+    CUdeviceptr a, b;
+
+    for (size_t i = 0; i < size; ++i) {
+        host[i] = (unsigned char)(i * 7 + (i >> 9));
+    }
+    CU_OK(cuMemAlloc, &a, size);
+    CU_OK(cuMemAlloc, &b, size);
+    CU_OK(cuMemcpyHtoD, a, host.data(), size);
+    for (size_t src_off = 0; src_off < 17; src_off += 3) {
+        for (size_t dst_off = 0; dst_off < 17; ++dst_off) {
+            for (size_t tail : tails) {
+                size_t len = base + tail;
+
+                CU_OK(cuMemsetD8, b, 0x5a, size);
+                CU_OK(cuMemcpyDtoD, b + dst_off, a + src_off, len);
+                CU_OK(cuMemcpyDtoH, back.data(), b, size);
+                std::fill(want.begin(), want.end(), 0x5a);
+                std::copy(host.begin() + src_off, host.begin() + src_off + len,
+                          want.begin() + dst_off);
+                ASSERT_EQ(want, back) << "source offset " << src_off
+                                      << ", destination offset " << dst_off
+                                      << ", length " << len;
+            }
+        }
+    }
+    CU_OK(cuMemFree, a);
+    CU_OK(cuMemFree, b);
+}
+
+
 TEST_F(test_cudasim_stream, legacy_stream_waits_for_blocking_streams)
 {
     CUstream blocking;
