@@ -15,11 +15,13 @@
 #  2. read the bundled UCX's version (ucp_get_version() of the bundled
 #     libucp, through Python's ctypes); only 1.22 loads plugins by itself;
 #  3. build the module against the same release configured as NIXL builds it
-#     (contrib/build.sh with UCX=1.22-cuda: contrib/setup-ucx.sh cuda), in
-#     build-1.22-cuda/ (BUILD_DIR to change; UCX=1.22 builds against the
-#     CUDA-less 1.22 instead, for a bundle built that way). The soname
-#     suffix and deepbind of the --private-ucx wheel change no layout the
-#     module uses; the module's ABI guard checks the rest at load;
+#     (contrib/build.sh with UCX=1.22-cuda: contrib/setup-ucx.sh cuda, in
+#     build-1.22-cuda/; for a bundle with a soname suffix, NIXL's
+#     --private-ucx, UCX=1.22-cuda-nixl: setup-ucx.sh cuda-nixl, in
+#     build-1.22-cuda-nixl/). UCX= and BUILD_DIR change it (UCX=1.22 builds
+#     against the CUDA-less 1.22, for a bundle built that way). The soname
+#     suffix and deepbind change no layout the module uses; the module's ABI
+#     guard checks the rest at load;
 #  4. copy it into nixl.libs/ucx/ under the name UCX's scan looks for there
 #     (libuct_cudaipcns[-SUFFIX] + the extension of the bundled libucs, as
 #     the bundled modules are named), patched as NIXL patches UCX's modules
@@ -99,7 +101,10 @@ command -v patchelf >/dev/null ||
     { say "patchelf is needed (Debian: apt-get install patchelf)"; exit 2; }
 
 # ---- 3. the module, built for that release ---------------------------------------
-ucx=${UCX:-1.22-cuda}
+# a suffixed bundle is NIXL's --private-ucx build: the same configuration
+ucx_default=1.22-cuda
+[ -z "$sfx" ] || ucx_default=1.22-cuda-nixl
+ucx=${UCX:-$ucx_default}
 build=${BUILD_DIR:-$top/build-$ucx}
 UCX=$ucx BUILD_DIR=$build "$top/contrib/build.sh"
 module=$build/src/uct/cuda_ipc_ns/.libs/libuct_cuda_ipc_ns.so

@@ -39,7 +39,7 @@ no_driver_reason_logged() {
     local out
     out=$(env "$plugin" UCX_LOG_LEVEL=info UCX_MODULE_LOG_LEVEL=info UCX_CUDA_IPC_NS_DRIVER="$cudasim" \
           "$ucx_info" -d 2>&1) || return 1
-    grep -q "dlopen(.*/libuct_cuda.so.0.*failed: libcuda.so.1" <<<"$out" ||
+    grep -q "dlopen(.*/libuct_cuda\(-[0-9A-Za-z_]*\)\{0,1\}\.so\.0.*failed: libcuda.so.1" <<<"$out" ||
         { grep -i "libuct_cuda" <<<"$out" | head -3; return 1; }
 }
 

@@ -26,7 +26,7 @@
 #     bin/ucx_info     the prefix's ucx_info on the bundled libraries (not in
 #                      the wheel: the tests' window on the bundled UCX)
 #   NIXL_PREFIX  an installed NIXL (contrib/setup-nixl.sh; built against
-#                another UCX 1.22 of the same API; hashed scheme only) whose
+#                another UCX 1.22 of the same API; either scheme) whose
 #                libraries join the bundle as auditwheel bundles what
 #                NIXL's extension needs:
 #     site-packages/nixl.libs/libnixl-<hash>.so, libnixl_build-..., and every
@@ -61,10 +61,6 @@ else
     sfx=${ucs#libucs}
     sfx=${sfx%.so.0}                      # e.g. -nixl
 fi
-# NIXL_PREFIX's libraries need libucp.so.0 (setup-nixl.sh builds against
-# the plain 1.22), the names the hashed scheme maps
-[ -z "$nixl" ] || [ -z "$sfx" ] ||
-    { echo "make_fixture: NIXL_PREFIX with the hashed scheme only (this UCX is lib*$sfx)" >&2; exit 2; }
 site=$out/site-packages
 libs=$site/nixl.libs
 mkdir -p "$libs/ucx" "$site/nixl" "$site/nixl-1.4.0.dist-info" "$out/bin"
@@ -91,6 +87,15 @@ for n in "${!new[@]}"; do
     patchelf --set-soname "${new[$n]}" "$libs/${new[$n]}"
     rename_needed "$libs/${new[$n]}" '$ORIGIN'
 done
+# NIXL_PREFIX's libraries and programs need libucp.so.0 (setup-nixl.sh
+# builds against the plain 1.22, of the same API): in the suffix scheme
+# they get the bundled lib*-nixl names too, as NIXL's own wheel build links
+# its private UCX
+if [ -n "$nixl" ] && [ -n "$sfx" ]; then
+    for l in ucs uct ucp ucm; do
+        new[lib$l.so.0]=${new[lib$l$sfx.so.0]}
+    done
+fi
 for f in "$prefix"/lib/ucx/*.so*; do
     [ ! -L "$f" ] || continue
     cp "$f" "$libs/ucx/"
