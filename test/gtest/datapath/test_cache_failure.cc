@@ -9,6 +9,9 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <chrono>
+#include <thread>
+
 
 namespace {
 
@@ -379,6 +382,38 @@ TEST_P(failure, killed_peer_fails_its_ops_and_releases_its_mappings) {
     EXPECT_EQ(baseline.regions, after.regions);
     EXPECT_EQ(baseline.bytes, after.bytes);
     EXPECT_EQ(fds, count_open_fds());
+}
+
+
+/*
+ * A peer that dies while nothing asks about it (no op, no ep_check, no
+ * progress: UCP destroyed its endpoint before the kernel reported the exit,
+ * say): its mappings go all the same, from UCX's async thread, where its
+ * pidfd is watched (docs/architecture.md, "Peer failure").
+ */
+TEST_P(failure, dead_peer_mappings_go_with_nothing_asking) {
+    peer_options opts;
+    opts.new_pid_ns = GetParam();
+    auto baseline   = cache_stats();
+    start({}, {}, opts);
+    remote r  = export_buffer(BUF_VMM, 4 * MiB, 61);
+    int local = m_node->alloc(BUF_VMM, 4 * MiB);
+    ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, m_node->buf(local).ptr,
+                                   4 * MiB, r.buf.addr, r.rkey.rkey));
+    ASSERT_EQ(baseline.regions + 1, cache_stats().regions);
+
+    m_agent->kill_now(); /* returns once the peer is gone */
+    /* from here no call into the transport: only its counters are read;
+     * the time bounds a hang, it is not the expectation */
+    auto start_time = std::chrono::steady_clock::now();
+    while ((cache_stats().regions != baseline.regions) &&
+           (std::chrono::steady_clock::now() - start_time <
+            std::chrono::seconds(60))) {
+        std::this_thread::yield();
+    }
+    EXPECT_EQ(baseline.regions, cache_stats().regions)
+            << "the dead peer's mapping stayed while nothing asked about it";
+    EXPECT_EQ(baseline.bytes, cache_stats().bytes);
 }
 
 

@@ -17,6 +17,7 @@
 #include "cuda_ipc_ns_watch.h"
 #include "cuda_ipc_ns_fdx.h"
 
+#include <ucs/async/async.h>
 #include <ucs/datastruct/khash.h>
 #include <ucs/debug/assert.h>
 #include <ucs/debug/log.h>
@@ -74,6 +75,8 @@ struct uct_cuda_ipc_ns_peer {
     int                               dead;      /* atomic */
     int                               in_table;  /* in cache.peers */
     int                               watch_fd;  /* pidfd, -1: none yet */
+    int                               watch_async; /* watch_fd is on UCX's
+                                                    * async loop (atomic) */
     pthread_rwlock_t                  lock;
     khash_t(uct_cuda_ipc_ns_regions)  regions;
 };
@@ -225,6 +228,10 @@ static void uct_cuda_ipc_ns_peer_destroy(uct_cuda_ipc_ns_peer_t *peer)
     ucs_debug("cuda_ipc_ns: forgetting peer pid %u (PID namespace %" PRIu64
               ")", peer->id.pid, peer->id.pid_ns);
     ucs_assert(kh_size(&peer->regions) == 0);
+    if (__atomic_load_n(&peer->watch_async, __ATOMIC_ACQUIRE)) {
+        /* waits for a call of the handler in progress, unless it is ours */
+        ucs_async_remove_handler(peer->watch_fd, 1);
+    }
     if (peer->watch_fd >= 0) {
         close(peer->watch_fd);
     }
@@ -331,9 +338,67 @@ static void uct_cuda_ipc_ns_peer_watch_pid(uct_cuda_ipc_ns_peer_t *peer)
 }
 
 
+/*
+ * The peer's pidfd turned readable: it exited. Runs on UCX's async thread,
+ * so that a peer nobody asks about any more (its endpoint destroyed while
+ * its exit was not yet reported, no later op or import) still has its
+ * mappings released (docs/architecture.md, "Peer failure").
+ */
+static void uct_cuda_ipc_ns_peer_watch_cb(int fd, ucs_event_set_types_t events,
+                                          void *arg)
+{
+    uct_cuda_ipc_ns_peer_t *peer = arg;
+    int alive;
+
+    pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
+    alive = (peer->refcount > 0);
+    if (alive) {
+        ++peer->refcount;
+    }
+    pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
+    if (!alive) {
+        return; /* being destroyed: its removal of this handler waits */
+    }
+
+    if (uct_cuda_ipc_ns_watch_exited(fd)) {
+        uct_cuda_ipc_ns_cache_peer_fail(peer);
+    }
+    uct_cuda_ipc_ns_cache_peer_put(peer);
+}
+
+
+/*
+ * Put the peer's watch on UCX's async event loop, edge-triggered: one call
+ * when the peer exits. Called without cache.lock (the handler takes it, and
+ * adding a handler waits for the async thread), by the thread that set
+ * watch_fd and holds a reference.
+ */
+static void uct_cuda_ipc_ns_peer_watch_async(uct_cuda_ipc_ns_peer_t *peer)
+{
+    ucs_status_t status;
+
+    status = ucs_async_set_event_handler(UCS_ASYNC_MODE_THREAD_MUTEX,
+                                         peer->watch_fd,
+                                         UCS_EVENT_SET_EVREAD |
+                                         UCS_EVENT_SET_EDGE_TRIGGERED,
+                                         uct_cuda_ipc_ns_peer_watch_cb, peer,
+                                         NULL);
+    if (status != UCS_OK) {
+        /* the checks at each op, endpoint and import still read it */
+        ucs_diag("cuda_ipc_ns: cannot watch peer pid %u on UCX's async "
+                 "loop (ucs_async_set_event_handler: %s): its mappings go "
+                 "at the next use of that peer", peer->id.pid,
+                 ucs_status_string(status));
+        return;
+    }
+    __atomic_store_n(&peer->watch_async, 1, __ATOMIC_RELEASE);
+}
+
+
 ucs_status_t uct_cuda_ipc_ns_cache_peer_get(const uct_cuda_ipc_ns_identity_t *id,
                                             uct_cuda_ipc_ns_peer_t **peer_p)
 {
+    int created = 0;
     uct_cuda_ipc_ns_peer_t *peer;
     khiter_t iter;
     int ret;
@@ -374,8 +439,12 @@ ucs_status_t uct_cuda_ipc_ns_cache_peer_get(const uct_cuda_ipc_ns_identity_t *id
     ucs_debug("cuda_ipc_ns: new peer pid %u (PID namespace %" PRIu64
               ", start time %" PRIu64 ")%s", id->pid, id->pid_ns,
               id->start_time, (peer->watch_fd >= 0) ? ", watched" : "");
+    created = 1;
 out:
     pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
+    if (created && (peer->watch_fd >= 0)) {
+        uct_cuda_ipc_ns_peer_watch_async(peer);
+    }
     *peer_p = peer;
     return UCS_OK;
 }
@@ -450,6 +519,8 @@ static void uct_cuda_ipc_ns_peer_set_watch(uct_cuda_ipc_ns_peer_t *peer, int fd)
 
     if (fd >= 0) {
         close(fd);
+    } else {
+        uct_cuda_ipc_ns_peer_watch_async(peer);
     }
 }
 
