@@ -264,6 +264,80 @@ TEST_F(owner_copy_uct, flush_waits_for_copies) {
 }
 
 
+/* A pending request that posts a get zcopy, as UCP's would */
+struct pending_get {
+    uct_pending_req_t req;
+    uct_ep_h          ep;
+    uct_iov_t         iov;
+    uint64_t          addr;
+    uct_rkey_t        rkey;
+    completion        *comp;
+    bool              *earlier_done; /* what the fence ordered before */
+    bool              posted        = false;
+    bool              earlier_first = false;
+
+    static ucs_status_t func(uct_pending_req_t *req)
+    {
+        pending_get *self = ucs_container_of(req, pending_get, req);
+        ucs_status_t status;
+
+        status = uct_ep_get_zcopy(self->ep, &self->iov, 1, self->addr,
+                                  self->rkey, &self->comp->comp);
+        if (status == UCS_ERR_NO_RESOURCE) {
+            return status;
+        }
+        self->posted        = true;
+        self->earlier_first = *self->earlier_done;
+        return UCS_OK;
+    }
+};
+
+
+/* After ep_fence, a zero-copy op waits (as a pending request) for the copy
+ * the owner makes before the fence: a get into the buffer that copy reads
+ * must not overtake it */
+TEST_F(owner_copy_uct, fence_orders_a_zero_copy_op_after_copies) {
+    remote legacy = export_legacy(MiB, 30);
+    remote vmm    = export_buffer(BUF_VMM, MiB, 31);
+    int local     = m_node->alloc(BUF_VMM, MiB);
+    completion first, second;
+
+    if (!m_agent->hold_copies(true)) {
+        GTEST_SKIP() << "needs the emulator's copy-engine hold";
+    }
+    m_node->fill(local, 32);
+    ASSERT_EQ(UCS_INPROGRESS, post(true, local_ptr(local, 0), MiB,
+                                   legacy.buf.addr, legacy.rkey.rkey, &first));
+    ASSERT_EQ(UCS_OK, uct_ep_fence(m_ep, 0));
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, post(false, local_ptr(local, 0), MiB,
+                                        vmm.buf.addr, vmm.rkey.rkey, &second))
+            << "the copy before the fence is outstanding";
+
+    pending_get pending;
+    pending.req.func     = pending_get::func;
+    pending.ep           = m_ep;
+    pending.iov          = {local_ptr(local, 0), MiB, nullptr, 0, 1};
+    pending.addr         = vmm.buf.addr;
+    pending.rkey         = vmm.rkey.rkey;
+    pending.comp         = &second;
+    pending.earlier_done = &first.done;
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &pending.req, 0));
+    for (int i = 0; i < 100; ++i) {
+        m_node->progress();
+    }
+    EXPECT_FALSE(pending.posted) << "the owner's copy engine is held";
+
+    ASSERT_TRUE(m_agent->hold_copies(false));
+    ASSERT_TRUE(m_node->progress_until([&] { return second.done; }));
+    EXPECT_TRUE(pending.earlier_first);
+    EXPECT_EQ(UCS_OK, first.status);
+    EXPECT_EQ(UCS_OK, second.status);
+    EXPECT_TRUE(m_agent->check(legacy.buf.index, 32, 0, MiB))
+            << "the put read the buffer before the get wrote it";
+    EXPECT_TRUE(m_node->check(local, 31, 0, MiB));
+}
+
+
 /* A waiter armed while a copy is outstanding sleeps on the iface's event
  * fd and is woken by the owner's answer alone */
 TEST_F(owner_copy_uct, answer_wakes_the_event_fd) {
