@@ -41,15 +41,18 @@ public:
         m_env.reset();
     }
 
-    /* a legacy buffer of the agent, its key unpacked as an owner copy key */
-    remote export_legacy(size_t size, uint32_t seed)
+    /* a legacy buffer of the agent, its key unpacked as an owner copy key
+     * (a fatal failure otherwise: callers wrap it in
+     * ASSERT_NO_FATAL_FAILURE) */
+    void export_legacy(size_t size, uint32_t seed, remote *r)
     {
-        remote r = export_buffer(BUF_LEGACY, size, seed);
-        if (r.rkey.rkey != 0) {
-            EXPECT_TRUE(((uct_cuda_ipc_ns_rkey_t*)r.rkey.rkey)->owner_copy)
-                    << "a legacy key of another PID namespace";
-        }
-        return r;
+        r->buf = m_agent->alloc(BUF_LEGACY, size, seed);
+        ASSERT_GE(r->buf.index, 0);
+        ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_node->component(),
+                                          r->buf.rkey.data(), &r->rkey));
+        m_rkeys.push_back(r->rkey);
+        ASSERT_TRUE(((uct_cuda_ipc_ns_rkey_t*)r->rkey.rkey)->owner_copy)
+                << "a legacy key of another PID namespace";
     }
 
     void *local_ptr(int index, size_t offset)
@@ -63,7 +66,8 @@ public:
 
 
 TEST_F(owner_copy_uct, key_names_the_owners_broker) {
-    remote r = export_legacy(MiB, 1);
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 1, &r));
     uct_cuda_ipc_ns_rkey_info_t info;
 
     ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_parse(r.buf.rkey.data(),
@@ -85,7 +89,8 @@ TEST_F(owner_copy_uct, put_get_zcopy_legacy_owner_vmm_importer) {
     } cases[] = {{1, 1}, {13, 7}, {4099, 4095}, {65537, 65537},
                  {777, MiB + 3}, {3, 3 * MiB}};
     uint32_t remote_seed = 1, seed = 100;
-    remote r  = export_legacy(size, remote_seed);
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size, remote_seed, &r));
     int local = m_node->alloc(BUF_VMM, size);
     ASSERT_GE(local, 0);
 
@@ -120,7 +125,8 @@ TEST_F(owner_copy_uct, put_get_zcopy_legacy_owner_vmm_importer) {
 /* Several copies outstanding at once, answered in any order */
 TEST_F(owner_copy_uct, many_copies_in_flight) {
     const size_t chunk = 256 * 1024, count = 12;
-    remote r  = export_legacy(chunk * count, 3);
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(chunk * count, 3, &r));
     int local = m_node->alloc(BUF_VMM, chunk * count);
     std::vector<completion> comps(count);
 
@@ -142,7 +148,8 @@ TEST_F(owner_copy_uct, many_copies_in_flight) {
  * range contiguous in iov order (UCT's definition) */
 TEST_F(owner_copy_uct, get_into_strided_iovs) {
     const size_t elem = 1000, stride = 4096, tail_len = 777, roff = 5;
-    remote r  = export_legacy(MiB, 21);
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 21, &r));
     int local = m_node->alloc(BUF_VMM, MiB);
     uct_iov_t iov[2] = {{local_ptr(local, 0), elem, nullptr, stride, 3},
                         {local_ptr(local, 20000), tail_len, nullptr, 0, 1}};
@@ -175,7 +182,8 @@ TEST_F(owner_copy_uct, get_into_strided_iovs) {
  * refused before anything is sent, and so are the short and bcopy paths
  * (their host staging buffer), without failing the endpoint */
 TEST_F(owner_copy_uct, legacy_importer_buffer_unsupported) {
-    remote r  = export_legacy(MiB, 5);
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 5, &r));
     int local = m_node->alloc(BUF_LEGACY, MiB);
     int vmm   = m_node->alloc(BUF_VMM, MiB);
     completion comp;
@@ -203,7 +211,8 @@ TEST_F(owner_copy_uct, legacy_importer_buffer_unsupported) {
  * the op completes with that refusal, the memory stays as it was, and the
  * session serves the genuine key after */
 TEST_F(owner_copy_uct, forged_token_refused) {
-    remote r  = export_legacy(MiB, 7);
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 7, &r));
     int local = m_node->alloc(BUF_VMM, MiB);
     uct_cuda_ipc_ns_rkey_info_t info;
     uct_rkey_bundle_t forged;
@@ -234,7 +243,8 @@ TEST_F(owner_copy_uct, forged_token_refused) {
 
 /* ep and iface flush wait for the copies the owner still makes */
 TEST_F(owner_copy_uct, flush_waits_for_copies) {
-    remote r  = export_legacy(2 * MiB, 9);
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(2 * MiB, 9, &r));
     int local = m_node->alloc(BUF_VMM, 2 * MiB);
     completion op, flush;
 
@@ -297,7 +307,8 @@ struct pending_get {
  * the owner makes before the fence: a get into the buffer that copy reads
  * must not overtake it */
 TEST_F(owner_copy_uct, fence_orders_a_zero_copy_op_after_copies) {
-    remote legacy = export_legacy(MiB, 30);
+    remote legacy;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 30, &legacy));
     remote vmm    = export_buffer(BUF_VMM, MiB, 31);
     int local     = m_node->alloc(BUF_VMM, MiB);
     completion first, second;
@@ -341,7 +352,8 @@ TEST_F(owner_copy_uct, fence_orders_a_zero_copy_op_after_copies) {
 /* A waiter armed while a copy is outstanding sleeps on the iface's event
  * fd and is woken by the owner's answer alone */
 TEST_F(owner_copy_uct, answer_wakes_the_event_fd) {
-    remote r  = export_legacy(4 * MiB, 11);
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(4 * MiB, 11, &r));
     int local = m_node->alloc(BUF_VMM, 4 * MiB);
     completion op;
     int fd;
@@ -374,7 +386,8 @@ TEST_F(owner_copy_uct, answer_wakes_the_event_fd) {
  * flush waiting for it completes, the endpoint is reported failed, nothing
  * hangs and no fd is left behind */
 TEST_F(owner_copy_uct, owner_killed_mid_copy) {
-    remote r  = export_legacy(4 * MiB, 12);
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(4 * MiB, 12, &r));
     int local = m_node->alloc(BUF_VMM, 4 * MiB);
     completion op, flush;
 
