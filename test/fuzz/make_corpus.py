@@ -80,7 +80,12 @@ def corpus():
     c['posix_v2'] = pad(px + ext(0xf0000456, 0xabcdef, version=2,
                                  posix=(TOKEN, ABSTRACT),
                                  extra=bytes.fromhex('deadbeeffeedface')))
-    c['legacy_v2'] = pad(lx + ext(0xf0000123, 0x1122334455667788, version=2,
+    # a legacy key its owner copies (version 2: token and broker address)
+    c['legacy_owner_copy'] = pad(lx + ext(0xf0000123, 0x1122334455667788,
+                                          version=2,
+                                          posix=(TOKEN, ABSTRACT)))
+    c['legacy_v2'] = pad(lx + ext(0xf0000123, 0x1122334455667788, version=3,
+                                  posix=(TOKEN, ABSTRACT),
                                   extra=bytes(range(1, 9))))
     # malformed / edge
     c['empty'] = b''

@@ -110,18 +110,39 @@ const uint8_t golden_posix_v2[] = {
     0xde, 0xad, 0xbe, 0xef, 0xfe, 0xed, 0xfa, 0xce  /* unknown v2 fields */
 };
 
-/* 4b) legacy key from a newer writer: version 2, 8 more bytes after the
- *     common fields (no token/address for legacy keys) */
+#define LEGACY_OWNER_COPY_FIELDS \
+    0x23, 0x01, 0x00, 0xf0, 0x00, 0x00, 0x00, 0x00, /* pid_ns */             \
+    0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, /* start_time */         \
+    0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7, /* token */              \
+    0xc8, 0xc9, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf,                          \
+    0x15,                                           /* broker_addr_len 21 */ \
+    0x00, 'c',  'u',  'd',  'a',  '_',  'i',  'p',                           \
+    'c',  '_',  'n',  's',  '-',                                             \
+    '0',  '1',  '2',  '3',  'a',  'b',  'c',  'd'
+
+/* 4b) legacy key its owner copies (version 2): token and broker address
+ *     after the common fields, as in a posix fd key (docs/owner-copies.md) */
+const uint8_t golden_legacy_owner_copy[] = {
+    0x01,
+    LEGACY_HANDLE_BYTES,
+    0x34, 0x12, 0x00, 0x80,
+    LEGACY_BASE_LEN_UUID,
+    0x38,                                           /* ext_length 56 */
+    0x02,                                           /* version 2 */
+    LEGACY_OWNER_COPY_FIELDS
+};
+
+/* 4c) that legacy key from a newer writer: version 3, 8 more bytes after
+ *     the version 2 fields */
 const uint8_t golden_legacy_v2[] = {
     0x01,
     LEGACY_HANDLE_BYTES,
     0x34, 0x12, 0x00, 0x80,
     LEGACY_BASE_LEN_UUID,
-    0x1a,                                           /* ext_length 26 */
-    0x02,                                           /* version 2 */
-    0x23, 0x01, 0x00, 0xf0, 0x00, 0x00, 0x00, 0x00,
-    0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
-    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08  /* unknown v2 fields */
+    0x40,                                           /* ext_length 64 */
+    0x03,                                           /* version 3 */
+    LEGACY_OWNER_COPY_FIELDS,
+    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08  /* unknown v3 fields */
 };
 
 /* 5) a registration of 2,048 chunks (handle type 3): no fd number, the
@@ -175,6 +196,9 @@ uct_cuda_ipc_ns_rkey_info_t expected_legacy(bool ext)
     return info;
 }
 
+/* The key of golden_legacy_owner_copy */
+uct_cuda_ipc_ns_rkey_info_t expected_legacy_owner_copy();
+
 uct_cuda_ipc_ns_rkey_info_t expected_posix()
 {
     uct_cuda_ipc_ns_rkey_info_t info;
@@ -193,6 +217,20 @@ uct_cuda_ipc_ns_rkey_info_t expected_posix()
     info.ext_version = 1;
     info.pid_ns      = 0xf0000456ull;
     info.start_time  = 0xabcdefull;
+    for (int i = 0; i < UCT_CUDA_IPC_NS_TOKEN_SIZE; ++i) {
+        info.token[i] = (uint8_t)(0xc0 + i);
+    }
+    info.broker_addr_len = golden_broker_addr_len;
+    memcpy(info.broker_addr, golden_broker_addr, golden_broker_addr_len);
+    return info;
+}
+
+
+uct_cuda_ipc_ns_rkey_info_t expected_legacy_owner_copy()
+{
+    uct_cuda_ipc_ns_rkey_info_t info = expected_legacy(true);
+
+    info.ext_version = UCT_CUDA_IPC_NS_RKEY_EXT_VERSION_OWNER_COPY;
     for (int i = 0; i < UCT_CUDA_IPC_NS_TOKEN_SIZE; ++i) {
         info.token[i] = (uint8_t)(0xc0 + i);
     }
@@ -310,7 +348,8 @@ TEST(cuda_ipc_ns_rkey_format, sizes) {
     EXPECT_EQ(sizeof(golden_legacy_ext), (size_t)101 + 18);
     EXPECT_EQ(sizeof(golden_posix_ext), (size_t)101 + 56);
     EXPECT_EQ(sizeof(golden_posix_v2), (size_t)101 + 64);
-    EXPECT_EQ(sizeof(golden_legacy_v2), (size_t)101 + 26);
+    EXPECT_EQ(sizeof(golden_legacy_owner_copy), (size_t)101 + 56);
+    EXPECT_EQ(sizeof(golden_legacy_v2), (size_t)101 + 64);
     EXPECT_EQ(21, golden_broker_addr_len);
 }
 
@@ -329,6 +368,48 @@ TEST(cuda_ipc_ns_rkey_format, golden_legacy_ext) {
     expect_pack_equals(expected_legacy(true), GOLDEN(golden_legacy_ext));
     ASSERT_EQ(UCS_OK, parse_exact(GOLDEN(golden_legacy_ext), &info));
     expect_info_eq(expected_legacy(true), info);
+}
+
+TEST(cuda_ipc_ns_rkey_format, golden_legacy_owner_copy) {
+    uct_cuda_ipc_ns_rkey_info_t info;
+
+    expect_pack_equals(expected_legacy_owner_copy(),
+                       GOLDEN(golden_legacy_owner_copy));
+    ASSERT_EQ(UCS_OK, parse_exact(GOLDEN(golden_legacy_owner_copy), &info));
+    expect_info_eq(expected_legacy_owner_copy(), info);
+
+    /* a reader of version 1 sees a legacy key, the rest skipped: the same
+     * bytes with version 1 parse as golden_legacy_ext */
+    bytes_t v1       = padded(GOLDEN(golden_legacy_owner_copy));
+    v1[ext_off + 1] = 1;
+    ASSERT_EQ(UCS_OK, parse_exact(v1, &info));
+    expect_info_eq(expected_legacy(true), info);
+}
+
+/* A legacy key of version 2 carries its token and a broker address */
+TEST(cuda_ipc_ns_rkey_format, legacy_owner_copy_rejects) {
+    uint8_t buf[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
+    uct_cuda_ipc_ns_rkey_info_t info;
+    bytes_t key;
+
+    info         = expected_legacy_owner_copy();
+    info.has_ext = 0; /* the address travels in the extension only */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_cuda_ipc_ns_rkey_pack(&info, buf));
+    info                 = expected_legacy_owner_copy();
+    info.broker_addr_len = UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 1;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_cuda_ipc_ns_rkey_pack(&info, buf));
+
+    key          = padded(GOLDEN(golden_legacy_owner_copy));
+    key[ext_off] = UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE; /* no token */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, parse_exact(key, &info));
+    key = padded(GOLDEN(golden_legacy_owner_copy));
+    key[ext_off + UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE +
+        UCT_CUDA_IPC_NS_TOKEN_SIZE] = 22; /* address past the extension */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, parse_exact(key, &info));
+    key = padded(GOLDEN(golden_legacy_owner_copy));
+    key[ext_off + UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE +
+        UCT_CUDA_IPC_NS_TOKEN_SIZE] = 0; /* no address */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, parse_exact(key, &info));
 }
 
 TEST(cuda_ipc_ns_rkey_format, golden_posix_ext) {
@@ -384,15 +465,16 @@ TEST(cuda_ipc_ns_rkey_format, golden_newer_writer) {
     ASSERT_EQ(UCS_OK, parse_exact(padded(GOLDEN(golden_posix_v2)), &info));
     expect_info_eq(exp, info);
 
-    exp             = expected_legacy(true);
-    exp.ext_version = 2;
+    exp             = expected_legacy_owner_copy();
+    exp.ext_version = 3;
     ASSERT_EQ(UCS_OK, parse_exact(GOLDEN(golden_legacy_v2), &info));
     expect_info_eq(exp, info);
     ASSERT_EQ(UCS_OK, parse_exact(padded(GOLDEN(golden_legacy_v2)), &info));
     expect_info_eq(exp, info);
 
-    /* repacking a newer key gives this writer's v1 key */
-    expect_pack_equals(info, GOLDEN(golden_legacy_ext));
+    /* repacking a newer key gives this writer's key (v2 for a legacy key
+     * with a broker address, v1 for a posix fd key) */
+    expect_pack_equals(info, GOLDEN(golden_legacy_owner_copy));
     ASSERT_EQ(UCS_OK, parse_exact(GOLDEN(golden_posix_v2), &info));
     expect_pack_equals(info, GOLDEN(golden_posix_ext));
 }
@@ -521,10 +603,13 @@ TEST(cuda_ipc_ns_rkey_format, pack_rejects) {
     info.has_ext = 0;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_cuda_ipc_ns_rkey_pack(&info, buf));
 
-    /* legacy keys ignore token/address fields */
-    info                 = expected_legacy(true);
-    info.broker_addr_len = 0xff;
+    /* a legacy key without broker address ignores the token (version 1);
+     * with one, the address must fit */
+    info = expected_legacy(true);
+    memset(info.token, 0x5a, sizeof(info.token));
     expect_pack_equals(info, GOLDEN(golden_legacy_ext));
+    info.broker_addr_len = 0xff;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_cuda_ipc_ns_rkey_pack(&info, buf));
 }
 
 TEST(cuda_ipc_ns_rkey_format, parse_short_buffer) {
@@ -671,7 +756,7 @@ TEST(cuda_ipc_ns_rkey_format, truncations) {
     const bytes_t keys[] = {
         GOLDEN(golden_legacy_base), GOLDEN(golden_legacy_ext),
         GOLDEN(golden_posix_ext),   GOLDEN(golden_posix_v2),
-        GOLDEN(golden_legacy_v2)
+        GOLDEN(golden_legacy_v2),   GOLDEN(golden_legacy_owner_copy)
     };
     uct_cuda_ipc_ns_rkey_info_t full, info;
 
@@ -701,7 +786,7 @@ TEST(cuda_ipc_ns_rkey_format, random_mutations) {
         padded(GOLDEN(golden_legacy_base)), padded(GOLDEN(golden_legacy_ext)),
         padded(GOLDEN(golden_posix_ext)),   padded(GOLDEN(golden_posix_v2)),
         padded(GOLDEN(golden_legacy_v2)),   GOLDEN(golden_posix_ext),
-        GOLDEN(golden_legacy_ext)
+        GOLDEN(golden_legacy_ext), padded(GOLDEN(golden_legacy_owner_copy))
     };
     const size_t num_seeds = sizeof(seeds) / sizeof(seeds[0]);
     const size_t addr_len_off = ext_off + UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE +
@@ -769,7 +854,11 @@ TEST(cuda_ipc_ns_rkey_format, random_mutations) {
                 << "iteration " << iter;
         expect_info_eq(info, info2, false);
         if (info2.has_ext) {
-            ASSERT_EQ(UCT_CUDA_IPC_NS_RKEY_EXT_VERSION, info2.ext_version);
+            /* this writer's version: 2 for a legacy key its owner copies */
+            ASSERT_EQ(((info2.handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
+                       (info2.broker_addr_len > 0)) ?
+                      UCT_CUDA_IPC_NS_RKEY_EXT_VERSION_OWNER_COPY :
+                      UCT_CUDA_IPC_NS_RKEY_EXT_VERSION, info2.ext_version);
         }
         if (HasFailure()) {
             FAIL() << "iteration " << iter;

@@ -62,8 +62,11 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_ep_t, const uct_ep_params_t *params)
     }
 
     uct_cuda_ipc_ns_cq_ep_init(&self->cq_ep);
+    uct_cuda_ipc_ns_copy_ep_init(&self->copy_ep, self);
     ucs_arbiter_group_init(&self->arb_group);
     self->fence_seq   = 0;
+    self->copy_fence  = 0;
+    self->must_wait   = 0;
     self->failed      = 0;
     self->canceled    = 0;
     ucs_debug("cuda_ipc_ns: ep %p to pid %u (PID namespace %" PRIu64 ")",
@@ -101,6 +104,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_ep_t)
             uct_cuda_ipc_ns_ep_is_err_cb, self);
 
     uct_cuda_ipc_ns_cq_ep_cleanup(&iface->cq, &self->cq_ep);
+    uct_cuda_ipc_ns_copy_ep_cleanup(&self->copy_ep);
     if (!ucs_arbiter_group_is_empty(&self->arb_group)) {
         ucs_warn("cuda_ipc_ns: ep %p destroyed with pending requests", self);
         uct_cuda_ipc_ns_ep_pending_purge(&self->super.super.super, NULL, NULL);
@@ -145,6 +149,12 @@ static void uct_cuda_ipc_ns_ep_set_failed(uct_cuda_ipc_ns_ep_t *ep)
     uct_cuda_ipc_ns_compat_oneshot_add(
             &iface->super.super.worker->super.progress_q, ep,
             uct_cuda_ipc_ns_ep_err_progress, ep);
+}
+
+
+void uct_cuda_ipc_ns_ep_copy_failed(void *ep)
+{
+    uct_cuda_ipc_ns_ep_set_failed(ep);
 }
 
 
@@ -647,6 +657,117 @@ uct_cuda_ipc_ns_ep_check_iov_ctx(const uct_iov_t *iov, size_t iovcnt,
 }
 
 
+/*
+ * Whether copies made by owners that a fence put before the next op are
+ * still outstanding (then the op waits: UCS_ERR_NO_RESOURCE, and a pending
+ * request is dispatched at their completion)
+ */
+static UCS_F_ALWAYS_INLINE int
+uct_cuda_ipc_ns_ep_copies_fenced(uct_cuda_ipc_ns_ep_t *ep,
+                                 uct_cuda_ipc_ns_iface_t *iface)
+{
+    int fenced = 0;
+
+    if (ucs_likely(!ep->copy_fence && !iface->copy_fence)) {
+        return 0;
+    }
+
+    if (ep->copy_fence) {
+        if (uct_cuda_ipc_ns_copy_ep_idle(&ep->copy_ep)) {
+            ep->copy_fence = 0;
+        } else {
+            fenced = 1;
+        }
+    }
+    if (iface->copy_fence) {
+        if (iface->copies.outstanding == 0) {
+            iface->copy_fence = 0;
+        } else {
+            fenced = 1;
+        }
+    }
+
+    ep->must_wait |= fenced;
+    return fenced;
+}
+
+
+/*
+ * A put or get on memory of another PID namespace that we cannot map: a
+ * copy its owner makes (docs/owner-copies.md), completed from progress when
+ * the owner answers. A fence orders it after the zero-copy ops before the
+ * fence, by waiting (as pending) until they completed.
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_ep_owner_copy(uct_cuda_ipc_ns_ep_t *ep,
+                              uct_cuda_ipc_ns_rkey_t *key, const uct_iov_t *iov,
+                              size_t iovcnt, size_t length,
+                              uint64_t remote_addr, uct_completion_t *comp,
+                              int is_put)
+{
+    uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
+    uct_cuda_ipc_ns_peer_t *peer;
+    ucs_status_t status;
+
+    if (ep->failed) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+
+    if (ep->canceled) {
+        ucs_debug("cuda_ipc_ns: ep %p was flushed with UCT_FLUSH_FLAG_CANCEL: "
+                  "only destroy is allowed", ep);
+        return UCS_ERR_CANCELED;
+    }
+
+    if ((remote_addr < key->info.base) ||
+        (remote_addr - key->info.base > key->info.length) ||
+        (length > key->info.base + key->info.length - remote_addr)) {
+        ucs_error("cuda_ipc_ns: copy of %zu bytes at 0x%" PRIx64 " is outside "
+                  "remote allocation 0x%" PRIx64 "..0x%" PRIx64, length,
+                  remote_addr, key->info.base,
+                  key->info.base + key->info.length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (((ep->fence_seq != 0) && !ucs_list_is_empty(&ep->cq_ep.ops)) ||
+        (iface->fence && !ucs_list_is_empty(&iface->cq.active))) {
+        ep->must_wait = 1;
+        return UCS_ERR_NO_RESOURCE;
+    }
+    ep->fence_seq = 0;
+    iface->fence  = 0;
+
+    if (uct_cuda_ipc_ns_ep_copies_fenced(ep, iface)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    status = uct_cuda_ipc_ns_copies_post(&iface->copies, &ep->copy_ep,
+                                         &key->info, iov, iovcnt, remote_addr,
+                                         is_put, comp);
+    if (status == UCS_INPROGRESS) {
+        ucs_trace_data("cuda_ipc_ns: ep %p %s %zu bytes remote 0x%" PRIx64
+                       " by its owner, local %p", ep, is_put ? "put" : "get",
+                       length, remote_addr, iov[0].buffer);
+        return status;
+    } else if (status == UCS_ERR_NO_RESOURCE) {
+        ep->must_wait = 1;
+        return status;
+    } else if ((status == UCS_ERR_UNSUPPORTED) ||
+               (status == UCS_ERR_INVALID_PARAM)) {
+        return status; /* the local buffer: logged */
+    }
+
+    /* no session, or it broke: the owner may be gone, ask its watch */
+    if ((uct_cuda_ipc_ns_ep_key_peer(ep, key, &peer) == UCS_OK) &&
+        (uct_cuda_ipc_ns_cache_peer_check(peer) != UCS_OK) &&
+        (peer == ep->peer)) {
+        uct_cuda_ipc_ns_ep_set_failed(ep);
+        status = UCS_ERR_CONNECTION_RESET;
+    }
+    return status;
+}
+
+
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
                         uint64_t remote_addr, uct_rkey_t rkey,
@@ -664,6 +785,15 @@ uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
 
     if (length == 0) {
         return UCS_OK;
+    }
+
+    if (ucs_unlikely(key->owner_copy)) {
+        return uct_cuda_ipc_ns_ep_owner_copy(ep, key, iov, iovcnt, length,
+                                             remote_addr, comp, is_put);
+    }
+
+    if (ucs_unlikely(uct_cuda_ipc_ns_ep_copies_fenced(ep, iface))) {
+        return UCS_ERR_NO_RESOURCE;
     }
 
     op = uct_cuda_ipc_ns_cq_op_get(&iface->cq);
@@ -741,6 +871,19 @@ uct_cuda_ipc_ns_ep_copy_sync(uct_ep_h tl_ep, void *local, size_t length,
 
     if (length == 0) {
         return UCS_OK;
+    }
+
+    if (ucs_unlikely(key->owner_copy)) {
+        ucs_error("cuda_ipc_ns: ep %p: %s of %zu bytes at 0x%" PRIx64 " from "
+                  "%p: its owner copies that memory, which needs a buffer it "
+                  "can map, and the staging of short and bcopy operations is "
+                  "not implemented", ep, is_put ? "put" : "get", length,
+                  remote_addr, local);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    if (ucs_unlikely(uct_cuda_ipc_ns_ep_copies_fenced(ep, iface))) {
+        return UCS_ERR_NO_RESOURCE;
     }
 
     status = uct_cuda_ipc_ns_ep_resolve(ep, key, local, length, remote_addr, 1,
@@ -878,7 +1021,8 @@ static unsigned uct_cuda_ipc_ns_ep_canceled_progress(void *arg)
     unsigned count;
 
     count = uct_iface_progress(&iface->super.super.super);
-    if (ucs_list_is_empty(&iface->cq.active)) {
+    if (ucs_list_is_empty(&iface->cq.active) &&
+        (iface->copies.outstanding == 0)) {
         uct_worker_progress_unregister_safe(&iface->super.super.worker->super,
                                             &iface->cancel_prog_id);
     }
@@ -905,6 +1049,14 @@ ucs_status_t uct_cuda_ipc_ns_ep_flush(uct_ep_h tl_ep, unsigned flags,
     }
 
     status = uct_cuda_ipc_ns_cq_ep_flush(&iface->cq, &ep->cq_ep, comp);
+    if (ucs_unlikely(!uct_cuda_ipc_ns_copy_ep_idle(&ep->copy_ep)) &&
+        !UCS_STATUS_IS_ERR(status)) {
+        /* copies by the owner too: the completion waits for both */
+        if ((status == UCS_INPROGRESS) && (comp != NULL)) {
+            ++comp->count;
+        }
+        status = uct_cuda_ipc_ns_copy_ep_flush(&ep->copy_ep, comp);
+    }
     if (status == UCS_OK) {
         UCT_TL_EP_STAT_FLUSH(&ep->super.super);
     } else if (status == UCS_INPROGRESS) {
@@ -928,6 +1080,10 @@ ucs_status_t uct_cuda_ipc_ns_ep_fence(uct_ep_h tl_ep, unsigned flags)
      * for the events of those before the fence */
     if (!ucs_list_is_empty(&ep->cq_ep.ops)) {
         ep->fence_seq = ep->cq_ep.seq;
+    }
+    /* copies by owners end when answered: the next op waits for them */
+    if (!uct_cuda_ipc_ns_copy_ep_idle(&ep->copy_ep)) {
+        ep->copy_fence = 1;
     }
     UCT_TL_EP_STAT_FENCE(&ep->super.super);
     return UCS_OK;
@@ -960,9 +1116,14 @@ ucs_status_t uct_cuda_ipc_ns_ep_pending_add(uct_ep_h tl_ep,
     uct_cuda_ipc_ns_ep_t *ep       = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
     uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
 
-    if (uct_cuda_ipc_ns_cq_has_resources(&iface->cq)) {
+    /* an op refused until copies outstanding end waits for their
+     * completion, which dispatches it */
+    if (uct_cuda_ipc_ns_cq_has_resources(&iface->cq) &&
+        !(ep->must_wait && ((iface->copies.outstanding > 0) ||
+                            (iface->cq.num_ops > 0)))) {
         return UCS_ERR_BUSY; /* the caller may post now */
     }
+    ep->must_wait = 0;
 
     uct_pending_req_arb_group_push(&ep->arb_group, req);
     ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);

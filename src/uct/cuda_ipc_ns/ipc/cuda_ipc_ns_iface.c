@@ -63,6 +63,13 @@ static ucs_config_field_t uct_cuda_ipc_ns_iface_config_table[] = {
      ucs_offsetof(uct_cuda_ipc_ns_iface_config_t, overhead),
      UCS_CONFIG_TYPE_TIME_UNITS},
 
+    {"OWNER_COPY_MAX_REQUESTS", "32",
+     "Maximal number of copy requests waiting for their answer on the session\n"
+     "with one owner (puts and gets on memory its owner copies, see\n"
+     "docs/owner-copies.md); more wait as pending requests.",
+     ucs_offsetof(uct_cuda_ipc_ns_iface_config_t, owner_copy_max_requests),
+     UCS_CONFIG_TYPE_UINT},
+
     {NULL}
 };
 
@@ -129,11 +136,15 @@ static unsigned uct_cuda_ipc_ns_iface_progress(uct_iface_h tl_iface)
 
     /* UCT: a waiter progresses, then arms again before it sleeps */
     uct_cuda_ipc_ns_cq_disarm(&iface->cq);
-    if (ucs_list_is_empty(&iface->cq.active)) {
-        return 0;
+    count = 0;
+    /* the sockets of owner copies are read only while answers are owed */
+    if (ucs_unlikely(iface->copies.outstanding > 0)) {
+        count = uct_cuda_ipc_ns_copies_progress(&iface->copies);
+    }
+    if (!ucs_list_is_empty(&iface->cq.active)) {
+        count += uct_cuda_ipc_ns_cq_progress(&iface->cq);
     }
 
-    count = uct_cuda_ipc_ns_cq_progress(&iface->cq);
     if (count > 0) {
         ucs_arbiter_dispatch(&iface->arbiter, 1,
                              uct_cuda_ipc_ns_iface_pending_dispatch_cb, iface);
@@ -153,7 +164,8 @@ static ucs_status_t uct_cuda_ipc_ns_iface_flush(uct_iface_h tl_iface,
         return UCS_ERR_UNSUPPORTED;
     }
 
-    if ((iface->cq.num_ops == 0) && ucs_arbiter_is_empty(&iface->arbiter)) {
+    if ((iface->cq.num_ops == 0) && (iface->copies.outstanding == 0) &&
+        ucs_arbiter_is_empty(&iface->arbiter)) {
         UCT_TL_IFACE_STAT_FLUSH(&iface->super.super);
         return UCS_OK;
     }
@@ -170,7 +182,8 @@ static ucs_status_t uct_cuda_ipc_ns_iface_fence(uct_iface_h tl_iface,
                                                     uct_cuda_ipc_ns_iface_t);
 
     /* the next op, on whatever stream, waits for every busy stream */
-    iface->fence = !ucs_list_is_empty(&iface->cq.active);
+    iface->fence      = !ucs_list_is_empty(&iface->cq.active);
+    iface->copy_fence = (iface->copies.outstanding > 0);
     UCT_TL_IFACE_STAT_FENCE(&iface->super.super);
     return UCS_OK;
 }
@@ -182,7 +195,9 @@ static ucs_status_t uct_cuda_ipc_ns_iface_event_fd_get(uct_iface_h tl_iface,
     uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(tl_iface,
                                                     uct_cuda_ipc_ns_iface_t);
 
-    *fd_p = iface->cq.event_fd;
+    /* an epoll set: the completion queue's eventfd, and the sockets of
+     * owner copy sessions while they owe answers */
+    *fd_p = iface->copies.wakeup_fd;
     return UCS_OK;
 }
 
@@ -192,12 +207,19 @@ static ucs_status_t uct_cuda_ipc_ns_iface_event_arm(uct_iface_h tl_iface,
 {
     uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(tl_iface,
                                                     uct_cuda_ipc_ns_iface_t);
+    ucs_status_t status;
 
     if (!(events & UCT_EVENT_SEND_COMP)) {
         return UCS_OK; /* nothing else ever happens here */
     }
 
-    return uct_cuda_ipc_ns_cq_arm(&iface->cq);
+    status = uct_cuda_ipc_ns_cq_arm(&iface->cq);
+    if ((status == UCS_OK) && (iface->copies.outstanding > 0) &&
+        uct_cuda_ipc_ns_copies_ready(&iface->copies)) {
+        /* an answer waits: an edge-triggered waiter would miss it */
+        return UCS_ERR_BUSY;
+    }
+    return status;
 }
 
 
@@ -395,6 +417,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
     self->super.perf.overhead  = (config->overhead == UCS_TIME_AUTO) ?
                                  4e-6 : ucs_time_to_sec(config->overhead);
     self->fence                = 0;
+    self->copy_fence           = 0;
     self->cancel_prog_id       = UCS_CALLBACKQ_ID_NULL;
     ucs_arbiter_init(&self->arbiter);
 
@@ -407,8 +430,22 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
     status = uct_cuda_ipc_ns_cq_init(&self->cq, config->max_streams,
                                      config->max_poll, config->max_events);
     if (status != UCS_OK) {
-        ucs_free(self->bounce);
+        goto err_free_bounce;
     }
+
+    status = uct_cuda_ipc_ns_copies_init(&self->copies, &md->fdx,
+                                         config->owner_copy_max_requests,
+                                         self->cq.event_fd,
+                                         uct_cuda_ipc_ns_ep_copy_failed);
+    if (status != UCS_OK) {
+        goto err_cq_cleanup;
+    }
+    return UCS_OK;
+
+err_cq_cleanup:
+    uct_cuda_ipc_ns_cq_cleanup(&self->cq);
+err_free_bounce:
+    ucs_free(self->bounce);
     return status;
 }
 
@@ -417,6 +454,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_iface_t)
 {
     uct_worker_progress_unregister_safe(&self->super.super.worker->super,
                                         &self->cancel_prog_id);
+    uct_cuda_ipc_ns_copies_cleanup(&self->copies);
     uct_cuda_ipc_ns_cq_cleanup(&self->cq);
     ucs_arbiter_cleanup(&self->arbiter);
     ucs_free(self->bounce);

@@ -43,6 +43,17 @@ ucs_config_field_t uct_cuda_ipc_ns_md_config_table[] = {
      ucs_offsetof(uct_cuda_ipc_ns_md_config_t, posix_fd),
      UCS_CONFIG_TYPE_BOOL},
 
+    {"OWNER_COPY", "n",
+     "Register memory allocated with cuMemAlloc with the fd broker too, so\n"
+     "that peers in other PID namespaces, which cannot open its legacy IPC\n"
+     "handle, ask this process to copy to and from it (docs/owner-copies.md).\n"
+     "A peer's put or get then works only from its own VMM memory exportable\n"
+     "as a POSIX fd (UCS_ERR_UNSUPPORTED otherwise, short and bcopy included:\n"
+     "there is no staging yet), which is why it is off by default: without it\n"
+     "UCP moves such memory without cu_ipc_ns.",
+     ucs_offsetof(uct_cuda_ipc_ns_md_config_t, owner_copy),
+     UCS_CONFIG_TYPE_BOOL},
+
     {"FD_EXCHANGE", "auto",
      "How a peer's POSIX fd is imported:\n"
      " auto   - pidfd_getfd when the owner is in our PID namespace and the\n"
@@ -237,6 +248,39 @@ uct_cuda_ipc_ns_memh_export_legacy(uct_cuda_ipc_ns_memh_t *memh,
 
     memh->info.handle_type = UCT_CUDA_IPC_NS_HANDLE_LEGACY;
     memcpy(memh->info.handle.legacy, &handle, sizeof(handle));
+    return UCS_OK;
+}
+
+
+/*
+ * Register the legacy allocation of @a attr with our broker as a range it
+ * copies to and from for peers that cannot open the handle (another PID
+ * namespace: docs/owner-copies.md); its registration id is the allocation's
+ * base, which the key carries. The key gets the token and the broker's
+ * address (extension version 2).
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_memh_register_range(uct_cuda_ipc_ns_md_t *md,
+                                    uct_cuda_ipc_ns_memh_t *memh,
+                                    const uct_cuda_ipc_ns_ptr_attr_t *attr)
+{
+    const char *addr;
+    ucs_status_t status;
+    uint8_t len;
+
+    status = uct_cuda_ipc_ns_broker_register_range(md->broker, attr->base,
+                                                   attr->base, attr->size,
+                                                   attr->context, attr->device,
+                                                   memh->info.token,
+                                                   &memh->reg);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    addr = uct_cuda_ipc_ns_broker_addr(md->broker, &len);
+    memcpy(memh->info.broker_addr, addr, len);
+    memh->info.broker_addr_len = len;
+    memh->info.ext_version     = UCT_CUDA_IPC_NS_RKEY_EXT_VERSION_OWNER_COPY;
     return UCS_OK;
 }
 
@@ -540,6 +584,17 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
         status = uct_cuda_ipc_ns_memh_export_legacy(memh, &attr, log_level);
         /* the base key alone describes a legacy handle of the default ns */
         memh->info.has_ext = (self->pid_ns != UCT_CUDA_IPC_NS_INIT_PID_NS);
+        if ((status == UCS_OK) && md->owner_copy && (md->broker != NULL)) {
+            status = uct_cuda_ipc_ns_memh_register_range(md, memh, &attr);
+            memh->info.has_ext = 1;
+            if (status != UCS_OK) {
+                ucs_log(log_level, "cuda_ipc_ns: cannot register legacy "
+                        "allocation 0x%llx (%zu bytes) with the fd broker "
+                        "for owner copies: %s",
+                        (unsigned long long)attr.base, attr.size,
+                        ucs_status_string(status));
+            }
+        }
     } else if ((attr.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) &&
                md->posix_fd) {
         status = uct_cuda_ipc_ns_memh_export_posix_fd(md, memh, &attr,
@@ -713,6 +768,36 @@ uct_cuda_ipc_ns_rkey_check_gpu(const uct_cuda_ipc_ns_rkey_info_t *info)
 }
 
 
+/*
+ * A legacy key of another PID namespace that names its owner's broker: what
+ * its copies need must be sane before any is asked (the owner checks the
+ * token and the range again; the session checks the owner's identity).
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_rkey_check_owner_copy(const uct_cuda_ipc_ns_rkey_info_t *info)
+{
+    if ((info->length == 0) || (info->base + info->length < info->base)) {
+        ucs_error("cuda_ipc_ns: owner copy key of pid %u (PID namespace %"
+                  PRIu64 ") has an invalid range 0x%" PRIx64 " + %" PRIu64
+                  ": refused", info->pid, info->pid_ns, info->base,
+                  info->length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (info->pid == 0) {
+        ucs_error("cuda_ipc_ns: owner copy key names pid 0 in PID namespace %"
+                  PRIu64 ": refused", info->pid_ns);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    ucs_debug("cuda_ipc_ns: key of legacy allocation 0x%" PRIx64 " (%" PRIu64
+              " bytes) of pid %u in PID namespace %" PRIu64 ": copies made "
+              "by its owner", info->base, info->length, info->pid,
+              info->pid_ns);
+    return UCS_OK;
+}
+
+
 static ucs_status_t
 uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
                             UCT_CUDA_IPC_NS_RKEY_UNPACK_PARAMS_ARG
@@ -740,7 +825,16 @@ uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
     }
 
     if ((rkey->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
-        (rkey->info.pid_ns != self->pid_ns)) {
+        (rkey->info.pid_ns != self->pid_ns) &&
+        (rkey->info.broker_addr_len > 0)) {
+        /* its owner copies it for us (docs/owner-copies.md) */
+        status = uct_cuda_ipc_ns_rkey_check_owner_copy(&rkey->info);
+        if (status != UCS_OK) {
+            goto err_free;
+        }
+        rkey->owner_copy = 1;
+    } else if ((rkey->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
+               (rkey->info.pid_ns != self->pid_ns)) {
         /* UCP drops us from the key: tag and stream stage the data through
          * the driver (cu_cpy_ns), but UCP's software RMA of protocols v1
          * copies with the CPU (ucp/rma/rma_sw.c assumes host memory) */
@@ -830,6 +924,7 @@ static ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
     md->legacy          = config->legacy;
     md->posix_fd        = config->posix_fd &&
                           uct_cuda_ipc_ns_md_posix_fd_supported();
+    md->owner_copy      = config->owner_copy;
     md->addr_flags      = (md->legacy ? UCT_CUDA_IPC_NS_ADDR_FLAG_LEGACY : 0) |
                           (md->posix_fd ? UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD : 0);
 
@@ -853,6 +948,12 @@ static ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
             goto err_free;
         }
         md->addr_flags |= UCT_CUDA_IPC_NS_ADDR_FLAG_BROKER;
+    }
+
+    if (md->owner_copy && (md->broker == NULL)) {
+        ucs_diag("cuda_ipc_ns: UCX_CUDA_IPC_NS_OWNER_COPY=y needs the fd "
+                 "broker (POSIX fd export and an fd exchange mode other than "
+                 "'pidfd'): legacy memory is not offered for owner copies");
     }
 
     cache_config.enable      = config->cache_enable;

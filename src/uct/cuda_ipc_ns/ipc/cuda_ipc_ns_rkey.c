@@ -57,6 +57,7 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
 {
     uint8_t *p = buffer;
     uint8_t *handle, *ext;
+    uint8_t version;
     size_t ext_length;
 
     /* Validate everything first so a failed pack leaves no half key */
@@ -80,17 +81,25 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
         return UCS_ERR_INVALID_PARAM;
     }
 
+    if ((info->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
+        (info->broker_addr_len > 0) && !info->has_ext) {
+        /* the broker address travels in the extension only */
+        ucs_debug("cuda_ipc_ns: rkey pack: legacy key with a broker address "
+                  "but without extension");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (info->broker_addr_len > UCT_CUDA_IPC_NS_BROKER_ADDR_MAX) {
+        ucs_debug("cuda_ipc_ns: rkey pack: broker address length %u exceeds "
+                  "%d", info->broker_addr_len, UCT_CUDA_IPC_NS_BROKER_ADDR_MAX);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
     if (uct_cuda_ipc_ns_handle_is_fd(info->handle_type)) {
         if (!info->has_ext) {
             /* without token and broker address the fd cannot be fetched */
             ucs_debug("cuda_ipc_ns: rkey pack: posix fd key without "
                       "extension");
-            return UCS_ERR_INVALID_PARAM;
-        }
-        if (info->broker_addr_len > UCT_CUDA_IPC_NS_BROKER_ADDR_MAX) {
-            ucs_debug("cuda_ipc_ns: rkey pack: broker address length %u "
-                      "exceeds %d", info->broker_addr_len,
-                      UCT_CUDA_IPC_NS_BROKER_ADDR_MAX);
             return UCS_ERR_INVALID_PARAM;
         }
     }
@@ -130,13 +139,18 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
         return UCS_OK;
     }
 
-    /* extension: this writer always emits version 1 */
-    ext = p + UCT_CUDA_IPC_NS_RKEY_BASE_SIZE;
+    /* extension: this writer emits version 1, or 2 for a legacy key its
+     * owner copies (token and broker address) */
+    version = ((info->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
+               (info->broker_addr_len > 0)) ?
+              UCT_CUDA_IPC_NS_RKEY_EXT_VERSION_OWNER_COPY :
+              UCT_CUDA_IPC_NS_RKEY_EXT_VERSION;
+    ext     = p + UCT_CUDA_IPC_NS_RKEY_BASE_SIZE;
     uct_cuda_ipc_ns_put_le64(ext + UCT_CUDA_IPC_NS_RKEY_EOFF_PID_NS,
                             info->pid_ns);
     uct_cuda_ipc_ns_put_le64(ext + UCT_CUDA_IPC_NS_RKEY_EOFF_START,
                             info->start_time);
-    if (uct_cuda_ipc_ns_handle_is_fd(info->handle_type)) {
+    if (uct_cuda_ipc_ns_rkey_has_broker(info->handle_type, version)) {
         memcpy(ext + UCT_CUDA_IPC_NS_RKEY_EOFF_TOKEN, info->token,
                UCT_CUDA_IPC_NS_TOKEN_SIZE);
         ext[UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR_LEN] = info->broker_addr_len;
@@ -148,7 +162,7 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
         ext_length = UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE;
     }
     ext[UCT_CUDA_IPC_NS_RKEY_EOFF_LENGTH]  = (uint8_t)ext_length;
-    ext[UCT_CUDA_IPC_NS_RKEY_EOFF_VERSION] = UCT_CUDA_IPC_NS_RKEY_EXT_VERSION;
+    ext[UCT_CUDA_IPC_NS_RKEY_EOFF_VERSION] = version;
     return UCS_OK;
 }
 
@@ -161,6 +175,7 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
     size_t remaining, required, ext_length;
     uint32_t packed_pid;
     uint8_t addr_len;
+    int has_broker;
 
     /* fields absent from the wire read as zero */
     memset(info, 0, sizeof(*info));
@@ -235,8 +250,11 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    /* every version >= 1 starts with the v1 fields */
-    required = uct_cuda_ipc_ns_handle_is_fd(info->handle_type) ?
+    /* every version >= 1 starts with the v1 fields; a legacy key of
+     * version >= 2 has the token and broker address of a posix fd key */
+    has_broker = uct_cuda_ipc_ns_rkey_has_broker(info->handle_type,
+                                                 info->ext_version);
+    required   = has_broker ?
                UCT_CUDA_IPC_NS_RKEY_EXT_POSIX_FIXED_SIZE :
                UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE;
     if (ext_length < required) {
@@ -255,8 +273,9 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
                                                UCT_CUDA_IPC_NS_RKEY_EOFF_PID_NS);
     info->start_time = uct_cuda_ipc_ns_get_le64(ext +
                                                UCT_CUDA_IPC_NS_RKEY_EOFF_START);
-    if (!uct_cuda_ipc_ns_handle_is_fd(info->handle_type)) {
-        /* legacy keys carry no token/address; newer fields are skipped */
+    if (!has_broker) {
+        /* legacy keys of version 1 carry no token/address; newer fields are
+         * skipped */
         return UCS_OK;
     }
 
@@ -269,6 +288,14 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
     if ((required + addr_len) > ext_length) {
         ucs_debug("cuda_ipc_ns: rkey parse: broker address length %u exceeds "
                   "extension length %zu", addr_len, ext_length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if ((info->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
+        (addr_len == 0)) {
+        /* version 2 of a legacy key exists for its broker address */
+        ucs_debug("cuda_ipc_ns: rkey parse: legacy key of version %u without "
+                  "broker address", info->ext_version);
         return UCS_ERR_INVALID_PARAM;
     }
 

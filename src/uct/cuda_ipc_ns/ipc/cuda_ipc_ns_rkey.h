@@ -22,12 +22,16 @@
  *     u8   version            UCT_CUDA_IPC_NS_RKEY_EXT_VERSION
  *     u64  pid_ns             inode of the owner's PID namespace
  *     u64  start_time         owner's start time (pid reuse guard)
- *     -- posix fd keys only --
+ *     -- posix fd and chunks keys (version >= 1), legacy keys of
+ *        version >= 2 (copies made by the owner, docs/owner-copies.md) --
  *     u8   token[16]          per-registration secret for the broker
  *     u8   broker_addr_len
  *     u8   broker_addr[broker_addr_len]  sockaddr_un path, abstract if
  *                                        it starts with '\0'
  *     -- fields of newer versions follow; readers skip them --
+ *
+ * A legacy key of version 2 names memory its owner's broker copies to and
+ * from: its registration id there is the key's base.
  *
  * A packed key is padded with zeros to UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE (the
  * fixed rkey_packed_size of the MD), which stays below 256 bytes as UCP's
@@ -46,6 +50,8 @@
 #define UCT_CUDA_IPC_NS_TOKEN_SIZE         16
 #define UCT_CUDA_IPC_NS_BROKER_ADDR_MAX    108  /* sizeof(sun_path) */
 #define UCT_CUDA_IPC_NS_RKEY_EXT_VERSION   1
+/* the version of legacy keys that carry a token and a broker address */
+#define UCT_CUDA_IPC_NS_RKEY_EXT_VERSION_OWNER_COPY 2
 #define UCT_CUDA_IPC_NS_RKEY_PID_EXT_FLAG  0x80000000u
 
 #define UCT_CUDA_IPC_NS_RKEY_BASE_SIZE \
@@ -102,15 +108,29 @@ typedef struct uct_cuda_ipc_ns_rkey_info {
     uint8_t  ext_version;          /* version found on the wire */
     uint64_t pid_ns;
     uint64_t start_time;
-    uint8_t  token[UCT_CUDA_IPC_NS_TOKEN_SIZE];      /* posix fd keys */
+    /* posix fd and chunks keys; legacy keys of version >= 2 */
+    uint8_t  token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
     uint8_t  broker_addr_len;
     char     broker_addr[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX];
 } uct_cuda_ipc_ns_rkey_info_t;
 
 
+/* Whether a key of @a handle_type and extension @a ext_version carries a
+ * token and a broker address */
+static inline int uct_cuda_ipc_ns_rkey_has_broker(unsigned handle_type,
+                                                  unsigned ext_version)
+{
+    return uct_cuda_ipc_ns_handle_is_fd(handle_type) ||
+           ((handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
+            (ext_version >= UCT_CUDA_IPC_NS_RKEY_EXT_VERSION_OWNER_COPY));
+}
+
+
 /**
  * Pack @a info into @a buffer of UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE bytes.
- * Writes the extension when info->has_ext; zero-fills the rest.
+ * Writes the extension when info->has_ext: version 1, or version 2 for a
+ * legacy key with a broker address (broker_addr_len > 0: the owner copies
+ * it for importers, docs/owner-copies.md); zero-fills the rest.
  *
  * @return UCS_OK, or UCS_ERR_INVALID_PARAM for an unknown handle type, a pid
  *         with bit 31 set or a broker address too long.

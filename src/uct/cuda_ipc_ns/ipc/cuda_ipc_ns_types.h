@@ -8,6 +8,7 @@
 #include "cuda_ipc_ns_iface_base.h"
 #include "cuda_ipc_ns_cache.h"
 #include "cuda_ipc_ns_stream.h"
+#include "cuda_ipc_ns_copy_session.h"
 
 #include <uct/base/uct_iface.h>
 #include <ucs/datastruct/arbiter.h>
@@ -34,14 +35,17 @@ typedef struct uct_cuda_ipc_ns_iface_config {
     double             bandwidth;    /* bytes/s, or UCS_CONFIG_BW_AUTO */
     ucs_time_t         latency;      /* or UCS_TIME_AUTO */
     ucs_time_t         overhead;     /* or UCS_TIME_AUTO */
+    unsigned           owner_copy_max_requests; /* per owner session */
 } uct_cuda_ipc_ns_iface_config_t;
 
 
 typedef struct uct_cuda_ipc_ns_iface {
     uct_cuda_ipc_ns_iface_base_t super;
     uct_cuda_ipc_ns_cq_t         cq;       /* copies in flight */
+    uct_cuda_ipc_ns_copies_t     copies;   /* copies made by owners */
     ucs_arbiter_t                arbiter;  /* endpoints waiting for an event */
     int                          fence;    /* next op waits for all */
+    int                          copy_fence; /* ...and for owner copies */
     void                         *bounce;  /* bcopy staging, MAX_BCOPY */
     uct_worker_cb_id_t           cancel_prog_id; /* progress while a
                                                   * canceled ep's copies run */
@@ -52,8 +56,13 @@ typedef struct uct_cuda_ipc_ns_ep {
     uct_cuda_ipc_ns_ep_base_t    super;       /* the peer's addresses */
     uct_cuda_ipc_ns_peer_t       *peer;       /* its cache entry */
     uct_cuda_ipc_ns_cq_ep_t      cq_ep;       /* its copies in flight */
+    uct_cuda_ipc_ns_copy_ep_t    copy_ep;     /* its owner copies */
     ucs_arbiter_group_t          arb_group;   /* its pending requests */
     uint64_t                     fence_seq;   /* ops up to it finish first */
+    int                          copy_fence;  /* owner copies finish first */
+    /* an op was refused until copies outstanding complete (fence, or an
+     * owner's session full): pending requests wait for a completion */
+    int                          must_wait;
     int                          failed;      /* peer failure reported */
     int                          canceled;    /* flushed with CANCEL */
 } uct_cuda_ipc_ns_ep_t;

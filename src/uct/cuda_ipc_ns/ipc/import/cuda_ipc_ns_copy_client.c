@@ -38,12 +38,12 @@ ucs_status_t uct_cuda_ipc_ns_copy_client_send(int sock, uint64_t reg_id,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_copy_client_recv(int sock, uint64_t reg_id,
-                                              int flags, uint64_t *seq_p,
-                                              ucs_status_t *op_status_p)
+ucs_status_t uct_cuda_ipc_ns_copy_client_recv_any(int sock, int flags,
+                                                  uint64_t *reg_id_p,
+                                                  uint64_t *seq_p,
+                                                  ucs_status_t *op_status_p)
 {
     uint8_t reply[UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE];
-    uint64_t reply_reg_id;
     ucs_status_t status;
     unsigned bstatus;
     size_t len;
@@ -67,27 +67,47 @@ ucs_status_t uct_cuda_ipc_ns_copy_client_recv(int sock, uint64_t reg_id,
     }
 
     if (uct_cuda_ipc_ns_broker_unpack_copy_reply(reply, len, &bstatus,
-                                                 &reply_reg_id, seq_p) !=
-        UCS_OK) {
+                                                 reg_id_p, seq_p) != UCS_OK) {
         ucs_error("cuda_ipc_ns: the owner's broker sent a malformed copy "
                   "answer (%zu bytes)", len);
         return UCS_ERR_IO_ERROR;
     }
 
-    /* a plain refusal (uid, old broker) carries no registration id */
-    if ((reply_reg_id != reg_id) &&
-        (len == UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE)) {
-        ucs_error("cuda_ipc_ns: the owner's broker answered a copy of "
-                  "registration 0x%" PRIx64 " for 0x%" PRIx64, reply_reg_id,
-                  reg_id);
-        return UCS_ERR_IO_ERROR;
+    if (len != UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE) {
+        /* a plain refusal (uid, old broker) carries no registration id */
+        *reg_id_p = 0;
     }
 
     *op_status_p = uct_cuda_ipc_ns_broker_status_to_ucs(bstatus);
     if (bstatus != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
         ucs_debug("cuda_ipc_ns: the owner's broker refused copy %" PRIu64
-                  " of registration 0x%" PRIx64 ": %s", *seq_p, reg_id,
+                  " of registration 0x%" PRIx64 ": %s", *seq_p, *reg_id_p,
                   uct_cuda_ipc_ns_broker_status_str(bstatus));
+    }
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_copy_client_recv(int sock, uint64_t reg_id,
+                                              int flags, uint64_t *seq_p,
+                                              ucs_status_t *op_status_p)
+{
+    uint64_t reply_reg_id;
+    ucs_status_t status;
+
+    status = uct_cuda_ipc_ns_copy_client_recv_any(sock, flags, &reply_reg_id,
+                                                  seq_p, op_status_p);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    /* a plain refusal carries no registration id: 0, seq 0, an error */
+    if ((reply_reg_id != reg_id) &&
+        ((reply_reg_id != 0) || (*seq_p != 0) || (*op_status_p == UCS_OK))) {
+        ucs_error("cuda_ipc_ns: the owner's broker answered a copy of "
+                  "registration 0x%" PRIx64 " for 0x%" PRIx64, reply_reg_id,
+                  reg_id);
+        return UCS_ERR_IO_ERROR;
     }
     return UCS_OK;
 }

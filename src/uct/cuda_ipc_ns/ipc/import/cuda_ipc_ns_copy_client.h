@@ -48,6 +48,18 @@ ucs_status_t uct_cuda_ipc_ns_copy_client_send(int sock, uint64_t reg_id,
  *         when the owner closed; UCS_ERR_IO_ERROR for a malformed answer, one
  *         for another registration or one carrying an fd.
  */
+/**
+ * Receive one answer of a session that carries copies of several
+ * registrations: as uct_cuda_ipc_ns_copy_client_recv(), with the answer's
+ * registration id in *reg_id_p for the caller to check (a plain refusal,
+ * sent before any request was read, has seq 0).
+ */
+ucs_status_t uct_cuda_ipc_ns_copy_client_recv_any(int sock, int flags,
+                                                  uint64_t *reg_id_p,
+                                                  uint64_t *seq_p,
+                                                  ucs_status_t *op_status_p);
+
+
 ucs_status_t uct_cuda_ipc_ns_copy_client_recv(int sock, uint64_t reg_id,
                                               int flags, uint64_t *seq_p,
                                               ucs_status_t *op_status_p);

@@ -1,0 +1,114 @@
+/*
+ * cuda_ipc_ns: the importer's copy sessions — puts and gets on memory it
+ * cannot map, made by the memory's owner (docs/owner-copies.md).
+ *
+ * An interface keeps one session per owner (broker address and identity),
+ * opened on the first copy with uct_cuda_ipc_ns_copy_client_open(), which
+ * authenticates the owner. A put or get becomes one COPY request per local
+ * buffer element; the buffer must be VMM memory exportable as a POSIX fd
+ * (its fd goes to the owner with the first request that names it). The op
+ * completes when every answer came, from progress, which reads the sockets
+ * only while copies are outstanding. Those sockets are in the interface's
+ * wakeup set (an epoll set that also holds the completion queue's eventfd)
+ * exactly while they owe answers. A session that ends (the owner died, or
+ * answered nonsense) completes what it owed with an error and reports the
+ * endpoints that were waiting.
+ */
+#ifndef UCT_CUDA_IPC_NS_COPY_SESSION_H
+#define UCT_CUDA_IPC_NS_COPY_SESSION_H
+
+#include "cuda_ipc_ns_rkey.h"
+#include "cuda_ipc_ns_broker_proto.h"
+
+#include <uct/api/uct.h>
+#include <ucs/datastruct/list.h>
+#include <ucs/datastruct/queue_types.h>
+
+
+/* What the copy sessions keep of one endpoint (embedded in it) */
+typedef struct uct_cuda_ipc_ns_copy_ep {
+    ucs_list_link_t  ops;     /* uct_cuda_ipc_ns_copy_op_t, post order */
+    ucs_queue_head_t flush_q; /* flushes waiting for them */
+    uint64_t         seq;     /* ops posted */
+    void             *owner;  /* the endpoint, for the failure callback */
+} uct_cuda_ipc_ns_copy_ep_t;
+
+
+/* Called from progress for an endpoint that had copies outstanding on a
+ * session that ended (its owner died or broke the protocol) */
+typedef void (*uct_cuda_ipc_ns_copy_ep_failed_func_t)(void *ep);
+
+
+/* The copy sessions of one interface */
+typedef struct uct_cuda_ipc_ns_copies {
+    ucs_list_link_t                       sessions;
+    unsigned                              outstanding; /* requests, all */
+    unsigned                              max_requests; /* per session */
+    int                                   wakeup_fd;   /* epoll set */
+    const uct_cuda_ipc_ns_fdx_config_t    *fdx;
+    uct_cuda_ipc_ns_copy_ep_failed_func_t ep_failed;
+} uct_cuda_ipc_ns_copies_t;
+
+
+/**
+ * @a cq_event_fd: the completion queue's eventfd, the first member of the
+ * wakeup set; @a max_requests: COPY requests unanswered per session before
+ * a post returns UCS_ERR_NO_RESOURCE.
+ */
+ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copies_t *copies,
+                                         const uct_cuda_ipc_ns_fdx_config_t *fdx,
+                                         unsigned max_requests, int cq_event_fd,
+                                         uct_cuda_ipc_ns_copy_ep_failed_func_t ep_failed);
+
+/* Closes every session; what is outstanding completes with UCS_ERR_CANCELED */
+void uct_cuda_ipc_ns_copies_cleanup(uct_cuda_ipc_ns_copies_t *copies);
+
+
+void uct_cuda_ipc_ns_copy_ep_init(uct_cuda_ipc_ns_copy_ep_t *copy_ep, void *ep);
+
+/* The endpoint is going away: its copies run on, nobody is told, its
+ * waiting flushes are dropped (as UCT discards them) */
+void uct_cuda_ipc_ns_copy_ep_cleanup(uct_cuda_ipc_ns_copy_ep_t *copy_ep);
+
+static inline int
+uct_cuda_ipc_ns_copy_ep_idle(uct_cuda_ipc_ns_copy_ep_t *copy_ep)
+{
+    return ucs_list_is_empty(&copy_ep->ops);
+}
+
+
+/**
+ * Ask the owner of @a key for the copy between [remote_addr, + length of
+ * @a iov) and the local @a iov (is_put: to the owner).
+ *
+ * @return UCS_INPROGRESS (@a comp is called once done), UCS_ERR_NO_RESOURCE
+ *         when the session owes max_requests answers, UCS_ERR_UNSUPPORTED
+ *         when a local buffer is not exportable VMM memory, or the error of
+ *         opening the session or of sending.
+ */
+ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
+                                         uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                         const uct_cuda_ipc_ns_rkey_info_t *key,
+                                         const uct_iov_t *iov, size_t iovcnt,
+                                         uint64_t remote_addr, int is_put,
+                                         uct_completion_t *comp);
+
+
+/* Read the answers that came; returns the number of ops completed */
+unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copies_t *copies);
+
+
+/**
+ * Flush of one endpoint's copies: UCS_OK when none is outstanding, else
+ * UCS_INPROGRESS and @a comp (if not NULL) is called once those posted so
+ * far completed (uct_invoke_completion: its count is the caller's).
+ */
+ucs_status_t uct_cuda_ipc_ns_copy_ep_flush(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                           uct_completion_t *comp);
+
+
+/* Whether an answer waits in a session's socket now (the wakeup set is
+ * readable without its eventfd) */
+int uct_cuda_ipc_ns_copies_ready(uct_cuda_ipc_ns_copies_t *copies);
+
+#endif

@@ -1,0 +1,419 @@
+/*
+ * Copies made by the owner through the transport (docs/owner-copies.md):
+ * an agent in a new PID namespace registers legacy cuMemAlloc memory with
+ * UCX_CUDA_IPC_NS_OWNER_COPY=y; our cu_ipc_ns unpacks its key (a legacy
+ * handle that will not open here) as an owner copy key, and UCT put/get
+ * zcopy become COPY requests to the agent's broker, completed from iface
+ * progress. Bytes are checked on both sides, around the copied range too.
+ */
+#include "fixture.h"
+#include "common/peer.h"
+
+extern "C" {
+#include "cuda_ipc_ns_md.h"
+#include "cuda_ipc_ns_rkey.h"
+}
+
+#include <gtest/gtest.h>
+#include <poll.h>
+
+
+namespace test {
+
+class owner_copy_uct : public datapath_pair {
+public:
+    void SetUp() override
+    {
+        datapath_pair::SetUp();
+        if (IsSkipped()) {
+            return;
+        }
+        m_fds = count_open_fds();
+        m_env.reset(new scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY", "y"));
+        peer_options opts;
+        opts.new_pid_ns = true;
+        start({}, {}, opts);
+    }
+
+    void TearDown() override
+    {
+        datapath_pair::TearDown();
+        m_env.reset();
+    }
+
+    /* a legacy buffer of the agent, its key unpacked as an owner copy key
+     * (a fatal failure otherwise: callers wrap it in
+     * ASSERT_NO_FATAL_FAILURE) */
+    void export_legacy(size_t size, uint32_t seed, remote *r)
+    {
+        r->buf = m_agent->alloc(BUF_LEGACY, size, seed);
+        ASSERT_GE(r->buf.index, 0);
+        ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_node->component(),
+                                          r->buf.rkey.data(), &r->rkey));
+        m_rkeys.push_back(r->rkey);
+        ASSERT_TRUE(((uct_cuda_ipc_ns_rkey_t*)r->rkey.rkey)->owner_copy)
+                << "a legacy key of another PID namespace";
+    }
+
+    void *local_ptr(int index, size_t offset)
+    {
+        return (char*)m_node->buf(index).ptr + offset;
+    }
+
+    int                         m_fds = -1;
+    std::unique_ptr<scoped_env> m_env;
+};
+
+
+TEST_F(owner_copy_uct, key_names_the_owners_broker) {
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 1, &r));
+    uct_cuda_ipc_ns_rkey_info_t info;
+
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_parse(r.buf.rkey.data(),
+                                                 r.buf.rkey.size(), &info));
+    EXPECT_EQ(UCT_CUDA_IPC_NS_HANDLE_LEGACY, info.handle_type);
+    EXPECT_EQ(UCT_CUDA_IPC_NS_RKEY_EXT_VERSION_OWNER_COPY, info.ext_version);
+    EXPECT_GT(info.broker_addr_len, 0);
+    EXPECT_EQ(m_agent->remote_pid(), info.pid);
+}
+
+
+/* Put and get between our VMM buffer and the owner's legacy memory, 1 B to
+ * 3 MiB at odd offsets (the same on both sides: the patterns are by
+ * position); the bytes around each range stay as they were */
+TEST_F(owner_copy_uct, put_get_zcopy_legacy_owner_vmm_importer) {
+    const size_t size = 4 * MiB;
+    const struct {
+        size_t offset, length;
+    } cases[] = {{1, 1}, {13, 7}, {4099, 4095}, {65537, 65537},
+                 {777, MiB + 3}, {3, 3 * MiB}};
+    uint32_t remote_seed = 1, seed = 100;
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size, remote_seed, &r));
+    int local = m_node->alloc(BUF_VMM, size);
+    ASSERT_GE(local, 0);
+
+    for (const auto &c : cases) {
+        SCOPED_TRACE(c.length);
+        size_t tail = c.offset + c.length;
+
+        /* put */
+        m_node->fill(local, ++seed);
+        ASSERT_EQ(UCS_OK, m_node->copy(m_ep, true, local_ptr(local, c.offset),
+                                       c.length, r.buf.addr + c.offset,
+                                       r.rkey.rkey));
+        EXPECT_TRUE(m_agent->check(r.buf.index, seed, c.offset, c.length));
+        EXPECT_TRUE(m_agent->check(r.buf.index, remote_seed, 0, c.offset));
+        EXPECT_TRUE(m_agent->check(r.buf.index, remote_seed, tail,
+                                   size - tail));
+
+        /* get */
+        remote_seed = ++seed;
+        ASSERT_TRUE(m_agent->fill(r.buf.index, remote_seed));
+        m_node->fill(local, ++seed);
+        ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, local_ptr(local, c.offset),
+                                       c.length, r.buf.addr + c.offset,
+                                       r.rkey.rkey));
+        EXPECT_TRUE(m_node->check(local, remote_seed, c.offset, c.length));
+        EXPECT_TRUE(m_node->check(local, seed, 0, c.offset));
+        EXPECT_TRUE(m_node->check(local, seed, tail, size - tail));
+    }
+}
+
+
+/* Several copies outstanding at once, answered in any order */
+TEST_F(owner_copy_uct, many_copies_in_flight) {
+    const size_t chunk = 256 * 1024, count = 12;
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(chunk * count, 3, &r));
+    int local = m_node->alloc(BUF_VMM, chunk * count);
+    std::vector<completion> comps(count);
+
+    m_node->fill(local, 4);
+    for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(UCS_INPROGRESS, post(true, local_ptr(local, i * chunk), chunk,
+                                       r.buf.addr + i * chunk, r.rkey.rkey,
+                                       &comps[i]));
+    }
+    ASSERT_TRUE(m_node->progress_until([&] { return all_done(comps); }));
+    for (const auto &c : comps) {
+        EXPECT_EQ(UCS_OK, c.status);
+    }
+    EXPECT_TRUE(m_agent->check(r.buf.index, 4, 0, chunk * count));
+}
+
+
+/* Several iovs, one of them strided: one request per element, the remote
+ * range contiguous in iov order (UCT's definition) */
+TEST_F(owner_copy_uct, get_into_strided_iovs) {
+    const size_t elem = 1000, stride = 4096, tail_len = 777, roff = 5;
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 21, &r));
+    int local = m_node->alloc(BUF_VMM, MiB);
+    uct_iov_t iov[2] = {{local_ptr(local, 0), elem, nullptr, stride, 3},
+                        {local_ptr(local, 20000), tail_len, nullptr, 0, 1}};
+    completion comp;
+
+    m_node->fill(local, 22);
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_get_zcopy(m_ep, iov, 2, r.buf.addr + roff,
+                                               r.rkey.rkey, &comp.comp));
+    ASSERT_TRUE(m_node->progress_until([&] { return comp.done; }));
+    ASSERT_EQ(UCS_OK, comp.status);
+
+    size_t remote_pos = roff;
+    for (size_t k = 0; k < 4; ++k) {
+        size_t len = (k < 3) ? elem : tail_len;
+        size_t off = (k < 3) ? k * stride : 20000;
+        bytes_t got(len);
+        cuda_read(got.data(), local_ptr(local, off), len);
+        for (size_t i = 0; i < len; ++i) {
+            ASSERT_EQ(pattern_byte(21, remote_pos + i), got[i])
+                    << "element " << k << " byte " << i;
+        }
+        remote_pos += len;
+    }
+    EXPECT_TRUE(m_node->check(local, 22, elem, stride - elem))
+            << "the gap between strided elements is untouched";
+}
+
+
+/* Our buffer must be VMM memory the owner can map: legacy memory is
+ * refused before anything is sent, and so are the short and bcopy paths
+ * (their host staging buffer), without failing the endpoint */
+TEST_F(owner_copy_uct, legacy_importer_buffer_unsupported) {
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 5, &r));
+    int local = m_node->alloc(BUF_LEGACY, MiB);
+    int vmm   = m_node->alloc(BUF_VMM, MiB);
+    completion comp;
+
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, post(true, local_ptr(local, 0), 4096,
+                                        r.buf.addr, r.rkey.rkey, &comp));
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, post(false, local_ptr(local, 0), 4096,
+                                        r.buf.addr, r.rkey.rkey, &comp));
+    uint64_t word = 42;
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED,
+              uct_ep_put_short(m_ep, &word, sizeof(word), r.buf.addr,
+                               r.rkey.rkey));
+    EXPECT_FALSE(comp.done);
+    EXPECT_TRUE(m_agent->check(r.buf.index, 5, 0, MiB)) << "untouched";
+
+    m_node->fill(vmm, 6);
+    EXPECT_EQ(UCS_OK, m_node->copy(m_ep, true, local_ptr(vmm, 0), MiB,
+                                   r.buf.addr, r.rkey.rkey));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 6, 0, MiB));
+    EXPECT_EQ(0u, m_node->ep_errors());
+}
+
+
+/* A key whose token is not the registration's: the owner refuses the copy,
+ * the op completes with that refusal, the memory stays as it was, and the
+ * session serves the genuine key after */
+TEST_F(owner_copy_uct, forged_token_refused) {
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 7, &r));
+    int local = m_node->alloc(BUF_VMM, MiB);
+    uct_cuda_ipc_ns_rkey_info_t info;
+    uct_rkey_bundle_t forged;
+
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_parse(r.buf.rkey.data(),
+                                                 r.buf.rkey.size(), &info));
+    info.token[0] ^= 1;
+    bytes_t key(r.buf.rkey.size());
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_pack(&info, key.data()));
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_node->component(), key.data(),
+                                      &forged));
+
+    m_node->fill(local, 8);
+    EXPECT_EQ(UCS_ERR_NO_ELEM, m_node->copy(m_ep, true, local_ptr(local, 0),
+                                            MiB, r.buf.addr, forged.rkey));
+    EXPECT_EQ(UCS_ERR_NO_ELEM, m_node->copy(m_ep, false, local_ptr(local, 0),
+                                            MiB, r.buf.addr, forged.rkey));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 7, 0, MiB)) << "untouched";
+    EXPECT_TRUE(m_node->check(local, 8, 0, MiB)) << "untouched";
+    uct_rkey_release(m_node->component(), &forged);
+
+    EXPECT_EQ(UCS_OK, m_node->copy(m_ep, true, local_ptr(local, 0), MiB,
+                                   r.buf.addr, r.rkey.rkey));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 8, 0, MiB));
+    EXPECT_EQ(0u, m_node->ep_errors());
+}
+
+
+/* ep and iface flush wait for the copies the owner still makes */
+TEST_F(owner_copy_uct, flush_waits_for_copies) {
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(2 * MiB, 9, &r));
+    int local = m_node->alloc(BUF_VMM, 2 * MiB);
+    completion op, flush;
+
+    if (!m_agent->hold_copies(true)) {
+        GTEST_SKIP() << "needs the emulator's copy-engine hold";
+    }
+    m_node->fill(local, 10);
+    ASSERT_EQ(UCS_INPROGRESS, post(true, local_ptr(local, 0), 2 * MiB,
+                                   r.buf.addr, r.rkey.rkey, &op));
+    EXPECT_EQ(UCS_INPROGRESS, uct_ep_flush(m_ep, 0, &flush.comp));
+    EXPECT_EQ(UCS_INPROGRESS, uct_ep_flush(m_ep, 0, nullptr));
+    EXPECT_EQ(UCS_INPROGRESS, uct_iface_flush(m_node->iface(), 0, nullptr));
+    /* the owner's copy engine is held: no answer can come */
+    for (int i = 0; i < 100; ++i) {
+        m_node->progress();
+    }
+    EXPECT_FALSE(op.done);
+    EXPECT_FALSE(flush.done);
+
+    ASSERT_TRUE(m_agent->hold_copies(false));
+    ASSERT_TRUE(m_node->progress_until([&] { return flush.done; }));
+    EXPECT_TRUE(op.done) << "the op completes before its flush";
+    EXPECT_EQ(UCS_OK, op.status);
+    EXPECT_EQ(UCS_OK, uct_ep_flush(m_ep, 0, nullptr));
+    EXPECT_EQ(UCS_OK, uct_iface_flush(m_node->iface(), 0, nullptr));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 10, 0, 2 * MiB));
+}
+
+
+/* A pending request that posts a get zcopy, as UCP's would */
+struct pending_get {
+    uct_pending_req_t req;
+    uct_ep_h          ep;
+    uct_iov_t         iov;
+    uint64_t          addr;
+    uct_rkey_t        rkey;
+    completion        *comp;
+    bool              *earlier_done; /* what the fence ordered before */
+    bool              posted        = false;
+    bool              earlier_first = false;
+
+    static ucs_status_t func(uct_pending_req_t *req)
+    {
+        pending_get *self = ucs_container_of(req, pending_get, req);
+        ucs_status_t status;
+
+        status = uct_ep_get_zcopy(self->ep, &self->iov, 1, self->addr,
+                                  self->rkey, &self->comp->comp);
+        if (status == UCS_ERR_NO_RESOURCE) {
+            return status;
+        }
+        self->posted        = true;
+        self->earlier_first = *self->earlier_done;
+        return UCS_OK;
+    }
+};
+
+
+/* After ep_fence, a zero-copy op waits (as a pending request) for the copy
+ * the owner makes before the fence: a get into the buffer that copy reads
+ * must not overtake it */
+TEST_F(owner_copy_uct, fence_orders_a_zero_copy_op_after_copies) {
+    remote legacy;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 30, &legacy));
+    remote vmm    = export_buffer(BUF_VMM, MiB, 31);
+    int local     = m_node->alloc(BUF_VMM, MiB);
+    completion first, second;
+
+    if (!m_agent->hold_copies(true)) {
+        GTEST_SKIP() << "needs the emulator's copy-engine hold";
+    }
+    m_node->fill(local, 32);
+    ASSERT_EQ(UCS_INPROGRESS, post(true, local_ptr(local, 0), MiB,
+                                   legacy.buf.addr, legacy.rkey.rkey, &first));
+    ASSERT_EQ(UCS_OK, uct_ep_fence(m_ep, 0));
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, post(false, local_ptr(local, 0), MiB,
+                                        vmm.buf.addr, vmm.rkey.rkey, &second))
+            << "the copy before the fence is outstanding";
+
+    pending_get pending;
+    pending.req.func     = pending_get::func;
+    pending.ep           = m_ep;
+    pending.iov          = {local_ptr(local, 0), MiB, nullptr, 0, 1};
+    pending.addr         = vmm.buf.addr;
+    pending.rkey         = vmm.rkey.rkey;
+    pending.comp         = &second;
+    pending.earlier_done = &first.done;
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &pending.req, 0));
+    for (int i = 0; i < 100; ++i) {
+        m_node->progress();
+    }
+    EXPECT_FALSE(pending.posted) << "the owner's copy engine is held";
+
+    ASSERT_TRUE(m_agent->hold_copies(false));
+    ASSERT_TRUE(m_node->progress_until([&] { return second.done; }));
+    EXPECT_TRUE(pending.earlier_first);
+    EXPECT_EQ(UCS_OK, first.status);
+    EXPECT_EQ(UCS_OK, second.status);
+    EXPECT_TRUE(m_agent->check(legacy.buf.index, 32, 0, MiB))
+            << "the put read the buffer before the get wrote it";
+    EXPECT_TRUE(m_node->check(local, 31, 0, MiB));
+}
+
+
+/* A waiter armed while a copy is outstanding sleeps on the iface's event
+ * fd and is woken by the owner's answer alone */
+TEST_F(owner_copy_uct, answer_wakes_the_event_fd) {
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(4 * MiB, 11, &r));
+    int local = m_node->alloc(BUF_VMM, 4 * MiB);
+    completion op;
+    int fd;
+
+    ASSERT_EQ(UCS_OK, uct_iface_event_fd_get(m_node->iface(), &fd));
+    if (!m_agent->hold_copies(true)) {
+        GTEST_SKIP() << "needs the emulator's copy-engine hold";
+    }
+    ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(local, 0), 4 * MiB,
+                                   r.buf.addr, r.rkey.rkey, &op));
+    ASSERT_EQ(UCS_OK, uct_iface_event_arm(m_node->iface(), UCT_EVENT_SEND_COMP))
+            << "nothing can be ready: the owner's copy engine is held";
+    ASSERT_TRUE(m_agent->hold_copies(false));
+
+    /* the timeout is a safety net: without the wakeup the test fails */
+    struct pollfd pfd = {fd, POLLIN, 0};
+    ASSERT_EQ(1, poll(&pfd, 1, 60000)) << "the owner's answer did not wake "
+                                          "the waiter";
+    ASSERT_TRUE(m_node->progress_until([&] { return op.done; }));
+    EXPECT_EQ(UCS_OK, op.status);
+    EXPECT_TRUE(m_node->check(local, 11, 0, 4 * MiB));
+
+    /* nothing outstanding: arming succeeds and nothing wakes us */
+    ASSERT_EQ(UCS_OK, uct_iface_event_arm(m_node->iface(), UCT_EVENT_SEND_COMP));
+    EXPECT_EQ(0, poll(&pfd, 1, 50));
+}
+
+
+/* The owner dies while its copy runs: the op completes with an error, the
+ * flush waiting for it completes, the endpoint is reported failed, nothing
+ * hangs and no fd is left behind */
+TEST_F(owner_copy_uct, owner_killed_mid_copy) {
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(4 * MiB, 12, &r));
+    int local = m_node->alloc(BUF_VMM, 4 * MiB);
+    completion op, flush;
+
+    if (!m_agent->hold_copies(true)) {
+        GTEST_SKIP() << "needs the emulator's copy-engine hold";
+    }
+    ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(local, 0), 4 * MiB,
+                                   r.buf.addr, r.rkey.rkey, &op));
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(m_ep, 0, &flush.comp));
+
+    m_agent->kill_now();
+    ASSERT_TRUE(m_node->progress_until([&] {
+        return op.done && flush.done && (m_node->ep_errors() > 0);
+    })) << "op " << op.done << " flush " << flush.done << " ep errors "
+        << m_node->ep_errors();
+    EXPECT_NE(UCS_OK, op.status);
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET, op.status);
+    EXPECT_EQ(UCS_OK, uct_ep_flush(m_ep, 0, nullptr));
+
+    completion after;
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET,
+              post(true, local_ptr(local, 0), 4096, r.buf.addr, r.rkey.rkey,
+                   &after));
+
+    TearDown();
+    EXPECT_EQ(m_fds, count_open_fds()) << "no fd left behind";
+}
+
+} // namespace test
