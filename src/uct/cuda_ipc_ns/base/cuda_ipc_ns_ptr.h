@@ -39,4 +39,37 @@ ucs_status_t uct_cuda_ipc_ns_ptr_mem_query(uct_md_h md, const void *address,
                                            size_t length,
                                            uct_cuda_ipc_ns_mem_attr_t *mem_attr);
 
+
+/* Attributes of the allocation holding an address */
+typedef struct {
+    CUmemorytype memory_type;
+    int          device;
+    CUcontext    context;
+    CUdeviceptr  base;
+    size_t       size;
+    int          legacy_capable;
+    uint64_t     handle_types;
+    uint64_t     buffer_id;
+} uct_cuda_ipc_ns_ptr_attr_t;
+
+
+/**
+ * The allocation holding @a address, in one cuPointerGetAttributes call.
+ *
+ * @return UCS_OK for device memory; UCS_ERR_INVALID_ADDR for memory the
+ *         driver does not know as device memory; the call's error otherwise.
+ */
+ucs_status_t uct_cuda_ipc_ns_ptr_attr_get(const void *address,
+                                          uct_cuda_ipc_ns_ptr_attr_t *attr);
+
+
+/**
+ * Export the VMM allocation at @a base (created with the POSIX-fd handle
+ * type) as a POSIX fd, which the caller closes; errors logged at
+ * @a log_level.
+ */
+ucs_status_t uct_cuda_ipc_ns_ptr_export_fd(CUdeviceptr base,
+                                           ucs_log_level_t log_level,
+                                           int *fd_p);
+
 #endif

@@ -184,53 +184,6 @@ static ucs_status_t uct_cuda_ipc_ns_md_query(uct_md_h md,
 }
 
 
-/* Attributes of the allocation holding [address, address + length) */
-typedef struct {
-    CUmemorytype memory_type;
-    int          device;
-    CUcontext    context;
-    CUdeviceptr  base;
-    size_t       size;
-    int          legacy_capable;
-    uint64_t     handle_types;
-    uint64_t     buffer_id;
-} uct_cuda_ipc_ns_ptr_attr_t;
-
-
-static ucs_status_t
-uct_cuda_ipc_ns_ptr_attr_get(const void *address, uct_cuda_ipc_ns_ptr_attr_t *attr)
-{
-    CUpointer_attribute names[] = {
-        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-        CU_POINTER_ATTRIBUTE_CONTEXT,
-        CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-        CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-        CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
-        CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES,
-        CU_POINTER_ATTRIBUTE_BUFFER_ID
-    };
-    void *values[] = {
-        &attr->memory_type, &attr->device, &attr->context, &attr->base,
-        &attr->size, &attr->legacy_capable, &attr->handle_types,
-        &attr->buffer_id
-    };
-    ucs_status_t status;
-
-    memset(attr, 0, sizeof(*attr));
-    /* unknown host memory is not an error: it answers memory type 0 */
-    status = UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes,
-                                     ucs_static_array_size(names), names,
-                                     values, (CUdeviceptr)address);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    return (attr->memory_type == CU_MEMORYTYPE_DEVICE) ? UCS_OK :
-           UCS_ERR_INVALID_ADDR;
-}
-
-
 static ucs_status_t
 uct_cuda_ipc_ns_memh_export_legacy(uct_cuda_ipc_ns_memh_t *memh,
                                    const uct_cuda_ipc_ns_ptr_attr_t *attr,
@@ -319,22 +272,10 @@ uct_cuda_ipc_ns_memh_export_posix_fd(uct_cuda_ipc_ns_md_t *md,
                                      const uct_cuda_ipc_ns_ptr_attr_t *attr,
                                      ucs_log_level_t log_level)
 {
-    CUmemGenericAllocationHandle handle;
     ucs_status_t status;
     int fd = -1;
 
-    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, cuMemRetainAllocationHandle,
-                                     &handle, (void*)attr->base);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, cuMemExportToShareableHandle,
-                                     &fd, handle,
-                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                     0);
-    /* the exported fd keeps the allocation alive; drop our retain */
-    (void)UCT_CUDA_IPC_NS_CU(cuMemRelease, handle);
+    status = uct_cuda_ipc_ns_ptr_export_fd(attr->base, log_level, &fd);
     if (status != UCS_OK) {
         return status;
     }

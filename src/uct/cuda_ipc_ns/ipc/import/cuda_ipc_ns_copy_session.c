@@ -9,7 +9,7 @@
 #include "cuda_ipc_ns_copy_session.h"
 #include "cuda_ipc_ns_copy_client.h"
 #include "cuda_ipc_ns_broker_copy.h"
-#include "cuda_ipc_ns_driver.h"
+#include "cuda_ipc_ns_ptr.h"
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_iov.inl>
@@ -404,32 +404,20 @@ uct_cuda_ipc_ns_copy_session_get(uct_cuda_ipc_ns_copies_t *copies,
 static ucs_status_t uct_cuda_ipc_ns_copy_local(const void *ptr, size_t length,
                                                uct_cuda_ipc_ns_copy_local_t *local)
 {
-    CUpointer_attribute names[] = {
-        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-        CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-        CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-        CU_POINTER_ATTRIBUTE_BUFFER_ID,
-        CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES
-    };
-    CUmemorytype mem_type = 0;
-    CUdeviceptr base      = 0;
-    size_t size           = 0;
-    uint64_t buf_id       = 0, handle_types = 0;
-    void *values[]        = {&mem_type, &base, &size, &buf_id, &handle_types};
-    ucs_status_t status;
+    uct_cuda_ipc_ns_ptr_attr_t attr;
+    CUdeviceptr base;
+    size_t size;
 
-    status = UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG,
-                                     cuPointerGetAttributes,
-                                     ucs_static_array_size(names), names,
-                                     values, (CUdeviceptr)ptr);
-    if ((status != UCS_OK) || (mem_type != CU_MEMORYTYPE_DEVICE)) {
+    if (uct_cuda_ipc_ns_ptr_attr_get(ptr, &attr) != UCS_OK) {
         ucs_error("cuda_ipc_ns: local buffer %p is not CUDA device memory: a "
                   "copy by the owner needs VMM memory it can map (staging is "
                   "not implemented)", ptr);
         return UCS_ERR_UNSUPPORTED;
     }
 
-    if (!(handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+    base = attr.base;
+    size = attr.size;
+    if (!(attr.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
         ucs_error("cuda_ipc_ns: local buffer %p (allocation 0x%llx, %zu "
                   "bytes) cannot be exported as a POSIX fd (cuMemAlloc "
                   "memory, or VMM created without "
@@ -449,28 +437,8 @@ static ucs_status_t uct_cuda_ipc_ns_copy_local(const void *ptr, size_t length,
 
     local->base   = base;
     local->size   = size;
-    local->buf_id = buf_id;
+    local->buf_id = attr.buffer_id;
     return UCS_OK;
-}
-
-
-/* The local allocation's POSIX fd, for the owner (the caller closes it) */
-static ucs_status_t uct_cuda_ipc_ns_copy_local_export(const uct_cuda_ipc_ns_copy_local_t *local,
-                                                      int *fd_p)
-{
-    CUmemGenericAllocationHandle handle;
-    ucs_status_t status;
-
-    status = UCT_CUDA_IPC_NS_CU(cuMemRetainAllocationHandle, &handle,
-                                (void*)(uintptr_t)local->base);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = UCT_CUDA_IPC_NS_CU(cuMemExportToShareableHandle, fd_p, handle,
-                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    (void)UCT_CUDA_IPC_NS_CU(cuMemRelease, handle);
-    return status;
 }
 
 
@@ -543,7 +511,8 @@ uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
     req->buf.buf_size = local->size;
     memcpy(req->buf.dev_uuid, key->dev_uuid, sizeof(req->buf.dev_uuid));
     if (uct_cuda_ipc_ns_copy_sent_find(session, &req->buf) == NULL) {
-        status = uct_cuda_ipc_ns_copy_local_export(local, &fd);
+        status = uct_cuda_ipc_ns_ptr_export_fd(local->base, UCS_LOG_LEVEL_ERROR,
+                                               &fd);
         if (status != UCS_OK) {
             ucs_free(req);
             return status;
