@@ -84,8 +84,13 @@ static void fuzz_rkey(const uint8_t *data, size_t size)
     FUZZ_CHECK(uct_cuda_ipc_ns_rkey_parse(packed, sizeof(packed), &info2) ==
                UCS_OK);
     fuzz_check_same_info(&info, &info2);
+    /* this writer emits version 2 only for a legacy key its owner copies */
     FUZZ_CHECK(!info2.has_ext ||
-               (info2.ext_version == UCT_CUDA_IPC_NS_RKEY_EXT_VERSION));
+               (info2.ext_version ==
+                (((info2.handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
+                  (info2.broker_addr_len > 0)) ?
+                 UCT_CUDA_IPC_NS_RKEY_EXT_VERSION_OWNER_COPY :
+                 UCT_CUDA_IPC_NS_RKEY_EXT_VERSION)));
 
     /* the packed form is canonical */
     FUZZ_CHECK(uct_cuda_ipc_ns_rkey_pack(&info2, repacked) == UCS_OK);
