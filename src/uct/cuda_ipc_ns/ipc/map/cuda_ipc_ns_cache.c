@@ -79,6 +79,7 @@ struct uct_cuda_ipc_ns_peer {
                                                     * async loop (atomic) */
     pthread_rwlock_t                  lock;
     khash_t(uct_cuda_ipc_ns_regions)  regions;
+    ucs_list_link_t                   reap;      /* in cache.reap */
 };
 
 
@@ -88,13 +89,18 @@ static struct {
     uct_cuda_ipc_ns_cache_config_t config;
     khash_t(uct_cuda_ipc_ns_peers) peers;
     ucs_list_link_t                lru;       /* oldest first */
+    /* peers whose last reference went on UCX's async thread, destroyed by
+     * the next application thread that uses the cache */
+    ucs_list_link_t                reap;
     uint64_t                       num_regions;
     uint64_t                       num_bytes;
     uint64_t                       num_peers;
     /* updated with atomics: hits never take cache.lock */
     uint64_t                       hits, misses, evictions, unmaps;
 } uct_cuda_ipc_ns_cache = {
-    .lock = PTHREAD_MUTEX_INITIALIZER
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .reap = UCS_LIST_INITIALIZER(&uct_cuda_ipc_ns_cache.reap,
+                                 &uct_cuda_ipc_ns_cache.reap)
 };
 
 
@@ -229,7 +235,8 @@ static void uct_cuda_ipc_ns_peer_destroy(uct_cuda_ipc_ns_peer_t *peer)
               ")", peer->id.pid, peer->id.pid_ns);
     ucs_assert(kh_size(&peer->regions) == 0);
     if (__atomic_load_n(&peer->watch_async, __ATOMIC_ACQUIRE)) {
-        /* waits for a call of the handler in progress, unless it is ours */
+        /* waits for a call of the handler in progress; never called from
+         * the handler (see uct_cuda_ipc_ns_peer_put_async()) */
         ucs_async_remove_handler(peer->watch_fd, 1);
     }
     if (peer->watch_fd >= 0) {
@@ -260,6 +267,43 @@ static void uct_cuda_ipc_ns_peer_unlink(uct_cuda_ipc_ns_peer_t *peer)
 
 
 /* Detach every region of the peer; called with cache.lock */
+/*
+ * Destroy the peers whose last reference went on UCX's async thread. Called
+ * by application threads without cache.lock: removing the last handler of
+ * UCX's async loop stops its thread, which joins it from here but could only
+ * detach it from the thread itself (and then nothing orders the thread's end
+ * before UCX's own cleanup at exit).
+ */
+static void uct_cuda_ipc_ns_cache_reap(void)
+{
+    uct_cuda_ipc_ns_peer_t *peer, *tmp;
+    UCS_LIST_HEAD(dead);
+
+    pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
+    ucs_list_splice_tail(&dead, &uct_cuda_ipc_ns_cache.reap);
+    ucs_list_head_init(&uct_cuda_ipc_ns_cache.reap);
+    pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
+
+    ucs_list_for_each_safe(peer, tmp, &dead, reap) {
+        uct_cuda_ipc_ns_peer_destroy(peer);
+    }
+}
+
+
+/* Drop the async handler's reference: a peer it leaves unreferenced waits
+ * in cache.reap */
+static void uct_cuda_ipc_ns_peer_put_async(uct_cuda_ipc_ns_peer_t *peer)
+{
+    pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
+    ucs_assert(peer->refcount > 0);
+    if (--peer->refcount == 0) {
+        uct_cuda_ipc_ns_peer_unlink(peer);
+        ucs_list_add_tail(&uct_cuda_ipc_ns_cache.reap, &peer->reap);
+    }
+    pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
+}
+
+
 static void uct_cuda_ipc_ns_peer_flush(uct_cuda_ipc_ns_peer_t *peer,
                                        ucs_list_link_t *victims)
 {
@@ -302,6 +346,7 @@ void uct_cuda_ipc_ns_cache_put(void)
     pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
 
     uct_cuda_ipc_ns_cache_unmap_victims(&victims);
+    uct_cuda_ipc_ns_cache_reap();
 
     pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
     if (uct_cuda_ipc_ns_cache.refcount == 0) {
@@ -363,7 +408,7 @@ static void uct_cuda_ipc_ns_peer_watch_cb(int fd, ucs_event_set_types_t events,
     if (uct_cuda_ipc_ns_watch_exited(fd)) {
         uct_cuda_ipc_ns_cache_peer_fail(peer);
     }
-    uct_cuda_ipc_ns_cache_peer_put(peer);
+    uct_cuda_ipc_ns_peer_put_async(peer);
 }
 
 
@@ -403,6 +448,7 @@ ucs_status_t uct_cuda_ipc_ns_cache_peer_get(const uct_cuda_ipc_ns_identity_t *id
     khiter_t iter;
     int ret;
 
+    uct_cuda_ipc_ns_cache_reap();
     pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
     iter = kh_get(uct_cuda_ipc_ns_peers, &uct_cuda_ipc_ns_cache.peers, *id);
     if (iter != kh_end(&uct_cuda_ipc_ns_cache.peers)) {
@@ -465,6 +511,7 @@ void uct_cuda_ipc_ns_cache_peer_put(uct_cuda_ipc_ns_peer_t *peer)
     if (destroy) {
         uct_cuda_ipc_ns_peer_destroy(peer);
     }
+    uct_cuda_ipc_ns_cache_reap();
 }
 
 
