@@ -25,7 +25,10 @@
 # the CPU caches (the emulator's copies write memory, not a cache: a GPU's
 # copy engine does not leave them in a CPU's); each figure is measured in
 # rounds (BENCH_ROUNDS, default 5, of at least BENCH_MIN_TIME / rounds s,
-# default 0.5 s per figure; PT_ROUNDS ucx_perftest rounds, default 3); a
+# default 0.5 s per figure, 2 s for the bandwidth programs bench_datapath and
+# bench_chunks, whose copies take milliseconds; PT_ROUNDS ucx_perftest
+# rounds, default 3); the bandwidth programs run every thread on one CPU
+# (BENCH_CPU); a
 # ratio is computed per round and printed as the median with its range over
 # the rounds. The summary says PASS or FAIL against a goal only when the
 # whole range lies on one side of it, else "inconclusive" with the spread.
@@ -57,13 +60,15 @@ bench() {
     echo "== UCX $ver ($BUILD_DIR), driver: $UCX_CUDA_IPC_NS_DRIVER"
 
     echo "== UCX $ver: data path: test/bench/bench_datapath"
-    "$bench/bench_datapath" | tee "$out/datapath.txt"
+    BENCH_MIN_TIME=${BENCH_MIN_TIME:-2} "$bench/bench_datapath" |
+        tee "$out/datapath.txt"
     echo "== UCX $ver: mapping cache: test/bench/bench_cache"
     "$bench/bench_cache" | tee "$out/cache.txt"
     echo "== UCX $ver: fd import: test/bench/bench_fd_import"
     "$bench/bench_fd_import" | tee "$out/fd_import.txt"
     echo "== UCX $ver: framework memory (64 chunks vs one allocation): test/bench/bench_chunks"
-    "$bench/bench_chunks" | tee "$out/chunks.txt"
+    BENCH_MIN_TIME=${BENCH_MIN_TIME:-2} "$bench/bench_chunks" |
+        tee "$out/chunks.txt"
     echo "== UCX $ver: memory-type detection: test/bench/bench_memtype_detect"
     "$bench/bench_memtype_detect" "$UCX_CUDA_IPC_NS_DRIVER" |
         tee "$out/memtype_detect.txt"

@@ -27,6 +27,7 @@
 #include "cuda_ipc_ns_fdx.h"
 #include "bench_stats.h"
 #include "bench_cpu_cache.h"
+#include "bench_cpu_pin.h"
 #include "bench_uct.h"
 
 #include <uct/api/uct.h>
@@ -302,12 +303,15 @@ static void bench_bandwidth(const bench_ctx_t *c, int min_iters)
     double bw[BENCH_OP_LAST][BENCH_MAX_ROUNDS], t[BENCH_OP_LAST], t0, dt;
     double put_ratio[BENCH_MAX_ROUNDS], get_ratio[BENCH_MAX_ROUNDS], tmin;
     bench_samples_t samples[BENCH_OP_LAST] = {};
+    cpu_set_t cpus;
     char name[64];
     size_t i;
     long it;
-    int r, k, op;
+    int r, k, op, cpu;
 
+    cpu = bench_pin_threads(&cpus);
     printf("bandwidth: %s\n", bench_cache_mode());
+    bench_print_pin(cpu);
     printf("%-10s %14s %14s %14s %14s\n", "size", "put chunks MB/s",
            "put single", "get chunks", "get single");
     for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
@@ -357,6 +361,7 @@ static void bench_bandwidth(const bench_ctx_t *c, int min_iters)
     for (op = 0; op < BENCH_OP_LAST; ++op) {
         free(samples[op].v);
     }
+    bench_unpin_threads(cpu, &cpus);
 }
 
 

@@ -28,6 +28,7 @@
 #include "cuda_ipc_ns_rkey.h"
 #include "bench_stats.h"
 #include "bench_cpu_cache.h"
+#include "bench_cpu_pin.h"
 #include "bench_uct.h"
 
 #include <uct/api/uct.h>
@@ -233,10 +234,11 @@ static void bench_bandwidth(bench_node_t *node, uct_ep_h ep,
     bench_samples_t samples[BENCH_OP_LAST] = {};
     bench_range_t it_range, b[BENCH_OP_LAST];
     bench_bw_ctx_t c;
+    cpu_set_t cpus;
     char name[64];
     size_t i;
     long it;
-    int r, k, op;
+    int r, k, op, cpu;
 
     c.node     = node;
     c.ep       = ep;
@@ -244,6 +246,7 @@ static void bench_bandwidth(bench_node_t *node, uct_ep_h ep,
     c.rkey     = rkey;
     c.local    = bench_vmm_alloc(BENCH_MAX_SIZE, NULL);
     c.peer_mem = peer_mem;
+    cpu        = bench_pin_threads(&cpus);
     BENCH_CU(cuStreamCreate, &c.stream, CU_STREAM_NON_BLOCKING);
     bench_warmup(&c, BENCH_MAX_SIZE);
 
@@ -252,6 +255,7 @@ static void bench_bandwidth(bench_node_t *node, uct_ep_h ep,
     printf("bandwidth: medians of the rounds; iters: iterations per round "
            "(min-max); DtoD: to the exporter's pages, as put; DtoD-r: from "
            "them, as get; %s\n", bench_cache_mode());
+    bench_print_pin(cpu);
     printf("%-10s %9s %10s %10s %10s %10s %10s %8s %8s %9s\n", "size", "iters",
            "DtoD MB/s", "DtoD-r", "async MB/s", "put MB/s", "get MB/s",
            "put/DtoD", "get/DtoD", "put/async");
@@ -315,6 +319,7 @@ static void bench_bandwidth(bench_node_t *node, uct_ep_h ep,
         free(samples[op].v);
     }
     uct_cuda_ipc_ns_drv.cuStreamDestroy(c.stream);
+    bench_unpin_threads(cpu, &cpus);
 }
 
 
