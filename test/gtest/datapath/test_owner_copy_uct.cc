@@ -15,6 +15,8 @@ extern "C" {
 }
 
 #include <gtest/gtest.h>
+#include <algorithm>
+#include <cstring>
 #include <poll.h>
 
 
@@ -177,27 +179,6 @@ TEST_F(owner_copy_uct, get_into_strided_iovs) {
     }
     EXPECT_TRUE(m_node->check(local, 22, elem, stride - elem))
             << "the gap between strided elements is untouched";
-}
-
-
-/* The short and bcopy paths (their host staging buffer) are refused,
- * without failing the endpoint */
-TEST_F(owner_copy_uct, put_short_unsupported) {
-    remote r;
-    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 5, &r));
-    int vmm = m_node->alloc(BUF_VMM, MiB);
-
-    uint64_t word = 42;
-    EXPECT_EQ(UCS_ERR_UNSUPPORTED,
-              uct_ep_put_short(m_ep, &word, sizeof(word), r.buf.addr,
-                               r.rkey.rkey));
-    EXPECT_TRUE(m_agent->check(r.buf.index, 5, 0, MiB)) << "untouched";
-
-    m_node->fill(vmm, 6);
-    EXPECT_EQ(UCS_OK, m_node->copy(m_ep, true, local_ptr(vmm, 0), MiB,
-                                   r.buf.addr, r.rkey.rkey));
-    EXPECT_TRUE(m_agent->check(r.buf.index, 6, 0, MiB));
-    EXPECT_EQ(0u, m_node->ep_errors());
 }
 
 
@@ -679,6 +660,86 @@ TEST_F(owner_copy_staged, owner_killed_mid_staged_op) {
 
     TearDown();
     EXPECT_EQ(m_fds, count_open_fds()) << "no fd left behind";
+}
+
+
+/* What UCP's RMA lanes use on such keys: put short and put bcopy (our data
+ * in slots before they return, the owner's copies done by the flush) and
+ * get bcopy (unpacked before its completion), each at odd offsets */
+struct bcopy_data {
+    bytes_t  bytes;
+    unsigned unpacked = 0;
+
+    static size_t pack(void *dest, void *arg)
+    {
+        bcopy_data *self = (bcopy_data*)arg;
+        memcpy(dest, self->bytes.data(), self->bytes.size());
+        return self->bytes.size();
+    }
+
+    static void unpack(void *arg, const void *data, size_t length)
+    {
+        bcopy_data *self = (bcopy_data*)arg;
+        self->bytes.assign((const uint8_t*)data, (const uint8_t*)data + length);
+        ++self->unpacked;
+    }
+};
+
+
+TEST_F(owner_copy_staged, put_short_bcopy_get_bcopy) {
+    const size_t size = MiB, short_off = 13, short_len = 8;
+    const size_t bcopy_off = 4097, bcopy_len = 65535;
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size, 100, &r));
+    uct_ep_h ep = m_ep;
+
+    auto flush = [&] {
+        return m_node->progress_until([&] {
+            return uct_ep_flush(ep, 0, nullptr) == UCS_OK;
+        });
+    };
+
+    /* put short: the data was ours only until it returned */
+    bytes_t data = pattern(101, short_off + short_len);
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(m_ep, data.data() + short_off,
+                                       short_len, r.buf.addr + short_off,
+                                       r.rkey.rkey));
+    std::fill(data.begin(), data.end(), 0);
+    ASSERT_TRUE(flush());
+    EXPECT_TRUE(m_agent->check(r.buf.index, 101, short_off, short_len));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 100, 0, short_off));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 100, short_off + short_len,
+                               size - short_off - short_len));
+
+    /* put bcopy */
+    bcopy_data out;
+    out.bytes = pattern(102, bcopy_off + bcopy_len);
+    out.bytes.erase(out.bytes.begin(), out.bytes.begin() + bcopy_off);
+    ASSERT_EQ((ssize_t)bcopy_len,
+              uct_ep_put_bcopy(m_ep, bcopy_data::pack, &out,
+                               r.buf.addr + bcopy_off, r.rkey.rkey));
+    std::fill(out.bytes.begin(), out.bytes.end(), 0);
+    ASSERT_TRUE(flush());
+    EXPECT_TRUE(m_agent->check(r.buf.index, 102, bcopy_off, bcopy_len));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 101, short_off, short_len));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 100, bcopy_off + bcopy_len,
+                               size - bcopy_off - bcopy_len));
+
+    /* get bcopy */
+    ASSERT_TRUE(m_agent->fill(r.buf.index, 103));
+    bcopy_data in;
+    completion comp;
+    ASSERT_EQ(UCS_INPROGRESS,
+              uct_ep_get_bcopy(m_ep, bcopy_data::unpack, &in, bcopy_len,
+                               r.buf.addr + 3, r.rkey.rkey, &comp.comp));
+    ASSERT_TRUE(m_node->progress_until([&] { return comp.done; }));
+    EXPECT_EQ(UCS_OK, comp.status);
+    EXPECT_EQ(1u, in.unpacked);
+    ASSERT_EQ(bcopy_len, in.bytes.size());
+    for (size_t i = 0; i < bcopy_len; ++i) {
+        ASSERT_EQ(pattern_byte(103, 3 + i), in.bytes[i]) << "byte " << i;
+    }
+    EXPECT_EQ(0u, m_node->ep_errors());
 }
 
 

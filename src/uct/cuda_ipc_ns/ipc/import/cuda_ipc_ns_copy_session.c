@@ -19,6 +19,7 @@
 #include <ucs/datastruct/queue.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <inttypes.h>
@@ -72,6 +73,14 @@ typedef struct uct_cuda_ipc_ns_copy_op {
     uint8_t                   token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
     uint8_t                   dev_uuid[UCT_CUDA_IPC_NS_UUID_SIZE];
     uint64_t                  offset;     /* of the next chunk, remote */
+    /* put short/bcopy: the caller's buffer is copied into each slot before
+     * the post returns */
+    int                       copy_in_now;
+    /* get bcopy: the data lands in @a bounce (ours), handed to unpack_cb
+     * before the completion */
+    void                      *bounce;
+    uct_unpack_callback_t     unpack_cb;
+    void                      *unpack_arg;
     unsigned                  num_elems;
     unsigned                  elem;       /* of the next chunk */
     size_t                    elem_off;   /* in it */
@@ -416,6 +425,12 @@ static unsigned uct_cuda_ipc_ns_staged_op_check(uct_cuda_ipc_ns_copies_t *copies
         return 0;
     }
 
+    if (op->bounce != NULL) {
+        if ((op->status == UCS_OK) && (op->ep != NULL)) {
+            op->unpack_cb(op->unpack_arg, op->bounce, op->elems[0].length);
+        }
+        ucs_free(op->bounce);
+    }
     --copies->outstanding;
     uct_cuda_ipc_ns_copy_op_complete(op);
     return 1;
@@ -502,6 +517,29 @@ out_put_op:
 }
 
 
+/* Put short/bcopy: the caller's data into @a slot now (it may reuse its
+ * buffer once the put returns); the slot is free, so nothing runs on it */
+static ucs_status_t
+uct_cuda_ipc_ns_staged_copy_in_now(uct_cuda_ipc_ns_copy_session_t *session,
+                                   uct_cuda_ipc_ns_copy_slot_t *slot)
+{
+    ucs_status_t status;
+    int pushed;
+
+    status = uct_cuda_ipc_ns_ctx_push(session->staging.ctx,
+                                      session->staging.device, &pushed);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = UCT_CUDA_IPC_NS_CU(cuMemcpy,
+                                uct_cuda_ipc_ns_staging_slot(&session->staging,
+                                                             slot->index),
+                                (CUdeviceptr)slot->local, slot->length);
+    uct_cuda_ipc_ns_ctx_pop(pushed);
+    return status;
+}
+
+
 /* The owner's copy of @a slot's chunk: slot -> remote for a put, remote ->
  * slot for a get */
 static ucs_status_t
@@ -539,6 +577,16 @@ static unsigned uct_cuda_ipc_ns_staged_start(uct_cuda_ipc_ns_copies_t *copies,
                                              uct_cuda_ipc_ns_slot_state_t state)
 {
     ucs_status_t status;
+
+    if ((state == UCT_CUDA_IPC_NS_SLOT_COPY) && slot->op->copy_in_now) {
+        status = uct_cuda_ipc_ns_staged_copy_in_now(session, slot);
+        if (status != UCS_OK) {
+            slot->state = state;
+            return uct_cuda_ipc_ns_staged_release(copies, session, slot,
+                                                  status);
+        }
+        state = UCT_CUDA_IPC_NS_SLOT_REQUEST; /* the slot holds the data */
+    }
 
     if (state == UCT_CUDA_IPC_NS_SLOT_REQUEST) {
         status = uct_cuda_ipc_ns_staged_send(copies, session, slot);
@@ -1089,6 +1137,93 @@ uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
 }
 
 
+/* The session's ring, opened on @a device (-1: host memory, device 0) if
+ * it has none; UCS_ERR_UNSUPPORTED when it is on another device */
+static ucs_status_t
+uct_cuda_ipc_ns_staging_get(uct_cuda_ipc_ns_copies_t *copies,
+                            uct_cuda_ipc_ns_copy_session_t *session,
+                            int device, const void *buffer)
+{
+    if (session->slots == NULL) {
+        return uct_cuda_ipc_ns_staging_open(copies, session,
+                                            (device >= 0) ? device : 0);
+    } else if ((device >= 0) && (device != session->staging.device)) {
+        ucs_error("cuda_ipc_ns: local buffer %p is on device %d, the staging "
+                  "ring of pid %u's session on device %d: a copy by the owner "
+                  "stages through one device", buffer, device, session->pid,
+                  session->staging.device);
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return UCS_OK;
+}
+
+
+/* A staged op of @a key, its local elements still to set */
+static uct_cuda_ipc_ns_copy_op_t *
+uct_cuda_ipc_ns_staged_op_new(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                              const uct_cuda_ipc_ns_rkey_info_t *key,
+                              uint64_t offset, int is_put,
+                              uct_completion_t *comp)
+{
+    uct_cuda_ipc_ns_copy_op_t *op;
+
+    op = ucs_calloc(1, sizeof(*op), "cuda_ipc_ns_copy_op");
+    if (op == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate a copy op");
+        return NULL;
+    }
+    op->ep      = copy_ep;
+    op->comp    = comp;
+    op->status  = UCS_OK;
+    op->staged  = 1;
+    op->is_put  = is_put;
+    op->posting = 1; /* it completes only after its post returned */
+    op->reg_id  = key->base;
+    memcpy(op->token, key->token, sizeof(op->token));
+    memcpy(op->dev_uuid, key->dev_uuid, sizeof(op->dev_uuid));
+    op->offset  = offset;
+    return op;
+}
+
+
+/*
+ * Queue @a op for slots and issue what the free ones take. Returns
+ * UCS_INPROGRESS when it runs or waits (an error completes it later), or
+ * its error when its first chunk failed at once and nothing of it runs (the
+ * op is then freed).
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
+                                uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                uct_cuda_ipc_ns_copy_session_t *session,
+                                uct_cuda_ipc_ns_copy_op_t *op)
+{
+    ucs_status_t status;
+
+    op->seq = ++copy_ep->seq;
+    ucs_list_add_tail(&copy_ep->ops, &op->ep_elem);
+    ++copies->outstanding;
+    ucs_list_add_tail(&session->waiting, &op->queue);
+    op->in_queue = 1;
+    (void)uct_cuda_ipc_ns_staged_dispatch(copies, session);
+    op->posting = 0;
+
+    if ((op->status == UCS_OK) || (op->unanswered > 0)) {
+        return UCS_INPROGRESS;
+    }
+
+    status = op->status;
+    ucs_list_del(&op->ep_elem);
+    --copies->outstanding;
+    ucs_free(op->bounce);
+    ucs_free(op);
+    if ((status == UCS_ERR_CONNECTION_RESET) || (status == UCS_ERR_IO_ERROR)) {
+        (void)uct_cuda_ipc_ns_copy_session_fail(copies, session, status);
+    }
+    return status;
+}
+
+
 /*
  * A put or get whose local buffer the owner cannot map: through the
  * session's staging ring (allocated now on first use, on @a device, the
@@ -1108,39 +1243,16 @@ uct_cuda_ipc_ns_staged_post(uct_cuda_ipc_ns_copies_t *copies,
     ucs_status_t status;
     size_t i, j;
 
-    if (session->slots == NULL) {
-        status = uct_cuda_ipc_ns_staging_open(copies, session,
-                                              (device >= 0) ? device : 0);
-        if (status != UCS_OK) {
-            return status;
-        }
-    } else if ((device >= 0) && (device != session->staging.device)) {
-        ucs_error("cuda_ipc_ns: local buffer %p is on device %d, the staging "
-                  "ring of pid %u's session on device %d: a copy by the owner "
-                  "stages through one device", iov[0].buffer, device,
-                  session->pid, session->staging.device);
-        return UCS_ERR_UNSUPPORTED;
+    status = uct_cuda_ipc_ns_staging_get(copies, session, device,
+                                         iov[0].buffer);
+    if (status != UCS_OK) {
+        return status;
     }
 
-    op = ucs_malloc(sizeof(*op), "cuda_ipc_ns_copy_op");
+    op = uct_cuda_ipc_ns_staged_op_new(copy_ep, key, offset, is_put, comp);
     if (op == NULL) {
-        ucs_error("cuda_ipc_ns: failed to allocate a copy op");
         return UCS_ERR_NO_MEMORY;
     }
-    op->ep         = copy_ep;
-    op->comp       = comp;
-    op->unanswered = 0;
-    op->status     = UCS_OK;
-    op->staged     = 1;
-    op->is_put     = is_put;
-    op->posting    = 1; /* it completes only after its post returned */
-    op->reg_id     = key->base;
-    memcpy(op->token, key->token, sizeof(op->token));
-    memcpy(op->dev_uuid, key->dev_uuid, sizeof(op->dev_uuid));
-    op->offset     = offset;
-    op->num_elems  = 0;
-    op->elem       = 0;
-    op->elem_off   = 0;
     for (i = 0; i < iovcnt; ++i) {
         for (j = 0; (iov[i].length > 0) && (j < iov[i].count); ++j) {
             op->elems[op->num_elems].ptr    = UCS_PTR_BYTE_OFFSET(
@@ -1149,29 +1261,104 @@ uct_cuda_ipc_ns_staged_post(uct_cuda_ipc_ns_copies_t *copies,
             ++op->num_elems; /* at most COPY_ELEMS_MAX: checked */
         }
     }
+    return uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, session, op);
+}
 
-    op->seq = ++copy_ep->seq;
-    ucs_list_add_tail(&copy_ep->ops, &op->ep_elem);
-    ++copies->outstanding;
-    ucs_list_add_tail(&session->waiting, &op->queue);
-    op->in_queue = 1;
-    (void)uct_cuda_ipc_ns_staged_dispatch(copies, session);
-    op->posting = 0;
 
-    if ((op->status == UCS_OK) || (op->unanswered > 0)) {
-        /* runs, or waits for a slot; an error completes it later */
-        return UCS_INPROGRESS;
+ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
+                                            uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                            const uct_cuda_ipc_ns_rkey_info_t *key,
+                                            const void *buffer, size_t length,
+                                            uint64_t remote_addr)
+{
+    uct_cuda_ipc_ns_ptr_attr_t attr;
+    uct_cuda_ipc_ns_copy_session_t *session;
+    uct_cuda_ipc_ns_copy_op_t *op;
+    ucs_status_t status;
+    size_t num_chunks;
+
+    status = uct_cuda_ipc_ns_copy_session_get(copies, key, &session);
+    if (status != UCS_OK) {
+        return status;
     }
 
-    /* its first chunk failed at once and nothing of it runs */
-    status = op->status;
-    ucs_list_del(&op->ep_elem);
-    --copies->outstanding;
-    ucs_free(op);
-    if ((status == UCS_ERR_CONNECTION_RESET) || (status == UCS_ERR_IO_ERROR)) {
-        (void)uct_cuda_ipc_ns_copy_session_fail(copies, session, status);
+    status = uct_cuda_ipc_ns_staging_get(
+            copies, session,
+            (uct_cuda_ipc_ns_ptr_attr_get(buffer, &attr) == UCS_OK) ?
+            attr.device : -1, buffer);
+    if (status != UCS_OK) {
+        return status;
     }
-    return status;
+
+    num_chunks = ucs_div_round_up(length, session->staging.slot_size);
+    if (num_chunks > session->staging.num_slots) {
+        ucs_error("cuda_ipc_ns: a put of %zu bytes by the owner needs %zu "
+                  "staging slots at once, the ring has %u", length,
+                  num_chunks, session->staging.num_slots);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    /* all of it into slots now, after the ops waiting for them */
+    if (!ucs_list_is_empty(&session->waiting) ||
+        (session->free_slots < num_chunks)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    op = uct_cuda_ipc_ns_staged_op_new(copy_ep, key, remote_addr - key->base,
+                                       1, NULL);
+    if (op == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    op->copy_in_now      = 1;
+    op->elems[0].ptr     = (char*)buffer;
+    op->elems[0].length  = length;
+    op->num_elems        = 1;
+    status = uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, session, op);
+    /* the owner's copies complete later: flush waits for them */
+    return (status == UCS_INPROGRESS) ? UCS_OK : status;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
+                                               uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                               const uct_cuda_ipc_ns_rkey_info_t *key,
+                                               size_t length,
+                                               uint64_t remote_addr,
+                                               uct_unpack_callback_t unpack_cb,
+                                               void *arg, uct_completion_t *comp)
+{
+    uct_cuda_ipc_ns_copy_session_t *session;
+    uct_cuda_ipc_ns_copy_op_t *op;
+    ucs_status_t status;
+
+    status = uct_cuda_ipc_ns_copy_session_get(copies, key, &session);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_cuda_ipc_ns_staging_get(copies, session, -1, NULL);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    op = uct_cuda_ipc_ns_staged_op_new(copy_ep, key, remote_addr - key->base,
+                                       0, comp);
+    if (op == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    op->bounce = ucs_malloc(length, "cuda_ipc_ns_get_bcopy");
+    if (op->bounce == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate %zu bytes for a get bcopy",
+                  length);
+        ucs_free(op);
+        return UCS_ERR_NO_MEMORY;
+    }
+    op->unpack_cb       = unpack_cb;
+    op->unpack_arg      = arg;
+    op->elems[0].ptr    = op->bounce;
+    op->elems[0].length = length;
+    op->num_elems       = 1;
+    return uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, session, op);
 }
 
 
@@ -1251,6 +1438,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
     op->staged     = 0;
     op->posting    = 0;
     op->in_queue   = 0;
+    op->bounce     = NULL;
 
     offset = remote_addr - key->base;
     elem   = 0;

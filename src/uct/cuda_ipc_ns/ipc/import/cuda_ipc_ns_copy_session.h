@@ -112,6 +112,36 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
                                          uct_completion_t *comp);
 
 
+/**
+ * Put short/bcopy on memory its owner copies: @a buffer (host or device
+ * memory) is copied into free staging slots before this returns, then the
+ * owner copies them out.
+ *
+ * @return UCS_OK (the owner's copies complete later: a flush waits for
+ *         them), UCS_ERR_NO_RESOURCE when not enough slots are free (or
+ *         staged ops wait for them), or an error as for the post.
+ */
+ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
+                                            uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                            const uct_cuda_ipc_ns_rkey_info_t *key,
+                                            const void *buffer, size_t length,
+                                            uint64_t remote_addr);
+
+
+/**
+ * Get bcopy on memory its owner copies: through the staging ring into a
+ * host buffer of ours, handed to @a unpack_cb (with @a arg) before @a comp
+ * is called. @return UCS_INPROGRESS or an error as for the post.
+ */
+ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
+                                               uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                               const uct_cuda_ipc_ns_rkey_info_t *key,
+                                               size_t length,
+                                               uint64_t remote_addr,
+                                               uct_unpack_callback_t unpack_cb,
+                                               void *arg, uct_completion_t *comp);
+
+
 /* Read the answers that came; returns the number of ops completed */
 unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copies_t *copies);
 
