@@ -535,6 +535,12 @@ uct_cuda_ipc_ns_staged_copy_in_now(uct_cuda_ipc_ns_copy_session_t *session,
                                 uct_cuda_ipc_ns_staging_slot(&session->staging,
                                                              slot->index),
                                 (CUdeviceptr)slot->local, slot->length);
+    if (status == UCS_OK) {
+        /* cuMemcpy may return before the data lands (a pageable source is
+         * staged first, device memory is copied on the default stream):
+         * the owner reads the slot once asked */
+        status = UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, NULL);
+    }
     uct_cuda_ipc_ns_ctx_pop(pushed);
     return status;
 }
