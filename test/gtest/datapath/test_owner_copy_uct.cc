@@ -15,6 +15,8 @@ extern "C" {
 }
 
 #include <gtest/gtest.h>
+#include <algorithm>
+#include <cstring>
 #include <poll.h>
 
 
@@ -32,8 +34,10 @@ public:
         m_env.reset(new scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY", "y"));
         peer_options opts;
         opts.new_pid_ns = true;
-        start({}, {}, opts);
+        start({}, iface_config(), opts);
     }
+
+    virtual config_changes_t iface_config() const { return {}; }
 
     void TearDown() override
     {
@@ -175,35 +179,6 @@ TEST_F(owner_copy_uct, get_into_strided_iovs) {
     }
     EXPECT_TRUE(m_node->check(local, 22, elem, stride - elem))
             << "the gap between strided elements is untouched";
-}
-
-
-/* Our buffer must be VMM memory the owner can map: legacy memory is
- * refused before anything is sent, and so are the short and bcopy paths
- * (their host staging buffer), without failing the endpoint */
-TEST_F(owner_copy_uct, legacy_importer_buffer_unsupported) {
-    remote r;
-    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 5, &r));
-    int local = m_node->alloc(BUF_LEGACY, MiB);
-    int vmm   = m_node->alloc(BUF_VMM, MiB);
-    completion comp;
-
-    EXPECT_EQ(UCS_ERR_UNSUPPORTED, post(true, local_ptr(local, 0), 4096,
-                                        r.buf.addr, r.rkey.rkey, &comp));
-    EXPECT_EQ(UCS_ERR_UNSUPPORTED, post(false, local_ptr(local, 0), 4096,
-                                        r.buf.addr, r.rkey.rkey, &comp));
-    uint64_t word = 42;
-    EXPECT_EQ(UCS_ERR_UNSUPPORTED,
-              uct_ep_put_short(m_ep, &word, sizeof(word), r.buf.addr,
-                               r.rkey.rkey));
-    EXPECT_FALSE(comp.done);
-    EXPECT_TRUE(m_agent->check(r.buf.index, 5, 0, MiB)) << "untouched";
-
-    m_node->fill(vmm, 6);
-    EXPECT_EQ(UCS_OK, m_node->copy(m_ep, true, local_ptr(vmm, 0), MiB,
-                                   r.buf.addr, r.rkey.rkey));
-    EXPECT_TRUE(m_agent->check(r.buf.index, 6, 0, MiB));
-    EXPECT_EQ(0u, m_node->ep_errors());
 }
 
 
@@ -414,6 +389,420 @@ TEST_F(owner_copy_uct, owner_killed_mid_copy) {
 
     TearDown();
     EXPECT_EQ(m_fds, count_open_fds()) << "no fd left behind";
+}
+
+/*
+ * The staging ring (docs/owner-copies.md, "The staging ring"): our buffer
+ * is legacy memory (or host memory) the owner cannot map, so each chunk
+ * goes through a slot of a VMM ring we share with the owner. A ring of 2
+ * slots of the granularity, so that large copies wrap it several times.
+ */
+class owner_copy_staged : public owner_copy_uct {
+public:
+    config_changes_t iface_config() const override
+    {
+        return {{"OWNER_COPY_STAGING_SLOTS", "2"},
+                {"OWNER_COPY_STAGING_SLOT_SIZE", "1"}};
+    }
+
+    size_t ring_size() const { return 2 * cuda_vmm_granularity(); }
+};
+
+
+/* Put and get from a legacy buffer, 1 B to more than twice the ring at odd
+ * offsets; the bytes around each range stay as they were on both sides */
+TEST_F(owner_copy_staged, put_get_zcopy_legacy_importer) {
+    const size_t ring = ring_size(), size = 3 * ring + MiB;
+    const struct {
+        size_t offset, length;
+    } cases[] = {{1, 1}, {13, 7}, {4099, 4095}, {65537, ring / 2 + 1},
+                 {777, ring + 3}, {3, 2 * ring + ring / 3 + 5}};
+    uint32_t remote_seed = 1, seed = 200;
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size, remote_seed, &r));
+    int local = m_node->alloc(BUF_LEGACY, size);
+    ASSERT_GE(local, 0);
+
+    for (const auto &c : cases) {
+        SCOPED_TRACE(c.length);
+        size_t tail = c.offset + c.length;
+
+        /* put */
+        m_node->fill(local, ++seed);
+        ASSERT_EQ(UCS_OK, m_node->copy(m_ep, true, local_ptr(local, c.offset),
+                                       c.length, r.buf.addr + c.offset,
+                                       r.rkey.rkey));
+        EXPECT_TRUE(m_agent->check(r.buf.index, seed, c.offset, c.length));
+        EXPECT_TRUE(m_agent->check(r.buf.index, remote_seed, 0, c.offset));
+        EXPECT_TRUE(m_agent->check(r.buf.index, remote_seed, tail,
+                                   size - tail));
+        EXPECT_TRUE(m_node->check(local, seed)) << "the source is unchanged";
+
+        /* get */
+        remote_seed = ++seed;
+        ASSERT_TRUE(m_agent->fill(r.buf.index, remote_seed));
+        m_node->fill(local, ++seed);
+        ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, local_ptr(local, c.offset),
+                                       c.length, r.buf.addr + c.offset,
+                                       r.rkey.rkey));
+        EXPECT_TRUE(m_node->check(local, remote_seed, c.offset, c.length));
+        EXPECT_TRUE(m_node->check(local, seed, 0, c.offset));
+        EXPECT_TRUE(m_node->check(local, seed, tail, size - tail));
+        EXPECT_TRUE(m_agent->check(r.buf.index, remote_seed, 0, size))
+                << "the source is unchanged";
+    }
+    EXPECT_EQ(0u, m_node->ep_errors());
+}
+
+
+/* Host memory goes through the ring too */
+TEST_F(owner_copy_staged, put_get_zcopy_host_importer) {
+    const size_t size = ring_size() + 12345, off = 11;
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size + off, 40, &r));
+    bytes_t host = pattern(41, off + size); /* by position, as the agent's */
+
+    ASSERT_EQ(UCS_OK, m_node->copy(m_ep, true, host.data() + off, size,
+                                   r.buf.addr + off, r.rkey.rkey));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 41, off, size));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 40, 0, off));
+    bytes_t back(size);
+    ASSERT_TRUE(m_agent->fill(r.buf.index, 42));
+    ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, back.data(), size,
+                                   r.buf.addr + off, r.rkey.rkey));
+    for (size_t i = 0; i < size; ++i) {
+        ASSERT_EQ(pattern_byte(42, off + i), back[i]) << "byte " << i;
+    }
+}
+
+
+/* Several staged ops in flight at once share the ring: those that find no
+ * free slot wait, and each lands where it should */
+TEST_F(owner_copy_staged, ops_share_the_ring) {
+    const size_t chunk = ring_size() / 2 + 4097, count = 6;
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(chunk * count, 50, &r));
+    int local = m_node->alloc(BUF_LEGACY, chunk * count);
+    std::vector<completion> puts(count), gets(count);
+
+    m_node->fill(local, 51);
+    for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(UCS_INPROGRESS, post(true, local_ptr(local, i * chunk), chunk,
+                                       r.buf.addr + i * chunk, r.rkey.rkey,
+                                       &puts[i]));
+    }
+    EXPECT_EQ(UCS_INPROGRESS, uct_iface_flush(m_node->iface(), 0, nullptr));
+    ASSERT_TRUE(m_node->progress_until([&] { return all_done(puts); }));
+    for (const auto &c : puts) {
+        EXPECT_EQ(UCS_OK, c.status);
+    }
+    EXPECT_TRUE(m_agent->check(r.buf.index, 51, 0, chunk * count));
+
+    ASSERT_TRUE(m_agent->fill(r.buf.index, 52));
+    for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(local, i * chunk),
+                                       chunk, r.buf.addr + i * chunk,
+                                       r.rkey.rkey, &gets[i]));
+    }
+    ASSERT_TRUE(m_node->progress_until([&] { return all_done(gets); }));
+    for (const auto &c : gets) {
+        EXPECT_EQ(UCS_OK, c.status);
+    }
+    EXPECT_TRUE(m_node->check(local, 52, 0, chunk * count));
+    EXPECT_EQ(UCS_OK, uct_iface_flush(m_node->iface(), 0, nullptr));
+}
+
+
+/* A VMM buffer still takes the single copy the owner makes: with our own
+ * copy engine held, the op completes; a legacy one waits for our copy */
+TEST_F(owner_copy_staged, vmm_buffer_is_not_staged) {
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 60, &r));
+    int vmm    = m_node->alloc(BUF_VMM, MiB);
+    int legacy = m_node->alloc(BUF_LEGACY, MiB);
+    completion staged;
+
+    copy_engine_hold hold;
+    if (!hold.ok()) {
+        GTEST_SKIP() << "needs the emulator's copy-engine hold";
+    }
+    m_node->fill(vmm, 61);
+    EXPECT_EQ(UCS_OK, m_node->copy(m_ep, true, local_ptr(vmm, 0), MiB,
+                                   r.buf.addr, r.rkey.rkey))
+            << "the owner's copy alone";
+    EXPECT_TRUE(m_agent->check(r.buf.index, 61, 0, MiB));
+
+    m_node->fill(legacy, 62);
+    ASSERT_EQ(UCS_INPROGRESS, post(true, local_ptr(legacy, 0), MiB,
+                                   r.buf.addr, r.rkey.rkey, &staged));
+    for (int i = 0; i < 100; ++i) {
+        m_node->progress();
+    }
+    EXPECT_FALSE(staged.done) << "our copy into the slot is held";
+    hold.release();
+    ASSERT_TRUE(m_node->progress_until([&] { return staged.done; }));
+    EXPECT_EQ(UCS_OK, staged.status);
+    EXPECT_TRUE(m_agent->check(r.buf.index, 62, 0, MiB));
+}
+
+
+/* Our copy between the slot and the buffer fails: the op completes with
+ * the driver's error mapped (CUDA_ERROR_OUT_OF_MEMORY: UCS_ERR_NO_MEMORY),
+ * at once when it fails to start, later when it fails to run; the ring
+ * serves the next ops */
+TEST_F(owner_copy_staged, importer_copy_failure) {
+    const size_t size = ring_size() + MiB;
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size, 70, &r));
+    int local = m_node->alloc(BUF_LEGACY, size);
+    completion get, put;
+
+    m_node->fill(local, 71);
+    if (!fault_reload("cuMemcpyAsync:1:CUDA_ERROR_OUT_OF_MEMORY")) {
+        GTEST_SKIP() << "needs the emulator's fault injection";
+    }
+    struct faults_off {
+        ~faults_off() { fault_reload(""); } /* also when an assertion fails */
+    } restore;
+    EXPECT_EQ(UCS_ERR_NO_MEMORY, post(true, local_ptr(local, 0), size,
+                                      r.buf.addr, r.rkey.rkey, &put))
+            << "a put's first copy is ours";
+
+    ASSERT_TRUE(fault_reload("cuMemcpyAsync:1:CUDA_ERROR_OUT_OF_MEMORY"));
+    ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(local, 0), size,
+                                   r.buf.addr, r.rkey.rkey, &get))
+            << "a get's first copy is the owner's";
+    ASSERT_TRUE(m_node->progress_until([&] { return get.done; }));
+    EXPECT_EQ(UCS_ERR_NO_MEMORY, get.status);
+
+    ASSERT_TRUE(fault_reload("cuEventQuery:1:CUDA_ERROR_LAUNCH_FAILED"));
+    completion put2;
+    ASSERT_EQ(UCS_INPROGRESS, post(true, local_ptr(local, 0), size,
+                                   r.buf.addr, r.rkey.rkey, &put2));
+    ASSERT_TRUE(m_node->progress_until([&] { return put2.done; }));
+    EXPECT_EQ(UCS_ERR_IO_ERROR, put2.status);
+    ASSERT_TRUE(fault_reload(""));
+    EXPECT_EQ(UCS_OK, uct_iface_flush(m_node->iface(), 0, nullptr));
+
+    m_node->fill(local, 71); /* the failed get wrote its other chunk */
+    EXPECT_EQ(UCS_OK, m_node->copy(m_ep, true, local_ptr(local, 0), size,
+                                   r.buf.addr, r.rkey.rkey));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 71, 0, size));
+    EXPECT_EQ(0u, m_node->ep_errors());
+}
+
+
+/* A waiter armed on the event fd is woken by each staged step: the owner's
+ * answer (its socket), then our copy out of the slot (the completion
+ * queue's eventfd) */
+TEST_F(owner_copy_staged, staged_steps_wake_the_event_fd) {
+    const size_t size = 2 * ring_size() + 5;
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size, 80, &r));
+    int local = m_node->alloc(BUF_LEGACY, size);
+    completion op;
+    int fd;
+
+    ASSERT_EQ(UCS_OK, uct_iface_event_fd_get(m_node->iface(), &fd));
+    ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(local, 0), size,
+                                   r.buf.addr, r.rkey.rkey, &op));
+    unsigned sleeps = 0;
+    while (!op.done) {
+        ucs_status_t status = uct_iface_event_arm(m_node->iface(),
+                                                  UCT_EVENT_SEND_COMP);
+        if (status == UCS_OK) {
+            /* the timeout is a safety net: without the wakeup, it fails */
+            struct pollfd pfd = {fd, POLLIN, 0};
+            ASSERT_EQ(1, poll(&pfd, 1, 60000))
+                    << "a staged step did not wake the waiter";
+            ++sleeps;
+        } else {
+            ASSERT_EQ(UCS_ERR_BUSY, status);
+        }
+        while (m_node->progress() > 0) {
+        }
+    }
+    EXPECT_GT(sleeps, 0u);
+    EXPECT_EQ(UCS_OK, op.status);
+    EXPECT_TRUE(m_node->check(local, 80, 0, size));
+}
+
+
+/* The owner dies during staged ops, one running and one waiting for a
+ * slot: both complete with an error, the flush too, the endpoint is
+ * reported failed, and no fd is left behind */
+TEST_F(owner_copy_staged, owner_killed_mid_staged_op) {
+    const size_t size = 2 * ring_size();
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(2 * size, 90, &r));
+    int local = m_node->alloc(BUF_LEGACY, 2 * size);
+    completion first, second, flush;
+
+    if (!m_agent->hold_copies(true)) {
+        GTEST_SKIP() << "needs the emulator's copy-engine hold";
+    }
+    int maps = count_memfd_mappings(); /* before the ring */
+    ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(local, 0), size,
+                                   r.buf.addr, r.rkey.rkey, &first));
+    ASSERT_EQ(UCS_INPROGRESS, post(true, local_ptr(local, size), size,
+                                   r.buf.addr + size, r.rkey.rkey, &second));
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(m_ep, 0, &flush.comp));
+    for (int i = 0; i < 100; ++i) {
+        m_node->progress();
+    }
+    EXPECT_FALSE(first.done);
+    EXPECT_FALSE(second.done);
+
+    m_agent->kill_now();
+    ASSERT_TRUE(m_node->progress_until([&] {
+        return first.done && second.done && flush.done &&
+               (m_node->ep_errors() > 0);
+    })) << "first " << first.done << " second " << second.done << " flush "
+        << flush.done << " ep errors " << m_node->ep_errors();
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET, first.status);
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET, second.status);
+    EXPECT_EQ(UCS_OK, uct_ep_flush(m_ep, 0, nullptr));
+    EXPECT_EQ(UCS_OK, uct_iface_flush(m_node->iface(), 0, nullptr));
+    EXPECT_EQ(maps, count_memfd_mappings()) << "the ring went with the session";
+
+    TearDown();
+    EXPECT_EQ(m_fds, count_open_fds()) << "no fd left behind";
+}
+
+
+/* What UCP's RMA lanes use on such keys: put short and put bcopy (our data
+ * in slots before they return, the owner's copies done by the flush) and
+ * get bcopy (unpacked before its completion), each at odd offsets */
+struct bcopy_data {
+    bytes_t  bytes;
+    unsigned unpacked = 0;
+
+    static size_t pack(void *dest, void *arg)
+    {
+        bcopy_data *self = (bcopy_data*)arg;
+        memcpy(dest, self->bytes.data(), self->bytes.size());
+        return self->bytes.size();
+    }
+
+    static void unpack(void *arg, const void *data, size_t length)
+    {
+        bcopy_data *self = (bcopy_data*)arg;
+        self->bytes.assign((const uint8_t*)data, (const uint8_t*)data + length);
+        ++self->unpacked;
+    }
+};
+
+
+TEST_F(owner_copy_staged, put_short_bcopy_get_bcopy) {
+    const size_t size = MiB, short_off = 13, short_len = 8;
+    const size_t bcopy_off = 4097, bcopy_len = 65535;
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size, 100, &r));
+    uct_ep_h ep = m_ep;
+
+    auto flush = [&] {
+        return m_node->progress_until([&] {
+            return uct_ep_flush(ep, 0, nullptr) == UCS_OK;
+        });
+    };
+
+    /* put short: the data was ours only until it returned */
+    bytes_t data = pattern(101, short_off + short_len);
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(m_ep, data.data() + short_off,
+                                       short_len, r.buf.addr + short_off,
+                                       r.rkey.rkey));
+    std::fill(data.begin(), data.end(), 0);
+    ASSERT_TRUE(flush());
+    EXPECT_TRUE(m_agent->check(r.buf.index, 101, short_off, short_len));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 100, 0, short_off));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 100, short_off + short_len,
+                               size - short_off - short_len));
+
+    /* put bcopy */
+    bcopy_data out;
+    out.bytes = pattern(102, bcopy_off + bcopy_len);
+    out.bytes.erase(out.bytes.begin(), out.bytes.begin() + bcopy_off);
+    ASSERT_EQ((ssize_t)bcopy_len,
+              uct_ep_put_bcopy(m_ep, bcopy_data::pack, &out,
+                               r.buf.addr + bcopy_off, r.rkey.rkey));
+    std::fill(out.bytes.begin(), out.bytes.end(), 0);
+    ASSERT_TRUE(flush());
+    EXPECT_TRUE(m_agent->check(r.buf.index, 102, bcopy_off, bcopy_len));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 101, short_off, short_len));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 100, bcopy_off + bcopy_len,
+                               size - bcopy_off - bcopy_len));
+
+    /* get bcopy */
+    ASSERT_TRUE(m_agent->fill(r.buf.index, 103));
+    bcopy_data in;
+    completion comp;
+    ASSERT_EQ(UCS_INPROGRESS,
+              uct_ep_get_bcopy(m_ep, bcopy_data::unpack, &in, bcopy_len,
+                               r.buf.addr + 3, r.rkey.rkey, &comp.comp));
+    ASSERT_TRUE(m_node->progress_until([&] { return comp.done; }));
+    EXPECT_EQ(UCS_OK, comp.status);
+    EXPECT_EQ(1u, in.unpacked);
+    ASSERT_EQ(bcopy_len, in.bytes.size());
+    for (size_t i = 0; i < bcopy_len; ++i) {
+        ASSERT_EQ(pattern_byte(103, 3 + i), in.bytes[i]) << "byte " << i;
+    }
+    EXPECT_EQ(0u, m_node->ep_errors());
+}
+
+
+/* Bad ring sizes are refused when the interface opens */
+TEST(owner_copy_staging_config, bad_values_refused) {
+    const config_changes_t cases[] = {
+        {{"OWNER_COPY_STAGING_SLOTS", "0"}},
+        {{"OWNER_COPY_STAGING_SLOTS", "65"}},
+        {{"OWNER_COPY_STAGING_SLOT_SIZE", "0"}},
+        {{"OWNER_COPY_STAGING_SLOT_SIZE", "2g"}},
+        {{"OWNER_COPY_STAGING_SLOTS", "64"},
+         {"OWNER_COPY_STAGING_SLOT_SIZE", "1g"}}}; /* the bounds: fine */
+
+    if (!cuda_init()) {
+        GTEST_SKIP() << "no CUDA driver or device";
+    }
+    uct_component_h component = find_component("cuda_ipc_ns");
+    uct_md_config_t *md_config;
+    uct_md_h md;
+    ASSERT_NE(nullptr, component);
+    ASSERT_EQ(UCS_OK, uct_md_config_read(component, NULL, NULL, &md_config));
+    ASSERT_EQ(UCS_OK, uct_md_open(component, "cuda_ipc_ns", md_config, &md));
+    uct_config_release(md_config);
+
+    for (const auto &changes : cases) {
+        SCOPED_TRACE(changes.begin()->first + "=" + changes.begin()->second);
+        ucs_async_context_t *async;
+        uct_worker_h worker;
+        uct_iface_config_t *config;
+        uct_iface_params_t params = {};
+        uct_iface_h iface         = nullptr;
+
+        ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                                   &async));
+        ASSERT_EQ(UCS_OK, uct_worker_create(async, UCS_THREAD_MODE_SINGLE,
+                                            &worker));
+        ASSERT_EQ(UCS_OK, uct_md_iface_config_read(md, "cu_ipc_ns", NULL, NULL,
+                                                   &config));
+        modify_config(config, changes);
+        params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                      UCT_IFACE_PARAM_FIELD_DEVICE;
+        params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+        params.mode.device.tl_name  = "cu_ipc_ns";
+        params.mode.device.dev_name = "cuda";
+        ucs_status_t status = uct_iface_open(md, worker, &params, config,
+                                             &iface);
+        uct_config_release(config);
+        EXPECT_EQ((&changes == &cases[4]) ? UCS_OK : UCS_ERR_INVALID_PARAM,
+                  status);
+        if (iface != nullptr) {
+            uct_iface_close(iface);
+        }
+        uct_worker_destroy(worker);
+        ucs_async_context_destroy(async);
+    }
+    uct_md_close(md);
 }
 
 } // namespace test

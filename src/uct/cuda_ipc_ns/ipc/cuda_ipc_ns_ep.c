@@ -692,18 +692,28 @@ uct_cuda_ipc_ns_ep_copies_fenced(uct_cuda_ipc_ns_ep_t *ep,
 }
 
 
+/* What a short or bcopy op hands to a copy by the owner */
+typedef struct {
+    const void            *buffer;    /* put: the data */
+    uct_unpack_callback_t unpack_cb;  /* get: where the data goes */
+    void                  *arg;
+} uct_cuda_ipc_ns_ep_bcopy_t;
+
+
 /*
  * A put or get on memory of another PID namespace that we cannot map: a
  * copy its owner makes (docs/owner-copies.md), completed from progress when
  * the owner answers. A fence orders it after the zero-copy ops before the
- * fence, by waiting (as pending) until they completed.
+ * fence, by waiting (as pending) until they completed. @a bcopy: a short or
+ * bcopy op (its data through the staging ring), else zero-copy @a iov.
  */
 static ucs_status_t
 uct_cuda_ipc_ns_ep_owner_copy(uct_cuda_ipc_ns_ep_t *ep,
                               uct_cuda_ipc_ns_rkey_t *key, const uct_iov_t *iov,
                               size_t iovcnt, size_t length,
                               uint64_t remote_addr, uct_completion_t *comp,
-                              int is_put)
+                              int is_put,
+                              const uct_cuda_ipc_ns_ep_bcopy_t *bcopy)
 {
     uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
     uct_cuda_ipc_ns_peer_t *peer;
@@ -741,13 +751,25 @@ uct_cuda_ipc_ns_ep_owner_copy(uct_cuda_ipc_ns_ep_t *ep,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    status = uct_cuda_ipc_ns_copies_post(&iface->copies, &ep->copy_ep,
-                                         &key->info, iov, iovcnt, remote_addr,
-                                         is_put, comp);
-    if (status == UCS_INPROGRESS) {
+    if (bcopy == NULL) {
+        status = uct_cuda_ipc_ns_copies_post(&iface->copies, &ep->copy_ep,
+                                             &key->info, iov, iovcnt,
+                                             remote_addr, is_put, comp);
+    } else if (is_put) {
+        status = uct_cuda_ipc_ns_copies_put_now(&iface->copies, &ep->copy_ep,
+                                                &key->info, bcopy->buffer,
+                                                length, remote_addr);
+    } else {
+        status = uct_cuda_ipc_ns_copies_get_unpack(&iface->copies,
+                                                   &ep->copy_ep, &key->info,
+                                                   length, remote_addr,
+                                                   bcopy->unpack_cb,
+                                                   bcopy->arg, comp);
+    }
+    if ((status == UCS_INPROGRESS) || (status == UCS_OK)) {
         ucs_trace_data("cuda_ipc_ns: ep %p %s %zu bytes remote 0x%" PRIx64
-                       " by its owner, local %p", ep, is_put ? "put" : "get",
-                       length, remote_addr, iov[0].buffer);
+                       " by its owner%s", ep, is_put ? "put" : "get",
+                       length, remote_addr, (bcopy != NULL) ? " (staged)" : "");
         return status;
     } else if (status == UCS_ERR_NO_RESOURCE) {
         ep->must_wait = 1;
@@ -789,7 +811,7 @@ uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
 
     if (ucs_unlikely(key->owner_copy)) {
         return uct_cuda_ipc_ns_ep_owner_copy(ep, key, iov, iovcnt, length,
-                                             remote_addr, comp, is_put);
+                                             remote_addr, comp, is_put, NULL);
     }
 
     if (ucs_unlikely(uct_cuda_ipc_ns_ep_copies_fenced(ep, iface))) {
@@ -864,6 +886,7 @@ uct_cuda_ipc_ns_ep_copy_sync(uct_ep_h tl_ep, void *local, size_t length,
     uct_cuda_ipc_ns_ep_t *ep       = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
     uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
     uct_cuda_ipc_ns_rkey_t *key    = (uct_cuda_ipc_ns_rkey_t*)rkey;
+    uct_cuda_ipc_ns_ep_bcopy_t bcopy;
     uct_cuda_ipc_ns_stream_t *stream;
     uct_cuda_ipc_ns_target_t target;
     ucs_status_t status;
@@ -874,12 +897,12 @@ uct_cuda_ipc_ns_ep_copy_sync(uct_ep_h tl_ep, void *local, size_t length,
     }
 
     if (ucs_unlikely(key->owner_copy)) {
-        ucs_error("cuda_ipc_ns: ep %p: %s of %zu bytes at 0x%" PRIx64 " from "
-                  "%p: its owner copies that memory, which needs a buffer it "
-                  "can map, and the staging of short and bcopy operations is "
-                  "not implemented", ep, is_put ? "put" : "get", length,
-                  remote_addr, local);
-        return UCS_ERR_UNSUPPORTED;
+        /* a put only (get bcopy goes through the owner before): its data
+         * into the staging ring now */
+        ucs_assert(is_put);
+        bcopy.buffer = local;
+        return uct_cuda_ipc_ns_ep_owner_copy(ep, key, NULL, 0, length,
+                                             remote_addr, NULL, 1, &bcopy);
     }
 
     if (ucs_unlikely(uct_cuda_ipc_ns_ep_copies_fenced(ep, iface))) {
@@ -958,12 +981,26 @@ ucs_status_t uct_cuda_ipc_ns_ep_get_bcopy(uct_ep_h tl_ep,
 {
     uct_cuda_ipc_ns_ep_t *ep       = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
     uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
+    uct_cuda_ipc_ns_rkey_t *key    = (uct_cuda_ipc_ns_rkey_t*)rkey;
+    uct_cuda_ipc_ns_ep_bcopy_t bcopy;
     ucs_status_t status;
 
     if (length > UCT_CUDA_IPC_NS_MAX_BCOPY) {
         ucs_error("cuda_ipc_ns: get_bcopy of %zu bytes, at most %d",
                   length, UCT_CUDA_IPC_NS_MAX_BCOPY);
         return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (ucs_unlikely(key->owner_copy) && (length > 0)) {
+        /* through the staging ring, unpacked when it came */
+        bcopy.unpack_cb = unpack_cb;
+        bcopy.arg       = arg;
+        status = uct_cuda_ipc_ns_ep_owner_copy(ep, key, NULL, 0, length,
+                                               remote_addr, comp, 0, &bcopy);
+        if (status == UCS_INPROGRESS) {
+            UCT_TL_EP_STAT_OP(&ep->super.super, GET, BCOPY, length);
+        }
+        return status;
     }
 
     status = uct_cuda_ipc_ns_ep_copy_sync(tl_ep, iface->bounce, length,

@@ -70,6 +70,22 @@ static ucs_config_field_t uct_cuda_ipc_ns_iface_config_table[] = {
      ucs_offsetof(uct_cuda_ipc_ns_iface_config_t, owner_copy_max_requests),
      UCS_CONFIG_TYPE_UINT},
 
+    {"OWNER_COPY_STAGING_SLOTS", "4",
+     "Number of slots of the staging ring (1 to 64) that a put or get on memory\n"
+     "its owner copies goes through when the local buffer is not VMM memory\n"
+     "the owner can map (cuMemAlloc memory, host memory): one ring per owner,\n"
+     "allocated on first use; its chunks are pipelined over the slots\n"
+     "(docs/owner-copies.md).",
+     ucs_offsetof(uct_cuda_ipc_ns_iface_config_t, owner_copy_staging_slots),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"OWNER_COPY_STAGING_SLOT_SIZE", "4m",
+     "Size of one slot of the staging ring, that is of the chunks of a staged\n"
+     "put or get; rounded up to the device's allocation granularity, at most\n"
+     "1g.",
+     ucs_offsetof(uct_cuda_ipc_ns_iface_config_t, owner_copy_staging_slot_size),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
     {NULL}
 };
 
@@ -435,7 +451,9 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
 
     status = uct_cuda_ipc_ns_copies_init(&self->copies, &md->fdx,
                                          config->owner_copy_max_requests,
-                                         self->cq.event_fd,
+                                         config->owner_copy_staging_slots,
+                                         config->owner_copy_staging_slot_size,
+                                         &self->cq,
                                          uct_cuda_ipc_ns_ep_copy_failed);
     if (status != UCS_OK) {
         goto err_cq_cleanup;

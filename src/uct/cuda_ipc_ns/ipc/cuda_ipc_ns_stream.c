@@ -154,12 +154,14 @@ static void uct_cuda_ipc_ns_cq_op_complete(uct_cuda_ipc_ns_cq_t *cq,
 {
     uct_cuda_ipc_ns_cq_ep_t *cq_ep = op->ep;
 
-    if ((status == UCS_OK) &&
-        uct_cuda_ipc_ns_cache_peer_is_dead(op->region->peer)) {
-        status = UCS_ERR_CONNECTION_RESET;
+    /* NULL: a copy within our own memory (a copy session's staging ring) */
+    if (ucs_likely(op->region != NULL)) {
+        if ((status == UCS_OK) &&
+            uct_cuda_ipc_ns_cache_peer_is_dead(op->region->peer)) {
+            status = UCS_ERR_CONNECTION_RESET;
+        }
+        uct_cuda_ipc_ns_cache_unpin(op->region);
     }
-
-    uct_cuda_ipc_ns_cache_unpin(op->region);
     if (op->more_regions != NULL) {
         uct_cuda_ipc_ns_cq_unpin_regions(op->more_regions,
                                          op->num_more_regions);

@@ -41,7 +41,8 @@ typedef struct uct_cuda_ipc_ns_op {
     ucs_queue_elem_t              queue;    /* in its stream's queue */
     ucs_list_link_t               ep_elem;  /* in its endpoint's list */
     uct_cuda_ipc_ns_cq_ep_t       *ep;      /* NULL once the ep is gone */
-    uct_cuda_ipc_ns_region_t      *region;  /* pinned until completion */
+    uct_cuda_ipc_ns_region_t      *region;  /* pinned until completion, or
+                                             * NULL: a copy within our memory */
     /* an op over several allocations of a registration: the regions after
      * the first, pinned until completion; owned by the op (ucs_free) */
     uct_cuda_ipc_ns_region_t      **more_regions;

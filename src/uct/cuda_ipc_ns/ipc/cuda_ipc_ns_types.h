@@ -36,6 +36,8 @@ typedef struct uct_cuda_ipc_ns_iface_config {
     ucs_time_t         latency;      /* or UCS_TIME_AUTO */
     ucs_time_t         overhead;     /* or UCS_TIME_AUTO */
     unsigned           owner_copy_max_requests; /* per owner session */
+    unsigned           owner_copy_staging_slots; /* per owner session */
+    size_t             owner_copy_staging_slot_size;
 } uct_cuda_ipc_ns_iface_config_t;
 
 

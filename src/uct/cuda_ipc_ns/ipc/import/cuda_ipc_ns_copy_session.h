@@ -5,10 +5,14 @@
  * An interface keeps one session per owner (broker address and identity),
  * opened on the first copy with uct_cuda_ipc_ns_copy_client_open(), which
  * authenticates the owner. A put or get becomes one COPY request per local
- * buffer element; the buffer must be VMM memory exportable as a POSIX fd
- * (its fd goes to the owner with the first request that names it). The op
- * completes when every answer came, from progress, which reads the sockets
- * only while copies are outstanding. Those sockets are in the interface's
+ * buffer element when the buffer is VMM memory exportable as a POSIX fd
+ * (its fd goes to the owner with the first request that names it);
+ * otherwise it goes through the session's staging ring, chunk by chunk
+ * (cuda_ipc_ns_copy_staging.h): a copy by the owner between the remote
+ * memory and a slot, and one by us between the slot and the buffer, on a
+ * stream of the completion queue. The op completes when every answer and
+ * every copy of ours came, from progress, which reads the sockets only
+ * while copies are outstanding. Those sockets are in the interface's
  * wakeup set (an epoll set that also holds the completion queue's eventfd)
  * exactly while they owe answers. A session that ends (the owner died, or
  * answered nonsense) completes what it owed with an error and reports the
@@ -19,6 +23,7 @@
 
 #include "cuda_ipc_ns_rkey.h"
 #include "cuda_ipc_ns_broker_proto.h"
+#include "cuda_ipc_ns_stream.h"
 
 #include <uct/api/uct.h>
 #include <ucs/datastruct/list.h>
@@ -42,25 +47,36 @@ typedef void (*uct_cuda_ipc_ns_copy_ep_failed_func_t)(void *ep);
 /* The copy sessions of one interface */
 typedef struct uct_cuda_ipc_ns_copies {
     ucs_list_link_t                       sessions;
-    unsigned                              outstanding; /* requests, all */
+    /* requests owed answers, and staged ops not completed: all */
+    unsigned                              outstanding;
     unsigned                              max_requests; /* per session */
+    unsigned                              staging_slots; /* per session */
+    size_t                                staging_slot_size;
     int                                   wakeup_fd;   /* epoll set */
+    uct_cuda_ipc_ns_cq_t                  *cq;  /* runs the staging copies */
     const uct_cuda_ipc_ns_fdx_config_t    *fdx;
     uct_cuda_ipc_ns_copy_ep_failed_func_t ep_failed;
 } uct_cuda_ipc_ns_copies_t;
 
 
 /**
- * @a cq_event_fd: the completion queue's eventfd, the first member of the
- * wakeup set; @a max_requests: COPY requests unanswered per session before
- * a post returns UCS_ERR_NO_RESOURCE.
+ * @a cq: the interface's completion queue, which runs the staging copies;
+ * its eventfd is the first member of the wakeup set. @a max_requests: COPY
+ * requests unanswered per session before a post of a mappable buffer
+ * returns UCS_ERR_NO_RESOURCE; @a staging_slots of @a staging_slot_size
+ * bytes: the staging ring of each session (checked here, allocated on
+ * first use).
  */
 ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copies_t *copies,
                                          const uct_cuda_ipc_ns_fdx_config_t *fdx,
-                                         unsigned max_requests, int cq_event_fd,
+                                         unsigned max_requests,
+                                         unsigned staging_slots,
+                                         size_t staging_slot_size,
+                                         uct_cuda_ipc_ns_cq_t *cq,
                                          uct_cuda_ipc_ns_copy_ep_failed_func_t ep_failed);
 
-/* Closes every session; what is outstanding completes with UCS_ERR_CANCELED */
+/* Closes every session and frees its staging ring; what is outstanding
+ * completes with UCS_ERR_CANCELED. Before the completion queue's cleanup. */
 void uct_cuda_ipc_ns_copies_cleanup(uct_cuda_ipc_ns_copies_t *copies);
 
 
@@ -82,9 +98,11 @@ uct_cuda_ipc_ns_copy_ep_idle(uct_cuda_ipc_ns_copy_ep_t *copy_ep)
  * @a iov) and the local @a iov (is_put: to the owner).
  *
  * @return UCS_INPROGRESS (@a comp is called once done), UCS_ERR_NO_RESOURCE
- *         when the session owes max_requests answers, UCS_ERR_UNSUPPORTED
- *         when a local buffer is not exportable VMM memory, or the error of
- *         opening the session or of sending.
+ *         when the session owes max_requests answers (a mappable buffer;
+ *         a staged op waits for slots in the session's queue instead),
+ *         UCS_ERR_UNSUPPORTED for a buffer the staging ring cannot serve
+ *         (on another device than the ring's), or the error of opening the
+ *         session, allocating the ring or sending.
  */
 ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
                                          uct_cuda_ipc_ns_copy_ep_t *copy_ep,
@@ -92,6 +110,36 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
                                          const uct_iov_t *iov, size_t iovcnt,
                                          uint64_t remote_addr, int is_put,
                                          uct_completion_t *comp);
+
+
+/**
+ * Put short/bcopy on memory its owner copies: @a buffer (host or device
+ * memory) is copied into free staging slots before this returns, then the
+ * owner copies them out.
+ *
+ * @return UCS_OK (the owner's copies complete later: a flush waits for
+ *         them), UCS_ERR_NO_RESOURCE when not enough slots are free (or
+ *         staged ops wait for them), or an error as for the post.
+ */
+ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
+                                            uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                            const uct_cuda_ipc_ns_rkey_info_t *key,
+                                            const void *buffer, size_t length,
+                                            uint64_t remote_addr);
+
+
+/**
+ * Get bcopy on memory its owner copies: through the staging ring into a
+ * host buffer of ours, handed to @a unpack_cb (with @a arg) before @a comp
+ * is called. @return UCS_INPROGRESS or an error as for the post.
+ */
+ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
+                                               uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                               const uct_cuda_ipc_ns_rkey_info_t *key,
+                                               size_t length,
+                                               uint64_t remote_addr,
+                                               uct_unpack_callback_t unpack_cb,
+                                               void *arg, uct_completion_t *comp);
 
 
 /* Read the answers that came; returns the number of ops completed */

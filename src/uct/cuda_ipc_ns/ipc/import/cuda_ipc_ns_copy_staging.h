@@ -1,0 +1,69 @@
+/*
+ * cuda_ipc_ns: the staging ring of a copy session (docs/owner-copies.md,
+ * "The staging ring").
+ *
+ * When the importer's own buffer is not VMM memory the owner can map
+ * (legacy cuMemAlloc memory, host memory), the owner copies into or out of
+ * a ring of slots the importer allocates: one VMM allocation, created with
+ * the POSIX-fd handle type on the importer's device and mapped here, whose
+ * fd goes to the owner as an ordinary COPY buffer. The importer copies
+ * between its buffer and a slot on its own stream. This file allocates and
+ * frees the ring; the session (cuda_ipc_ns_copy_session.c) drives its slots.
+ */
+#ifndef UCT_CUDA_IPC_NS_COPY_STAGING_H
+#define UCT_CUDA_IPC_NS_COPY_STAGING_H
+
+#include <ucs/type/status.h>
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+
+/* Bounds of UCX_CUDA_IPC_NS_OWNER_COPY_STAGING_SLOTS and _SLOT_SIZE */
+#define UCT_CUDA_IPC_NS_STAGING_SLOTS_MAX     64
+#define UCT_CUDA_IPC_NS_STAGING_SLOT_SIZE_MAX (1ul << 30)
+
+
+/* The ring's memory */
+typedef struct uct_cuda_ipc_ns_staging {
+    int                          device;    /* ordinal */
+    CUcontext                    ctx;       /* its primary context */
+    CUmemGenericAllocationHandle handle;
+    CUdeviceptr                  base;      /* 0: not allocated */
+    size_t                       size;      /* num_slots * slot_size */
+    size_t                       slot_size; /* rounded to the granularity */
+    unsigned                     num_slots;
+    uint64_t                     buf_id;    /* as the owner names it */
+} uct_cuda_ipc_ns_staging_t;
+
+
+/**
+ * Check the configured ring: @a num_slots and @a slot_size within bounds,
+ * else an error line naming the variable and UCS_ERR_INVALID_PARAM.
+ */
+ucs_status_t uct_cuda_ipc_ns_staging_check_config(unsigned num_slots,
+                                                  size_t slot_size);
+
+
+/**
+ * Allocate @a num_slots slots of @a slot_size bytes (rounded up to the
+ * allocation granularity) on @a device, in its primary context, mapped
+ * read-write for it. Errors name the driver call and its CUresult.
+ */
+ucs_status_t uct_cuda_ipc_ns_staging_alloc(int device, unsigned num_slots,
+                                           size_t slot_size,
+                                           uct_cuda_ipc_ns_staging_t *staging);
+
+
+/* Undo uct_cuda_ipc_ns_staging_alloc(); nothing may still copy to it */
+void uct_cuda_ipc_ns_staging_free(uct_cuda_ipc_ns_staging_t *staging);
+
+
+static inline CUdeviceptr
+uct_cuda_ipc_ns_staging_slot(const uct_cuda_ipc_ns_staging_t *staging,
+                             unsigned index)
+{
+    return staging->base + (CUdeviceptr)index * staging->slot_size;
+}
+
+#endif
