@@ -8,6 +8,7 @@
 #include "cuda_cpy_ns_alloc.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
+#include "cuda_ipc_ns_vmm.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/math.h>
@@ -55,62 +56,21 @@ static ucs_status_t uct_cuda_cpy_ns_alloc_legacy(uct_cuda_cpy_ns_alloc_t *alloc)
 }
 
 
-/* cuMemCreate + reserve + map + access, undone in reverse on error */
+/* one allocation of the POSIX-fd handle type (base/cuda_ipc_ns_vmm.h) */
 static ucs_status_t uct_cuda_cpy_ns_alloc_vmm(uct_cuda_cpy_ns_alloc_t *alloc)
 {
-    CUmemAllocationProp prop = {};
-    CUmemAccessDesc access   = {};
-    size_t granularity;
+    uct_cuda_ipc_ns_vmm_t vmm;
     ucs_status_t status;
 
-    prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id          = alloc->device;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-
-    status = UCT_CUDA_IPC_NS_CU(cuMemGetAllocationGranularity, &granularity,
-                                &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    status = uct_cuda_ipc_ns_vmm_alloc(alloc->device, alloc->size, &vmm);
     if (status != UCS_OK) {
         return status;
     }
 
-    alloc->size = ((alloc->size + granularity - 1) / granularity) *
-                  granularity;
-    status      = UCT_CUDA_IPC_NS_CU(cuMemCreate, &alloc->handle, alloc->size,
-                                     &prop, 0);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = UCT_CUDA_IPC_NS_CU(cuMemAddressReserve, &alloc->ptr, alloc->size,
-                                granularity, 0, 0);
-    if (status != UCS_OK) {
-        goto err_release;
-    }
-
-    status = UCT_CUDA_IPC_NS_CU(cuMemMap, alloc->ptr, alloc->size, 0,
-                                alloc->handle, 0);
-    if (status != UCS_OK) {
-        goto err_address_free;
-    }
-
-    access.location = prop.location;
-    access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    status          = UCT_CUDA_IPC_NS_CU(cuMemSetAccess, alloc->ptr, alloc->size,
-                                         &access, 1);
-    if (status != UCS_OK) {
-        goto err_unmap;
-    }
-
+    alloc->ptr    = vmm.ptr;
+    alloc->size   = vmm.size;
+    alloc->handle = vmm.handle;
     return UCS_OK;
-
-err_unmap:
-    (void)UCT_CUDA_IPC_NS_CU(cuMemUnmap, alloc->ptr, alloc->size);
-err_address_free:
-    (void)UCT_CUDA_IPC_NS_CU(cuMemAddressFree, alloc->ptr, alloc->size);
-err_release:
-    (void)UCT_CUDA_IPC_NS_CU(cuMemRelease, alloc->handle);
-    return status;
 }
 
 
@@ -227,7 +187,8 @@ ucs_status_t uct_cuda_cpy_ns_mem_alloc(uct_cuda_cpy_ns_alloc_mode_t mode,
 
 ucs_status_t uct_cuda_cpy_ns_mem_free(const uct_cuda_cpy_ns_alloc_t *alloc)
 {
-    ucs_status_t status, unmap_status;
+    uct_cuda_ipc_ns_vmm_t vmm;
+    ucs_status_t status;
     int pushed;
 
     if (alloc->mode == UCT_CUDA_CPY_NS_ALLOC_LEGACY) {
@@ -245,15 +206,10 @@ ucs_status_t uct_cuda_cpy_ns_mem_free(const uct_cuda_cpy_ns_alloc_t *alloc)
                                         alloc->size);
         }
     } else {
-        /* keep the address reserved if the unmap failed: a later allocation
-         * must not land on memory that is still mapped */
-        unmap_status = UCT_CUDA_IPC_NS_CU(cuMemUnmap, alloc->ptr, alloc->size);
-        status       = unmap_status;
-        if (unmap_status == UCS_OK) {
-            status = UCT_CUDA_IPC_NS_CU(cuMemAddressFree, alloc->ptr,
-                                        alloc->size);
-        }
-        (void)UCT_CUDA_IPC_NS_CU(cuMemRelease, alloc->handle);
+        vmm.handle = alloc->handle;
+        vmm.ptr    = alloc->ptr;
+        vmm.size   = alloc->size;
+        status     = uct_cuda_ipc_ns_vmm_free(&vmm);
     }
 
     if (status != UCS_OK) {
