@@ -46,7 +46,10 @@ ucs_status_t uct_cuda_ipc_ns_vmm_alloc(int device, size_t length,
 
     uct_cuda_ipc_ns_vmm_prop(device, &prop);
     vmm->ptr  = 0;
-    vmm->size = ucs_align_up(ucs_max(length, 1), granularity);
+    /* rounded up to the granularity (ucs_align_up moved between UCX
+     * headers, the arithmetic did not) */
+    vmm->size = ((ucs_max(length, 1) + granularity - 1) / granularity) *
+                granularity;
     status    = UCT_CUDA_IPC_NS_CU(cuMemCreate, &vmm->handle, vmm->size, &prop,
                                    0);
     if (status != UCS_OK) {
