@@ -64,6 +64,54 @@ public:
         return (char*)m_node->buf(index).ptr + offset;
     }
 
+    struct copy_range {
+        size_t offset, length; /* the same on both sides */
+    };
+
+    /* For each range, a put from our buffer @a local, then a get into it,
+     * against the owner's buffer of @a r (both @a size bytes, patterns by
+     * position, the owner's filled with @a remote_seed): the range arrives,
+     * the bytes around it stay as they were, the source is unchanged */
+    void put_get_ranges(int local, const remote &r, size_t size,
+                        uint32_t remote_seed, uint32_t seed,
+                        const std::vector<copy_range> &ranges)
+    {
+        for (const auto &c : ranges) {
+            SCOPED_TRACE(c.length);
+            size_t tail = c.offset + c.length;
+
+            /* put */
+            m_node->fill(local, ++seed);
+            ASSERT_EQ(UCS_OK, m_node->copy(m_ep, true,
+                                           local_ptr(local, c.offset),
+                                           c.length, r.buf.addr + c.offset,
+                                           r.rkey.rkey));
+            EXPECT_TRUE(m_agent->check(r.buf.index, seed, c.offset,
+                                       c.length));
+            EXPECT_TRUE(m_agent->check(r.buf.index, remote_seed, 0,
+                                       c.offset));
+            EXPECT_TRUE(m_agent->check(r.buf.index, remote_seed, tail,
+                                       size - tail));
+            EXPECT_TRUE(m_node->check(local, seed))
+                    << "the source is unchanged";
+
+            /* get */
+            remote_seed = ++seed;
+            ASSERT_TRUE(m_agent->fill(r.buf.index, remote_seed));
+            m_node->fill(local, ++seed);
+            ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false,
+                                           local_ptr(local, c.offset),
+                                           c.length, r.buf.addr + c.offset,
+                                           r.rkey.rkey));
+            EXPECT_TRUE(m_node->check(local, remote_seed, c.offset,
+                                      c.length));
+            EXPECT_TRUE(m_node->check(local, seed, 0, c.offset));
+            EXPECT_TRUE(m_node->check(local, seed, tail, size - tail));
+            EXPECT_TRUE(m_agent->check(r.buf.index, remote_seed, 0, size))
+                    << "the source is unchanged";
+        }
+    }
+
     int                         m_fds = -1;
     std::unique_ptr<scoped_env> m_env;
 };
@@ -88,41 +136,14 @@ TEST_F(owner_copy_uct, key_names_the_owners_broker) {
  * position); the bytes around each range stay as they were */
 TEST_F(owner_copy_uct, put_get_zcopy_legacy_owner_vmm_importer) {
     const size_t size = 4 * MiB;
-    const struct {
-        size_t offset, length;
-    } cases[] = {{1, 1}, {13, 7}, {4099, 4095}, {65537, 65537},
-                 {777, MiB + 3}, {3, 3 * MiB}};
-    uint32_t remote_seed = 1, seed = 100;
     remote r;
-    ASSERT_NO_FATAL_FAILURE(export_legacy(size, remote_seed, &r));
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size, 1, &r));
     int local = m_node->alloc(BUF_VMM, size);
     ASSERT_GE(local, 0);
 
-    for (const auto &c : cases) {
-        SCOPED_TRACE(c.length);
-        size_t tail = c.offset + c.length;
-
-        /* put */
-        m_node->fill(local, ++seed);
-        ASSERT_EQ(UCS_OK, m_node->copy(m_ep, true, local_ptr(local, c.offset),
-                                       c.length, r.buf.addr + c.offset,
-                                       r.rkey.rkey));
-        EXPECT_TRUE(m_agent->check(r.buf.index, seed, c.offset, c.length));
-        EXPECT_TRUE(m_agent->check(r.buf.index, remote_seed, 0, c.offset));
-        EXPECT_TRUE(m_agent->check(r.buf.index, remote_seed, tail,
-                                   size - tail));
-
-        /* get */
-        remote_seed = ++seed;
-        ASSERT_TRUE(m_agent->fill(r.buf.index, remote_seed));
-        m_node->fill(local, ++seed);
-        ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, local_ptr(local, c.offset),
-                                       c.length, r.buf.addr + c.offset,
-                                       r.rkey.rkey));
-        EXPECT_TRUE(m_node->check(local, remote_seed, c.offset, c.length));
-        EXPECT_TRUE(m_node->check(local, seed, 0, c.offset));
-        EXPECT_TRUE(m_node->check(local, seed, tail, size - tail));
-    }
+    put_get_ranges(local, r, size, 1, 100,
+                   {{1, 1}, {13, 7}, {4099, 4095}, {65537, 65537},
+                    {777, MiB + 3}, {3, 3 * MiB}});
 }
 
 
@@ -413,44 +434,14 @@ public:
  * offsets; the bytes around each range stay as they were on both sides */
 TEST_F(owner_copy_staged, put_get_zcopy_legacy_importer) {
     const size_t ring = ring_size(), size = 3 * ring + MiB;
-    const struct {
-        size_t offset, length;
-    } cases[] = {{1, 1}, {13, 7}, {4099, 4095}, {65537, ring / 2 + 1},
-                 {777, ring + 3}, {3, 2 * ring + ring / 3 + 5}};
-    uint32_t remote_seed = 1, seed = 200;
     remote r;
-    ASSERT_NO_FATAL_FAILURE(export_legacy(size, remote_seed, &r));
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size, 1, &r));
     int local = m_node->alloc(BUF_LEGACY, size);
     ASSERT_GE(local, 0);
 
-    for (const auto &c : cases) {
-        SCOPED_TRACE(c.length);
-        size_t tail = c.offset + c.length;
-
-        /* put */
-        m_node->fill(local, ++seed);
-        ASSERT_EQ(UCS_OK, m_node->copy(m_ep, true, local_ptr(local, c.offset),
-                                       c.length, r.buf.addr + c.offset,
-                                       r.rkey.rkey));
-        EXPECT_TRUE(m_agent->check(r.buf.index, seed, c.offset, c.length));
-        EXPECT_TRUE(m_agent->check(r.buf.index, remote_seed, 0, c.offset));
-        EXPECT_TRUE(m_agent->check(r.buf.index, remote_seed, tail,
-                                   size - tail));
-        EXPECT_TRUE(m_node->check(local, seed)) << "the source is unchanged";
-
-        /* get */
-        remote_seed = ++seed;
-        ASSERT_TRUE(m_agent->fill(r.buf.index, remote_seed));
-        m_node->fill(local, ++seed);
-        ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, local_ptr(local, c.offset),
-                                       c.length, r.buf.addr + c.offset,
-                                       r.rkey.rkey));
-        EXPECT_TRUE(m_node->check(local, remote_seed, c.offset, c.length));
-        EXPECT_TRUE(m_node->check(local, seed, 0, c.offset));
-        EXPECT_TRUE(m_node->check(local, seed, tail, size - tail));
-        EXPECT_TRUE(m_agent->check(r.buf.index, remote_seed, 0, size))
-                << "the source is unchanged";
-    }
+    put_get_ranges(local, r, size, 1, 200,
+                   {{1, 1}, {13, 7}, {4099, 4095}, {65537, ring / 2 + 1},
+                    {777, ring + 3}, {3, 2 * ring + ring / 3 + 5}});
     EXPECT_EQ(0u, m_node->ep_errors());
 }
 
