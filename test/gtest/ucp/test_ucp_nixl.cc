@@ -851,8 +851,20 @@ TEST_P(ucp_nixl, killed_target_fails_requests) {
            "worker flush\n", std::chrono::duration<double>(
                    std::chrono::steady_clock::now() - t1).count());
 
+    /* a dead peer whose last reference went on UCX's async thread keeps
+     * its entry (and pidfd) until the next use of the cache by an
+     * application thread (docs/architecture.md, "Peer failure"): one
+     * lookup of another peer */
+    {
+        uct_cuda_ipc_ns_identity_t other = {};
+        uct_cuda_ipc_ns_peer_t *peer;
+        other.pid = 1;
+        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_cache_peer_get(&other, &peer));
+        uct_cuda_ipc_ns_cache_peer_put(peer);
+    }
+
     /* the invalidated rendezvous registration closed its exported fd; the
-     * dead target's mapping is gone */
+     * dead target's mapping and peer entry are gone */
     EXPECT_EQ(fds_before, count_module_fds())
             << "before: " << fds_list << "\nafter: " << list_non_socket_fds();
     uct_cuda_ipc_ns_cache_get_stats(&after);
