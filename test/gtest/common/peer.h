@@ -124,7 +124,8 @@ struct peer_role_registrar {
  * setting *exit_code; false when this process is not a peer */
 bool peer_main(int argc, char **argv, int *exit_code);
 
-/* number of open fds of this process */
+/* number of open fds of this process, once the mapping cache destroyed the
+ * dead peers that wait for its next use (uct_cuda_ipc_ns_cache_reap) */
 int count_open_fds();
 /* open descriptors of this process numbered below @a limit, -1 on error */
 int count_open_fds_below(int limit);

@@ -57,12 +57,8 @@ public:
         if (m_created) {
             return true;
         }
-        int lock = open("/tmp/cuda_ipc_ns_pod_net.lock", O_RDWR | O_CREAT |
-                        O_CLOEXEC, 0600);
-        if ((lock < 0) || (flock(lock, LOCK_EX) != 0)) {
-            if (lock >= 0) {
-                close(lock);
-            }
+        int lock = lock_node_network();
+        if (lock < 0) {
             return false;
         }
         remove_stale_networks();
@@ -129,17 +125,69 @@ public:
                !sh(in_pod + "ip link set lo up");
     }
 
-private:
-    pod_network() :
-        m_device(device_of(getpid())),
-        m_created(false), m_pods(0), m_owner(-1)
+    /* the lock test processes take to change the node's network: an fd
+     * to close, or -1 */
+    static int lock_node_network()
     {
+        int lock = open("/tmp/cuda_ipc_ns_pod_net.lock", O_RDWR | O_CREAT |
+                        O_CLOEXEC, 0600);
+        if ((lock >= 0) && (flock(lock, LOCK_EX) != 0)) {
+            close(lock);
+            return -1;
+        }
+        return lock;
     }
 
     /* held (flock) by the process whose devices are named @a device */
     static std::string owner_lock(const std::string &device)
     {
         return "/tmp/cuda_ipc_ns_pod_net." + device + ".lock";
+    }
+
+    /* the bridges and devices whose owner is gone: its lock is free (a
+     * lock we cannot open, of another uid, counts as held); under
+     * lock_node_network() */
+    static void remove_stale_networks()
+    {
+        const std::string prefix = DEVICE_PREFIX;
+        DIR *dir = opendir("/sys/class/net");
+        struct dirent *entry;
+
+        if (dir == nullptr) {
+            return;
+        }
+        while ((entry = readdir(dir)) != nullptr) {
+            std::string name = entry->d_name;
+            /* a bridge, by what the kernel says it is: the name alone
+             * cannot tell, as a device named by a pid whose hex ends in 'b'
+             * ends in 'b' too (it was taken for a bridge, and a live suite's
+             * device removed by the one started beside it) */
+            if ((name.compare(0, prefix.size(), prefix) != 0) ||
+                (name.size() <= prefix.size() + 1) || (name.back() != 'b') ||
+                (access(("/sys/class/net/" + name + "/bridge").c_str(), F_OK) != 0)) {
+                continue;
+            }
+            std::string device = name.substr(0, name.size() - 1);
+            std::string path   = owner_lock(device);
+            int owner = open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+            if (owner < 0) {
+                continue;
+            }
+            if (flock(owner, LOCK_EX | LOCK_NB) == 0) {
+                sh("ip link del " + device);
+                sh("ip link del " + name);
+                unlink(path.c_str());
+            }
+            close(owner);
+        }
+        closedir(dir);
+    }
+
+private:
+    pod_network() :
+        m_device(device_of(getpid())),
+        m_created(false), m_pods(0), m_owner(-1)
+    {
     }
 
     void close_owner_lock()
@@ -158,39 +206,6 @@ private:
         char name[IFNAMSIZ];
         snprintf(name, sizeof(name), "%s%x", DEVICE_PREFIX, (unsigned)pid);
         return name;
-    }
-
-    /* the bridges and devices whose owner is gone: its lock is free (a
-     * lock we cannot open, of another uid, counts as held) */
-    static void remove_stale_networks()
-    {
-        const std::string prefix = DEVICE_PREFIX;
-        DIR *dir = opendir("/sys/class/net");
-        struct dirent *entry;
-
-        if (dir == nullptr) {
-            return;
-        }
-        while ((entry = readdir(dir)) != nullptr) {
-            std::string name = entry->d_name;
-            if ((name.compare(0, prefix.size(), prefix) != 0) ||
-                (name.size() <= prefix.size() + 1) || (name.back() != 'b')) {
-                continue;
-            }
-            std::string device = name.substr(0, name.size() - 1);
-            std::string path   = owner_lock(device);
-            int owner = open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
-            if (owner < 0) {
-                continue;
-            }
-            if (flock(owner, LOCK_EX | LOCK_NB) == 0) {
-                sh("ip link del " + device);
-                sh("ip link del " + name);
-                unlink(path.c_str());
-            }
-            close(owner);
-        }
-        closedir(dir);
     }
 
     /* 10.214.N. of the first N, from our pid on, that no interface uses */

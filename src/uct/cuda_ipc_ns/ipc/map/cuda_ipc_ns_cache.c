@@ -274,7 +274,7 @@ static void uct_cuda_ipc_ns_peer_unlink(uct_cuda_ipc_ns_peer_t *peer)
  * detach it from the thread itself (and then nothing orders the thread's end
  * before UCX's own cleanup at exit).
  */
-static void uct_cuda_ipc_ns_cache_reap(void)
+void uct_cuda_ipc_ns_cache_reap(void)
 {
     uct_cuda_ipc_ns_peer_t *peer, *tmp;
     UCS_LIST_HEAD(dead);

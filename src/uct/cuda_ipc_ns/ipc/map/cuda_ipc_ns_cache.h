@@ -139,4 +139,13 @@ void uct_cuda_ipc_ns_cache_unpin(uct_cuda_ipc_ns_region_t *region);
 
 void uct_cuda_ipc_ns_cache_get_stats(uct_cuda_ipc_ns_cache_stats_t *stats);
 
+/**
+ * Destroy now the peers that died with no reference but UCX's async
+ * handler's: they wait for an application thread's next use of the cache
+ * (docs/architecture.md, "Peer failure"), holding their pidfd and UCX's async
+ * thread. Every use of the cache calls it; so do the tests, before counting
+ * descriptors. Not from UCX's async thread.
+ */
+void uct_cuda_ipc_ns_cache_reap(void);
+
 #endif
