@@ -45,16 +45,21 @@ protected:
         for (const std::string &name : m_links) {
             sh("ip link del " + name);
         }
-        for (const std::string &device : m_devices) {
-            unlink(test::pod_network::owner_lock(device).c_str());
-        }
+        owner_gone();
+        unlink(test::pod_network::owner_lock(m_device).c_str());
     }
 
-    /* a test process's devices: its veth @a device (the other end
-     * @a device "u") as a port of its bridge @a device "b" */
+    /* a live test process's devices, made as create() makes them: its
+     * owner lock taken first (a sweep beside us leaves them alone), then
+     * its veth @a device (the other end @a device "u") as a port of its
+     * bridge @a device "b" */
     void add_network(const std::string &device)
     {
-        m_devices.push_back(device);
+        m_device = device;
+        m_owner  = open(test::pod_network::owner_lock(device).c_str(),
+                        O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+        ASSERT_GE(m_owner, 0);
+        ASSERT_EQ(0, flock(m_owner, LOCK_EX | LOCK_NB));
         m_links.push_back(device + "b");
         m_links.push_back(device);
         ASSERT_EQ(0, sh("ip link add " + device + "b type bridge"));
@@ -63,13 +68,24 @@ protected:
         ASSERT_EQ(0, sh("ip link set " + device + "u master " + device + "b"));
     }
 
+    /* the process that made them is gone: its lock is free */
+    void owner_gone()
+    {
+        if (m_owner >= 0) {
+            close(m_owner);
+            m_owner = -1;
+        }
+    }
+
     std::vector<std::string> m_links;
-    std::vector<std::string> m_devices;
+    std::string              m_device;
+    int                      m_owner = -1;
 };
 
 TEST_F(pod_net, sweep_removes_the_network_of_a_process_gone)
 {
     add_network("cinbr7ffffe");
+    owner_gone();
     sweep();
     EXPECT_FALSE(link_exists("cinbr7ffffeb"));
     EXPECT_FALSE(link_exists("cinbr7ffffe"));
@@ -78,12 +94,7 @@ TEST_F(pod_net, sweep_removes_the_network_of_a_process_gone)
 TEST_F(pod_net, sweep_keeps_the_network_of_a_live_process)
 {
     add_network("cinbr7ffffd");
-    int owner = open(test::pod_network::owner_lock("cinbr7ffffd").c_str(),
-                     O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
-    ASSERT_GE(owner, 0);
-    ASSERT_EQ(0, flock(owner, LOCK_EX | LOCK_NB));
     sweep();
-    close(owner);
     EXPECT_TRUE(link_exists("cinbr7ffffdb"));
     EXPECT_TRUE(link_exists("cinbr7ffffd"));
 }
@@ -93,12 +104,7 @@ TEST_F(pod_net, sweep_keeps_the_network_of_a_live_process)
 TEST_F(pod_net, sweep_keeps_a_live_device_whose_name_ends_like_a_bridge)
 {
     add_network("cinbr7ffffb");
-    int owner = open(test::pod_network::owner_lock("cinbr7ffffb").c_str(),
-                     O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
-    ASSERT_GE(owner, 0);
-    ASSERT_EQ(0, flock(owner, LOCK_EX | LOCK_NB));
     sweep();
-    close(owner);
     EXPECT_TRUE(link_exists("cinbr7ffffb"));
     EXPECT_TRUE(link_exists("cinbr7ffffbb"));
 }
