@@ -63,13 +63,14 @@ for ((i = 0; i < shards; i++)); do
         continue
     fi
     head -n "$end" "$logs/$i"
-    ran=$((ran + $(sed -n "${end}s/^\[==========\] \([0-9]*\) test.*/\1/p" "$logs/$i")))
-    n=$(tail -n +"$end" "$logs/$i" | sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\..*/\1/p')
+    summary=$(tail -n +"$end" "$logs/$i")
+    ran=$((ran + $(sed -n "1s/^\[==========\] \([0-9]*\) test.*/\1/p" <<<"$summary")))
+    n=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\..*/\1/p' <<<"$summary")
     passed=$((passed + ${n:-0}))
-    mapfile -t -O "${#skipped[@]}" skipped < <(tail -n +"$end" "$logs/$i" |
-        sed -n 's/^\[  SKIPPED \] \([^ ,]*\.[^ ,]*\).*/\1/p')
-    mapfile -t -O "${#failed[@]}" failed < <(tail -n +"$end" "$logs/$i" |
-        sed -n 's/^\[  FAILED  \] \([^ ,]*\.[^ ,]*\).*/\1/p')
+    mapfile -t -O "${#skipped[@]}" skipped < <(
+        sed -n 's/^\[  SKIPPED \] \([^ ,]*\.[^ ,]*\).*/\1/p' <<<"$summary")
+    mapfile -t -O "${#failed[@]}" failed < <(
+        sed -n 's/^\[  FAILED  \] \([^ ,]*\.[^ ,]*\).*/\1/p' <<<"$summary")
 done
 
 echo "[==========] $ran tests ran in $shards shards side by side. ($((SECONDS - start)) s total)"
