@@ -12,6 +12,7 @@
 #endif
 
 #include "cuda_ipc_ns_abi.h"
+#include "cuda_ipc_ns_cache.h"
 #include "cuda_ipc_ns_md_base.h"
 #include "cuda_cpy_ns_perftest.h"
 
@@ -49,6 +50,8 @@ static void UCS_F_DTOR uct_cuda_ipc_ns_module_cleanup(void)
         return;
     }
 
+    /* before libucs's destructor frees UCX's async loop */
+    uct_cuda_ipc_ns_cache_unload();
     uct_cu_cpy_ns_cleanup();
     uct_cu_ipc_ns_cleanup();
     uct_cuda_ipc_ns_lib_config_unregister();

@@ -5,12 +5,17 @@
  * witnesses that nothing leaks.
  */
 #include "fixture.h"
+#include "common/scratch_dir.h"
 
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <sys/wait.h>
 
 #include <chrono>
+#include <fstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 
 namespace {
@@ -414,6 +419,189 @@ TEST_P(failure, dead_peer_mappings_go_with_nothing_asking) {
     EXPECT_EQ(baseline.regions, cache_stats().regions)
             << "the dead peer's mapping stayed while nothing asked about it";
     EXPECT_EQ(baseline.bytes, cache_stats().bytes);
+}
+
+
+/* threads of this process that UCX named "async": its event loop's */
+int count_async_threads()
+{
+    DIR *dir = opendir("/proc/self/task");
+    struct dirent *entry;
+    int count = 0;
+
+    if (dir == nullptr) {
+        return -1;
+    }
+    while ((entry = readdir(dir)) != nullptr) {
+        std::ifstream comm(std::string("/proc/self/task/") + entry->d_name +
+                           "/comm");
+        std::string name;
+        if (std::getline(comm, name) && (name == "async")) {
+            ++count;
+        }
+    }
+    closedir(dir);
+    return count;
+}
+
+
+/*
+ * In a peer: peers watched on UCX's async loop when the module goes, one
+ * live and one dead (its failure seen, its endpoint still open, so out of
+ * the cache's table). False when the setup failed.
+ */
+class watched_peers {
+public:
+    watched_peers() : m_local(m_node.ok() ? m_node.alloc(BUF_VMM, MiB) : -1)
+    {
+        m_ok = m_live.ok() && m_victim.ok() && (m_local >= 0) &&
+               map(m_live) && map(m_victim);
+        if (!m_ok) {
+            return;
+        }
+        uint64_t regions = cache_stats().regions;
+        m_victim.kill_now();
+        /* its watch reported the exit (the time bounds a hang) */
+        auto start = std::chrono::steady_clock::now();
+        while ((cache_stats().regions == regions) &&
+               (std::chrono::steady_clock::now() - start <
+                std::chrono::seconds(60))) {
+            std::this_thread::yield();
+        }
+        m_ok = (cache_stats().regions == regions - 1);
+    }
+
+    ~watched_peers()
+    {
+        for (uct_rkey_bundle_t &rkey : m_rkeys) {
+            uct_rkey_release(m_node.component(), &rkey);
+        }
+    }
+
+    bool ok() const { return m_ok; }
+
+private:
+    /* connect to @a ag and map a buffer of it */
+    bool map(agent &ag)
+    {
+        uct_ep_h ep = m_node.connect(ag.dev_addr(), ag.iface_addr());
+        agent_buffer r = ag.alloc(BUF_VMM, MiB, 7);
+        uct_rkey_bundle_t rkey;
+
+        if ((ep == nullptr) || (r.index < 0) ||
+            (uct_rkey_unpack(m_node.component(), r.rkey.data(), &rkey) !=
+             UCS_OK)) {
+            return false;
+        }
+        m_rkeys.push_back(rkey);
+        return m_node.copy(ep, false, m_node.buf(m_local).ptr, MiB, r.addr,
+                           rkey.rkey) == UCS_OK;
+    }
+
+    uct_node                       m_node;
+    agent                          m_live, m_victim;
+    int                            m_local;
+    std::vector<uct_rkey_bundle_t> m_rkeys;
+    bool                           m_ok = false;
+};
+
+
+/* What a process saw of UCX's async thread when the module went */
+struct unload_result {
+    int setup_ok;
+    int threads_watching; /* UCX's async threads while peers are watched */
+    int threads_unloaded; /* the same once the module's unload ran */
+};
+
+
+/*
+ * libucs's destructor runs after the module's and frees UCX's async loop's
+ * handler table, leaving its thread running: the module must have taken
+ * every watch off, which stops the thread (a TSan run saw the thread read
+ * the table as a process exited).
+ */
+TEST_PEER_ROLE(cache_unload_with_watched_peers)
+{
+    unload_result res = {};
+    int go;
+
+    if (!chan.recv_obj(go) || !cuda_init()) {
+        chan.send_obj(res);
+        return 1;
+    }
+    {
+        watched_peers peers;
+        res.setup_ok = peers.ok();
+        if (res.setup_ok) {
+            res.threads_watching = count_async_threads();
+            uct_cuda_ipc_ns_cache_unload();
+            res.threads_unloaded = count_async_threads();
+        }
+    }
+    chan.send_obj(res);
+    return 0;
+}
+
+
+TEST(cache_unload, takes_every_watch_off_ucx_async_loop) {
+    peer runner("cache_unload_with_watched_peers");
+    unload_result res = {};
+    int go = 1;
+
+    ASSERT_TRUE(runner.chan().send_obj(go));
+    ASSERT_TRUE(runner.chan().recv_obj(res, 300000));
+    EXPECT_EQ(0, runner.wait());
+    ASSERT_TRUE(res.setup_ok);
+    EXPECT_EQ(1, res.threads_watching) << "the peers' watches run there";
+    EXPECT_EQ(0, res.threads_unloaded)
+            << "a watch stayed on UCX's async loop, whose handler table "
+               "libucs frees at exit while its thread runs on";
+}
+
+
+/* The same peers, left to the destructors of exit() */
+TEST_PEER_ROLE(cache_exit_with_watched_peers)
+{
+    int go, setup_ok = 0;
+
+    if (!chan.recv_obj(go) || !cuda_init()) {
+        chan.send_obj(setup_ok);
+        return 1;
+    }
+    watched_peers *peers = new watched_peers(); /* left to exit() */
+    setup_ok = peers->ok();
+    chan.send_obj(setup_ok);
+    exit(0);
+}
+
+
+/* libucs names what its async loop still held when its destructor ran (a
+ * debug line in 1.13, a diag line in 1.22): nothing of ours */
+TEST(cache_unload, runs_before_libucs_frees_the_async_loop) {
+    scratch_dir dir("cache_unload_log");
+    ASSERT_FALSE(dir.path().empty());
+    std::string log = dir.path() + "/peer.log";
+    scoped_env level("UCX_LOG_LEVEL", "debug");
+    scoped_env file("UCX_LOG_FILE", log);
+    peer runner("cache_exit_with_watched_peers");
+    int go = 1, setup_ok = 0;
+
+    ASSERT_TRUE(runner.chan().send_obj(go));
+    ASSERT_TRUE(runner.chan().recv_obj(setup_ok, 300000));
+    EXPECT_EQ(0, runner.wait());
+    ASSERT_TRUE(setup_ok);
+
+    std::ifstream in(log);
+    std::string line;
+    bool watching = false, left = false;
+    while (std::getline(in, line)) {
+        watching |= (line.find("new peer pid") != std::string::npos) &&
+                    (line.find("watched") != std::string::npos);
+        left     |= (line.find("async handler table is not empty") !=
+                     std::string::npos);
+    }
+    ASSERT_TRUE(watching) << "no watched peer in " << log;
+    EXPECT_FALSE(left) << "UCX's async loop still held a handler at exit";
 }
 
 

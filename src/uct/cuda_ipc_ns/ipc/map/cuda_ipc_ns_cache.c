@@ -27,6 +27,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -76,10 +77,11 @@ struct uct_cuda_ipc_ns_peer {
     int                               in_table;  /* in cache.peers */
     int                               watch_fd;  /* pidfd, -1: none yet */
     int                               watch_async; /* watch_fd is on UCX's
-                                                    * async loop (atomic) */
+                                                    * async loop (cache.lock) */
     pthread_rwlock_t                  lock;
     khash_t(uct_cuda_ipc_ns_regions)  regions;
     ucs_list_link_t                   reap;      /* in cache.reap */
+    ucs_list_link_t                   watched;   /* in cache.watched */
 };
 
 
@@ -92,6 +94,9 @@ static struct {
     /* peers whose last reference went on UCX's async thread, destroyed by
      * the next application thread that uses the cache */
     ucs_list_link_t                reap;
+    /* peers whose pidfd is on UCX's async loop (watch_async), in or out of
+     * the table: the module takes them all off when it goes */
+    ucs_list_link_t                watched;
     uint64_t                       num_regions;
     uint64_t                       num_bytes;
     uint64_t                       num_peers;
@@ -99,8 +104,10 @@ static struct {
     uint64_t                       hits, misses, evictions, unmaps;
 } uct_cuda_ipc_ns_cache = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
-    .reap = UCS_LIST_INITIALIZER(&uct_cuda_ipc_ns_cache.reap,
-                                 &uct_cuda_ipc_ns_cache.reap)
+    .reap    = UCS_LIST_INITIALIZER(&uct_cuda_ipc_ns_cache.reap,
+                                    &uct_cuda_ipc_ns_cache.reap),
+    .watched = UCS_LIST_INITIALIZER(&uct_cuda_ipc_ns_cache.watched,
+                                    &uct_cuda_ipc_ns_cache.watched)
 };
 
 
@@ -229,16 +236,37 @@ static void uct_cuda_ipc_ns_cache_evict(ucs_list_link_t *victims)
 }
 
 
+/*
+ * Take the peer's pidfd off UCX's async loop, if still on it (its own
+ * destruction and the module's unload race for it). Waits for a call of the
+ * handler in progress, so never called from the handler (see
+ * uct_cuda_ipc_ns_peer_put_async()); called without cache.lock, which the
+ * handler takes.
+ */
+static void uct_cuda_ipc_ns_peer_unwatch(uct_cuda_ipc_ns_peer_t *peer)
+{
+    int watched;
+
+    pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
+    watched = peer->watch_async;
+    if (watched) {
+        peer->watch_async = 0;
+        ucs_list_del(&peer->watched);
+    }
+    pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
+
+    if (watched) {
+        ucs_async_remove_handler(peer->watch_fd, 1);
+    }
+}
+
+
 static void uct_cuda_ipc_ns_peer_destroy(uct_cuda_ipc_ns_peer_t *peer)
 {
     ucs_debug("cuda_ipc_ns: forgetting peer pid %u (PID namespace %" PRIu64
               ")", peer->id.pid, peer->id.pid_ns);
     ucs_assert(kh_size(&peer->regions) == 0);
-    if (__atomic_load_n(&peer->watch_async, __ATOMIC_ACQUIRE)) {
-        /* waits for a call of the handler in progress; never called from
-         * the handler (see uct_cuda_ipc_ns_peer_put_async()) */
-        ucs_async_remove_handler(peer->watch_fd, 1);
-    }
+    uct_cuda_ipc_ns_peer_unwatch(peer);
     if (peer->watch_fd >= 0) {
         close(peer->watch_fd);
     }
@@ -286,6 +314,37 @@ void uct_cuda_ipc_ns_cache_reap(void)
 
     ucs_list_for_each_safe(peer, tmp, &dead, reap) {
         uct_cuda_ipc_ns_peer_destroy(peer);
+    }
+}
+
+
+void uct_cuda_ipc_ns_cache_unload(void)
+{
+    uct_cuda_ipc_ns_peer_t *peer;
+
+    for (;;) {
+        uct_cuda_ipc_ns_cache_reap();
+        pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
+        if (ucs_list_is_empty(&uct_cuda_ipc_ns_cache.watched)) {
+            pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
+            return;
+        }
+        peer = ucs_list_head(&uct_cuda_ipc_ns_cache.watched,
+                             uct_cuda_ipc_ns_peer_t, watched);
+        if (peer->refcount == 0) {
+            /* on its way to destruction (reap list): the next turn, or the
+             * thread that reaped it, takes it off */
+            pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
+            sched_yield();
+            continue;
+        }
+        ++peer->refcount; /* so it outlives its unwatching */
+        pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
+
+        ucs_debug("cuda_ipc_ns: unloading: no more watching peer pid %u",
+                  peer->id.pid);
+        uct_cuda_ipc_ns_peer_unwatch(peer);
+        uct_cuda_ipc_ns_cache_peer_put(peer);
     }
 }
 
@@ -436,7 +495,11 @@ static void uct_cuda_ipc_ns_peer_watch_async(uct_cuda_ipc_ns_peer_t *peer)
                  ucs_status_string(status));
         return;
     }
-    __atomic_store_n(&peer->watch_async, 1, __ATOMIC_RELEASE);
+
+    pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
+    peer->watch_async = 1;
+    ucs_list_add_tail(&uct_cuda_ipc_ns_cache.watched, &peer->watched);
+    pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
 }
 
 

@@ -148,4 +148,14 @@ void uct_cuda_ipc_ns_cache_get_stats(uct_cuda_ipc_ns_cache_stats_t *stats);
  */
 void uct_cuda_ipc_ns_cache_reap(void);
 
+/**
+ * The module goes (process exit, dlclose): take every peer's pidfd off UCX's
+ * async loop, stopping its thread when ours were its last handlers. libucs's
+ * destructor, which runs after the module's, frees that loop's handler table
+ * but leaves its thread running: a peer's exit dispatched then would read
+ * freed memory. Dead peers are destroyed; live ones stay, unwatched (their
+ * next use still checks them). Called by the module's destructor.
+ */
+void uct_cuda_ipc_ns_cache_unload(void);
+
 #endif
