@@ -19,7 +19,10 @@
 #              counts as killed), BUILD_JOBS (default nproc),
 #              MUTATION_WORKERS (copies that run mutations side by side,
 #              default 2: a mutant's tests spend most of their time waiting
-#              on peers and deadlines, so two share two cores well)
+#              on peers and deadlines, so two share two cores well),
+#              TEST_HANG_GUARD_MS (default 20000 here: the tests' hang
+#              guards, 60 s and more, end a mutant's hung wait this soon;
+#              test/gtest/common/hang_guard.h)
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -40,6 +43,9 @@ while [ $# -gt 0 ]; do
     shift
 done
 timeout_s=${MUTATION_TIMEOUT:-600}
+# a wait a mutant hangs fails its test sooner; the baseline runs with the
+# same bound, so no test needs longer on this machine
+export TEST_HANG_GUARD_MS=${TEST_HANG_GUARD_MS:-20000}
 jobs=${BUILD_JOBS:-$(nproc)}
 workers=${MUTATION_WORKERS:-2}
 

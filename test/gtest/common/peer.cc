@@ -76,7 +76,7 @@ ssize_t channel::recv(void *buf, size_t len, int timeout_ms, int *fd_p) const
     }
 
     do {
-        ret = poll(&pfd, 1, timeout_ms);
+        ret = poll(&pfd, 1, hang_guard_ms(timeout_ms));
     } while ((ret < 0) && (errno == EINTR));
     if ((ret <= 0) ||
         (uct_cuda_ipc_ns_scm_recv_fd(m_fd, buf, len, 0, &rx_len, &fd) !=
@@ -335,7 +335,7 @@ int peer::wait(int timeout_ms)
         struct pollfd pfd = {pidfd, POLLIN, 0};
         int n;
         do {
-            n = poll(&pfd, 1, timeout_ms);
+            n = poll(&pfd, 1, hang_guard_ms(timeout_ms));
         } while ((n < 0) && (errno == EINTR));
         close(pidfd);
         if (n == 0) {

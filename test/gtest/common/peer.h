@@ -8,6 +8,8 @@
 #ifndef TEST_COMMON_PEER_H
 #define TEST_COMMON_PEER_H
 
+#include "common/hang_guard.h"
+
 #include <sys/types.h>
 #include <cstddef>
 #include <map>

@@ -156,7 +156,7 @@ public:
     ucs_status_t wait(ucs_status_ptr_t req, ucp_side *other)
     {
         auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(UCP_TIMEOUT_MS);
+                        std::chrono::milliseconds(hang_guard_ms(UCP_TIMEOUT_MS));
         ucs_status_t status;
 
         if (UCS_PTR_IS_ERR(req) || (req == nullptr)) {

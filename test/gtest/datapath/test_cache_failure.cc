@@ -413,7 +413,7 @@ TEST_P(failure, dead_peer_mappings_go_with_nothing_asking) {
     auto start_time = std::chrono::steady_clock::now();
     while ((cache_stats().regions != baseline.regions) &&
            (std::chrono::steady_clock::now() - start_time <
-            std::chrono::seconds(60))) {
+            std::chrono::milliseconds(hang_guard_ms(60000)))) {
         std::this_thread::yield();
     }
     EXPECT_EQ(baseline.regions, cache_stats().regions)
@@ -465,7 +465,7 @@ public:
         auto start = std::chrono::steady_clock::now();
         while ((cache_stats().regions == regions) &&
                (std::chrono::steady_clock::now() - start <
-                std::chrono::seconds(60))) {
+                std::chrono::milliseconds(hang_guard_ms(60000)))) {
             std::this_thread::yield();
         }
         m_ok = (cache_stats().regions == regions - 1);

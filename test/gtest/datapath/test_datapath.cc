@@ -427,7 +427,7 @@ TEST_F(datapath_pair, completion_through_event_fd) {
                                                       UCT_EVENT_SEND_COMP);
             if (status == UCS_OK) {
                 struct pollfd pfd = {fd, POLLIN, 0};
-                ASSERT_EQ(1, poll(&pfd, 1, 30000)) << "no wakeup";
+                ASSERT_EQ(1, poll(&pfd, 1, hang_guard_ms(30000))) << "no wakeup";
             } else {
                 ASSERT_EQ(UCS_ERR_BUSY, status);
             }
@@ -462,7 +462,7 @@ TEST_F(datapath_pair, op_posted_while_armed_wakes_the_waiter) {
     /* no progress, no arm since the post: only the op can signal (the
      * timeout is a safety net: without the signal the test fails) */
     struct pollfd pfd = {fd, POLLIN, 0};
-    ASSERT_EQ(1, poll(&pfd, 1, 60000)) << "the op posted while armed did not "
+    ASSERT_EQ(1, poll(&pfd, 1, hang_guard_ms(60000))) << "the op posted while armed did not "
                                           "wake the waiter";
     while (!comp.done) {
         m_node->progress();

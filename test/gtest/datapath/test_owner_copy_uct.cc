@@ -366,7 +366,7 @@ TEST_F(owner_copy_uct, answer_wakes_the_event_fd) {
 
     /* the timeout is a safety net: without the wakeup the test fails */
     struct pollfd pfd = {fd, POLLIN, 0};
-    ASSERT_EQ(1, poll(&pfd, 1, 60000)) << "the owner's answer did not wake "
+    ASSERT_EQ(1, poll(&pfd, 1, hang_guard_ms(60000))) << "the owner's answer did not wake "
                                           "the waiter";
     ASSERT_TRUE(m_node->progress_until([&] { return op.done; }));
     EXPECT_EQ(UCS_OK, op.status);
@@ -604,7 +604,7 @@ TEST_F(owner_copy_staged, staged_steps_wake_the_event_fd) {
         if (status == UCS_OK) {
             /* the timeout is a safety net: without the wakeup, it fails */
             struct pollfd pfd = {fd, POLLIN, 0};
-            ASSERT_EQ(1, poll(&pfd, 1, 60000))
+            ASSERT_EQ(1, poll(&pfd, 1, hang_guard_ms(60000)))
                     << "a staged step did not wake the waiter";
             ++sleeps;
         } else {

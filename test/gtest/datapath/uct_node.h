@@ -7,6 +7,7 @@
 #define TEST_DATAPATH_UCT_NODE_H
 
 #include "common/cuda_alloc.h"
+#include "common/hang_guard.h"
 #include "common/uct_util.h"
 
 extern "C" {
@@ -172,7 +173,7 @@ uint64_t now_ms();
 
 template <typename F> bool uct_node::progress_until(F cond, int timeout_ms)
 {
-    uint64_t deadline = now_ms() + timeout_ms;
+    uint64_t deadline = now_ms() + hang_guard_ms(timeout_ms);
 
     while (!cond()) {
         if (now_ms() > deadline) {

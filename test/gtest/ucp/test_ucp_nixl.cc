@@ -91,6 +91,7 @@ struct nixl_hello {
 };
 
 
+using test::hang_guard_ms;
 using test::seed_pattern;
 using test::seed_fill;
 using test::seed_holds;
@@ -243,7 +244,7 @@ public:
     ucs_status_t wait(ucs_status_ptr_t req)
     {
         auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(WAIT_MS);
+                        std::chrono::milliseconds(hang_guard_ms(WAIT_MS));
         ucs_status_t st;
 
         if (UCS_PTR_IS_ERR(req) || (req == nullptr)) {
@@ -482,7 +483,7 @@ TEST_PEER_ROLE(nixl_target)
                                                     cmd.seed, &param);
             if (UCS_PTR_IS_PTR(req)) {
                 guard.lock();
-                box.cond.wait_for(guard, std::chrono::milliseconds(WAIT_MS),
+                box.cond.wait_for(guard, std::chrono::milliseconds(hang_guard_ms(WAIT_MS)),
                                   [&]() { return box.sent != 0; });
                 result = (box.sent != 0) ? box.send_status : UCS_ERR_TIMED_OUT;
                 guard.unlock();
@@ -492,7 +493,7 @@ TEST_PEER_ROLE(nixl_target)
             }
         } else if (cmd.op == OP_CHECK) {
             std::unique_lock<std::mutex> guard(box.lock);
-            if (!box.cond.wait_for(guard, std::chrono::milliseconds(WAIT_MS),
+            if (!box.cond.wait_for(guard, std::chrono::milliseconds(hang_guard_ms(WAIT_MS)),
                                    [&]() { return box.count >= cmd.notif; })) {
                 result = UCS_ERR_TIMED_OUT;
             } else if (box.last_seed != cmd.seed) {
@@ -564,7 +565,7 @@ protected:
     template <typename Done> void progress_until(agent &ag, Done done)
     {
         auto guard = std::chrono::steady_clock::now() +
-                     std::chrono::milliseconds(WAIT_MS);
+                     std::chrono::milliseconds(hang_guard_ms(WAIT_MS));
         while (!done() && (std::chrono::steady_clock::now() < guard)) {
             ucp_worker_progress(ag.worker);
         }
@@ -617,7 +618,7 @@ protected:
         nixl_cmd cmd   = {op, buf, seed, notif, size};
         int32_t result = UCS_ERR_LAST;
         EXPECT_TRUE(m_peer->chan().send_obj(cmd));
-        for (int ms = 0; ms < WAIT_MS; ++ms) {
+        for (int ms = 0; ms < hang_guard_ms(WAIT_MS); ++ms) {
             ucp_worker_progress(ag.worker);
             ssize_t ret = m_peer->chan().recv(&result, sizeof(result), 1);
             if (ret >= 0) {
@@ -637,7 +638,7 @@ protected:
         }
         nixl_cmd cmd = {OP_EXIT, 0, 0, 0, 0};
         ASSERT_TRUE(m_peer->chan().send_obj(cmd));
-        for (int ms = 0; ms < WAIT_MS; ++ms) {
+        for (int ms = 0; ms < hang_guard_ms(WAIT_MS); ++ms) {
             ucp_worker_progress(ag.worker);
             if (m_peer->chan().recv(&cmd, sizeof(cmd), 1) >= 0) {
                 break;
