@@ -11,6 +11,7 @@
 #endif
 
 #include "cuda_ipc_ns_ep.h"
+#include "cuda_ipc_ns_copy_session.h"
 #include "cuda_ipc_ns_md.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"

@@ -21,42 +21,7 @@
 #ifndef UCT_CUDA_IPC_NS_COPY_SESSION_H
 #define UCT_CUDA_IPC_NS_COPY_SESSION_H
 
-#include "cuda_ipc_ns_rkey.h"
-#include "cuda_ipc_ns_broker_proto.h"
-#include "cuda_ipc_ns_stream.h"
-
-#include <uct/api/uct.h>
-#include <ucs/datastruct/list.h>
-#include <ucs/datastruct/queue_types.h>
-
-
-/* What the copy sessions keep of one endpoint (embedded in it) */
-typedef struct uct_cuda_ipc_ns_copy_ep {
-    ucs_list_link_t  ops;     /* uct_cuda_ipc_ns_copy_op_t, post order */
-    ucs_queue_head_t flush_q; /* flushes waiting for them */
-    uint64_t         seq;     /* ops posted */
-    void             *owner;  /* the endpoint, for the failure callback */
-} uct_cuda_ipc_ns_copy_ep_t;
-
-
-/* Called from progress for an endpoint that had copies outstanding on a
- * session that ended (its owner died or broke the protocol) */
-typedef void (*uct_cuda_ipc_ns_copy_ep_failed_func_t)(void *ep);
-
-
-/* The copy sessions of one interface */
-typedef struct uct_cuda_ipc_ns_copies {
-    ucs_list_link_t                       sessions;
-    /* requests owed answers, and staged ops not completed: all */
-    unsigned                              outstanding;
-    unsigned                              max_requests; /* per session */
-    unsigned                              staging_slots; /* per session */
-    size_t                                staging_slot_size;
-    int                                   wakeup_fd;   /* epoll set */
-    uct_cuda_ipc_ns_cq_t                  *cq;  /* runs the staging copies */
-    const uct_cuda_ipc_ns_fdx_config_t    *fdx;
-    uct_cuda_ipc_ns_copy_ep_failed_func_t ep_failed;
-} uct_cuda_ipc_ns_copies_t;
+#include "cuda_ipc_ns_copy_op.h"
 
 
 /**
@@ -78,19 +43,6 @@ ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copies_t *copies,
 /* Closes every session and frees its staging ring; what is outstanding
  * completes with UCS_ERR_CANCELED. Before the completion queue's cleanup. */
 void uct_cuda_ipc_ns_copies_cleanup(uct_cuda_ipc_ns_copies_t *copies);
-
-
-void uct_cuda_ipc_ns_copy_ep_init(uct_cuda_ipc_ns_copy_ep_t *copy_ep, void *ep);
-
-/* The endpoint is going away: its copies run on, nobody is told, its
- * waiting flushes are dropped (as UCT discards them) */
-void uct_cuda_ipc_ns_copy_ep_cleanup(uct_cuda_ipc_ns_copy_ep_t *copy_ep);
-
-static inline int
-uct_cuda_ipc_ns_copy_ep_idle(uct_cuda_ipc_ns_copy_ep_t *copy_ep)
-{
-    return ucs_list_is_empty(&copy_ep->ops);
-}
 
 
 /**
@@ -144,15 +96,6 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
 
 /* Read the answers that came; returns the number of ops completed */
 unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copies_t *copies);
-
-
-/**
- * Flush of one endpoint's copies: UCS_OK when none is outstanding, else
- * UCS_INPROGRESS and @a comp (if not NULL) is called once those posted so
- * far completed (uct_invoke_completion: its count is the caller's).
- */
-ucs_status_t uct_cuda_ipc_ns_copy_ep_flush(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
-                                           uct_completion_t *comp);
 
 
 /* Whether an answer waits in a session's socket now (the wakeup set is

@@ -8,7 +8,8 @@
  * the POSIX-fd handle type on the importer's device and mapped here, whose
  * fd goes to the owner as an ordinary COPY buffer. The importer copies
  * between its buffer and a slot on its own stream. This file allocates and
- * frees the ring; the session (cuda_ipc_ns_copy_session.c) drives its slots.
+ * frees the ring; the staged ops (cuda_ipc_ns_copy_staged.c) drive its
+ * slots.
  */
 #ifndef UCT_CUDA_IPC_NS_COPY_STAGING_H
 #define UCT_CUDA_IPC_NS_COPY_STAGING_H

@@ -1,0 +1,252 @@
+/*
+ * cuda_ipc_ns: ops and requests of copies by the owner (see
+ * cuda_ipc_ns_copy_op.h, docs/owner-copies.md).
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cuda_ipc_ns_copy_op.h"
+#include "cuda_ipc_ns_copy_client.h"
+#include "cuda_ipc_ns_ptr.h"
+
+#include <uct/base/uct_iface.h>
+#include <ucs/datastruct/queue.h>
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <inttypes.h>
+#include <string.h>
+#include <unistd.h>
+
+
+/* An endpoint flush with a completion, waiting for the ops up to seq */
+typedef struct uct_cuda_ipc_ns_copy_flush {
+    ucs_queue_elem_t queue;
+    uct_completion_t *comp;
+    uint64_t         seq;
+} uct_cuda_ipc_ns_copy_flush_t;
+
+
+void uct_cuda_ipc_ns_copy_ep_init(uct_cuda_ipc_ns_copy_ep_t *copy_ep, void *ep)
+{
+    ucs_list_head_init(&copy_ep->ops);
+    ucs_queue_head_init(&copy_ep->flush_q);
+    copy_ep->seq   = 0;
+    copy_ep->owner = ep;
+}
+
+
+void uct_cuda_ipc_ns_copy_ep_cleanup(uct_cuda_ipc_ns_copy_ep_t *copy_ep)
+{
+    uct_cuda_ipc_ns_copy_op_t *op, *tmp;
+    uct_cuda_ipc_ns_copy_flush_t *flush;
+
+    /* the owner answers them later: the answers are dropped */
+    ucs_list_for_each_safe(op, tmp, &copy_ep->ops, ep_elem) {
+        ucs_list_del(&op->ep_elem);
+        op->ep   = NULL;
+        op->comp = NULL;
+    }
+
+    while (!ucs_queue_is_empty(&copy_ep->flush_q)) {
+        flush = ucs_queue_pull_elem_non_empty(&copy_ep->flush_q,
+                                              uct_cuda_ipc_ns_copy_flush_t,
+                                              queue);
+        ucs_free(flush);
+    }
+}
+
+
+void uct_cuda_ipc_ns_copy_op_complete(uct_cuda_ipc_ns_copy_op_t *op)
+{
+    uct_cuda_ipc_ns_copy_ep_t *copy_ep = op->ep;
+    uct_cuda_ipc_ns_copy_flush_t *flush;
+    uct_cuda_ipc_ns_copy_op_t *first;
+
+    if (copy_ep != NULL) {
+        ucs_list_del(&op->ep_elem);
+    }
+    if (op->comp != NULL) {
+        uct_invoke_completion(op->comp, op->status);
+    }
+    ucs_free(op);
+
+    if (copy_ep == NULL) {
+        return;
+    }
+
+    while (!ucs_queue_is_empty(&copy_ep->flush_q)) {
+        flush = ucs_queue_head_elem_non_empty(&copy_ep->flush_q,
+                                              uct_cuda_ipc_ns_copy_flush_t,
+                                              queue);
+        if (!ucs_list_is_empty(&copy_ep->ops)) {
+            first = ucs_list_head(&copy_ep->ops, uct_cuda_ipc_ns_copy_op_t,
+                                  ep_elem);
+            if (first->seq <= flush->seq) {
+                break; /* ops complete in any order: the oldest decides */
+            }
+        }
+        ucs_queue_pull_non_empty(&copy_ep->flush_q);
+        uct_invoke_completion(flush->comp, UCS_OK);
+        ucs_free(flush);
+    }
+}
+
+
+void uct_cuda_ipc_ns_copy_session_wakeup(uct_cuda_ipc_ns_copies_t *copies,
+                                         uct_cuda_ipc_ns_copy_session_t *session,
+                                         int in_wakeup)
+{
+    struct epoll_event event = {.events = EPOLLIN};
+
+    if (session->in_wakeup == in_wakeup) {
+        return;
+    }
+
+    event.data.fd = session->sock;
+    if (epoll_ctl(copies->wakeup_fd,
+                  in_wakeup ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, session->sock,
+                  &event) < 0) {
+        /* a waiter may then sleep through an answer: said loudly */
+        ucs_error("cuda_ipc_ns: epoll_ctl(%s) of copy session socket %d "
+                  "failed: %m", in_wakeup ? "ADD" : "DEL", session->sock);
+        return;
+    }
+    session->in_wakeup = in_wakeup;
+}
+
+
+uct_cuda_ipc_ns_copy_sent_t *
+uct_cuda_ipc_ns_copy_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
+                               const uct_cuda_ipc_ns_copy_sent_t *buf)
+{
+    uct_cuda_ipc_ns_copy_sent_t *sent;
+    unsigned i;
+
+    for (i = 0; i < session->num_sent; ++i) {
+        sent = &session->sent[i];
+        if ((sent->buf_id == buf->buf_id) &&
+            (sent->buf_size == buf->buf_size) &&
+            !memcmp(sent->dev_uuid, buf->dev_uuid, sizeof(sent->dev_uuid))) {
+            sent->last_use = ++session->clock;
+            return sent;
+        }
+    }
+    return NULL;
+}
+
+
+void uct_cuda_ipc_ns_copy_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
+                                   const uct_cuda_ipc_ns_copy_sent_t *buf)
+{
+    uct_cuda_ipc_ns_copy_sent_t *sent;
+    unsigned i;
+
+    if (session->num_sent < UCT_CUDA_IPC_NS_COPY_SENT_MAX) {
+        sent = &session->sent[session->num_sent++];
+    } else {
+        sent = &session->sent[0];
+        for (i = 1; i < UCT_CUDA_IPC_NS_COPY_SENT_MAX; ++i) {
+            if (session->sent[i].last_use < sent->last_use) {
+                sent = &session->sent[i];
+            }
+        }
+    }
+
+    *sent          = *buf;
+    sent->last_use = ++session->clock;
+}
+
+
+ucs_status_t
+uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
+                          uct_cuda_ipc_ns_copy_session_t *session,
+                          uint64_t reg_id, const uint8_t *token,
+                          const uint8_t *dev_uuid,
+                          const uct_cuda_ipc_ns_copy_local_t *local,
+                          const void *ptr, size_t length, uint64_t offset,
+                          int is_put, uct_cuda_ipc_ns_copy_op_t *op,
+                          uct_cuda_ipc_ns_copy_slot_t *slot)
+{
+    uct_cuda_ipc_ns_copy_args_t args;
+    uct_cuda_ipc_ns_copy_req_t *req;
+    ucs_status_t status;
+    int fd = -1;
+
+    req = ucs_malloc(sizeof(*req), "cuda_ipc_ns_copy_req");
+    if (req == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate a copy request");
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    req->buf.buf_id   = local->buf_id;
+    req->buf.buf_size = local->size;
+    memcpy(req->buf.dev_uuid, dev_uuid, sizeof(req->buf.dev_uuid));
+    if (uct_cuda_ipc_ns_copy_sent_find(session, &req->buf) == NULL) {
+        status = uct_cuda_ipc_ns_ptr_export_fd(local->base, UCS_LOG_LEVEL_ERROR,
+                                               &fd);
+        if (status != UCS_OK) {
+            ucs_free(req);
+            return status;
+        }
+    }
+
+    args.seq        = ++session->next_seq;
+    args.offset     = offset;
+    args.length     = length;
+    args.buf_id     = local->buf_id;
+    args.buf_size   = local->size;
+    args.buf_offset = (uintptr_t)ptr - local->base;
+    args.direction  = is_put ? UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER :
+                               UCT_CUDA_IPC_NS_COPY_TO_IMPORTER;
+    status = uct_cuda_ipc_ns_copy_client_send(session->sock, reg_id, token,
+                                              &args, fd, MSG_DONTWAIT);
+    if (fd >= 0) {
+        close(fd);
+    }
+    if (status != UCS_OK) {
+        ucs_free(req);
+        return status;
+    }
+
+    req->carried_fd = (fd >= 0);
+    req->seq        = args.seq;
+    req->reg_id     = reg_id;
+    req->op         = op;
+    req->slot       = slot;
+    ucs_list_add_tail(&session->reqs, &req->list);
+    ++session->num_reqs;
+    ++copies->outstanding;
+    if (slot == NULL) {
+        ++op->unanswered; /* a staged op counts its slots */
+    }
+    ucs_trace_data("cuda_ipc_ns: copy request %" PRIu64 " to pid %u: %s %zu "
+                   "bytes at offset %" PRIu64 ", local %p", args.seq,
+                   session->pid, is_put ? "put" : "get", length, offset, ptr);
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_copy_ep_flush(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                           uct_completion_t *comp)
+{
+    uct_cuda_ipc_ns_copy_flush_t *flush;
+
+    if (ucs_list_is_empty(&copy_ep->ops)) {
+        return UCS_OK;
+    }
+
+    if (comp != NULL) {
+        flush = ucs_malloc(sizeof(*flush), "cuda_ipc_ns_copy_flush");
+        if (flush == NULL) {
+            ucs_error("cuda_ipc_ns: failed to allocate a flush request");
+            return UCS_ERR_NO_MEMORY;
+        }
+        flush->comp = comp;
+        flush->seq  = copy_ep->seq;
+        ucs_queue_push(&copy_ep->flush_q, &flush->queue);
+    }
+    return UCS_INPROGRESS;
+}

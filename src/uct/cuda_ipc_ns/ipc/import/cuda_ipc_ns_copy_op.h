@@ -1,0 +1,256 @@
+/*
+ * cuda_ipc_ns: what a copy by the owner is made of, on the importer's side
+ * (docs/owner-copies.md): the ops of an endpoint, the COPY requests owed an
+ * answer, the session with one owner they go through, and the buffers the
+ * owner holds for it. The sessions (cuda_ipc_ns_copy_session.h) and the
+ * staged ops (cuda_ipc_ns_copy_staged.h) share them.
+ */
+#ifndef UCT_CUDA_IPC_NS_COPY_OP_H
+#define UCT_CUDA_IPC_NS_COPY_OP_H
+
+#include "cuda_ipc_ns_rkey.h"
+#include "cuda_ipc_ns_broker_copy.h"
+#include "cuda_ipc_ns_broker_proto.h"
+#include "cuda_ipc_ns_copy_staging.h"
+#include "cuda_ipc_ns_stream.h"
+
+#include <uct/api/uct.h>
+#include <ucs/datastruct/list.h>
+#include <ucs/datastruct/queue_types.h>
+
+
+/*
+ * Buffers we count on the owner holding for a session. The owner keeps the
+ * UCT_CUDA_IPC_NS_COPY_BUFFERS_MAX most recently named ones (in request
+ * order, as we name them), so the fewer most recent ones we remember are
+ * always among them: a request without the fd never finds its buffer gone.
+ */
+#define UCT_CUDA_IPC_NS_COPY_SENT_MAX  8
+
+_Static_assert(UCT_CUDA_IPC_NS_COPY_SENT_MAX < UCT_CUDA_IPC_NS_COPY_BUFFERS_MAX,
+               "the owner must keep the buffers we count on");
+
+/* Local elements (iov entries times their count) of one put or get */
+#define UCT_CUDA_IPC_NS_COPY_ELEMS_MAX 16
+
+
+/* What the copy sessions keep of one endpoint (embedded in it) */
+typedef struct uct_cuda_ipc_ns_copy_ep {
+    ucs_list_link_t  ops;     /* uct_cuda_ipc_ns_copy_op_t, post order */
+    ucs_queue_head_t flush_q; /* flushes waiting for them */
+    uint64_t         seq;     /* ops posted */
+    void             *owner;  /* the endpoint, for the failure callback */
+} uct_cuda_ipc_ns_copy_ep_t;
+
+
+/* Called from progress for an endpoint that had copies outstanding on a
+ * session that ended (its owner died or broke the protocol) */
+typedef void (*uct_cuda_ipc_ns_copy_ep_failed_func_t)(void *ep);
+
+
+/* The copy sessions of one interface */
+typedef struct uct_cuda_ipc_ns_copies {
+    ucs_list_link_t                       sessions;
+    /* requests owed answers, and staged ops not completed: all */
+    unsigned                              outstanding;
+    unsigned                              max_requests; /* per session */
+    unsigned                              staging_slots; /* per session */
+    size_t                                staging_slot_size;
+    int                                   wakeup_fd;   /* epoll set */
+    uct_cuda_ipc_ns_cq_t                  *cq;  /* runs the staging copies */
+    const uct_cuda_ipc_ns_fdx_config_t    *fdx;
+    uct_cuda_ipc_ns_copy_ep_failed_func_t ep_failed;
+} uct_cuda_ipc_ns_copies_t;
+
+
+/* A local element of a staged op */
+typedef struct uct_cuda_ipc_ns_copy_elem {
+    char   *ptr;
+    size_t length;
+} uct_cuda_ipc_ns_copy_elem_t;
+
+
+/*
+ * One put or get: one request per local element, or (staged) one chunk of
+ * at most a slot at a time through the session's staging ring. A staged op
+ * remembers where its next chunk starts, and waits in its session's queue
+ * while it has chunks to issue and no slot is free.
+ */
+typedef struct uct_cuda_ipc_ns_copy_op {
+    ucs_list_link_t           ep_elem;    /* in its endpoint's ops */
+    uct_cuda_ipc_ns_copy_ep_t *ep;        /* NULL once the ep is gone */
+    uct_completion_t          *comp;      /* user's, may be NULL */
+    uint64_t                  seq;        /* endpoint post order */
+    /* requests owed an answer; staged: slots it holds */
+    unsigned                  unanswered;
+    ucs_status_t              status;     /* first error */
+    /* staged ops only */
+    int                       staged;
+    int                       is_put;
+    int                       posting;    /* its post has not returned */
+    int                       in_queue;   /* in its session's waiting ops */
+    ucs_list_link_t           queue;
+    uint64_t                  reg_id;     /* the key's, kept for later */
+    uint8_t                   token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
+    uint8_t                   dev_uuid[UCT_CUDA_IPC_NS_UUID_SIZE];
+    uint64_t                  offset;     /* of the next chunk, remote */
+    /* put short/bcopy: the caller's buffer is copied into each slot before
+     * the post returns */
+    int                       copy_in_now;
+    /* get bcopy: the data lands in @a bounce (ours), handed to unpack_cb
+     * before the completion */
+    void                      *bounce;
+    uct_unpack_callback_t     unpack_cb;
+    void                      *unpack_arg;
+    unsigned                  num_elems;
+    unsigned                  elem;       /* of the next chunk */
+    size_t                    elem_off;   /* in it */
+    uct_cuda_ipc_ns_copy_elem_t elems[UCT_CUDA_IPC_NS_COPY_ELEMS_MAX];
+} uct_cuda_ipc_ns_copy_op_t;
+
+
+/* What a staging slot is doing */
+typedef enum {
+    UCT_CUDA_IPC_NS_SLOT_FREE,
+    /* our copy runs: buffer -> slot for a put (first), slot -> buffer for a
+     * get (after the owner's) */
+    UCT_CUDA_IPC_NS_SLOT_COPY,
+    UCT_CUDA_IPC_NS_SLOT_REQUEST,    /* the owner's copy: answer owed */
+    UCT_CUDA_IPC_NS_SLOT_RETRY_COPY, /* our copy waits for a cq op */
+    UCT_CUDA_IPC_NS_SLOT_RETRY_SEND  /* the request waits for socket room */
+} uct_cuda_ipc_ns_slot_state_t;
+
+
+struct uct_cuda_ipc_ns_copy_session;
+
+/* One slot of the staging ring, and the chunk it carries */
+typedef struct uct_cuda_ipc_ns_copy_slot {
+    uct_completion_t                    comp;    /* of our copy */
+    struct uct_cuda_ipc_ns_copy_session *session;
+    uct_cuda_ipc_ns_copy_op_t           *op;     /* NULL: free */
+    unsigned                            index;
+    uct_cuda_ipc_ns_slot_state_t        state;
+    char                                *local;  /* the chunk */
+    size_t                              length;
+    uint64_t                            offset;  /* in the registration */
+} uct_cuda_ipc_ns_copy_slot_t;
+
+
+/* A local buffer the owner holds (mapped for the key's device) */
+typedef struct uct_cuda_ipc_ns_copy_sent {
+    uint64_t buf_id;
+    uint64_t buf_size;
+    uint8_t  dev_uuid[UCT_CUDA_IPC_NS_UUID_SIZE];
+    uint64_t last_use;
+} uct_cuda_ipc_ns_copy_sent_t;
+
+
+/* One COPY request owed an answer */
+typedef struct uct_cuda_ipc_ns_copy_req {
+    ucs_list_link_t             list;    /* in its session's reqs */
+    uint64_t                    seq;     /* on the wire, the session's */
+    uint64_t                    reg_id;  /* the answer must name it */
+    uct_cuda_ipc_ns_copy_op_t   *op;
+    uct_cuda_ipc_ns_copy_slot_t *slot;   /* a staged chunk's, or NULL */
+    /* the buffer it names, and whether its fd went with it: the owner
+     * holds the buffer once such a request was answered OK (a refusal
+     * before the buffer, a wrong token say, leaves it unmapped) */
+    uct_cuda_ipc_ns_copy_sent_t buf;
+    int                         carried_fd;
+} uct_cuda_ipc_ns_copy_req_t;
+
+
+/* A connection to one owner's broker */
+typedef struct uct_cuda_ipc_ns_copy_session {
+    ucs_list_link_t             list;      /* in the iface's sessions */
+    uint32_t                    pid;       /* the owner */
+    uint64_t                    pid_ns;
+    uint64_t                    start_time;
+    uint8_t                     addr_len;  /* its broker */
+    char                        addr[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX];
+    int                         sock;
+    int                         in_wakeup; /* sock in the wakeup set */
+    ucs_list_link_t             reqs;      /* owed answers */
+    unsigned                    num_reqs;
+    uint64_t                    next_seq;
+    uint64_t                    clock;     /* of the sent buffers' use */
+    unsigned                    num_sent;
+    uct_cuda_ipc_ns_copy_sent_t sent[UCT_CUDA_IPC_NS_COPY_SENT_MAX];
+    uct_cuda_ipc_ns_copies_t    *copies;
+    int                         closing;   /* no new staged chunk */
+    /* the staging ring, allocated by the first op that needs it */
+    uct_cuda_ipc_ns_staging_t   staging;
+    uct_cuda_ipc_ns_copy_slot_t *slots;    /* NULL: no ring yet */
+    unsigned                    free_slots;
+    unsigned                    retry_slots; /* RETRY_COPY or _SEND */
+    ucs_list_link_t             waiting;   /* staged ops, FIFO */
+    uct_cuda_ipc_ns_cq_ep_t     cq_ep;     /* our copies of the ring */
+    uct_cuda_ipc_ns_stream_t    *stream;   /* created with the ring */
+} uct_cuda_ipc_ns_copy_session_t;
+
+
+/* A local element: its allocation as the owner maps it */
+typedef struct uct_cuda_ipc_ns_copy_local {
+    uint64_t base;
+    uint64_t size;
+    uint64_t buf_id;
+} uct_cuda_ipc_ns_copy_local_t;
+
+
+void uct_cuda_ipc_ns_copy_ep_init(uct_cuda_ipc_ns_copy_ep_t *copy_ep, void *ep);
+
+/* The endpoint is going away: its copies run on, nobody is told, its
+ * waiting flushes are dropped (as UCT discards them) */
+void uct_cuda_ipc_ns_copy_ep_cleanup(uct_cuda_ipc_ns_copy_ep_t *copy_ep);
+
+static inline int
+uct_cuda_ipc_ns_copy_ep_idle(uct_cuda_ipc_ns_copy_ep_t *copy_ep)
+{
+    return ucs_list_is_empty(&copy_ep->ops);
+}
+
+
+/**
+ * Flush of one endpoint's copies: UCS_OK when none is outstanding, else
+ * UCS_INPROGRESS and @a comp (if not NULL) is called once those posted so
+ * far completed (uct_invoke_completion: its count is the caller's).
+ */
+ucs_status_t uct_cuda_ipc_ns_copy_ep_flush(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                           uct_completion_t *comp);
+
+
+/* Complete @a op: its completion, then the flushes that waited for it */
+void uct_cuda_ipc_ns_copy_op_complete(uct_cuda_ipc_ns_copy_op_t *op);
+
+/* Add or remove the session's socket from the wakeup set: it is there while
+ * answers are owed, so that an idle session (or one whose owner closed it)
+ * never makes a waiter spin */
+void uct_cuda_ipc_ns_copy_session_wakeup(uct_cuda_ipc_ns_copies_t *copies,
+                                         uct_cuda_ipc_ns_copy_session_t *session,
+                                         int in_wakeup);
+
+/* The owner holds @a buf: no fd needed */
+uct_cuda_ipc_ns_copy_sent_t *
+uct_cuda_ipc_ns_copy_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
+                               const uct_cuda_ipc_ns_copy_sent_t *buf);
+
+/* The owner mapped @a buf: remembered, replacing the least recently named
+ * one */
+void uct_cuda_ipc_ns_copy_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
+                                   const uct_cuda_ipc_ns_copy_sent_t *buf);
+
+/* Send the request of one element (@a slot NULL) or of @a slot's staged
+ * chunk, between [@a ptr, + @a length) of @a local and @a offset in the
+ * registration: owed an answer on success (UCS_ERR_TIMED_OUT: no room in
+ * the socket now) */
+ucs_status_t
+uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
+                          uct_cuda_ipc_ns_copy_session_t *session,
+                          uint64_t reg_id, const uint8_t *token,
+                          const uint8_t *dev_uuid,
+                          const uct_cuda_ipc_ns_copy_local_t *local,
+                          const void *ptr, size_t length, uint64_t offset,
+                          int is_put, uct_cuda_ipc_ns_copy_op_t *op,
+                          uct_cuda_ipc_ns_copy_slot_t *slot);
+
+#endif

@@ -1,0 +1,567 @@
+/*
+ * cuda_ipc_ns: staged ops (see cuda_ipc_ns_copy_staged.h,
+ * docs/owner-copies.md, "The staging ring").
+ *
+ * A chunk holds a slot from the moment it is issued until its last copy
+ * ended: a get asks the owner for remote -> slot, then copies slot ->
+ * buffer on the ring's stream; a put copies buffer -> slot, then asks the
+ * owner for slot -> remote. Our copies are ops of the completion queue (its
+ * events, its eventfd for waiters) whose completion is the slot's; the
+ * owner's answers come through the session's socket. Each time a slot
+ * frees up, the oldest waiting op issues its next chunk, so that with
+ * several slots the owner's copy of one chunk runs while we copy another.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cuda_ipc_ns_copy_staged.h"
+#include "cuda_ipc_ns_ctx.h"
+#include "cuda_ipc_ns_driver.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
+#include <inttypes.h>
+#include <string.h>
+
+
+/* A staged op whose chunks all ended, or that failed and has none running
+ * any more, completes: returns 1 then */
+static unsigned uct_cuda_ipc_ns_staged_op_check(uct_cuda_ipc_ns_copies_t *copies,
+                                                uct_cuda_ipc_ns_copy_op_t *op)
+{
+    if ((op->status != UCS_OK) && op->in_queue) {
+        ucs_list_del(&op->queue); /* issues no more chunks */
+        op->in_queue = 0;
+    }
+
+    if (op->posting || op->in_queue || (op->unanswered > 0)) {
+        return 0;
+    }
+
+    if (op->bounce != NULL) {
+        if ((op->status == UCS_OK) && (op->ep != NULL)) {
+            op->unpack_cb(op->unpack_arg, op->bounce, op->elems[0].length);
+        }
+        ucs_free(op->bounce);
+    }
+    --copies->outstanding;
+    uct_cuda_ipc_ns_copy_op_complete(op);
+    return 1;
+}
+
+
+/* @a slot's chunk ended with @a status: the slot is free again */
+static unsigned uct_cuda_ipc_ns_staged_release(uct_cuda_ipc_ns_copies_t *copies,
+                                               uct_cuda_ipc_ns_copy_session_t *session,
+                                               uct_cuda_ipc_ns_copy_slot_t *slot,
+                                               ucs_status_t status)
+{
+    uct_cuda_ipc_ns_copy_op_t *op = slot->op;
+
+    if ((slot->state == UCT_CUDA_IPC_NS_SLOT_RETRY_COPY) ||
+        (slot->state == UCT_CUDA_IPC_NS_SLOT_RETRY_SEND)) {
+        --session->retry_slots;
+    }
+    slot->op    = NULL;
+    slot->state = UCT_CUDA_IPC_NS_SLOT_FREE;
+    ++session->free_slots;
+
+    if ((status != UCS_OK) && (op->status == UCS_OK)) {
+        op->status = status;
+    }
+    --op->unanswered;
+    return uct_cuda_ipc_ns_staged_op_check(copies, op);
+}
+
+
+static void uct_cuda_ipc_ns_staged_copied(uct_completion_t *comp);
+
+
+/* Our copy of @a slot's chunk: buffer -> slot for a put, slot -> buffer
+ * for a get, on the ring's stream; UCS_ERR_NO_RESOURCE when the completion
+ * queue has no op free (MAX_EVENTS) */
+static ucs_status_t
+uct_cuda_ipc_ns_staged_copy(uct_cuda_ipc_ns_copies_t *copies,
+                            uct_cuda_ipc_ns_copy_session_t *session,
+                            uct_cuda_ipc_ns_copy_slot_t *slot)
+{
+    CUdeviceptr ring = uct_cuda_ipc_ns_staging_slot(&session->staging,
+                                                    slot->index);
+    CUdeviceptr local = (CUdeviceptr)slot->local;
+    int is_put        = slot->op->is_put;
+    uct_cuda_ipc_ns_op_t *cq_op;
+    ucs_status_t status;
+    int pushed;
+
+    cq_op = uct_cuda_ipc_ns_cq_op_get(copies->cq);
+    if (cq_op == NULL) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    status = uct_cuda_ipc_ns_ctx_push(session->staging.ctx,
+                                      session->staging.device, &pushed);
+    if (status != UCS_OK) {
+        goto out_put_op;
+    }
+
+    /* any local memory: device (legacy, VMM of another kind) or host */
+    status = UCT_CUDA_IPC_NS_CU(cuMemcpyAsync, is_put ? ring : local,
+                                is_put ? local : ring, slot->length,
+                                session->stream->stream);
+    if (status == UCS_OK) {
+        slot->comp.func   = uct_cuda_ipc_ns_staged_copied;
+        slot->comp.count  = 1;
+        slot->comp.status = UCS_OK;
+        status = uct_cuda_ipc_ns_cq_post(copies->cq, &session->cq_ep, cq_op,
+                                         session->stream, NULL, &slot->comp);
+    }
+    uct_cuda_ipc_ns_ctx_pop(pushed);
+    if (status == UCS_OK) {
+        return UCS_OK;
+    }
+
+    ucs_error("cuda_ipc_ns: staging copy of %zu bytes %s slot %u of the ring "
+              "of pid %u's session (local %p) failed: %s", slot->length,
+              is_put ? "to" : "from", slot->index, session->pid, slot->local,
+              ucs_status_string(status));
+out_put_op:
+    uct_cuda_ipc_ns_cq_op_put(copies->cq, cq_op);
+    return status;
+}
+
+
+/* Put short/bcopy: the caller's data into @a slot now (it may reuse its
+ * buffer once the put returns); the slot is free, so nothing runs on it */
+static ucs_status_t
+uct_cuda_ipc_ns_staged_copy_in_now(uct_cuda_ipc_ns_copy_session_t *session,
+                                   uct_cuda_ipc_ns_copy_slot_t *slot)
+{
+    ucs_status_t status;
+    int pushed;
+
+    status = uct_cuda_ipc_ns_ctx_push(session->staging.ctx,
+                                      session->staging.device, &pushed);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = UCT_CUDA_IPC_NS_CU(cuMemcpy,
+                                uct_cuda_ipc_ns_staging_slot(&session->staging,
+                                                             slot->index),
+                                (CUdeviceptr)slot->local, slot->length);
+    if (status == UCS_OK) {
+        /* cuMemcpy may return before the data lands (a pageable source is
+         * staged first, device memory is copied on the default stream):
+         * the owner reads the slot once asked */
+        status = UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, NULL);
+    }
+    uct_cuda_ipc_ns_ctx_pop(pushed);
+    return status;
+}
+
+
+/* The owner's copy of @a slot's chunk: slot -> remote for a put, remote ->
+ * slot for a get */
+static ucs_status_t
+uct_cuda_ipc_ns_staged_send(uct_cuda_ipc_ns_copies_t *copies,
+                            uct_cuda_ipc_ns_copy_session_t *session,
+                            uct_cuda_ipc_ns_copy_slot_t *slot)
+{
+    uct_cuda_ipc_ns_copy_op_t *op = slot->op;
+    uct_cuda_ipc_ns_copy_local_t ring;
+    ucs_status_t status;
+
+    ring.base   = session->staging.base;
+    ring.size   = session->staging.size;
+    ring.buf_id = session->staging.buf_id;
+    status = uct_cuda_ipc_ns_copy_send(
+            copies, session, op->reg_id, op->token, op->dev_uuid, &ring,
+            (void*)uct_cuda_ipc_ns_staging_slot(&session->staging, slot->index),
+            slot->length, slot->offset, op->is_put, op, slot);
+    if (status == UCS_OK) {
+        uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 1);
+    }
+    return status;
+}
+
+
+/*
+ * Start the step @a state (SLOT_COPY: ours, SLOT_REQUEST: the owner's) of
+ * @a slot's chunk. Without a completion queue op or room in the socket it
+ * is retried from progress; on an error the chunk ends with it. Returns the
+ * ops completed.
+ */
+static unsigned uct_cuda_ipc_ns_staged_start(uct_cuda_ipc_ns_copies_t *copies,
+                                             uct_cuda_ipc_ns_copy_session_t *session,
+                                             uct_cuda_ipc_ns_copy_slot_t *slot,
+                                             uct_cuda_ipc_ns_slot_state_t state)
+{
+    ucs_status_t status;
+
+    if ((state == UCT_CUDA_IPC_NS_SLOT_COPY) && slot->op->copy_in_now) {
+        status = uct_cuda_ipc_ns_staged_copy_in_now(session, slot);
+        if (status != UCS_OK) {
+            slot->state = state;
+            return uct_cuda_ipc_ns_staged_release(copies, session, slot,
+                                                  status);
+        }
+        state = UCT_CUDA_IPC_NS_SLOT_REQUEST; /* the slot holds the data */
+    }
+
+    if (state == UCT_CUDA_IPC_NS_SLOT_REQUEST) {
+        status = uct_cuda_ipc_ns_staged_send(copies, session, slot);
+    } else {
+        status = uct_cuda_ipc_ns_staged_copy(copies, session, slot);
+    }
+
+    if (status == UCS_OK) {
+        slot->state = state;
+        return 0;
+    } else if ((status == UCS_ERR_NO_RESOURCE) ||
+               (status == UCS_ERR_TIMED_OUT)) {
+        slot->state = (state == UCT_CUDA_IPC_NS_SLOT_REQUEST) ?
+                      UCT_CUDA_IPC_NS_SLOT_RETRY_SEND :
+                      UCT_CUDA_IPC_NS_SLOT_RETRY_COPY;
+        ++session->retry_slots;
+        return 0;
+    }
+
+    slot->state = state;
+    return uct_cuda_ipc_ns_staged_release(copies, session, slot, status);
+}
+
+
+/* Issue chunks of the waiting ops, oldest first, while slots are free */
+static unsigned uct_cuda_ipc_ns_staged_dispatch(uct_cuda_ipc_ns_copies_t *copies,
+                                                uct_cuda_ipc_ns_copy_session_t *session)
+{
+    const uct_cuda_ipc_ns_copy_elem_t *elem;
+    uct_cuda_ipc_ns_copy_slot_t *slot;
+    uct_cuda_ipc_ns_copy_op_t *op;
+    unsigned count = 0, i;
+
+    while (!session->closing && (session->free_slots > 0) &&
+           !ucs_list_is_empty(&session->waiting)) {
+        op   = ucs_list_head(&session->waiting, uct_cuda_ipc_ns_copy_op_t,
+                             queue);
+        slot = NULL;
+        for (i = 0; slot == NULL; ++i) {
+            if (session->slots[i].state == UCT_CUDA_IPC_NS_SLOT_FREE) {
+                slot = &session->slots[i];
+            }
+        }
+
+        elem         = &op->elems[op->elem];
+        slot->op     = op;
+        slot->local  = elem->ptr + op->elem_off;
+        slot->length = ucs_min(session->staging.slot_size,
+                               elem->length - op->elem_off);
+        slot->offset = op->offset;
+        --session->free_slots;
+        ++op->unanswered;
+
+        op->offset   += slot->length;
+        op->elem_off += slot->length;
+        if (op->elem_off == elem->length) {
+            ++op->elem;
+            op->elem_off = 0;
+        }
+        if (op->elem == op->num_elems) {
+            ucs_list_del(&op->queue); /* its last chunk */
+            op->in_queue = 0;
+        }
+
+        ucs_trace_data("cuda_ipc_ns: staged %s op %p: slot %u, %zu bytes at "
+                       "offset %" PRIu64 ", local %p", op->is_put ? "put" :
+                       "get", op, slot->index, slot->length, slot->offset,
+                       slot->local);
+        count += uct_cuda_ipc_ns_staged_start(copies, session, slot,
+                                              op->is_put ?
+                                              UCT_CUDA_IPC_NS_SLOT_COPY :
+                                              UCT_CUDA_IPC_NS_SLOT_REQUEST);
+    }
+    return count;
+}
+
+
+unsigned uct_cuda_ipc_ns_staged_answered(uct_cuda_ipc_ns_copies_t *copies,
+                                         uct_cuda_ipc_ns_copy_session_t *session,
+                                         uct_cuda_ipc_ns_copy_slot_t *slot,
+                                         ucs_status_t status)
+{
+    unsigned count;
+
+    if ((status == UCS_OK) && !slot->op->is_put && !session->closing) {
+        count = uct_cuda_ipc_ns_staged_start(copies, session, slot,
+                                             UCT_CUDA_IPC_NS_SLOT_COPY);
+    } else {
+        count = uct_cuda_ipc_ns_staged_release(copies, session, slot, status);
+    }
+    return count + uct_cuda_ipc_ns_staged_dispatch(copies, session);
+}
+
+
+/* Our copy of a chunk ended (from the completion queue's progress) */
+static void uct_cuda_ipc_ns_staged_copied(uct_completion_t *comp)
+{
+    uct_cuda_ipc_ns_copy_slot_t *slot       = ucs_container_of(
+            comp, uct_cuda_ipc_ns_copy_slot_t, comp);
+    uct_cuda_ipc_ns_copy_session_t *session = slot->session;
+    uct_cuda_ipc_ns_copies_t *copies        = session->copies;
+
+    if (comp->status != UCS_OK) {
+        ucs_error("cuda_ipc_ns: staging copy of %zu bytes %s slot %u (local "
+                  "%p) failed: %s", slot->length,
+                  slot->op->is_put ? "to" : "from", slot->index, slot->local,
+                  ucs_status_string(comp->status));
+        (void)uct_cuda_ipc_ns_staged_release(copies, session, slot,
+                                             comp->status);
+    } else if (slot->op->is_put) {
+        (void)uct_cuda_ipc_ns_staged_start(copies, session, slot,
+                                           UCT_CUDA_IPC_NS_SLOT_REQUEST);
+    } else {
+        (void)uct_cuda_ipc_ns_staged_release(copies, session, slot, UCS_OK);
+    }
+    (void)uct_cuda_ipc_ns_staged_dispatch(copies, session);
+}
+
+
+unsigned uct_cuda_ipc_ns_staged_retry(uct_cuda_ipc_ns_copies_t *copies,
+                                      uct_cuda_ipc_ns_copy_session_t *session)
+{
+    uct_cuda_ipc_ns_copy_slot_t *slot;
+    unsigned count = 0, i;
+
+    for (i = 0; (i < session->staging.num_slots) &&
+                (session->retry_slots > 0); ++i) {
+        slot = &session->slots[i];
+        if (slot->state == UCT_CUDA_IPC_NS_SLOT_RETRY_SEND) {
+            slot->state = UCT_CUDA_IPC_NS_SLOT_REQUEST;
+        } else if (slot->state == UCT_CUDA_IPC_NS_SLOT_RETRY_COPY) {
+            slot->state = UCT_CUDA_IPC_NS_SLOT_COPY;
+        } else {
+            continue;
+        }
+        --session->retry_slots;
+        count += uct_cuda_ipc_ns_staged_start(copies, session, slot,
+                                              slot->state);
+    }
+    return count + uct_cuda_ipc_ns_staged_dispatch(copies, session);
+}
+
+
+/* The session's ring, on @a device (in its primary context: the ring
+ * outlives any context of the application's), and its stream */
+static ucs_status_t
+uct_cuda_ipc_ns_staging_open(uct_cuda_ipc_ns_copies_t *copies,
+                             uct_cuda_ipc_ns_copy_session_t *session,
+                             int device)
+{
+    /* the ring's copies are within one device: a stream of their own */
+    static const uint8_t ring_uuid[UCT_CUDA_IPC_NS_UUID_SIZE] = {};
+    uct_cuda_ipc_ns_copy_slot_t *slots;
+    ucs_status_t status;
+    unsigned i;
+    int pushed;
+
+    status = uct_cuda_ipc_ns_staging_alloc(device, copies->staging_slots,
+                                           copies->staging_slot_size,
+                                           &session->staging);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    slots = ucs_calloc(session->staging.num_slots, sizeof(*slots),
+                       "cuda_ipc_ns_staging_slots");
+    if (slots == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate %u staging slots",
+                  session->staging.num_slots);
+        status = UCS_ERR_NO_MEMORY;
+        goto err_free;
+    }
+
+    status = uct_cuda_ipc_ns_ctx_push(session->staging.ctx, device, &pushed);
+    if (status != UCS_OK) {
+        goto err_free_slots;
+    }
+    status = uct_cuda_ipc_ns_cq_stream(copies->cq, session->staging.ctx,
+                                       ring_uuid, &session->stream);
+    uct_cuda_ipc_ns_ctx_pop(pushed);
+    if (status != UCS_OK) {
+        goto err_free_slots;
+    }
+
+    for (i = 0; i < session->staging.num_slots; ++i) {
+        slots[i].session = session;
+        slots[i].index   = i;
+        slots[i].state   = UCT_CUDA_IPC_NS_SLOT_FREE;
+    }
+    session->slots       = slots;
+    session->free_slots  = session->staging.num_slots;
+    session->retry_slots = 0;
+    uct_cuda_ipc_ns_cq_ep_init(&session->cq_ep);
+    return UCS_OK;
+
+err_free_slots:
+    ucs_free(slots);
+err_free:
+    uct_cuda_ipc_ns_staging_free(&session->staging);
+    return status;
+}
+
+
+unsigned uct_cuda_ipc_ns_staging_close(uct_cuda_ipc_ns_copies_t *copies,
+                                       uct_cuda_ipc_ns_copy_session_t *session,
+                                       ucs_status_t status)
+{
+    uct_cuda_ipc_ns_copy_op_t *op, *tmp;
+    unsigned count = 0, i;
+    int copying    = 0, pushed;
+
+    if (session->slots == NULL) {
+        return 0;
+    }
+
+    for (i = 0; i < session->staging.num_slots; ++i) {
+        copying |= (session->slots[i].state == UCT_CUDA_IPC_NS_SLOT_COPY);
+    }
+    if (copying &&
+        (uct_cuda_ipc_ns_ctx_push(session->staging.ctx,
+                                  session->staging.device, &pushed) == UCS_OK)) {
+        (void)UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, session->stream->stream);
+        uct_cuda_ipc_ns_ctx_pop(pushed);
+    }
+    /* their completion queue ops complete unseen */
+    uct_cuda_ipc_ns_cq_ep_cleanup(copies->cq, &session->cq_ep);
+
+    for (i = 0; i < session->staging.num_slots; ++i) {
+        if (session->slots[i].state != UCT_CUDA_IPC_NS_SLOT_FREE) {
+            count += uct_cuda_ipc_ns_staged_release(copies, session,
+                                                    &session->slots[i],
+                                                    status);
+        }
+    }
+
+    ucs_list_for_each_safe(op, tmp, &session->waiting, queue) {
+        if (op->status == UCS_OK) {
+            op->status = status;
+        }
+        count += uct_cuda_ipc_ns_staged_op_check(copies, op);
+    }
+
+    ucs_free(session->slots);
+    session->slots = NULL;
+    uct_cuda_ipc_ns_staging_free(&session->staging);
+    return count;
+}
+
+
+ucs_status_t
+uct_cuda_ipc_ns_staging_get(uct_cuda_ipc_ns_copies_t *copies,
+                            uct_cuda_ipc_ns_copy_session_t *session,
+                            int device, const void *buffer)
+{
+    if (session->slots == NULL) {
+        return uct_cuda_ipc_ns_staging_open(copies, session,
+                                            (device >= 0) ? device : 0);
+    } else if ((device >= 0) && (device != session->staging.device)) {
+        ucs_error("cuda_ipc_ns: local buffer %p is on device %d, the staging "
+                  "ring of pid %u's session on device %d: a copy by the owner "
+                  "stages through one device", buffer, device, session->pid,
+                  session->staging.device);
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return UCS_OK;
+}
+
+
+uct_cuda_ipc_ns_copy_op_t *
+uct_cuda_ipc_ns_staged_op_new(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                              const uct_cuda_ipc_ns_rkey_info_t *key,
+                              uint64_t offset, int is_put,
+                              uct_completion_t *comp)
+{
+    uct_cuda_ipc_ns_copy_op_t *op;
+
+    op = ucs_calloc(1, sizeof(*op), "cuda_ipc_ns_copy_op");
+    if (op == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate a copy op");
+        return NULL;
+    }
+    op->ep      = copy_ep;
+    op->comp    = comp;
+    op->status  = UCS_OK;
+    op->staged  = 1;
+    op->is_put  = is_put;
+    op->posting = 1; /* it completes only after its post returned */
+    op->reg_id  = key->base;
+    memcpy(op->token, key->token, sizeof(op->token));
+    memcpy(op->dev_uuid, key->dev_uuid, sizeof(op->dev_uuid));
+    op->offset  = offset;
+    return op;
+}
+
+
+ucs_status_t
+uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
+                                uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                uct_cuda_ipc_ns_copy_session_t *session,
+                                uct_cuda_ipc_ns_copy_op_t *op)
+{
+    ucs_status_t status;
+
+    op->seq = ++copy_ep->seq;
+    ucs_list_add_tail(&copy_ep->ops, &op->ep_elem);
+    ++copies->outstanding;
+    ucs_list_add_tail(&session->waiting, &op->queue);
+    op->in_queue = 1;
+    (void)uct_cuda_ipc_ns_staged_dispatch(copies, session);
+    op->posting = 0;
+
+    if ((op->status == UCS_OK) || (op->unanswered > 0)) {
+        return UCS_INPROGRESS;
+    }
+
+    status = op->status;
+    ucs_list_del(&op->ep_elem);
+    --copies->outstanding;
+    ucs_free(op->bounce);
+    ucs_free(op);
+    return status;
+}
+
+
+ucs_status_t
+uct_cuda_ipc_ns_staged_post(uct_cuda_ipc_ns_copies_t *copies,
+                            uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                            uct_cuda_ipc_ns_copy_session_t *session,
+                            const uct_cuda_ipc_ns_rkey_info_t *key,
+                            const uct_iov_t *iov, size_t iovcnt, int device,
+                            uint64_t offset, int is_put,
+                            uct_completion_t *comp)
+{
+    uct_cuda_ipc_ns_copy_op_t *op;
+    ucs_status_t status;
+    size_t i, j;
+
+    status = uct_cuda_ipc_ns_staging_get(copies, session, device,
+                                         iov[0].buffer);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    op = uct_cuda_ipc_ns_staged_op_new(copy_ep, key, offset, is_put, comp);
+    if (op == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    for (i = 0; i < iovcnt; ++i) {
+        for (j = 0; (iov[i].length > 0) && (j < iov[i].count); ++j) {
+            op->elems[op->num_elems].ptr    = UCS_PTR_BYTE_OFFSET(
+                    iov[i].buffer, j * iov[i].stride);
+            op->elems[op->num_elems].length = iov[i].length;
+            ++op->num_elems; /* at most COPY_ELEMS_MAX: checked */
+        }
+    }
+    return uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, session, op);
+}
