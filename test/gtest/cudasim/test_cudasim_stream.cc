@@ -3,6 +3,7 @@
  * ordering under concurrency.
  */
 #include "cudasim_test.h"
+#include "common/hang_guard.h"
 
 #include <atomic>
 #include <chrono>
@@ -489,8 +490,9 @@ TEST_F(test_cudasim_stream, default_stream_work_is_asynchronous_and_ordered)
     std::thread opener([&] {
         g.wait_reached();
         std::unique_lock<std::mutex> guard(lock);
-        late = !cond.wait_for(guard, std::chrono::minutes(1),
-                              [&] { return returned; });
+        late = !cond.wait_for(
+                guard, std::chrono::milliseconds(test::hang_guard_ms(60000)),
+                [&] { return returned; });
         guard.unlock();
         g.set_open(true);
     });

@@ -7,6 +7,7 @@
 #endif
 
 #include "cuda_ipc_ns_copy_op.h"
+#include "cuda_ipc_ns_broker_copy.h"
 #include "cuda_ipc_ns_copy_client.h"
 #include "cuda_ipc_ns_ptr.h"
 
@@ -19,6 +20,10 @@
 #include <inttypes.h>
 #include <string.h>
 #include <unistd.h>
+
+
+_Static_assert(UCT_CUDA_IPC_NS_COPY_SENT_MAX < UCT_CUDA_IPC_NS_COPY_BUFFERS_MAX,
+               "the owner must keep the buffers we count on");
 
 
 /* An endpoint flush with a completion, waiting for the ops up to seq */

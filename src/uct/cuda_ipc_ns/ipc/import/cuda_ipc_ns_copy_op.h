@@ -9,7 +9,6 @@
 #define UCT_CUDA_IPC_NS_COPY_OP_H
 
 #include "cuda_ipc_ns_rkey.h"
-#include "cuda_ipc_ns_broker_copy.h"
 #include "cuda_ipc_ns_broker_proto.h"
 #include "cuda_ipc_ns_copy_staging.h"
 #include "cuda_ipc_ns_stream.h"
@@ -26,9 +25,6 @@
  * always among them: a request without the fd never finds its buffer gone.
  */
 #define UCT_CUDA_IPC_NS_COPY_SENT_MAX  8
-
-_Static_assert(UCT_CUDA_IPC_NS_COPY_SENT_MAX < UCT_CUDA_IPC_NS_COPY_BUFFERS_MAX,
-               "the owner must keep the buffers we count on");
 
 /* Local elements (iov entries times their count) of one put or get */
 #define UCT_CUDA_IPC_NS_COPY_ELEMS_MAX 16
