@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Mutation check: applies each mutation of a list (default
 # test/mutation/mutations.list) to a copy of the tree, one at a time,
-# rebuilds, runs the gtest suite and requires it to FAIL. Prints a table and
+# rebuilds, runs the gtest suite and requires it to FAIL. The suite is
+# built in the first copy only and run by every copy against its own
+# module and emulator (docs/testing.md, "Mutation check"). Prints a table and
 # exits non-zero when a mutation survives (the suite passed), does not apply,
 # or does not build. The real tree is never modified: everything happens in a
 # temporary copy, removed on exit (also on Ctrl-C or failure).
@@ -83,12 +85,18 @@ copy_tree() {
     fi
 }
 
-# worker $1's copy: $work/$1/{src,pristine,build}, built with the suite
+# worker $1's copy: $work/$1/{src,pristine,build}. Only copy 0 builds the
+# gtest suite: every worker runs that one binary against its own copy's
+# module and emulator (run_suite), as mutations change only those libraries;
+# a mutation of the suite's own sources runs in copy 0 (see the schedule)
 prepare_copy() {
     local w=$work/$1
     copy_tree "$w/src" && cp -a "$w/src" "$w/pristine" &&
-        BUILD_DIR=$w/build "$w/src/contrib/build.sh" >"$w/build.log" 2>&1 &&
-        make -C "$w/build/test/gtest" gtest >>"$w/build.log" 2>&1
+        BUILD_DIR=$w/build "$w/src/contrib/build.sh" >"$w/build.log" 2>&1 ||
+        return 1
+    if [ "$1" = 0 ]; then
+        make -C "$w/build/test/gtest" -j"$jobs" gtest >>"$w/build.log" 2>&1
+    fi
 }
 
 echo "mutation: copying the tree and building $workers copies in $work"
@@ -99,6 +107,9 @@ done
 for ((w = 0; w < workers; w++)); do
     wait "${pids[$w]}" || { tail -30 "$work/$w/build.log"; exit 1; }
 done
+# the suite as built from the unmutated tree, apart from copy 0's build
+suite=$work/gtest
+cp "$work/0/build/test/gtest/.libs/gtest" "$suite"
 
 # the suite must pass before anything is mutated
 if [ "$baseline" = 0 ]; then
@@ -120,6 +131,23 @@ rebuild() {
     src/uct/cuda_ipc_ns/*) make -C "$1/build/src/uct/cuda_ipc_ns" -j"$jobs" ;;
     test/cudasim/*)        make -C "$1/build/test/cudasim" -j"$jobs" ;;
     *) make -C "$1/build" -j"$jobs" && make -C "$1/build/test/gtest" gtest ;;
+    esac
+}
+
+# the suite in copy $1 for a mutation of file $2, with the gtest arguments
+# that follow: the suite's own rebuilt binary for a file of the suite, else
+# the shared one with this copy's module (LD_LIBRARY_PATH: the binary's
+# RUNPATH does not name the build), emulator and partial emulator
+run_suite() {
+    local w=$1 rel=$2 lib=$1/build/test/cudasim/.libs
+    shift 2
+    cd "$w/build/test/gtest" || return 1
+    case "$rel" in
+    test/gtest/*) timeout "$timeout_s" ./gtest "$@" ;;
+    *) LD_LIBRARY_PATH=$w/build/src/uct/cuda_ipc_ns/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+       UCX_CUDA_IPC_NS_DRIVER=$lib/libcudasim.so \
+       TEST_CUDASIM_PARTIAL=$lib/libcudasim_partial.so \
+       timeout "$timeout_s" "$suite" "$@" ;;
     esac
 }
 
@@ -148,8 +176,7 @@ run_one() {
             args=(--gtest_filter="$filter")
         fi
         set +e
-        (cd "$w/build/test/gtest" &&
-         timeout "$timeout_s" ./gtest "${args[@]}" >"$work/$id.log" 2>&1)
+        (run_suite "$w" "$rel" "${args[@]}" >"$work/$id.log" 2>&1)
         rc=$?
         set -e
         if [ $rc = 0 ]; then
@@ -182,11 +209,22 @@ while IFS= read -r line; do
 done <"$list"
 n=${#lines[@]}
 
-# worker $1 takes every $workers-th mutation from its index; each result
-# line goes to the output as it comes and to the worker's results file
+# the schedule: a mutation of the suite's own sources goes to copy 0 (the
+# only one that builds the suite), the others in turn to every worker;
+# each result line goes to the output as it comes and to the worker's
+# results file
+turns=()
+next=0
+for ((i = 0; i < n; i++)); do
+    case "$(awk -F' @@ ' '{print $2}' <<<"${lines[$i]}")" in
+    /test/gtest/*) turns[$i]=0 ;;
+    *) turns[$i]=$next; next=$(((next + 1) % workers)) ;;
+    esac
+done
 for ((w = 0; w < workers; w++)); do
     (
-        for ((i = w; i < n; i += workers)); do
+        for ((i = 0; i < n; i++)); do
+            [ "${turns[$i]}" = "$w" ] || continue
             r=$(run_one "$work/$w" "${lines[$i]}")
             echo "mutation: $r"
             printf '%d\t%s\n' "$i" "$r" >>"$work/results.$w"

@@ -32,6 +32,15 @@ struct driver_report {
 };
 
 
+/* The partial emulator: the build's, or TEST_CUDASIM_PARTIAL (the mutation
+ * check runs one suite binary against each copy's libraries) */
+const char *partial_driver_path()
+{
+    const char *path = getenv("TEST_CUDASIM_PARTIAL");
+    return (path != nullptr) ? path : CUDASIM_PARTIAL_LIB_PATH;
+}
+
+
 /* Whether an MD of @a component lists transport cu_ipc_ns on device cuda */
 bool md_lists_transport(uct_component_h component)
 {
@@ -83,10 +92,10 @@ TEST_PEER_ROLE(driver_partial)
     }
     setenv("CUDASIM_PARTIAL_HIDE", hide, 1);
     setenv("CUDASIM_PARTIAL_DRIVER", getenv("UCX_CUDA_IPC_NS_DRIVER"), 1);
-    setenv("UCX_CUDA_IPC_NS_DRIVER", CUDASIM_PARTIAL_LIB_PATH, 1);
+    setenv("UCX_CUDA_IPC_NS_DRIVER", partial_driver_path(), 1);
 
     report.load_status      = uct_cuda_ipc_ns_driver_load(
-                                      CUDASIM_PARTIAL_LIB_PATH);
+                                      partial_driver_path());
     report.has_memset       = uct_cuda_ipc_ns_drv.cuMemsetD8 != nullptr;
     report.has_memset_async = uct_cuda_ipc_ns_drv.cuMemsetD8Async != nullptr;
     report.listed           = transport_listed();
