@@ -110,6 +110,13 @@ done
 # the suite as built from the unmutated tree, apart from copy 0's build
 suite=$work/gtest
 cp "$work/0/build/test/gtest/.libs/gtest" "$suite"
+# ... which must load each copy's own module, or its mutants would survive
+for ((w = 0; w < workers; w++)); do
+    module=$work/$w/build/src/uct/cuda_ipc_ns/.libs/libuct_cuda_ipc_ns.so
+    LD_LIBRARY_PATH=$(dirname "$module")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+        ldd "$suite" | grep -qF "$module" ||
+        { echo "mutation: the suite would not load copy $w's module $module" >&2; exit 1; }
+done
 
 # the suite must pass before anything is mutated
 if [ "$baseline" = 0 ]; then
