@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -556,6 +557,78 @@ TEST(cache_unload, takes_every_watch_off_ucx_async_loop) {
     EXPECT_EQ(0, res.threads_unloaded)
             << "a watch stayed on UCX's async loop, whose handler table "
                "libucs frees at exit while its thread runs on";
+}
+
+
+/* What a process saw of UCX's async thread when its last md closed */
+struct close_result {
+    int setup_ok;
+    int threads_mapped; /* UCX's async threads with the peer watched */
+    int threads_closed; /* the same once the md closed, the rkey still held */
+    int released;       /* the rkey's release after that went well */
+};
+
+
+/*
+ * Runs in a peer: an unpacked rkey of a process other than its endpoint's
+ * peer holds its owner's peer entry (for the identity checks of later ops)
+ * and may outlive the md, as UCT releases rkeys through the component. When the last md closes, the mapping cache
+ * takes every watch off UCX's async loop: nothing is dispatched to a
+ * closed cache, and a test that counts descriptors after its teardown
+ * finds no pidfd and no async thread of a peer whose exit was still being
+ * handled (a TSan run saw one go away in the middle of the next test).
+ */
+TEST_PEER_ROLE(cache_close_with_a_held_rkey)
+{
+    close_result res = {};
+    uct_component_h component;
+    uct_rkey_bundle_t rkey;
+    int go;
+
+    if (!chan.recv_obj(go) || !cuda_init()) {
+        chan.send_obj(res);
+        return 1;
+    }
+    agent owner, ep_peer;
+    std::unique_ptr<uct_node> node(new uct_node());
+    int local = node->ok() ? node->alloc(BUF_VMM, MiB) : -1;
+    uct_ep_h ep = (owner.ok() && ep_peer.ok() && (local >= 0)) ?
+                  node->connect(ep_peer.dev_addr(), ep_peer.iface_addr()) :
+                  nullptr;
+    agent_buffer r = (ep != nullptr) ? owner.alloc(BUF_VMM, MiB, 9) :
+                                       agent_buffer{-1, 0, {}};
+    component = node->component();
+    res.setup_ok = (r.index >= 0) &&
+                   (uct_rkey_unpack(component, r.rkey.data(), &rkey) ==
+                    UCS_OK);
+    if (res.setup_ok) {
+        res.setup_ok = (node->copy(ep, false, node->buf(local).ptr, MiB,
+                                   r.addr, rkey.rkey) == UCS_OK);
+        res.threads_mapped = count_async_threads();
+        node.reset(); /* the endpoint, the interface and the md: the rkey
+                       * holds the owner's entry */
+        res.threads_closed = count_async_threads();
+        uct_rkey_release(component, &rkey);
+        res.released = (count_async_threads() == 0);
+    }
+    chan.send_obj(res);
+    return 0;
+}
+
+
+TEST(cache_unload, last_md_close_takes_every_watch_off) {
+    peer runner("cache_close_with_a_held_rkey");
+    close_result res = {};
+    int go = 1;
+
+    ASSERT_TRUE(runner.chan().send_obj(go));
+    ASSERT_TRUE(runner.chan().recv_obj(res, 300000));
+    EXPECT_EQ(0, runner.wait());
+    ASSERT_TRUE(res.setup_ok);
+    EXPECT_EQ(1, res.threads_mapped) << "the peers' watches run there";
+    EXPECT_EQ(0, res.threads_closed)
+            << "a watch stayed on UCX's async loop after the last md closed";
+    EXPECT_TRUE(res.released);
 }
 
 

@@ -318,14 +318,21 @@ void uct_cuda_ipc_ns_cache_reap(void)
 }
 
 
-void uct_cuda_ipc_ns_cache_unload(void)
+/*
+ * Take every peer's pidfd off UCX's async loop (@a why: for the log); with
+ * @a closing, only while the cache stays closed. Returns once no call of
+ * the handler runs and the dead peers are destroyed; the live ones stay,
+ * unwatched (their next use still checks them).
+ */
+static void uct_cuda_ipc_ns_cache_unwatch_all(int closing, const char *why)
 {
     uct_cuda_ipc_ns_peer_t *peer;
 
     for (;;) {
         uct_cuda_ipc_ns_cache_reap();
         pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
-        if (ucs_list_is_empty(&uct_cuda_ipc_ns_cache.watched)) {
+        if (ucs_list_is_empty(&uct_cuda_ipc_ns_cache.watched) ||
+            (closing && (uct_cuda_ipc_ns_cache.refcount > 0))) {
             pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
             return;
         }
@@ -341,11 +348,17 @@ void uct_cuda_ipc_ns_cache_unload(void)
         ++peer->refcount; /* so it outlives its unwatching */
         pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
 
-        ucs_debug("cuda_ipc_ns: unloading: no more watching peer pid %u",
+        ucs_debug("cuda_ipc_ns: %s: no more watching peer pid %u", why,
                   peer->id.pid);
         uct_cuda_ipc_ns_peer_unwatch(peer);
         uct_cuda_ipc_ns_cache_peer_put(peer);
     }
+}
+
+
+void uct_cuda_ipc_ns_cache_unload(void)
+{
+    uct_cuda_ipc_ns_cache_unwatch_all(0, "unloading");
 }
 
 
@@ -405,7 +418,10 @@ void uct_cuda_ipc_ns_cache_put(void)
     pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
 
     uct_cuda_ipc_ns_cache_unmap_victims(&victims);
-    uct_cuda_ipc_ns_cache_reap();
+    /* and no exit of a peer is dispatched to us any more: a peer an rkey
+     * still holds, or whose exit is being handled now, would keep UCX's
+     * async thread and the peer's pidfd until its release or its reaping */
+    uct_cuda_ipc_ns_cache_unwatch_all(1, "mapping cache closed");
 
     pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
     if (uct_cuda_ipc_ns_cache.refcount == 0) {

@@ -69,7 +69,8 @@ struct uct_cuda_ipc_ns_region {
  */
 ucs_status_t uct_cuda_ipc_ns_cache_get(const uct_cuda_ipc_ns_cache_config_t *config);
 
-/* Drop the reference; the last one unmaps everything */
+/* Drop the reference; the last one unmaps everything and takes every
+ * peer's pidfd off UCX's async loop, waiting for a dispatch in progress */
 void uct_cuda_ipc_ns_cache_put(void);
 
 
