@@ -111,10 +111,12 @@ done
 suite=$work/gtest
 cp "$work/0/build/test/gtest/.libs/gtest" "$suite"
 # ... which must load each copy's own module, or its mutants would survive
+# (grep reads all of ldd's output: with -q, ldd may die of SIGPIPE, which
+# pipefail reports)
 for ((w = 0; w < workers; w++)); do
     module=$work/$w/build/src/uct/cuda_ipc_ns/.libs/libuct_cuda_ipc_ns.so
     LD_LIBRARY_PATH=$(dirname "$module")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-        ldd "$suite" | grep -qF "$module" ||
+        ldd "$suite" | grep -F "$module" >/dev/null ||
         { echo "mutation: the suite would not load copy $w's module $module" >&2; exit 1; }
 done
 
