@@ -95,7 +95,8 @@ static struct {
      * the next application thread that uses the cache */
     ucs_list_link_t                reap;
     /* peers whose pidfd is on UCX's async loop (watch_async), in or out of
-     * the table: the module takes them all off when it goes */
+     * the table: the last md's close and the module's unload take them all
+     * off (uct_cuda_ipc_ns_cache_unwatch_all) */
     ucs_list_link_t                watched;
     uint64_t                       num_regions;
     uint64_t                       num_bytes;
