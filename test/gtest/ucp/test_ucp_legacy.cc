@@ -6,13 +6,19 @@
  * setting, RMA with protocols v2 (UCX_PROTO_ENABLE=y) through active
  * messages packed and unpacked by cu_cpy_ns, that is, by the driver.
  * docs/ucp.md, "Legacy memory from another PID namespace".
+ *
+ * With UCX_CUDA_IPC_NS_OWNER_COPY=y the same memory goes through cu_ipc_ns:
+ * the owner's broker copies it (docs/owner-copies.md), for tag messages and
+ * RMA with either protocol setting; the copies the brokers launched show it.
  */
 #include "common/cuda_alloc.h"
 #include "common/peer.h"
 #include "common/pod_net.h"
+#include "common/scoped_env.h"
 #include "common/ucp_side.h"
 
 extern "C" {
+#include "cuda_ipc_ns_broker_serve.h"
 #include <ucs/debug/log_def.h>
 }
 
@@ -46,6 +52,7 @@ enum legacy_op : uint32_t {
     OP_FILL,     /* fill with seed */
     OP_CHECK,    /* check the first size bytes hold seed */
     OP_FAULT,    /* seed 1: the driver's cuMemcpy fails; 0: it works again */
+    OP_COPIES,   /* the copies our broker launched for importers */
     OP_EXIT
 };
 
@@ -65,6 +72,15 @@ struct legacy_hello {
 using test::seed_pattern;
 using test::seed_fill;
 using test::seed_holds;
+
+
+/* Copies the brokers of this process launched for importers */
+int32_t broker_copies()
+{
+    uct_cuda_ipc_ns_broker_stats_t stats;
+    uct_cuda_ipc_ns_broker_get_stats(&stats);
+    return (int32_t)stats.copies;
+}
 
 
 /* Makes the emulator's cuMemcpy fail (or work again); false when the driver
@@ -210,6 +226,9 @@ TEST_PEER_ROLE(ucp_legacy_owner)
                 quiet.reset();
             }
             result = copy_faults(cmd.seed != 0) ? UCS_OK : UCS_ERR_UNSUPPORTED;
+            break;
+        case OP_COPIES:
+            result = broker_copies();
             break;
         }
         if (!chan.send_obj(result)) {
@@ -490,5 +509,140 @@ TEST_F(ucp_legacy, rma_proto_v2_through_the_driver)
     ucp_rkey_destroy(rkey);
     EXPECT_EQ(0, owner.finish());
 }
+
+/* The owner's copies carry legacy memory of another PID namespace through
+ * cu_ipc_ns (docs/owner-copies.md): UCX_CUDA_IPC_NS_OWNER_COPY=y on both
+ * sides, since each owns memory the other reads or writes (a tag rendezvous
+ * goes either way). Each transfer must show as copies a broker launched */
+class ucp_owner_copy : public ucp_legacy {
+protected:
+    void SetUp() override
+    {
+        m_owner_copy.reset(new test::scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY",
+                                                "y"));
+        ucp_legacy::SetUp();
+    }
+
+    void TearDown() override
+    {
+        ucp_legacy::TearDown();
+        m_owner_copy.reset();
+    }
+
+    /* copies launched by both brokers, ours and the owner's */
+    static int32_t copies(owner_link &owner)
+    {
+        int32_t theirs = owner.call(OP_COPIES, 0, 0);
+        return (theirs < 0) ? theirs : (theirs + broker_copies());
+    }
+
+    std::unique_ptr<test::scoped_env> m_owner_copy;
+};
+
+
+/* Tag messages both ways: a rendezvous moves its data through the owner's
+ * copies, and no key is refused */
+TEST_P(ucp_owner_copy, tag_both_ways_through_the_owner)
+{
+    log_counter logs;
+    owner_link owner(GetParam());
+    ASSERT_TRUE(owner.connected);
+    test::cuda_legacy_buffer local(MAX_SIZE);
+    uint32_t seed = 1;
+
+    for (size_t size : SIZES) {
+        SCOPED_TRACE(size);
+        int32_t before = copies(owner);
+        ASSERT_GE(before, 0);
+
+        seed_fill(local.ptr(), ++seed, size);
+        legacy_cmd cmd = {OP_RECV, seed, size};
+        ASSERT_TRUE(owner.peer.chan().send_obj(cmd));
+        EXPECT_EQ(UCS_OK, owner.side.wait(owner.side.send(local.ptr(), size,
+                                                          seed), nullptr));
+        int32_t result = UCS_ERR_LAST;
+        ASSERT_TRUE(owner.side.chan_recv(owner.peer.chan(), &result,
+                                         sizeof(result)));
+        EXPECT_EQ(UCS_OK, result) << "tag to the owner";
+        int32_t sent = copies(owner);
+
+        ucs_status_ptr_t rreq = owner.side.recv(local.ptr(), size, ++seed);
+        cmd = {OP_SEND, seed, size};
+        ASSERT_TRUE(owner.peer.chan().send_obj(cmd));
+        EXPECT_EQ(UCS_OK, owner.side.wait(rreq, nullptr));
+        ASSERT_TRUE(owner.side.chan_recv(owner.peer.chan(), &result,
+                                         sizeof(result)));
+        EXPECT_EQ(UCS_OK, result);
+        EXPECT_TRUE(seed_holds(local.ptr(), seed, size)) << "tag from the owner";
+
+        if (size == MAX_SIZE) { /* a rendezvous */
+            EXPECT_GT(sent, before) << "tag to the owner: no copy by an owner";
+            EXPECT_GT(copies(owner), sent)
+                    << "tag from the owner: no copy by an owner";
+        }
+    }
+    EXPECT_EQ(0, log_counter::s_legacy) << log_counter::s_last;
+    EXPECT_EQ(0, owner.finish());
+}
+
+
+/* ucp_put/ucp_get of every size on the owner's legacy memory: each one is
+ * copied by the owner (so none by the CPU, as protocols v1 would without
+ * cu_ipc_ns), bytes checked on both sides */
+TEST_P(ucp_owner_copy, rma_through_the_owner)
+{
+    unsigned major, minor, release;
+    ucp_get_version(&major, &minor, &release);
+    if ((GetParam()[0] == 'n') && ((major > 1) || (minor > 13))) {
+        GTEST_SKIP() << "UCX " << major << "." << minor << " has no RMA on "
+                     << "protocols v1 (ucp_put_nbx: UCS_ERR_UNSUPPORTED)";
+    }
+
+    log_counter logs;
+    owner_link owner(GetParam());
+    ASSERT_TRUE(owner.connected);
+    test::cuda_legacy_buffer local(MAX_SIZE);
+    ucp_request_param_t param = {};
+    ucp_rkey_h rkey;
+    uint32_t seed = 1;
+
+    ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(owner.side.ep, owner.hello.rkey,
+                                         &rkey));
+    for (size_t size : SIZES) {
+        SCOPED_TRACE(size);
+        int32_t before = owner.call(OP_COPIES, 0, 0);
+        ASSERT_GE(before, 0);
+
+        seed_fill(local.ptr(), ++seed, size);
+        EXPECT_EQ(UCS_OK,
+                  owner.side.wait(ucp_put_nbx(owner.side.ep, local.ptr(), size,
+                                              owner.hello.addr, rkey, &param),
+                                  nullptr));
+        EXPECT_EQ(UCS_OK, owner.flush());
+        EXPECT_EQ(UCS_OK, owner.call(OP_CHECK, seed, size)) << "put";
+        int32_t put = owner.call(OP_COPIES, 0, 0);
+        EXPECT_GT(put, before) << "put: no copy by the owner";
+
+        EXPECT_EQ(UCS_OK, owner.call(OP_FILL, ++seed, size));
+        EXPECT_EQ(UCS_OK,
+                  owner.side.wait(ucp_get_nbx(owner.side.ep, local.ptr(), size,
+                                              owner.hello.addr, rkey, &param),
+                                  nullptr));
+        EXPECT_EQ(UCS_OK, owner.flush());
+        EXPECT_TRUE(seed_holds(local.ptr(), seed, size)) << "get";
+        EXPECT_GT(owner.call(OP_COPIES, 0, 0), put) << "get: no copy by the owner";
+    }
+    EXPECT_EQ(0, log_counter::s_legacy) << log_counter::s_last;
+
+    ucp_rkey_destroy(rkey);
+    EXPECT_EQ(0, owner.finish());
+}
+
+INSTANTIATE_TEST_SUITE_P(proto, ucp_owner_copy,
+                         ::testing::Values("n", "y"),
+                         [](const ::testing::TestParamInfo<const char*> &info) {
+                             return std::string(info.param[0] == 'y' ? "v2" :
+                                                "v1");
+                         });
 
 } // namespace

@@ -16,15 +16,19 @@
  * counters), and that a killed target fails the initiator's requests,
  * rendezvous and RMA, with nothing hanging or leaking. ucp_nixl_chunks
  * runs the bursts on VMM memory in many allocations mapped back to back
- * (PyTorch's expandable segments).
+ * (PyTorch's expandable segments). ucp_nixl_owner_copy runs them on
+ * legacy memory across PID namespaces, which the owner's broker copies
+ * (UCX_CUDA_IPC_NS_OWNER_COPY=y, docs/owner-copies.md).
  */
 #include "common/cuda_alloc.h"
 #include "common/peer.h"
 #include "common/pod_net.h"
+#include "common/scoped_env.h"
 #include "common/scratch_dir.h"
 #include "common/ucp_side.h"
 
 extern "C" {
+#include "cuda_ipc_ns_broker_serve.h"
 #include "cuda_ipc_ns_cache.h"
 }
 
@@ -64,6 +68,7 @@ enum nixl_op : uint32_t {
     OP_FILL = 1, /* fill buffer buf with seed */
     OP_CHECK,    /* wait for notif notifications, check buf holds seed */
     OP_TAG_SEND, /* fill buf with seed, send it as tag message seed */
+    OP_COPIES,   /* the copies our broker launched for importers */
     OP_EXIT
 };
 
@@ -461,7 +466,11 @@ TEST_PEER_ROLE(nixl_target)
     while (chan.recv_obj(cmd, WAIT_MS) && (cmd.op != OP_EXIT)) {
         int32_t result = UCS_OK;
         void *buf      = bufs[cmd.buf % BUF_COUNT];
-        if (buf == nullptr) {
+        if (cmd.op == OP_COPIES) {
+            uct_cuda_ipc_ns_broker_stats_t stats;
+            uct_cuda_ipc_ns_broker_get_stats(&stats);
+            result = (int32_t)stats.copies;
+        } else if (buf == nullptr) {
             result = UCS_ERR_INVALID_PARAM;
         } else if (cmd.op == OP_FILL) {
             seed_fill(buf, cmd.seed, cmd.size);
@@ -558,7 +567,11 @@ protected:
         unsetenv("UCX_CUDA_IPC_NS_SOCK_DIR");
     }
 
-    bool legacy() const { return GetParam() == SAME_NS; }
+    /* legacy memory from another PID namespace, copied by its owner */
+    virtual bool owner_copy() const { return false; }
+
+    /* a cuMemAlloc buffer on each side besides the VMM one */
+    bool legacy() const { return (GetParam() == SAME_NS) || owner_copy(); }
 
     /* progress @a ag until @a done holds, or past the hang guard (the
      * checks after it then say what did not happen) */
@@ -662,6 +675,13 @@ protected:
 
     void bursts(bool chunked);
 
+    /* @a n ops on buffer @a b: through a mapping here (@a mapped), or
+     * through copies by the owner (@a owner) */
+    void count_ops(int b, size_t n, size_t *mapped, size_t *owner) const
+    {
+        *((owner_copy() && (b == BUF_LEGACY)) ? owner : mapped) += n;
+    }
+
     std::unique_ptr<test::peer> m_peer;
     nixl_hello                  m_hello = {};
     ucp_rkey_h                  m_rkey[BUF_COUNT] = {};
@@ -698,8 +718,9 @@ void ucp_nixl::bursts(bool chunked)
 
     uct_cuda_ipc_ns_cache_stats_t before, after;
     uct_cuda_ipc_ns_cache_get_stats(&before);
+    int32_t copies_before = call(ag, OP_COPIES, 0, 0, 0);
     uint32_t seed = 100, notif = 0;
-    size_t ops    = 0;
+    size_t ops    = 0, owner_ops = 0; /* mapped here; copied by the owner */
     for (int b = 0; b < (legacy() ? BUF_COUNT : 1); ++b) {
         for (size_t size : SIZES) {
             SCOPED_TRACE(std::string(b == BUF_VMM ? "vmm " : "legacy ") +
@@ -708,7 +729,7 @@ void ucp_nixl::bursts(bool chunked)
             seed_fill(local[b], ++seed, size);
             auto reqs = ag.burst(true, local[b], m_hello.addr[b], size, memh[b],
                                  m_rkey[b]);
-            ops += reqs.size();
+            count_ops(b, reqs.size(), &ops, &owner_ops);
             EXPECT_EQ(UCS_OK, wait_all(ag, reqs));
             EXPECT_EQ(UCS_OK, ag.wait(ag.flush()));
             EXPECT_EQ(UCS_OK, ag.wait(ag.notify(seed)));
@@ -719,7 +740,7 @@ void ucp_nixl::bursts(bool chunked)
             EXPECT_EQ(UCS_OK, call(ag, OP_FILL, b, ++seed, size));
             reqs = ag.burst(false, local[b], m_hello.addr[b], size, memh[b],
                             m_rkey[b]);
-            ops += reqs.size();
+            count_ops(b, reqs.size(), &ops, &owner_ops);
             EXPECT_EQ(UCS_OK, wait_all(ag, reqs));
             EXPECT_EQ(UCS_OK, ag.wait(ag.flush()));
             EXPECT_TRUE(seed_holds(local[b], seed, size)) << "get";
@@ -730,6 +751,8 @@ void ucp_nixl::bursts(bool chunked)
      * (UCP without cu_ipc_ns on the RMA lane would emulate RMA over tcp) */
     uct_cuda_ipc_ns_cache_get_stats(&after);
     EXPECT_GE(after.hits + after.misses, before.hits + before.misses + ops);
+    /* and the owner copied every op on its legacy buffer, at least once */
+    EXPECT_GE(call(ag, OP_COPIES, 0, 0, 0), copies_before + (int32_t)owner_ops);
     EXPECT_EQ(0, ag.ep_errors);
 
     stop_target(ag);
@@ -904,6 +927,44 @@ TEST_P(ucp_nixl_chunks, put_get_bursts_flush_notify) {
 
 
 INSTANTIATE_TEST_SUITE_P(namespaces, ucp_nixl_chunks,
+                         ::testing::Values(OTHER_PID_NS, OTHER_PID_AND_NET_NS),
+                         [](const ::testing::TestParamInfo<nixl_ns> &info) {
+                             return std::string(
+                                     (info.param == OTHER_PID_NS) ?
+                                     "other_pid_ns" : "other_pid_and_net_ns");
+                         });
+
+
+/* The same bursts on legacy memory in both processes, across PID
+ * namespaces: the target's broker copies them (its VMM buffer still
+ * mapped here); UCX_CUDA_IPC_NS_OWNER_COPY=y on both sides */
+class ucp_nixl_owner_copy : public ucp_nixl {
+protected:
+    void SetUp() override
+    {
+        m_owner_copy.reset(new test::scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY",
+                                                "y"));
+        ucp_nixl::SetUp();
+    }
+
+    void TearDown() override
+    {
+        ucp_nixl::TearDown();
+        m_owner_copy.reset();
+    }
+
+    bool owner_copy() const override { return true; }
+
+    std::unique_ptr<test::scoped_env> m_owner_copy;
+};
+
+
+TEST_P(ucp_nixl_owner_copy, put_get_bursts_flush_notify) {
+    bursts(false);
+}
+
+
+INSTANTIATE_TEST_SUITE_P(namespaces, ucp_nixl_owner_copy,
                          ::testing::Values(OTHER_PID_NS, OTHER_PID_AND_NET_NS),
                          [](const ::testing::TestParamInfo<nixl_ns> &info) {
                              return std::string(

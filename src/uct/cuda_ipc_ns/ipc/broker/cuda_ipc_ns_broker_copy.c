@@ -101,6 +101,17 @@ struct uct_cuda_ipc_ns_broker_copier {
 };
 
 
+/* Copies launched by the copiers of this process; updated with atomics */
+static uint64_t uct_cuda_ipc_ns_copier_launched_count = 0;
+
+
+uint64_t uct_cuda_ipc_ns_broker_copier_launched(void)
+{
+    return __atomic_load_n(&uct_cuda_ipc_ns_copier_launched_count,
+                           __ATOMIC_RELAXED);
+}
+
+
 /* Close a client's connection, and tell the serving loop */
 static void uct_cuda_ipc_ns_copier_close(uct_cuda_ipc_ns_broker_copier_t *copier,
                                          int sock)
@@ -375,6 +386,8 @@ static void uct_cuda_ipc_ns_copier_request(uct_cuda_ipc_ns_broker_copier_t *copi
         status = UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL;
         goto err_pop;
     }
+    __atomic_fetch_add(&uct_cuda_ipc_ns_copier_launched_count, 1,
+                       __ATOMIC_RELAXED);
     uct_cuda_ipc_ns_ctx_pop(pushed);
     return;
 

@@ -21,6 +21,7 @@
 
 #include <ucs/type/status.h>
 #include <sys/types.h>
+#include <stdint.h>
 
 
 /* Copies of one client running at once */
@@ -62,5 +63,10 @@ void uct_cuda_ipc_ns_broker_copier_adopt(uct_cuda_ipc_ns_broker_copier_t *copier
                                          int sock, pid_t pid,
                                          const uct_cuda_ipc_ns_broker_req_t *req,
                                          int buf_fd);
+
+
+/* Copies the copiers of this process launched so far (tests and benchmarks
+ * tell from it that a transfer went through the owner) */
+uint64_t uct_cuda_ipc_ns_broker_copier_launched(void);
 
 #endif

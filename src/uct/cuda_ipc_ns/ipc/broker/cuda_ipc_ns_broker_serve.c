@@ -45,6 +45,7 @@ void uct_cuda_ipc_ns_broker_get_stats(uct_cuda_ipc_ns_broker_stats_t *stats)
             &uct_cuda_ipc_ns_broker_stats.chunk_fds_sent, __ATOMIC_RELAXED);
     stats->accept_failures    = __atomic_load_n(
             &uct_cuda_ipc_ns_broker_stats.accept_failures, __ATOMIC_RELAXED);
+    stats->copies             = uct_cuda_ipc_ns_broker_copier_launched();
 }
 
 

@@ -44,6 +44,7 @@ typedef struct uct_cuda_ipc_ns_broker_stats {
     uint64_t chunk_fds_requests; /* GET_CHUNK_FDS: one round trip each */
     uint64_t chunk_fds_sent;     /* fds those requests were answered with */
     uint64_t accept_failures;    /* accept() out of fds or memory */
+    uint64_t copies;             /* COPY requests launched by the copiers */
 } uct_cuda_ipc_ns_broker_stats_t;
 
 
