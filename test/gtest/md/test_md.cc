@@ -4,6 +4,7 @@
  */
 #include "common/cuda_alloc.h"
 #include "common/peer.h"
+#include "common/scoped_env.h"
 #include "common/uct_util.h"
 
 extern "C" {
@@ -17,6 +18,7 @@ extern "C" {
 #include <gtest/gtest.h>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 #include <unistd.h>
@@ -93,6 +95,8 @@ protected:
         return status;
     }
 
+    void check_legacy_keys(bool owner_copy);
+
     uct_component_h m_component = nullptr;
     uct_md_h        m_md        = nullptr;
 };
@@ -129,7 +133,11 @@ TEST_F(md_test, mem_query) {
 }
 
 
-TEST_F(md_test, reg_legacy_whole_and_subrange) {
+/* Legacy keys of the whole allocation from any subrange; with
+ * @a owner_copy they carry the broker's address (docs/owner-copies.md),
+ * without, the default PID namespace packs exactly the base key */
+void md_test::check_legacy_keys(bool owner_copy)
+{
     test::cuda_legacy_buffer buf(1 << 20);
     const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
     size_t offsets[][2] = {{0, buf.size()}, {4096, 8192}, {buf.size() - 1, 1}};
@@ -143,8 +151,9 @@ TEST_F(md_test, reg_legacy_whole_and_subrange) {
         EXPECT_EQ((uint64_t)(uintptr_t)buf.ptr(), info.base);
         EXPECT_EQ(buf.size(), info.length);
         EXPECT_EQ((uint32_t)getpid(), info.pid);
-        /* the default PID namespace packs exactly the base key */
-        EXPECT_EQ(self->pid_ns != UCT_CUDA_IPC_NS_INIT_PID_NS, !!info.has_ext);
+        EXPECT_EQ(owner_copy || (self->pid_ns != UCT_CUDA_IPC_NS_INIT_PID_NS),
+                  !!info.has_ext);
+        EXPECT_EQ(owner_copy, info.broker_addr_len > 0);
         if (!info.has_ext) {
             for (size_t i = UCT_CUDA_IPC_NS_RKEY_BASE_SIZE; i < key.size(); ++i) {
                 ASSERT_EQ(0, key[i]) << "byte " << i << " after the base key";
@@ -153,6 +162,11 @@ TEST_F(md_test, reg_legacy_whole_and_subrange) {
         EXPECT_EQ(UCS_OK, unpack(key));
         EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
     }
+}
+
+
+TEST_F(md_test, reg_legacy_whole_and_subrange) {
+    check_legacy_keys(true);
 }
 
 
@@ -331,10 +345,15 @@ protected:
         EXPECT_EQ(0, peer.wait());
         return statuses;
     }
+
+    virtual bool owner_copy() const { return true; }
+
+    void other_pid_namespace();
 };
 
 
-TEST_F(md_peer_test, other_pid_namespace) {
+void md_peer_test::other_pid_namespace()
+{
     test::cuda_legacy_buffer legacy(1 << 20);
     test::cuda_vmm_buffer vmm(1 << 21);
     test::peer_options opts;
@@ -349,7 +368,9 @@ TEST_F(md_peer_test, other_pid_namespace) {
                                    &peer_pid_ns);
     EXPECT_NE(uct_cuda_ipc_ns_self()->pid_ns, peer_pid_ns);
     ASSERT_EQ(2u, statuses.size());
-    EXPECT_EQ(UCS_ERR_UNREACHABLE, statuses[0]) << "legacy key";
+    /* docs/owner-copies.md: copied by its owner there */
+    EXPECT_EQ(owner_copy() ? UCS_OK : UCS_ERR_UNREACHABLE, statuses[0])
+            << "legacy key";
     EXPECT_EQ(UCS_OK, statuses[1]) << "VMM key";
 
     /* the same keys in our own namespace */
@@ -361,6 +382,44 @@ TEST_F(md_peer_test, other_pid_namespace) {
 
     uct_md_mem_dereg(m_md, memh[0]);
     uct_md_mem_dereg(m_md, memh[1]);
+}
+
+
+TEST_F(md_peer_test, other_pid_namespace) {
+    other_pid_namespace();
+}
+
+
+/* The same with UCX_CUDA_IPC_NS_OWNER_COPY=n: legacy keys name no broker,
+ * so another PID namespace refuses them, and the default PID namespace
+ * packs exactly the base key */
+class md_no_owner_copy_test : public md_peer_test {
+protected:
+    void SetUp() override
+    {
+        m_env.reset(new test::scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY", "n"));
+        md_peer_test::SetUp();
+    }
+
+    void TearDown() override
+    {
+        md_peer_test::TearDown();
+        m_env.reset();
+    }
+
+    bool owner_copy() const override { return false; }
+
+    std::unique_ptr<test::scoped_env> m_env;
+};
+
+
+TEST_F(md_no_owner_copy_test, reg_legacy_whole_and_subrange) {
+    check_legacy_keys(false);
+}
+
+
+TEST_F(md_no_owner_copy_test, other_pid_namespace) {
+    other_pid_namespace();
 }
 
 

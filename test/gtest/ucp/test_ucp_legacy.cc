@@ -7,7 +7,8 @@
  * messages packed and unpacked by cu_cpy_ns, that is, by the driver.
  * docs/ucp.md, "Legacy memory from another PID namespace".
  *
- * With UCX_CUDA_IPC_NS_OWNER_COPY=y the same memory goes through cu_ipc_ns:
+ * Those tests set UCX_CUDA_IPC_NS_OWNER_COPY=n. With its default, y, the
+ * same memory goes through cu_ipc_ns:
  * the owner's broker copies it (docs/owner-copies.md), for tag messages and
  * RMA with either protocol setting; the copies the brokers launched show it.
  */
@@ -312,6 +313,9 @@ class ucp_legacy : public ::testing::TestWithParam<const char* /* proto */> {
 protected:
     void SetUp() override
     {
+        /* both sides read it, the owner from its environment */
+        m_owner_copy.reset(new test::scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY",
+                                                owner_copy()));
         if (!test::cuda_init()) {
             GTEST_SKIP() << "no CUDA driver or device";
         }
@@ -325,7 +329,13 @@ protected:
         unsetenv("UCX_NET_DEVICES");
         unsetenv("UCX_PROTO_ENABLE");
         copy_faults(false);
+        m_owner_copy.reset();
     }
+
+    /* UCX_CUDA_IPC_NS_OWNER_COPY: off, the keys are refused */
+    virtual const char *owner_copy() const { return "n"; }
+
+    std::unique_ptr<test::scoped_env> m_owner_copy;
 };
 
 
@@ -345,6 +355,7 @@ TEST_F(ucp_legacy, unpack_warns_once_per_owner)
     EXPECT_EQ(1, log_counter::s_legacy) << "three keys of one owner";
     std::string msg = log_counter::s_last;
     for (const char *words : {"cuMemAlloc", "PID namespace", "cuMemCreate",
+                              "UCX_CUDA_IPC_NS_OWNER_COPY=y",
                               "POSIX_FILE_DESCRIPTOR", "UCX_PROTO_ENABLE=y",
                               "copies device memory with the CPU"}) {
         EXPECT_NE(std::string::npos, msg.find(words)) << words << ": " << msg;
@@ -516,18 +527,7 @@ TEST_F(ucp_legacy, rma_proto_v2_through_the_driver)
  * goes either way). Each transfer must show as copies a broker launched */
 class ucp_owner_copy : public ucp_legacy {
 protected:
-    void SetUp() override
-    {
-        m_owner_copy.reset(new test::scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY",
-                                                "y"));
-        ucp_legacy::SetUp();
-    }
-
-    void TearDown() override
-    {
-        ucp_legacy::TearDown();
-        m_owner_copy.reset();
-    }
+    const char *owner_copy() const override { return "y"; }
 
     /* copies launched by both brokers, ours and the owner's */
     static int32_t copies(owner_link &owner)
@@ -535,8 +535,6 @@ protected:
         int32_t theirs = owner.call(OP_COPIES, 0, 0);
         return (theirs < 0) ? theirs : (theirs + broker_copies());
     }
-
-    std::unique_ptr<test::scoped_env> m_owner_copy;
 };
 
 

@@ -43,14 +43,12 @@ ucs_config_field_t uct_cuda_ipc_ns_md_config_table[] = {
      ucs_offsetof(uct_cuda_ipc_ns_md_config_t, posix_fd),
      UCS_CONFIG_TYPE_BOOL},
 
-    {"OWNER_COPY", "n",
+    {"OWNER_COPY", "y",
      "Register memory allocated with cuMemAlloc with the fd broker too, so\n"
      "that peers in other PID namespaces, which cannot open its legacy IPC\n"
      "handle, ask this process to copy to and from it (docs/owner-copies.md).\n"
-     "A peer's put or get then works only from its own VMM memory exportable\n"
-     "as a POSIX fd (UCS_ERR_UNSUPPORTED otherwise, short and bcopy included:\n"
-     "there is no staging yet), which is why it is off by default: without it\n"
-     "UCP moves such memory without cu_ipc_ns.",
+     "With n, such a peer refuses the key and UCP moves the memory without\n"
+     "cu_ipc_ns (over the network, staged through the driver).",
      ucs_offsetof(uct_cuda_ipc_ns_md_config_t, owner_copy),
      UCS_CONFIG_TYPE_BOOL},
 
@@ -782,13 +780,16 @@ uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
         if (uct_cuda_ipc_ns_legacy_warn_first(&rkey->info)) {
             ucs_warn("cuda_ipc_ns: memory of pid %u in PID namespace %" PRIu64
                      " comes from cuMemAlloc (legacy CUDA IPC handle), which "
-                     "cannot be opened from PID namespace %" PRIu64 ": UCP "
+                     "cannot be opened from PID namespace %" PRIu64 ", and "
+                     "its key names no broker to copy it (the owner runs with "
+                     "UCX_CUDA_IPC_NS_OWNER_COPY=n, or without a broker): UCP "
                      "moves it without cu_ipc_ns. Tag and stream messages are "
                      "staged through the CUDA driver; UCP RMA (put/get) with "
                      "protocols v1 (UCX_PROTO_ENABLE=n, the default of UCX "
                      "1.13) falls back to software RMA, which copies device "
                      "memory with the CPU (wrong data or a crash on a GPU). "
-                     "Remedies: export VMM memory (cuMemCreate with "
+                     "Remedies: UCX_CUDA_IPC_NS_OWNER_COPY=y (the default) "
+                     "at the owner, export VMM memory (cuMemCreate with "
                      "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), or set "
                      "UCX_PROTO_ENABLE=y, whose RMA copies through the driver. "
                      "(once per peer process)",
