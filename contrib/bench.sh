@@ -16,6 +16,13 @@
 #   peer errors    tag_bw, ucp_put_bw, ucp_get at 4 MiB between two pods
 #                  with ucx_perftest -e (peer error handling, NIXL's mode)
 #                  vs without, interleaved rounds (goal >= 0.8)
+#   owner copies   legacy cuMemAlloc memory (copied by its owner through the
+#                  importer's staging ring: two copies) vs VMM memory
+#                  (zero copy), both sides alike, between two pods:
+#                  tag_bw, ucp_put_bw, ucp_get at 4 and 64 MiB (goal >=
+#                  0.45), ucp_put_lat 8 B (printed); and the one copy into
+#                  the importer's VMM buffer vs zero copy, get and put, 4 and
+#                  64 MiB (test/bench/bench_owner_copy, goal >= 0.85)
 #   NIXL           (UCX 1.22) NIXL WRITE / UCP put and NIXL READ / UCP get
 #                  bandwidth on the same buffers between two pods, 4 and 64
 #                  MiB (test/nixl/bench_nixl; NIXL from contrib/setup-nixl.sh)
@@ -98,6 +105,25 @@ bench() {
             "$top/contrib/perftest-ns.sh" >"$out/errh-peer-$round.log" 2>&1
     done
 
+    # copies by the owner (docs/owner-copies.md): ucx_perftest's buffers
+    # allocated with cuMemAlloc (legacy: the owner copies, through the
+    # importer's staging ring) or cuMemCreate (VMM: mapped), interleaved
+    echo "== UCX $ver: legacy memory (copies by the owner) vs VMM, between two pods, $rounds rounds"
+    local mem
+    for ((round = 1; round <= rounds; round++)); do
+        for mem in vmm legacy; do
+            OUT_DIR=$out/ocopy-$mem-$round ITER_BYTES=4G SIZES=4M,64M \
+                TESTS=ucp:tag_bw,ucp:ucp_put_bw,ucp:ucp_get \
+                EXTRA_ENV="UCX_CUDA_CPY_NS_MEM_ALLOC=$mem" \
+                "$top/contrib/perftest-ns.sh" >"$out/ocopy-$mem-$round.log" 2>&1
+            OUT_DIR=$out/ocopy-lat-$mem-$round SIZES=8 TESTS=ucp:ucp_put_lat \
+                EXTRA_ENV="UCX_CUDA_CPY_NS_MEM_ALLOC=$mem" \
+                "$top/contrib/perftest-ns.sh" >"$out/ocopy-lat-$mem-$round.log" 2>&1
+        done
+    done
+    echo "== UCX $ver: one copy by the owner into our VMM buffer vs zero copy: test/bench/bench_owner_copy"
+    "$bench/bench_owner_copy" | tee "$out/owner_copy.txt"
+
     # the perftest ratios, one per round, as the benchmark programs print
     # theirs: "ratio NAME: MEDIAN (min MIN, max MAX, N rounds)"
     {
@@ -118,6 +144,25 @@ bench() {
                 "$out"/errh-*/results.tsv |
                 ratio_line "$t -e / no -e 4 MiB" "MB/s -e / none"
         done
+        local size
+        for t in ucp:tag_bw ucp:ucp_put_bw ucp:ucp_get; do
+            for size in 4194304 67108864; do
+                awk -F'\t' -v t="$t" -v size=$size '$1 == t && $2 == size {
+                        split(FILENAME, p, "/ocopy-"); split(p[2], q, "[-/]"); r = q[2] + 0
+                        if (q[1] == "legacy") leg[r] = $4; else { vmm[r] = $4; n[r] = $6 } }
+                    END { for (r in leg) if (vmm[r] && leg[r]) {
+                              printf "%s %s %s %s\n", leg[r] / vmm[r], leg[r], vmm[r], n[r] } }' \
+                    "$out"/ocopy-legacy-*/results.tsv "$out"/ocopy-vmm-*/results.tsv |
+                    ratio_line "$t legacy/VMM $((size >> 20)) MiB" "MB/s legacy / VMM"
+            done
+        done
+        awk -F'\t' '$1 == "ucp:ucp_put_lat" && $2 == 8 {
+                split(FILENAME, p, "/ocopy-lat-"); split(p[2], q, "[-/]"); r = q[2] + 0
+                if (q[1] == "legacy") leg[r] = $3; else { vmm[r] = $3; n[r] = $6 } }
+            END { for (r in leg) if (vmm[r] && leg[r]) {
+                      printf "%s %s %s %s\n", leg[r] / vmm[r], leg[r], vmm[r], n[r] } }' \
+            "$out"/ocopy-lat-*/results.tsv |
+            ratio_line "ucp_put_lat 8 B legacy/VMM" "us legacy / VMM"
     } >"$out/perftest-ratios.txt"
 
     # NIXL (UCX 1.22 builds): WRITE/READ vs UCP put/get on the same buffers
@@ -156,7 +201,7 @@ GP
     {
         echo "== summary, UCX $ver (goals: docs/architecture.md, Performance): median [min-max] over the rounds"
         cat "$out/datapath.txt" "$out/cache.txt" "$out/fd_import.txt" "$out/chunks.txt" \
-            "$out/memtype_detect.txt" "$out/perftest-ratios.txt" \
+            "$out/memtype_detect.txt" "$out/owner_copy.txt" "$out/perftest-ratios.txt" \
             "$out/nixl-ratios.txt" | verdicts
         echo "plots: $out/datapath.png $out/perftest/bandwidth.png"
     } | tee "$out/summary.txt"
@@ -189,6 +234,8 @@ verdicts() {
         if (name ~ /^fd import/) return "<= 10"
         if (name ~ /^(put|get) chunks\/single /) return ">= 0.95"
         if (name ~ / -e \/ no -e /) return ">= 0.8"
+        if (name ~ /legacy\/VMM [0-9]+ MiB/) return ">= 0.45"
+        if (name ~ /^owner_copy\/ipc (get|put) (4096|65536) KiB/) return ">= 0.85"
         return ""
     }
     /^  per round / { print "    " substr($0, 3); next }

@@ -10,6 +10,8 @@
 #include "common/peer.h"
 
 extern "C" {
+#include "cuda_ipc_ns_broker.h"
+#include "cuda_ipc_ns_broker_serve.h"
 #include "cuda_ipc_ns_md.h"
 #include "cuda_ipc_ns_rkey.h"
 }
@@ -658,6 +660,101 @@ TEST_F(owner_copy_staged, owner_killed_mid_staged_op) {
 
     TearDown();
     EXPECT_EQ(m_fds, count_open_fds()) << "no fd left behind";
+}
+
+
+/* The importer killed mid-copy: we own legacy memory; an agent in a new
+ * PID namespace gets from it and puts to it through its staging ring (its
+ * buffer legacy too) while our copy engine holds the copies, and is
+ * killed. Once the held copies end, our broker closes the session and
+ * unmaps the agent's ring: our fds and mappings are back to what they were
+ * with no importer */
+class owner_copy_importer_killed : public datapath_pair {
+public:
+    void SetUp() override
+    {
+        datapath_pair::SetUp();
+        if (IsSkipped()) {
+            return;
+        }
+        if (!copy_engine_hold_supported()) {
+            GTEST_SKIP() << "needs the emulator's copy-engine hold";
+        }
+        m_env.reset(new scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY", "y"));
+        m_node.reset(new uct_node());
+        ASSERT_TRUE(m_node->ok());
+    }
+
+    void TearDown() override
+    {
+        datapath_pair::TearDown();
+        m_env.reset();
+    }
+
+    /* the copies our broker launched for importers */
+    static uint64_t copies()
+    {
+        uct_cuda_ipc_ns_broker_stats_t stats;
+        uct_cuda_ipc_ns_broker_get_stats(&stats);
+        return stats.copies;
+    }
+
+    std::unique_ptr<scoped_env> m_env;
+};
+
+
+TEST_F(owner_copy_importer_killed, owner_unmaps_its_ring) {
+    const size_t size = 4 * MiB;
+    int exported  = m_node->alloc(BUF_LEGACY, 2 * size);
+    ASSERT_GE(exported, 0);
+    bytes_t key   = m_node->rkey(exported);
+    uint64_t addr = (uint64_t)m_node->buf(exported).ptr;
+    peer_options opts;
+    opts.new_pid_ns = true;
+
+    /* a first importer starts our copier and leaves: the baseline */
+    {
+        agent first(opts);
+        ASSERT_TRUE(first.ok());
+        ASSERT_TRUE(first.connect(*m_node));
+        agent_buffer local = first.alloc(BUF_LEGACY, size, 0);
+        ASSERT_GE(local.index, 0);
+        m_node->fill(exported, 5);
+        ASSERT_EQ(UCS_OK, first.copy(false, local.index, size, addr, key));
+        EXPECT_TRUE(first.check(local.index, 5, 0, size));
+    }
+    uct_cuda_ipc_ns_broker_wait_idle();
+    int fds  = count_open_fds();
+    int maps = count_memfd_mappings();
+
+    {
+        agent importer(opts);
+        ASSERT_TRUE(importer.ok());
+        ASSERT_TRUE(importer.connect(*m_node));
+        agent_buffer local = importer.alloc(BUF_LEGACY, 2 * size, 6);
+        ASSERT_GE(local.index, 0);
+        int rkey = importer.rkey_unpack(key);
+        ASSERT_GE(rkey, 0);
+        {
+            copy_engine_hold hold(-1);
+            ASSERT_TRUE(hold.ok());
+            uint64_t before = copies();
+            /* a get of two slots: the owner's copies into them come first
+             * (the agent does not progress: what needs it waits) */
+            ASSERT_TRUE(importer.post(false, local.index, 2 * size, addr,
+                                      rkey));
+            ASSERT_TRUE(m_node->progress_until([&] {
+                return copies() >= before + 2;
+            })) << "our copier launched " << (copies() - before) << " copies";
+            EXPECT_GT(count_memfd_mappings(), maps)
+                    << "the ring is mapped here";
+            importer.kill_now();
+        }
+    } /* the agent's channel closed too */
+
+    uct_cuda_ipc_ns_broker_wait_idle();
+    EXPECT_EQ(maps, count_memfd_mappings()) << "the ring stayed mapped";
+    EXPECT_EQ(fds, count_open_fds()) << "an fd stayed open";
 }
 
 
