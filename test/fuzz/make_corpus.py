@@ -13,7 +13,7 @@ import sys
 BASE_SIZE = 101
 PACKED_SIZE = 244
 EXT_FLAG = 0x80000000
-LEGACY, POSIX_FD, CHUNKS = 1, 2, 3
+LEGACY, POSIX_FD, CHUNKS, COPY = 1, 2, 3, 4
 BROKER_MAGIC = 0x736e6963
 
 
@@ -111,6 +111,14 @@ def corpus():
     c['chunks_zero'] = pad(base_key(CHUNKS, struct.pack('<iQI', -1, 1, 0) +
                                     bytes(48), 0xabcdef, 0x7f0000200000,
                                     1 << 30, UUID, True) + e_posix)
+    # memory only its owner copies (handle type 4): no handle, the
+    # extension of a posix fd key
+    kx = base_key(COPY, bytes(64), 0xabcdef, 0x7f0000200000, 1 << 30, UUID,
+                  True)
+    c['copy_abstract'] = pad(kx + e_posix)
+    c['copy_no_ext'] = pad(base_key(COPY, bytes(64), 0xabcdef, 0x7f0000200000,
+                                    1 << 30, UUID, False))
+    c['copy_no_addr'] = pad(kx + ext(1, 2, posix=(TOKEN, b'')))
     # broker messages (the target parses them too)
     head = struct.pack('<IHH', BROKER_MAGIC, 1, 2) + \
         struct.pack('<Q', 0x0807060504030201)

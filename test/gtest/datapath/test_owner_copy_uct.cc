@@ -35,11 +35,14 @@ public:
         m_fds = count_open_fds();
         m_env.reset(new scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY", "y"));
         peer_options opts;
-        opts.new_pid_ns = true;
+        opts.new_pid_ns = new_pid_ns();
         start({}, iface_config(), opts);
     }
 
     virtual config_changes_t iface_config() const { return {}; }
+
+    /* the agent, the owner, is pid 1 of its own PID namespace */
+    virtual bool new_pid_ns() const { return true; }
 
     void TearDown() override
     {
@@ -52,14 +55,22 @@ public:
      * ASSERT_NO_FATAL_FAILURE) */
     void export_legacy(size_t size, uint32_t seed, remote *r)
     {
-        r->buf = m_agent->alloc(BUF_LEGACY, size, seed);
+        export_copied(BUF_LEGACY, size, seed, r);
+    }
+
+    /* the same for any memory its owner copies */
+    void export_copied(buffer_kind kind, size_t size, uint32_t seed, remote *r)
+    {
+        r->buf = m_agent->alloc(kind, size, seed);
         ASSERT_GE(r->buf.index, 0);
         ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_node->component(),
                                           r->buf.rkey.data(), &r->rkey));
         m_rkeys.push_back(r->rkey);
         ASSERT_TRUE(((uct_cuda_ipc_ns_rkey_t*)r->rkey.rkey)->owner_copy)
-                << "a legacy key of another PID namespace";
+                << "a key of memory its owner copies";
     }
+
+    void unshareable_vmm_put_get();
 
     void *local_ptr(int index, size_t offset)
     {
@@ -146,6 +157,53 @@ TEST_F(owner_copy_uct, put_get_zcopy_legacy_owner_vmm_importer) {
     put_get_ranges(local, r, size, 1, 100,
                    {{1, 1}, {13, 7}, {4099, 4095}, {65537, 65537},
                     {777, MiB + 3}, {3, 3 * MiB}});
+}
+
+
+/* VMM memory without a shareable handle type (vLLM's cumem allocator):
+ * nothing to export, so its key is a copy key naming the owner's broker;
+ * put and get go through the owner's copies, from our VMM buffer (one copy)
+ * and from our legacy buffer (our staging ring), at odd offsets */
+void owner_copy_uct::unshareable_vmm_put_get()
+{
+    const size_t size = 4 * MiB;
+    uct_cuda_ipc_ns_rkey_info_t info;
+    remote r;
+
+    ASSERT_NO_FATAL_FAILURE(export_copied(BUF_VMM_NO_FD, size, 1, &r));
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_parse(r.buf.rkey.data(),
+                                                 r.buf.rkey.size(), &info));
+    EXPECT_EQ(UCT_CUDA_IPC_NS_HANDLE_COPY, info.handle_type);
+    EXPECT_GT(info.broker_addr_len, 0);
+    EXPECT_EQ(m_agent->remote_pid(), info.pid);
+
+    int vmm = m_node->alloc(BUF_VMM, size), legacy = m_node->alloc(BUF_LEGACY,
+                                                                   size);
+    ASSERT_GE(vmm, 0);
+    ASSERT_GE(legacy, 0);
+    put_get_ranges(vmm, r, size, 1, 100,
+                   {{1, 1}, {4099, 4095}, {777, MiB + 3}});
+    ASSERT_TRUE(m_agent->fill(r.buf.index, 150));
+    put_get_ranges(legacy, r, size, 150, 200,
+                   {{13, 7}, {65537, 65537}, {3, 3 * MiB}});
+    EXPECT_EQ(0u, m_node->ep_errors());
+}
+
+
+TEST_F(owner_copy_uct, put_get_zcopy_unshareable_vmm_owner) {
+    unshareable_vmm_put_get();
+}
+
+
+/* The same in one PID namespace: nobody but the owner can map that memory */
+class owner_copy_same_ns : public owner_copy_uct {
+public:
+    bool new_pid_ns() const override { return false; }
+};
+
+
+TEST_F(owner_copy_same_ns, put_get_zcopy_unshareable_vmm_owner) {
+    unshareable_vmm_put_get();
 }
 
 

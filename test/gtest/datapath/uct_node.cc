@@ -134,7 +134,8 @@ int uct_node::alloc(buffer_kind kind, size_t size, CUdeviceptr hint,
         b->ptr = b->chunks->ptr();
         size   = b->chunks->size();
     } else {
-        b->vmm.reset(new cuda_vmm_buffer(size, true, hint, device));
+        b->vmm.reset(new cuda_vmm_buffer(size, kind != BUF_VMM_NO_FD, hint,
+                                         device));
         b->ptr = b->vmm->ptr();
     }
     b->size = size;

@@ -35,7 +35,10 @@ enum buffer_kind : uint32_t {
     BUF_VMM    = 2, /* cuMemCreate with POSIX fd handles */
     /* cuda_vmm_chunks: allocations of the minimal granularity back to back
      * (size: their number times the granularity) */
-    BUF_VMM_CHUNKS = 3
+    BUF_VMM_CHUNKS = 3,
+    /* cuMemCreate without a shareable handle type (vLLM's cumem allocator):
+     * only its owner copies it (docs/owner-copies.md) */
+    BUF_VMM_NO_FD  = 4
 };
 
 /* Byte i of the pattern of @a seed */

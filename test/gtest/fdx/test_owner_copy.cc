@@ -12,6 +12,7 @@
 
 extern "C" {
 #include "cuda_ipc_ns_broker.h"
+#include "cuda_ipc_ns_broker_copy.h"
 #include "cuda_ipc_ns_copy_client.h"
 #include "cuda_ipc_ns_nsid.h"
 }
@@ -21,6 +22,7 @@ extern "C" {
 #include <sys/time.h>
 #include <string.h>
 #include <unistd.h>
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -51,6 +53,7 @@ enum {
                          * number of open fds */
     COPY_OWNER_MAPS,    /* the same, the number of memfd mappings (an
                          * importer buffer's import holds no fd) */
+    COPY_OWNER_LAUNCHED, /* the copies the copier launched so far */
     COPY_OWNER_QUIT
 };
 
@@ -134,6 +137,8 @@ TEST_PEER_ROLE(copy_owner)
             } else if (cmd.op == COPY_OWNER_MAPS) {
                 uct_cuda_ipc_ns_broker_wait_idle();
                 ok = test::count_memfd_mappings();
+            } else if (cmd.op == COPY_OWNER_LAUNCHED) {
+                ok = (int)uct_cuda_ipc_ns_broker_copier_launched();
             } else {
                 std::vector<uint8_t> want = test::seed_pattern(
                         cmd.seed, cmd.seed_offset + cmd.length);
@@ -481,6 +486,85 @@ TEST_F(test_owner_copy, importer_gone_mid_copy_leaves_nothing_behind) {
     EXPECT_EQ(fds, owner_call(COPY_OWNER_IDLE));
     EXPECT_EQ(maps, owner_call(COPY_OWNER_MAPS)) << "an importer buffer "
                                                     "stayed mapped";
+}
+
+
+/* A bounded queue per client, and fair service: with the owner's copy
+ * engine held, a client that sent more than UCT_CUDA_IPC_NS_COPY_QUEUE_MAX
+ * requests has that many launched, the rest left in its socket, and a
+ * second client is served all the same: its request launched, and the
+ * next one, refused, answered at once. Once released, every request is
+ * answered once */
+TEST_F(test_owner_copy, bounded_queue_and_fair_service) {
+    const uint32_t get = UCT_CUDA_IPC_NS_COPY_TO_IMPORTER;
+    const int max      = UCT_CUDA_IPC_NS_COPY_QUEUE_MAX;
+    std::vector<uint64_t> seqs;
+    uint8_t wrong_token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
+    ucs_status_t op_status;
+    uint64_t seq;
+    int other = -1;
+
+    if (!test::copy_engine_hold_supported()) {
+        GTEST_SKIP() << "needs the emulator's copy engine hold";
+    }
+    /* the owner maps our buffer: the requests below need no fd */
+    ASSERT_EQ(UCS_OK, copy(args(get, 0, 1, 0), m_buf_fd));
+    int before = owner_call(COPY_OWNER_LAUNCHED);
+    ASSERT_TRUE(owner_call(COPY_OWNER_HOLD, 1));
+
+    for (int i = 0; i < max + 4; ++i) {
+        uct_cuda_ipc_ns_copy_args_t req = args(get, i * 4096, 4096, i * 4096);
+        seqs.push_back(req.seq);
+        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_send(
+                                  m_sock, REG_ID, m_hello.key.token, &req, -1,
+                                  0));
+    }
+    int guard = test::hang_guard_ms(60000);
+    uint64_t deadline = test::now_ms() + guard;
+    while ((owner_call(COPY_OWNER_LAUNCHED) < before + max) &&
+           (test::now_ms() < deadline)) {
+    }
+    ASSERT_EQ(before + max, owner_call(COPY_OWNER_LAUNCHED))
+            << "the first client's copies up to the bound";
+
+    /* a second client: one copy (held), then a forged token (refused) */
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_open(&m_cfg, &m_hello.key,
+                                                       &other));
+    struct timeval tv = {30, 0};
+    ASSERT_EQ(0, setsockopt(other, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
+    memcpy(wrong_token, m_hello.key.token, sizeof(wrong_token));
+    wrong_token[3] ^= 0x40;
+    uct_cuda_ipc_ns_copy_args_t held = args(get, 0, 4096, 0);
+    uct_cuda_ipc_ns_copy_args_t bad  = args(get, 0, 4096, 0);
+    EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_send(
+                              other, REG_ID, m_hello.key.token, &held,
+                              m_buf_fd, 0));
+    EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_send(
+                              other, REG_ID, wrong_token, &bad, -1, 0));
+    EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_recv(other, REG_ID, 0, &seq,
+                                                       &op_status));
+    EXPECT_EQ(bad.seq, seq);
+    EXPECT_EQ(UCS_ERR_NO_ELEM, op_status);
+    EXPECT_EQ(before + max + 1, owner_call(COPY_OWNER_LAUNCHED))
+            << "the first client's requests beyond the bound stay unread; "
+            << "the second client's copy is launched";
+
+    ASSERT_TRUE(owner_call(COPY_OWNER_HOLD, 0));
+    EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_recv(other, REG_ID, 0, &seq,
+                                                       &op_status));
+    EXPECT_EQ(held.seq, seq);
+    EXPECT_EQ(UCS_OK, op_status);
+    close(other);
+    std::vector<uint64_t> answered;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_recv(
+                                  m_sock, REG_ID, 0, &seq, &op_status));
+        answered.push_back(seq);
+        EXPECT_EQ(UCS_OK, op_status);
+    }
+    std::sort(answered.begin(), answered.end());
+    EXPECT_EQ(seqs, answered) << "every request answered once";
+    EXPECT_EQ(before + max + 5, owner_call(COPY_OWNER_LAUNCHED));
 }
 
 

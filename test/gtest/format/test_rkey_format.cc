@@ -168,6 +168,28 @@ const uint8_t golden_chunks_ext[] = {
     POSIX_EXT_V1_FIELDS
 };
 
+/* 6) a copy key (handle type 4): VMM memory without a shareable handle
+ *    type, which only its owner copies; no handle, the extension of a
+ *    posix fd key (docs/owner-copies.md) */
+const uint8_t golden_copy[] = {
+    0x04,                                           /* handle type copy */
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* 64 reserved bytes */
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0xef, 0xcd, 0xab, 0x80,                         /* pid 0xabcdef | ext */
+    0x00, 0x00, 0x20, 0x00, 0x00, 0x7f, 0x00, 0x00, /* base */
+    0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00, 0x00, /* length 1 GiB */
+    UUID_BYTES,
+    0x38,                                           /* ext_length 56 */
+    0x01,                                           /* version 1 */
+    POSIX_EXT_V1_FIELDS
+};
+
 const char golden_broker_addr[] = "\0cuda_ipc_ns-0123abcd";
 const uint8_t golden_broker_addr_len = sizeof(golden_broker_addr) - 1; /* 21 */
 
@@ -250,6 +272,17 @@ uct_cuda_ipc_ns_rkey_info_t expected_chunks()
     info.handle.posix.alloc_id   = info.handle.posix.reg_id;
     info.handle.posix.num_chunks = 2048;
     info.length                  = 40ull << 30;
+    return info;
+}
+
+
+uct_cuda_ipc_ns_rkey_info_t expected_copy()
+{
+    uct_cuda_ipc_ns_rkey_info_t info = expected_posix();
+
+    info.handle_type           = UCT_CUDA_IPC_NS_HANDLE_COPY;
+    info.handle.posix.fd       = 0;
+    info.handle.posix.alloc_id = 0;
     return info;
 }
 
@@ -454,6 +487,46 @@ TEST(cuda_ipc_ns_rkey_format, chunks_rejects) {
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, parse_exact(key, &info));
 }
 
+TEST(cuda_ipc_ns_rkey_format, golden_copy) {
+    uct_cuda_ipc_ns_rkey_info_t info;
+
+    EXPECT_EQ(sizeof(golden_copy), (size_t)101 + 56);
+    expect_pack_equals(expected_copy(), GOLDEN(golden_copy));
+    ASSERT_EQ(UCS_OK, parse_exact(GOLDEN(golden_copy), &info));
+    expect_info_eq(expected_copy(), info);
+
+    /* the handle bytes are reserved: a newer writer's are ignored */
+    bytes_t key = padded(GOLDEN(golden_copy));
+    key[1]      = 0x5a;
+    ASSERT_EQ(UCS_OK, parse_exact(key, &info));
+    expect_info_eq(expected_copy(), info);
+}
+
+/* A copy key is useless without its token and broker address: refused */
+TEST(cuda_ipc_ns_rkey_format, copy_rejects) {
+    uint8_t buf[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
+    uct_cuda_ipc_ns_rkey_info_t info;
+    bytes_t key;
+
+    info         = expected_copy();
+    info.has_ext = 0;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_cuda_ipc_ns_rkey_pack(&info, buf));
+    info                 = expected_copy();
+    info.broker_addr_len = 0;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_cuda_ipc_ns_rkey_pack(&info, buf));
+
+    key = padded(GOLDEN(golden_copy));
+    key[ext_off - 16 - 8 - 8 - 1] &= 0x7f; /* no extension */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, parse_exact(key, &info));
+    key = padded(GOLDEN(golden_copy));
+    key[ext_off] = 18; /* a legacy key's extension length: no token */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, parse_exact(key, &info));
+    key = padded(GOLDEN(golden_copy));
+    key[ext_off + UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE +
+        UCT_CUDA_IPC_NS_TOKEN_SIZE] = 0; /* no address */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, parse_exact(key, &info));
+}
+
 TEST(cuda_ipc_ns_rkey_format, golden_newer_writer) {
     uct_cuda_ipc_ns_rkey_info_t info, exp;
 
@@ -624,7 +697,7 @@ TEST(cuda_ipc_ns_rkey_format, parse_short_buffer) {
 
 TEST(cuda_ipc_ns_rkey_format, parse_bad_handle_type) {
     uct_cuda_ipc_ns_rkey_info_t info;
-    const uint8_t types[] = {0, 4, 5, 0x7f, 0x80, 0xff};
+    const uint8_t types[] = {0, 5, 6, 0x7f, 0x80, 0xff};
 
     for (size_t i = 0; i < sizeof(types); ++i) {
         bytes_t key = padded(GOLDEN(golden_legacy_ext));
@@ -756,7 +829,8 @@ TEST(cuda_ipc_ns_rkey_format, truncations) {
     const bytes_t keys[] = {
         GOLDEN(golden_legacy_base), GOLDEN(golden_legacy_ext),
         GOLDEN(golden_posix_ext),   GOLDEN(golden_posix_v2),
-        GOLDEN(golden_legacy_v2),   GOLDEN(golden_legacy_owner_copy)
+        GOLDEN(golden_legacy_v2),   GOLDEN(golden_legacy_owner_copy),
+        GOLDEN(golden_copy)
     };
     uct_cuda_ipc_ns_rkey_info_t full, info;
 
@@ -786,7 +860,8 @@ TEST(cuda_ipc_ns_rkey_format, random_mutations) {
         padded(GOLDEN(golden_legacy_base)), padded(GOLDEN(golden_legacy_ext)),
         padded(GOLDEN(golden_posix_ext)),   padded(GOLDEN(golden_posix_v2)),
         padded(GOLDEN(golden_legacy_v2)),   GOLDEN(golden_posix_ext),
-        GOLDEN(golden_legacy_ext), padded(GOLDEN(golden_legacy_owner_copy))
+        GOLDEN(golden_legacy_ext), padded(GOLDEN(golden_legacy_owner_copy)),
+        padded(GOLDEN(golden_copy))
     };
     const size_t num_seeds = sizeof(seeds) / sizeof(seeds[0]);
     const size_t addr_len_off = ext_off + UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE +

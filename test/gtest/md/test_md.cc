@@ -10,6 +10,7 @@
 extern "C" {
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
+#include "cuda_ipc_ns_md.h"
 #include "cuda_ipc_ns_rkey.h"
 #include "cuda_ipc_ns_addr.h"
 #include "cuda_ipc_ns_nsid.h"
@@ -194,14 +195,34 @@ TEST_F(md_test, reg_vmm_posix_fd) {
 
 TEST_F(md_test, reg_refused) {
     std::vector<char> host(8192);
-    test::cuda_vmm_buffer no_fd(1 << 21, false);
-    test::cuda_legacy_buffer legacy(1 << 20);
     uct_mem_h memh;
 
     EXPECT_EQ(UCS_ERR_UNSUPPORTED, reg(host.data(), host.size(), &memh))
             << "host memory";
-    EXPECT_EQ(UCS_ERR_UNSUPPORTED, reg(no_fd.ptr(), 4096, &memh))
-            << "VMM memory without POSIX fd handle type";
+}
+
+
+/* VMM memory without a shareable handle type (vLLM's cumem allocator):
+ * nothing to export, so its key is a copy key naming our broker
+ * (docs/owner-copies.md), which unpacks as memory its owner copies */
+TEST_F(md_test, reg_vmm_without_handle_types) {
+    test::cuda_vmm_buffer no_fd(1 << 21, false);
+    uct_rkey_bundle_t bundle;
+    uct_mem_h memh;
+
+    ASSERT_EQ(UCS_OK, reg((char*)no_fd.ptr() + 4096, 4096, &memh));
+    bytes_t key = pack(memh);
+    uct_cuda_ipc_ns_rkey_info_t info = parse(key);
+    EXPECT_EQ(UCT_CUDA_IPC_NS_HANDLE_COPY, info.handle_type);
+    EXPECT_EQ((uint64_t)(uintptr_t)no_fd.ptr(), info.base);
+    EXPECT_EQ(no_fd.size(), info.length);
+    EXPECT_EQ((uint32_t)getpid(), info.pid);
+    EXPECT_TRUE(info.has_ext);
+    EXPECT_GT(info.broker_addr_len, 0);
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, key.data(), &bundle));
+    EXPECT_TRUE(((uct_cuda_ipc_ns_rkey_t*)bundle.rkey)->owner_copy);
+    uct_rkey_release(m_component, &bundle);
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
 }
 
 
@@ -420,6 +441,15 @@ TEST_F(md_no_owner_copy_test, reg_legacy_whole_and_subrange) {
 
 TEST_F(md_no_owner_copy_test, other_pid_namespace) {
     other_pid_namespace();
+}
+
+
+TEST_F(md_no_owner_copy_test, reg_vmm_without_handle_types_refused) {
+    test::cuda_vmm_buffer no_fd(1 << 21, false);
+    uct_mem_h memh;
+
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, reg(no_fd.ptr(), 4096, &memh))
+            << "VMM memory without POSIX fd handle type";
 }
 
 

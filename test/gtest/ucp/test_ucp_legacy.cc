@@ -11,6 +11,8 @@
  * same memory goes through cu_ipc_ns:
  * the owner's broker copies it (docs/owner-copies.md), for tag messages and
  * RMA with either protocol setting; the copies the brokers launched show it.
+ * So does VMM memory without a shareable handle type (vLLM's cumem
+ * allocator), which nobody but its owner can map, in any namespace.
  */
 #include "common/cuda_alloc.h"
 #include "common/peer.h"
@@ -73,6 +75,34 @@ struct legacy_hello {
 using test::seed_pattern;
 using test::seed_fill;
 using test::seed_holds;
+
+
+/* What the owner allocates (from its environment) and the tests too */
+const char *MEMORY_ENV = "TEST_UCP_LEGACY_MEMORY";
+
+/* MAX_SIZE bytes of cuMemAlloc memory, or of VMM memory without a
+ * shareable handle type when @a unshareable */
+class test_memory {
+public:
+    explicit test_memory(bool unshareable)
+    {
+        if (unshareable) {
+            m_vmm.reset(new test::cuda_vmm_buffer(MAX_SIZE, false));
+        } else {
+            m_legacy.reset(new test::cuda_legacy_buffer(MAX_SIZE));
+        }
+    }
+
+    /* the kind the environment names */
+    test_memory() : test_memory(getenv(MEMORY_ENV) != nullptr) {}
+
+    void *ptr() const { return m_vmm ? m_vmm->ptr() : m_legacy->ptr(); }
+    size_t size() const { return MAX_SIZE; }
+
+private:
+    std::unique_ptr<test::cuda_legacy_buffer> m_legacy;
+    std::unique_ptr<test::cuda_vmm_buffer>    m_vmm;
+};
 
 
 /* Copies the brokers of this process launched for importers */
@@ -175,7 +205,7 @@ TEST_PEER_ROLE(ucp_legacy_owner)
     if (!test::cuda_init()) {
         return 1;
     }
-    test::cuda_legacy_buffer buf(MAX_SIZE);
+    test_memory buf;
     ucp_side side;
     if (!side.ok()) {
         return 2;
@@ -527,7 +557,24 @@ TEST_F(ucp_legacy, rma_proto_v2_through_the_driver)
  * goes either way). Each transfer must show as copies a broker launched */
 class ucp_owner_copy : public ucp_legacy {
 protected:
+    void SetUp() override
+    {
+        if (unshareable()) {
+            m_memory.reset(new test::scoped_env(MEMORY_ENV, "vmm_no_fd"));
+        }
+        ucp_legacy::SetUp();
+    }
+
+    void TearDown() override
+    {
+        ucp_legacy::TearDown();
+        m_memory.reset();
+    }
+
     const char *owner_copy() const override { return "y"; }
+
+    /* both sides' memory: VMM without a shareable handle type, else legacy */
+    virtual bool unshareable() const { return false; }
 
     /* copies launched by both brokers, ours and the owner's */
     static int32_t copies(owner_link &owner)
@@ -535,17 +582,22 @@ protected:
         int32_t theirs = owner.call(OP_COPIES, 0, 0);
         return (theirs < 0) ? theirs : (theirs + broker_copies());
     }
+
+    void tag_both_ways_through_the_owner();
+    void rma_through_the_owner();
+
+    std::unique_ptr<test::scoped_env> m_memory;
 };
 
 
 /* Tag messages both ways: a rendezvous moves its data through the owner's
  * copies, and no key is refused */
-TEST_P(ucp_owner_copy, tag_both_ways_through_the_owner)
+void ucp_owner_copy::tag_both_ways_through_the_owner()
 {
     log_counter logs;
     owner_link owner(GetParam());
     ASSERT_TRUE(owner.connected);
-    test::cuda_legacy_buffer local(MAX_SIZE);
+    test_memory local(unshareable());
     uint32_t seed = 1;
 
     for (size_t size : SIZES) {
@@ -587,7 +639,7 @@ TEST_P(ucp_owner_copy, tag_both_ways_through_the_owner)
 /* ucp_put/ucp_get of every size on the owner's legacy memory: each one is
  * copied by the owner (so none by the CPU, as protocols v1 would without
  * cu_ipc_ns), bytes checked on both sides */
-TEST_P(ucp_owner_copy, rma_through_the_owner)
+void ucp_owner_copy::rma_through_the_owner()
 {
     unsigned major, minor, release;
     ucp_get_version(&major, &minor, &release);
@@ -599,7 +651,7 @@ TEST_P(ucp_owner_copy, rma_through_the_owner)
     log_counter logs;
     owner_link owner(GetParam());
     ASSERT_TRUE(owner.connected);
-    test::cuda_legacy_buffer local(MAX_SIZE);
+    test_memory local(unshareable());
     ucp_request_param_t param = {};
     ucp_rkey_h rkey;
     uint32_t seed = 1;
@@ -636,7 +688,45 @@ TEST_P(ucp_owner_copy, rma_through_the_owner)
     EXPECT_EQ(0, owner.finish());
 }
 
+TEST_P(ucp_owner_copy, tag_both_ways_through_the_owner)
+{
+    tag_both_ways_through_the_owner();
+}
+
+
+TEST_P(ucp_owner_copy, rma_through_the_owner)
+{
+    rma_through_the_owner();
+}
+
 INSTANTIATE_TEST_SUITE_P(proto, ucp_owner_copy,
+                         ::testing::Values("n", "y"),
+                         [](const ::testing::TestParamInfo<const char*> &info) {
+                             return std::string(info.param[0] == 'y' ? "v2" :
+                                                "v1");
+                         });
+
+
+/* The same on VMM memory without a shareable handle type on both sides
+ * (vLLM's cumem allocator): only its owner can copy it */
+class ucp_owner_copy_unshareable : public ucp_owner_copy {
+protected:
+    bool unshareable() const override { return true; }
+};
+
+
+TEST_P(ucp_owner_copy_unshareable, tag_both_ways_through_the_owner)
+{
+    tag_both_ways_through_the_owner();
+}
+
+
+TEST_P(ucp_owner_copy_unshareable, rma_through_the_owner)
+{
+    rma_through_the_owner();
+}
+
+INSTANTIATE_TEST_SUITE_P(proto, ucp_owner_copy_unshareable,
                          ::testing::Values("n", "y"),
                          [](const ::testing::TestParamInfo<const char*> &info) {
                              return std::string(info.param[0] == 'y' ? "v2" :

@@ -46,8 +46,9 @@ ucs_config_field_t uct_cuda_ipc_ns_md_config_table[] = {
     {"OWNER_COPY", "y",
      "Register memory allocated with cuMemAlloc with the fd broker too, so\n"
      "that peers in other PID namespaces, which cannot open its legacy IPC\n"
-     "handle, ask this process to copy to and from it (docs/owner-copies.md).\n"
-     "With n, such a peer refuses the key and UCP moves the memory without\n"
+     "handle, ask this process to copy to and from it, and VMM memory\n"
+     "without a shareable handle type, which no peer can map, for every\n"
+     "peer (docs/owner-copies.md). With n, UCP moves such memory without\n"
      "cu_ipc_ns (over the network, staged through the driver).",
      ucs_offsetof(uct_cuda_ipc_ns_md_config_t, owner_copy),
      UCS_CONFIG_TYPE_BOOL},
@@ -204,11 +205,12 @@ uct_cuda_ipc_ns_memh_export_legacy(uct_cuda_ipc_ns_memh_t *memh,
 
 
 /*
- * Register the legacy allocation of @a attr with our broker as a range it
- * copies to and from for peers that cannot open the handle (another PID
- * namespace: docs/owner-copies.md); its registration id is the allocation's
- * base, which the key carries. The key gets the token and the broker's
- * address (extension version 2).
+ * Register the allocation of @a attr with our broker as a range it copies to
+ * and from for peers that cannot map it (a legacy handle from another PID
+ * namespace, VMM memory without a shareable handle type anywhere:
+ * docs/owner-copies.md); its registration id is the allocation's base,
+ * which the key carries. The key gets the token and the broker's address
+ * (extension version 2 of a legacy key, or a copy key).
  */
 static ucs_status_t
 uct_cuda_ipc_ns_memh_register_range(uct_cuda_ipc_ns_md_t *md,
@@ -539,6 +541,21 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
         status = uct_cuda_ipc_ns_memh_export_posix_fd(md, memh, &attr,
                                                       log_level);
         memh->info.has_ext = 1;
+    } else if (!attr.legacy_capable &&
+               !(attr.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) &&
+               md->owner_copy && (md->broker != NULL)) {
+        /* VMM memory without a shareable handle type: nothing to export,
+         * only we can copy it */
+        memh->info.handle_type = UCT_CUDA_IPC_NS_HANDLE_COPY;
+        memh->info.has_ext     = 1;
+        status = uct_cuda_ipc_ns_memh_register_range(md, memh, &attr);
+        if (status != UCS_OK) {
+            ucs_log(log_level, "cuda_ipc_ns: cannot register VMM allocation "
+                    "0x%llx (%zu bytes, no shareable handle type) with the "
+                    "fd broker for owner copies: %s",
+                    (unsigned long long)attr.base, attr.size,
+                    ucs_status_string(status));
+        }
     } else {
         ucs_log(log_level, "cuda_ipc_ns: cannot register %p (allocation "
                 "0x%llx, %zu bytes): %s", address,
@@ -546,7 +563,9 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
                 attr.legacy_capable ? "legacy IPC export is disabled" :
                 (attr.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ?
                 "POSIX fd export is disabled" :
-                "VMM allocation not created with POSIX fd handle type");
+                "VMM allocation not created with POSIX fd handle type, and "
+                "owner copies are off (UCX_CUDA_IPC_NS_OWNER_COPY=n, or no "
+                "broker)");
         status = UCS_ERR_UNSUPPORTED;
     }
     if (status != UCS_OK) {
@@ -708,9 +727,10 @@ uct_cuda_ipc_ns_rkey_check_gpu(const uct_cuda_ipc_ns_rkey_info_t *info)
 
 
 /*
- * A legacy key of another PID namespace that names its owner's broker: what
- * its copies need must be sane before any is asked (the owner checks the
- * token and the range again; the session checks the owner's identity).
+ * A key of memory its owner copies (a legacy key of another PID namespace
+ * that names its owner's broker, or a copy key): what its copies need must
+ * be sane before any is asked (the owner checks the token and the range
+ * again; the session checks the owner's identity).
  */
 static ucs_status_t
 uct_cuda_ipc_ns_rkey_check_owner_copy(const uct_cuda_ipc_ns_rkey_info_t *info)
@@ -729,10 +749,12 @@ uct_cuda_ipc_ns_rkey_check_owner_copy(const uct_cuda_ipc_ns_rkey_info_t *info)
         return UCS_ERR_INVALID_PARAM;
     }
 
-    ucs_debug("cuda_ipc_ns: key of legacy allocation 0x%" PRIx64 " (%" PRIu64
+    ucs_debug("cuda_ipc_ns: key of %s allocation 0x%" PRIx64 " (%" PRIu64
               " bytes) of pid %u in PID namespace %" PRIu64 ": copies made "
-              "by its owner", info->base, info->length, info->pid,
-              info->pid_ns);
+              "by its owner",
+              (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_COPY) ?
+              "unshareable VMM" : "legacy", info->base, info->length,
+              info->pid, info->pid_ns);
     return UCS_OK;
 }
 
@@ -763,9 +785,10 @@ uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
         rkey->info.pid_ns = UCT_CUDA_IPC_NS_INIT_PID_NS;
     }
 
-    if ((rkey->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
-        (rkey->info.pid_ns != self->pid_ns) &&
-        (rkey->info.broker_addr_len > 0)) {
+    if ((rkey->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_COPY) ||
+        ((rkey->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
+         (rkey->info.pid_ns != self->pid_ns) &&
+         (rkey->info.broker_addr_len > 0))) {
         /* its owner copies it for us (docs/owner-copies.md) */
         status = uct_cuda_ipc_ns_rkey_check_owner_copy(&rkey->info);
         if (status != UCS_OK) {

@@ -19,7 +19,7 @@ typedef struct uct_cuda_ipc_ns_md_config {
     uct_md_config_t          super;
     int                      legacy;        /* export legacy IPC handles */
     int                      posix_fd;      /* export VMM POSIX fds */
-    int                      owner_copy;    /* copy legacy memory for peers */
+    int                      owner_copy;    /* copy unshareable memory for peers */
     int                      fdx_mode;      /* uct_cuda_ipc_ns_fdx_mode_t */
     char                     *sock_dir;     /* broker socket directory */
     double                   sock_timeout;  /* fd exchange timeout, seconds */
@@ -35,8 +35,8 @@ typedef struct uct_cuda_ipc_ns_md {
     uct_md_t   super;
     int        legacy;    /* export legacy handles */
     int        posix_fd;  /* export VMM POSIX fds */
-    /* register legacy memory with our broker for copies by us
-     * (docs/owner-copies.md) */
+    /* register legacy memory and VMM memory without a shareable handle type
+     * with our broker for copies by us (docs/owner-copies.md) */
     int        owner_copy;
     uint8_t    addr_flags; /* UCT_CUDA_IPC_NS_ADDR_FLAG_*: what we can do */
     uct_cuda_ipc_ns_fdx_config_t fdx;     /* importing peers' fds */
@@ -63,8 +63,8 @@ typedef struct uct_cuda_ipc_ns_rkey {
     /* a key of several allocations: their layout, asked of the owner on
      * first use (published once, atomically); NULL until then */
     uct_cuda_ipc_ns_chunk_t     *chunks;
-    /* memory we cannot map (legacy, of another PID namespace): puts and gets
-     * are copies its owner makes (docs/owner-copies.md) */
+    /* memory we cannot map (legacy, of another PID namespace; a copy key):
+     * puts and gets are copies its owner makes (docs/owner-copies.md) */
     int                         owner_copy;
 } uct_cuda_ipc_ns_rkey_t;
 

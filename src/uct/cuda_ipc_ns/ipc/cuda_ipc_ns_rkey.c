@@ -62,7 +62,7 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
 
     /* Validate everything first so a failed pack leaves no half key */
     if ((info->handle_type != UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
-        !uct_cuda_ipc_ns_handle_is_fd(info->handle_type)) {
+        !uct_cuda_ipc_ns_handle_needs_broker(info->handle_type)) {
         ucs_debug("cuda_ipc_ns: rkey pack: unknown handle type %u",
                   info->handle_type);
         return UCS_ERR_INVALID_PARAM;
@@ -95,13 +95,18 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    if (uct_cuda_ipc_ns_handle_is_fd(info->handle_type)) {
-        if (!info->has_ext) {
-            /* without token and broker address the fd cannot be fetched */
-            ucs_debug("cuda_ipc_ns: rkey pack: posix fd key without "
-                      "extension");
-            return UCS_ERR_INVALID_PARAM;
-        }
+    if (uct_cuda_ipc_ns_handle_needs_broker(info->handle_type) &&
+        !info->has_ext) {
+        /* without token and broker address the memory cannot be reached */
+        ucs_debug("cuda_ipc_ns: rkey pack: key of handle type %u without "
+                  "extension", info->handle_type);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if ((info->handle_type == UCT_CUDA_IPC_NS_HANDLE_COPY) &&
+        (info->broker_addr_len == 0)) {
+        ucs_debug("cuda_ipc_ns: rkey pack: copy key without broker address");
+        return UCS_ERR_INVALID_PARAM;
     }
 
     memset(p, 0, UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE);
@@ -119,7 +124,7 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
                                 info->handle.posix.reg_id);
         uct_cuda_ipc_ns_put_le32(handle + UCT_CUDA_IPC_NS_RKEY_HOFF_CHUNKS,
                                 info->handle.posix.num_chunks);
-    } else {
+    } else if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) {
         /* the remaining handle bytes stay zero (reserved) */
         uct_cuda_ipc_ns_put_le32(handle + UCT_CUDA_IPC_NS_RKEY_HOFF_FD,
                                 (uint32_t)info->handle.posix.fd);
@@ -211,6 +216,9 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
             return UCS_ERR_INVALID_PARAM;
         }
         break;
+    case UCT_CUDA_IPC_NS_HANDLE_COPY:
+        /* no handle: reserved bytes, ignored */
+        break;
     default:
         ucs_debug("cuda_ipc_ns: rkey parse: unknown handle type %u",
                   info->handle_type);
@@ -226,9 +234,10 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
            UCT_CUDA_IPC_NS_UUID_SIZE);
 
     if (!info->has_ext) {
-        if (uct_cuda_ipc_ns_handle_is_fd(info->handle_type)) {
-            ucs_debug("cuda_ipc_ns: rkey parse: posix fd key without "
-                      "extension (no broker address or token)");
+        if (uct_cuda_ipc_ns_handle_needs_broker(info->handle_type)) {
+            ucs_debug("cuda_ipc_ns: rkey parse: key of handle type %u without "
+                      "extension (no broker address or token)",
+                      info->handle_type);
             return UCS_ERR_INVALID_PARAM;
         }
         /* older writer; trailing bytes (zero padding) are not ours */
@@ -291,11 +300,14 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    if ((info->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
+    if (((info->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) ||
+         (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_COPY)) &&
         (addr_len == 0)) {
-        /* version 2 of a legacy key exists for its broker address */
-        ucs_debug("cuda_ipc_ns: rkey parse: legacy key of version %u without "
-                  "broker address", info->ext_version);
+        /* version 2 of a legacy key, and a copy key, exist for their broker
+         * address */
+        ucs_debug("cuda_ipc_ns: rkey parse: key of handle type %u version %u "
+                  "without broker address", info->handle_type,
+                  info->ext_version);
         return UCS_ERR_INVALID_PARAM;
     }
 

@@ -12,7 +12,8 @@
  *                             posix fd: i32 fd number, u64 allocation id,
  *                             52 zero bytes;
  *                             chunks: i32 -1, u64 registration id,
- *                             u32 number of chunks, 48 zero bytes
+ *                             u32 number of chunks, 48 zero bytes;
+ *                             copy: 64 zero bytes (reserved)
  *     u32  pid                bit 31 set: an extension follows
  *     u64  base               allocation base address in the owner
  *     u64  length             allocation length
@@ -22,7 +23,7 @@
  *     u8   version            UCT_CUDA_IPC_NS_RKEY_EXT_VERSION
  *     u64  pid_ns             inode of the owner's PID namespace
  *     u64  start_time         owner's start time (pid reuse guard)
- *     -- posix fd and chunks keys (version >= 1), legacy keys of
+ *     -- posix fd, chunks and copy keys (version >= 1), legacy keys of
  *        version >= 2 (copies made by the owner, docs/owner-copies.md) --
  *     u8   token[16]          per-registration secret for the broker
  *     u8   broker_addr_len
@@ -30,8 +31,8 @@
  *                                        it starts with '\0'
  *     -- fields of newer versions follow; readers skip them --
  *
- * A legacy key of version 2 names memory its owner's broker copies to and
- * from: its registration id there is the key's base.
+ * A legacy key of version 2, and a copy key, name memory its owner's broker
+ * copies to and from: its registration id there is the key's base.
  *
  * A packed key is padded with zeros to UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE (the
  * fixed rkey_packed_size of the MD), which stays below 256 bytes as UCP's
@@ -70,7 +71,11 @@ typedef enum {
     UCT_CUDA_IPC_NS_HANDLE_POSIX_FD = 2, /* cuMemExportToShareableHandle */
     /* a range of several VMM allocations mapped back to back: each is
      * exported by the owner's broker when asked (docs/framework-memory.md) */
-    UCT_CUDA_IPC_NS_HANDLE_CHUNKS   = 3
+    UCT_CUDA_IPC_NS_HANDLE_CHUNKS   = 3,
+    /* memory with no handle to share (VMM without a shareable handle type:
+     * vLLM's cumem allocator, stream-ordered pools): only its owner's
+     * broker copies it, for every peer (docs/owner-copies.md) */
+    UCT_CUDA_IPC_NS_HANDLE_COPY     = 4
 } uct_cuda_ipc_ns_handle_type_t;
 
 
@@ -108,11 +113,20 @@ typedef struct uct_cuda_ipc_ns_rkey_info {
     uint8_t  ext_version;          /* version found on the wire */
     uint64_t pid_ns;
     uint64_t start_time;
-    /* posix fd and chunks keys; legacy keys of version >= 2 */
+    /* posix fd, chunks and copy keys; legacy keys of version >= 2 */
     uint8_t  token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
     uint8_t  broker_addr_len;
     char     broker_addr[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX];
 } uct_cuda_ipc_ns_rkey_info_t;
+
+
+/* Handle types useless without the owner's broker: a key of one always
+ * carries the extension, with a token and a broker address */
+static inline int uct_cuda_ipc_ns_handle_needs_broker(unsigned handle_type)
+{
+    return uct_cuda_ipc_ns_handle_is_fd(handle_type) ||
+           (handle_type == UCT_CUDA_IPC_NS_HANDLE_COPY);
+}
 
 
 /* Whether a key of @a handle_type and extension @a ext_version carries a
@@ -120,7 +134,7 @@ typedef struct uct_cuda_ipc_ns_rkey_info {
 static inline int uct_cuda_ipc_ns_rkey_has_broker(unsigned handle_type,
                                                   unsigned ext_version)
 {
-    return uct_cuda_ipc_ns_handle_is_fd(handle_type) ||
+    return uct_cuda_ipc_ns_handle_needs_broker(handle_type) ||
            ((handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
             (ext_version >= UCT_CUDA_IPC_NS_RKEY_EXT_VERSION_OWNER_COPY));
 }
