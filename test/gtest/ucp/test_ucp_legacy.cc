@@ -105,6 +105,13 @@ private:
 };
 
 
+/* A test's name for its protocol setting (UCX_PROTO_ENABLE) */
+std::string proto_name(const ::testing::TestParamInfo<const char*> &info)
+{
+    return (info.param[0] == 'y') ? "v2" : "v1";
+}
+
+
 /* Copies the brokers of this process launched for importers */
 int32_t broker_copies()
 {
@@ -441,10 +448,7 @@ TEST_P(ucp_legacy, tag_both_ways)
 
 INSTANTIATE_TEST_SUITE_P(proto, ucp_legacy,
                          ::testing::Values("n", "y"),
-                         [](const ::testing::TestParamInfo<const char*> &info) {
-                             return std::string(info.param[0] == 'y' ? "v2" :
-                                                "v1");
-                         });
+                         proto_name);
 
 
 /* RMA with protocols v2: the bytes arrive, and through the driver: when the
@@ -701,10 +705,7 @@ TEST_P(ucp_owner_copy, rma_through_the_owner)
 
 INSTANTIATE_TEST_SUITE_P(proto, ucp_owner_copy,
                          ::testing::Values("n", "y"),
-                         [](const ::testing::TestParamInfo<const char*> &info) {
-                             return std::string(info.param[0] == 'y' ? "v2" :
-                                                "v1");
-                         });
+                         proto_name);
 
 
 /* The same on VMM memory without a shareable handle type on both sides
@@ -728,9 +729,6 @@ TEST_P(ucp_owner_copy_unshareable, rma_through_the_owner)
 
 INSTANTIATE_TEST_SUITE_P(proto, ucp_owner_copy_unshareable,
                          ::testing::Values("n", "y"),
-                         [](const ::testing::TestParamInfo<const char*> &info) {
-                             return std::string(info.param[0] == 'y' ? "v2" :
-                                                "v1");
-                         });
+                         proto_name);
 
 } // namespace

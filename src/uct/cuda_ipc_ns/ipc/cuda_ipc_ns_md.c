@@ -215,18 +215,26 @@ uct_cuda_ipc_ns_memh_export_legacy(uct_cuda_ipc_ns_memh_t *memh,
 static ucs_status_t
 uct_cuda_ipc_ns_memh_register_range(uct_cuda_ipc_ns_md_t *md,
                                     uct_cuda_ipc_ns_memh_t *memh,
-                                    const uct_cuda_ipc_ns_ptr_attr_t *attr)
+                                    const uct_cuda_ipc_ns_ptr_attr_t *attr,
+                                    ucs_log_level_t log_level)
 {
     const char *addr;
     ucs_status_t status;
     uint8_t len;
 
+    memh->info.has_ext = 1;
     status = uct_cuda_ipc_ns_broker_register_range(md->broker, attr->base,
                                                    attr->base, attr->size,
                                                    attr->context, attr->device,
                                                    memh->info.token,
                                                    &memh->reg);
     if (status != UCS_OK) {
+        ucs_log(log_level, "cuda_ipc_ns: cannot register %s allocation "
+                "0x%llx (%zu bytes) with the fd broker for owner copies: %s",
+                (memh->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_COPY) ?
+                "VMM (no shareable handle type)" : "legacy",
+                (unsigned long long)attr->base, attr->size,
+                ucs_status_string(status));
         return status;
     }
 
@@ -526,15 +534,8 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
         /* the base key alone describes a legacy handle of the default ns */
         memh->info.has_ext = (self->pid_ns != UCT_CUDA_IPC_NS_INIT_PID_NS);
         if ((status == UCS_OK) && md->owner_copy && (md->broker != NULL)) {
-            status = uct_cuda_ipc_ns_memh_register_range(md, memh, &attr);
-            memh->info.has_ext = 1;
-            if (status != UCS_OK) {
-                ucs_log(log_level, "cuda_ipc_ns: cannot register legacy "
-                        "allocation 0x%llx (%zu bytes) with the fd broker "
-                        "for owner copies: %s",
-                        (unsigned long long)attr.base, attr.size,
-                        ucs_status_string(status));
-            }
+            status = uct_cuda_ipc_ns_memh_register_range(md, memh, &attr,
+                                                         log_level);
         }
     } else if ((attr.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) &&
                md->posix_fd) {
@@ -547,15 +548,8 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
         /* VMM memory without a shareable handle type: nothing to export,
          * only we can copy it */
         memh->info.handle_type = UCT_CUDA_IPC_NS_HANDLE_COPY;
-        memh->info.has_ext     = 1;
-        status = uct_cuda_ipc_ns_memh_register_range(md, memh, &attr);
-        if (status != UCS_OK) {
-            ucs_log(log_level, "cuda_ipc_ns: cannot register VMM allocation "
-                    "0x%llx (%zu bytes, no shareable handle type) with the "
-                    "fd broker for owner copies: %s",
-                    (unsigned long long)attr.base, attr.size,
-                    ucs_status_string(status));
-        }
+        status = uct_cuda_ipc_ns_memh_register_range(md, memh, &attr,
+                                                     log_level);
     } else {
         ucs_log(log_level, "cuda_ipc_ns: cannot register %p (allocation "
                 "0x%llx, %zu bytes): %s", address,
