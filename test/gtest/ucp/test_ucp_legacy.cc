@@ -329,6 +329,62 @@ struct owner_link {
         return side.wait(ucp_ep_flush_nbx(side.ep, &param), nullptr);
     }
 
+    /* a tag message of @a size from @a buf, filled with @a seed, which the
+     * owner receives and checks */
+    void tag_to_owner(void *buf, size_t size, uint32_t seed)
+    {
+        legacy_cmd cmd = {OP_RECV, seed, size};
+        int32_t result = UCS_ERR_LAST;
+
+        seed_fill(buf, seed, size);
+        ASSERT_TRUE(peer.chan().send_obj(cmd));
+        EXPECT_EQ(UCS_OK, side.wait(side.send(buf, size, seed), nullptr));
+        ASSERT_TRUE(side.chan_recv(peer.chan(), &result, sizeof(result)));
+        EXPECT_EQ(UCS_OK, result) << "tag to the owner";
+    }
+
+    /* a tag message the owner fills with @a seed, received into @a buf */
+    void tag_from_owner(void *buf, size_t size, uint32_t seed)
+    {
+        legacy_cmd cmd = {OP_SEND, seed, size};
+        int32_t result = UCS_ERR_LAST;
+
+        ucs_status_ptr_t rreq = side.recv(buf, size, seed);
+        ASSERT_TRUE(peer.chan().send_obj(cmd));
+        EXPECT_EQ(UCS_OK, side.wait(rreq, nullptr));
+        ASSERT_TRUE(side.chan_recv(peer.chan(), &result, sizeof(result)));
+        EXPECT_EQ(UCS_OK, result);
+        EXPECT_TRUE(seed_holds(buf, seed, size)) << "tag from the owner";
+    }
+
+    /* ucp_put of @a size bytes of @a buf, filled with @a seed, to the
+     * owner's memory, flushed; the owner checks them */
+    void put(void *buf, size_t size, uint32_t seed, ucp_rkey_h rkey)
+    {
+        ucp_request_param_t param = {};
+
+        seed_fill(buf, seed, size);
+        EXPECT_EQ(UCS_OK, side.wait(ucp_put_nbx(side.ep, buf, size,
+                                                hello.addr, rkey, &param),
+                                    nullptr));
+        EXPECT_EQ(UCS_OK, flush());
+        EXPECT_EQ(UCS_OK, call(OP_CHECK, seed, size)) << "put";
+    }
+
+    /* ucp_get of @a size bytes of the owner's memory, filled with @a seed,
+     * into @a buf, flushed */
+    void get(void *buf, size_t size, uint32_t seed, ucp_rkey_h rkey)
+    {
+        ucp_request_param_t param = {};
+
+        EXPECT_EQ(UCS_OK, call(OP_FILL, seed, size));
+        EXPECT_EQ(UCS_OK, side.wait(ucp_get_nbx(side.ep, buf, size,
+                                                hello.addr, rkey, &param),
+                                    nullptr));
+        EXPECT_EQ(UCS_OK, flush());
+        EXPECT_TRUE(seed_holds(buf, seed, size)) << "get";
+    }
+
     int finish()
     {
         legacy_cmd cmd = {OP_EXIT, 0, 0};
@@ -424,24 +480,9 @@ TEST_P(ucp_legacy, tag_both_ways)
 
     for (size_t size : SIZES) {
         SCOPED_TRACE(size);
-        seed_fill(local.ptr(), ++seed, size);
-        legacy_cmd cmd = {OP_RECV, seed, size};
-        ASSERT_TRUE(owner.peer.chan().send_obj(cmd));
-        EXPECT_EQ(UCS_OK, owner.side.wait(owner.side.send(local.ptr(), size,
-                                                          seed), nullptr));
-        int32_t result = UCS_ERR_LAST;
-        ASSERT_TRUE(owner.side.chan_recv(owner.peer.chan(), &result,
-                                         sizeof(result)));
-        EXPECT_EQ(UCS_OK, result) << "tag to the owner";
-
-        ucs_status_ptr_t rreq = owner.side.recv(local.ptr(), size, ++seed);
-        cmd = {OP_SEND, seed, size};
-        ASSERT_TRUE(owner.peer.chan().send_obj(cmd));
-        EXPECT_EQ(UCS_OK, owner.side.wait(rreq, nullptr));
-        ASSERT_TRUE(owner.side.chan_recv(owner.peer.chan(), &result,
-                                         sizeof(result)));
-        EXPECT_EQ(UCS_OK, result);
-        EXPECT_TRUE(seed_holds(local.ptr(), seed, size)) << "tag from the owner";
+        ASSERT_NO_FATAL_FAILURE(owner.tag_to_owner(local.ptr(), size, ++seed));
+        ASSERT_NO_FATAL_FAILURE(owner.tag_from_owner(local.ptr(), size,
+                                                     ++seed));
     }
     EXPECT_EQ(0, owner.finish());
 }
@@ -472,21 +513,8 @@ TEST_F(ucp_legacy, rma_proto_v2_through_the_driver)
                                          &rkey));
     for (size_t size : SIZES) {
         SCOPED_TRACE(size);
-        seed_fill(local.ptr(), ++seed, size);
-        EXPECT_EQ(UCS_OK,
-                  owner.side.wait(ucp_put_nbx(owner.side.ep, local.ptr(), size,
-                                              owner.hello.addr, rkey, &param),
-                                  nullptr));
-        EXPECT_EQ(UCS_OK, owner.flush());
-        EXPECT_EQ(UCS_OK, owner.call(OP_CHECK, seed, size)) << "put";
-
-        EXPECT_EQ(UCS_OK, owner.call(OP_FILL, ++seed, size));
-        EXPECT_EQ(UCS_OK,
-                  owner.side.wait(ucp_get_nbx(owner.side.ep, local.ptr(), size,
-                                              owner.hello.addr, rkey, &param),
-                                  nullptr));
-        EXPECT_EQ(UCS_OK, owner.flush());
-        EXPECT_TRUE(seed_holds(local.ptr(), seed, size)) << "get";
+        owner.put(local.ptr(), size, ++seed, rkey);
+        owner.get(local.ptr(), size, ++seed, rkey);
     }
 
     if (!copy_faults(false)) {
@@ -609,25 +637,10 @@ void ucp_owner_copy::tag_both_ways_through_the_owner()
         int32_t before = copies(owner);
         ASSERT_GE(before, 0);
 
-        seed_fill(local.ptr(), ++seed, size);
-        legacy_cmd cmd = {OP_RECV, seed, size};
-        ASSERT_TRUE(owner.peer.chan().send_obj(cmd));
-        EXPECT_EQ(UCS_OK, owner.side.wait(owner.side.send(local.ptr(), size,
-                                                          seed), nullptr));
-        int32_t result = UCS_ERR_LAST;
-        ASSERT_TRUE(owner.side.chan_recv(owner.peer.chan(), &result,
-                                         sizeof(result)));
-        EXPECT_EQ(UCS_OK, result) << "tag to the owner";
+        ASSERT_NO_FATAL_FAILURE(owner.tag_to_owner(local.ptr(), size, ++seed));
         int32_t sent = copies(owner);
-
-        ucs_status_ptr_t rreq = owner.side.recv(local.ptr(), size, ++seed);
-        cmd = {OP_SEND, seed, size};
-        ASSERT_TRUE(owner.peer.chan().send_obj(cmd));
-        EXPECT_EQ(UCS_OK, owner.side.wait(rreq, nullptr));
-        ASSERT_TRUE(owner.side.chan_recv(owner.peer.chan(), &result,
-                                         sizeof(result)));
-        EXPECT_EQ(UCS_OK, result);
-        EXPECT_TRUE(seed_holds(local.ptr(), seed, size)) << "tag from the owner";
+        ASSERT_NO_FATAL_FAILURE(owner.tag_from_owner(local.ptr(), size,
+                                                     ++seed));
 
         if (size == MAX_SIZE) { /* a rendezvous */
             EXPECT_GT(sent, before) << "tag to the owner: no copy by an owner";
@@ -656,7 +669,6 @@ void ucp_owner_copy::rma_through_the_owner()
     owner_link owner(GetParam());
     ASSERT_TRUE(owner.connected);
     test_memory local(unshareable());
-    ucp_request_param_t param = {};
     ucp_rkey_h rkey;
     uint32_t seed = 1;
 
@@ -667,23 +679,11 @@ void ucp_owner_copy::rma_through_the_owner()
         int32_t before = owner.call(OP_COPIES, 0, 0);
         ASSERT_GE(before, 0);
 
-        seed_fill(local.ptr(), ++seed, size);
-        EXPECT_EQ(UCS_OK,
-                  owner.side.wait(ucp_put_nbx(owner.side.ep, local.ptr(), size,
-                                              owner.hello.addr, rkey, &param),
-                                  nullptr));
-        EXPECT_EQ(UCS_OK, owner.flush());
-        EXPECT_EQ(UCS_OK, owner.call(OP_CHECK, seed, size)) << "put";
+        owner.put(local.ptr(), size, ++seed, rkey);
         int32_t put = owner.call(OP_COPIES, 0, 0);
         EXPECT_GT(put, before) << "put: no copy by the owner";
 
-        EXPECT_EQ(UCS_OK, owner.call(OP_FILL, ++seed, size));
-        EXPECT_EQ(UCS_OK,
-                  owner.side.wait(ucp_get_nbx(owner.side.ep, local.ptr(), size,
-                                              owner.hello.addr, rkey, &param),
-                                  nullptr));
-        EXPECT_EQ(UCS_OK, owner.flush());
-        EXPECT_TRUE(seed_holds(local.ptr(), seed, size)) << "get";
+        owner.get(local.ptr(), size, ++seed, rkey);
         EXPECT_GT(owner.call(OP_COPIES, 0, 0), put) << "get: no copy by the owner";
     }
     EXPECT_EQ(0, log_counter::s_legacy) << log_counter::s_last;
