@@ -21,8 +21,9 @@
 #                  (zero copy), both sides alike, between two pods:
 #                  tag_bw, ucp_put_bw, ucp_get at 4 and 64 MiB (goal >=
 #                  0.45), ucp_put_lat 8 B (printed); and the one copy into
-#                  the importer's VMM buffer vs zero copy, get and put, 4 and
-#                  64 MiB (test/bench/bench_owner_copy, goal >= 0.85)
+#                  the importer's VMM buffer vs zero copy, get and put, 8
+#                  in flight, 4 and 64 MiB (test/bench/bench_owner_copy,
+#                  goal >= 0.85)
 #   NIXL           (UCX 1.22) NIXL WRITE / UCP put and NIXL READ / UCP get
 #                  bandwidth on the same buffers between two pods, 4 and 64
 #                  MiB (test/nixl/bench_nixl; NIXL from contrib/setup-nixl.sh)
@@ -32,12 +33,15 @@
 # the CPU caches (the emulator's copies write memory, not a cache: a GPU's
 # copy engine does not leave them in a CPU's); each figure is measured in
 # rounds (BENCH_ROUNDS, default 5, of at least BENCH_MIN_TIME / rounds s,
-# default 0.5 s per figure, 2 s for the bandwidth programs bench_datapath and
-# bench_chunks, whose copies take milliseconds; PT_ROUNDS ucx_perftest
-# rounds, default 3); the bandwidth programs run every thread on one CPU
-# (BENCH_CPU); a
-# ratio is computed per round and printed as the median with its range over
-# the rounds. The summary says PASS or FAIL against a goal only when the
+# default 0.5 s per figure, 2 s for the bandwidth programs bench_datapath,
+# bench_chunks and bench_owner_copy, whose copies take milliseconds); the
+# bandwidth programs run every thread on one CPU (BENCH_CPU), and
+# bench_chunks times fresh buffers in each round; a ratio is computed per
+# round and printed as the median with its range over the rounds.
+# ucx_perftest figures are taken in PT_ROUNDS runs (default 5) of each
+# side, alternately: their ratio is the median of one side's runs over the
+# other's, its range every run of one over every run of the other
+# (ratio_line). The summary says PASS or FAIL against a goal only when the
 # whole range lies on one side of it, else "inconclusive" with the spread.
 #
 # Runs them against UCX 1.13.1 (BUILD_DIR, default build/), then, when a UCX
@@ -82,7 +86,7 @@ bench() {
     # ucx_perftest: ITER_BYTES/size iterations (at least 64 at 64 MiB, about
     # 0.5 s on the emulator), its own warm-up (a tenth as many) on the same
     # buffers; rounds: round 1 gives the plot too
-    local round rounds=${PT_ROUNDS:-3} t
+    local round rounds=${PT_ROUNDS:-5} t
     echo "== UCX $ver: UCP tag_bw vs UCT put_bw, server in another pod, $rounds rounds"
     for ((round = 1; round <= rounds; round++)); do
         OUT_DIR=$out/perftest-$round TESTS=uct:put_bw,ucp:tag_bw ITER_BYTES=4G \
@@ -122,10 +126,11 @@ bench() {
         done
     done
     echo "== UCX $ver: one copy by the owner into our VMM buffer vs zero copy: test/bench/bench_owner_copy"
-    "$bench/bench_owner_copy" | tee "$out/owner_copy.txt"
+    BENCH_MIN_TIME=${BENCH_MIN_TIME:-2} "$bench/bench_owner_copy" |
+        tee "$out/owner_copy.txt"
 
-    # the perftest ratios, one per round, as the benchmark programs print
-    # theirs: "ratio NAME: MEDIAN (min MIN, max MAX, N rounds)"
+    # the perftest ratios, in the line the benchmark programs print
+    # theirs in: "ratio NAME: MEDIAN (min MIN, max MAX, N rounds)"
     {
         awk -F'\t' '$1 == "uct:put_bw" && $2 == 67108864 {
                 split(FILENAME, p, "/perftest-"); r = p[2] + 0; put[r] = $4; n[r] = $6 }
@@ -207,18 +212,30 @@ GP
     } | tee "$out/summary.txt"
 }
 
-# ratio_line NAME UNITS: reads "ratio a b iterations" per round, prints a
-# ratio line with median, min, max and the rounds, and what they came from
+# ratio_line NAME UNITS: reads "ratio a b iterations" per round (a and b:
+# the figures of two ucx_perftest runs), prints a ratio line and what it
+# came from. Each run is a process of its own, with its own buffers, so its
+# figure moves from run to run by more than within one (their placement in
+# memory; measured: a 4 MiB put_bw ranged 17-25 GB/s over 8 runs) and
+# pairing run i of a with run i of b says nothing: the ratio is median(a) /
+# median(b), and its range every run of a over every run of b, min(a) /
+# max(b) to max(a) / min(b)
 ratio_line() {
-    sort -g | awk -v name="$1" -v units="$2" '
-        { v[++n] = $1; a[n] = $2; b[n] = $3; it = it (it ? "," : "") $4 }
+    awk -v name="$1" -v units="$2" '
+        function median(x, k,    i, j, t) {
+            for (i = 2; i <= k; i++)
+                for (j = i; j > 1 && x[j - 1] > x[j]; j--) { t = x[j]; x[j] = x[j - 1]; x[j - 1] = t }
+            return (k % 2) ? x[(k + 1) / 2] : (x[k / 2] + x[k / 2 + 1]) / 2
+        }
+        { a[++n] = $2; b[n] = $3; it = it (it ? "," : "") $4 }
         END {
             if (!n) { printf "ratio %s: none (a run failed)\n", name; exit }
-            med = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-            printf "ratio %s: %.3f (min %.3f, max %.3f, %d rounds)\n", name, med, v[1], v[n], n
-            printf "  per round (%s):", units
-            for (i = 1; i <= n; i++) printf " %.0f/%.0f", a[i], b[i]
-            printf "; iterations per run: %s\n", it
+            runs = sprintf("  runs (%s):", units)
+            for (i = 1; i <= n; i++) runs = runs sprintf(" %.0f/%.0f", a[i], b[i])
+            ma = median(a, n); mb = median(b, n)
+            printf "ratio %s: %.3f (min %.3f, max %.3f, %d rounds)\n", name, ma / mb,
+                a[1] / b[n], a[n] / b[1], n
+            printf "%s; iterations per run: %s\n", runs, it
         }'
 }
 
@@ -238,7 +255,7 @@ verdicts() {
         if (name ~ /^owner_copy\/ipc (get|put) (4096|65536) KiB/) return ">= 0.85"
         return ""
     }
-    /^  per round / { print "    " substr($0, 3); next }
+    /^  runs / { print "    " substr($0, 3); next }
     /^ratio / {
         line = substr($0, 7); c = index(line, ": ")
         name = substr(line, 1, c - 1); rest = substr(line, c + 2)

@@ -45,6 +45,7 @@
 
 #define BENCH_SIZE        (64ul << 20)
 #define BENCH_MAX_CHUNKS  64
+#define BENCH_NUM_SIZES   3   /* of the bandwidth figures */
 
 
 /* What the exporter sends: its addresses, and both buffers with their keys */
@@ -97,48 +98,88 @@ static void *bench_vmm_chunks(size_t chunk, size_t count)
 }
 
 
-/* Exporter: the buffers registered until the parent closes the channel */
+static void bench_vmm_free(void *ptr, size_t size)
+{
+    BENCH_CU(cuMemUnmap, (CUdeviceptr)ptr, size);
+    BENCH_CU(cuMemAddressFree, (CUdeviceptr)ptr, size);
+}
+
+
+/* A pair of buffers the exporter times: 64 chunks and one allocation */
+typedef struct {
+    void      *single, *chunks;
+    uct_mem_h single_memh, chunks_memh;
+} bench_pair_t;
+
+
+static void bench_pair_alloc(bench_node_t *node, bench_pair_t *pair,
+                             bench_export_t *msg)
+{
+    pair->single = bench_vmm_chunks(BENCH_SIZE, 1);
+    pair->chunks = bench_vmm_chunks(BENCH_SIZE / msg->num_chunks,
+                                    msg->num_chunks);
+    BENCH_CHECK(uct_md_mem_reg(node->md, pair->single, BENCH_SIZE,
+                               UCT_MD_MEM_ACCESS_ALL, &pair->single_memh) ==
+                UCS_OK, "uct_md_mem_reg");
+    BENCH_CHECK(uct_md_mem_reg(node->md, pair->chunks, BENCH_SIZE,
+                               UCT_MD_MEM_ACCESS_ALL, &pair->chunks_memh) ==
+                UCS_OK, "uct_md_mem_reg");
+    BENCH_CHECK(uct_md_mkey_pack(node->md, pair->single_memh,
+                                 msg->single_rkey) == UCS_OK,
+                "uct_md_mkey_pack");
+    BENCH_CHECK(uct_md_mkey_pack(node->md, pair->chunks_memh,
+                                 msg->chunks_rkey) == UCS_OK,
+                "uct_md_mkey_pack");
+    msg->single_addr = (uintptr_t)pair->single;
+    msg->chunks_addr = (uintptr_t)pair->chunks;
+}
+
+
+static void bench_pair_free(bench_node_t *node, bench_pair_t *pair)
+{
+    uct_md_mem_dereg(node->md, pair->chunks_memh);
+    uct_md_mem_dereg(node->md, pair->single_memh);
+    bench_vmm_free(pair->chunks, BENCH_SIZE);
+    bench_vmm_free(pair->single, BENCH_SIZE);
+}
+
+
+/*
+ * Exporter: the buffers registered until the parent closes the channel.
+ * Each byte the parent sends asks for a fresh pair, allocated before the
+ * previous one is freed (so that its memory is other memory).
+ */
 static int bench_exporter(int chan)
 {
-    uct_mem_h single_memh, chunks_memh, batch_memh;
+    uct_mem_h batch_memh;
     bench_export_t msg = {};
+    bench_pair_t pair, next;
     bench_node_t node;
-    void *single, *chunks, *batch;
-    size_t chunk;
+    void *batch;
     char c;
 
     bench_cuda_init();
     bench_node_open(&node);
-    chunk          = bench_chunk_size();
-    msg.num_chunks = BENCH_SIZE / chunk;
-    single         = bench_vmm_chunks(BENCH_SIZE, 1);
-    chunks         = bench_vmm_chunks(chunk, msg.num_chunks);
-    batch          = bench_vmm_chunks(chunk, msg.num_chunks);
-    BENCH_CHECK(uct_md_mem_reg(node.md, single, BENCH_SIZE,
-                               UCT_MD_MEM_ACCESS_ALL, &single_memh) == UCS_OK,
-                "uct_md_mem_reg");
-    BENCH_CHECK(uct_md_mem_reg(node.md, chunks, BENCH_SIZE,
-                               UCT_MD_MEM_ACCESS_ALL, &chunks_memh) == UCS_OK,
-                "uct_md_mem_reg");
+    msg.num_chunks = BENCH_SIZE / bench_chunk_size();
+    bench_pair_alloc(&node, &pair, &msg);
+    batch = bench_vmm_chunks(BENCH_SIZE / msg.num_chunks, msg.num_chunks);
     BENCH_CHECK(uct_md_mem_reg(node.md, batch, BENCH_SIZE,
                                UCT_MD_MEM_ACCESS_ALL, &batch_memh) == UCS_OK,
                 "uct_md_mem_reg");
     BENCH_CHECK(uct_md_mkey_pack(node.md, batch_memh, msg.batch_rkey) ==
                 UCS_OK, "uct_md_mkey_pack");
-    BENCH_CHECK(uct_md_mkey_pack(node.md, single_memh, msg.single_rkey) ==
-                UCS_OK, "uct_md_mkey_pack");
-    BENCH_CHECK(uct_md_mkey_pack(node.md, chunks_memh, msg.chunks_rkey) ==
-                UCS_OK, "uct_md_mkey_pack");
     uct_iface_get_device_address(node.iface, (uct_device_addr_t*)msg.dev_addr);
     uct_iface_get_address(node.iface, (uct_iface_addr_t*)msg.iface_addr);
-    msg.single_addr = (uintptr_t)single;
-    msg.chunks_addr = (uintptr_t)chunks;
     BENCH_CHECK(send(chan, &msg, sizeof(msg), 0) == sizeof(msg), "send");
     while (recv(chan, &c, 1, 0) > 0) {
+        bench_pair_alloc(&node, &next, &msg);
+        BENCH_CHECK(send(chan, &msg, sizeof(msg), 0) == sizeof(msg), "send");
+        bench_pair_free(&node, &pair);
+        pair = next;
     }
     uct_md_mem_dereg(node.md, batch_memh);
-    uct_md_mem_dereg(node.md, chunks_memh);
-    uct_md_mem_dereg(node.md, single_memh);
+    bench_vmm_free(batch, BENCH_SIZE);
+    bench_pair_free(&node, &pair);
     bench_node_close(&node);
     return 0;
 }
@@ -154,13 +195,57 @@ enum {
 
 
 typedef struct {
-    bench_node_t *node;
-    uct_ep_h     ep;
-    void         *local;
-    uint64_t     addr[2];  /* chunks, single */
-    uct_rkey_t   rkey[2];
-    uint8_t      *batch_rkey; /* packed: its fds are fetched directly */
+    bench_node_t      *node;
+    uct_ep_h          ep;
+    int               chan;     /* to the exporter */
+    void              *local;
+    uint64_t          addr[2];  /* chunks, single */
+    uct_rkey_bundle_t bundle[2];
+    uct_rkey_t        rkey[2];
+    uint8_t           batch_rkey[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE]; /* packed:
+                                               its fds are fetched directly */
 } bench_ctx_t;
+
+
+/* the exporter's pair of buffers in @a exp, in place of the previous one */
+static void bench_take_pair(bench_ctx_t *c, const bench_export_t *exp)
+{
+    int i;
+
+    for (i = 0; i < 2; ++i) {
+        if (c->rkey[i] != 0) {
+            uct_rkey_release(c->node->component, &c->bundle[i]);
+        }
+        BENCH_CHECK(uct_rkey_unpack(c->node->component,
+                                    i ? exp->single_rkey : exp->chunks_rkey,
+                                    &c->bundle[i]) == UCS_OK,
+                    "uct_rkey_unpack");
+        c->rkey[i] = c->bundle[i].rkey;
+    }
+    c->addr[0] = exp->chunks_addr;
+    c->addr[1] = exp->single_addr;
+}
+
+
+/*
+ * A fresh pair from the exporter and a fresh local buffer: on this VM the
+ * same copy between other memory runs up to 10% faster or slower, and the
+ * chunks and the one allocation are different memory, so a ratio taken on
+ * one set of buffers says as much about where they lie as about the chunks
+ * (measured: put chunks/single 16 MiB 0.909 in one run, 1.079 in the next,
+ * each within 0.03 over its rounds). Each round measures other buffers.
+ */
+static void bench_fresh_buffers(bench_ctx_t *c)
+{
+    bench_export_t exp;
+
+    BENCH_CHECK(send(c->chan, "n", 1, 0) == 1, "send");
+    BENCH_CHECK(recv(c->chan, &exp, sizeof(exp), 0) == sizeof(exp),
+                "exporter message");
+    bench_take_pair(c, &exp);
+    bench_vmm_free(c->local, BENCH_SIZE);
+    c->local = bench_vmm_chunks(BENCH_SIZE, 1);
+}
 
 
 static void bench_op(const bench_ctx_t *c, int op, size_t size)
@@ -295,13 +380,16 @@ static void bench_first_use(const bench_ctx_t *c, unsigned num_chunks)
 }
 
 
-static void bench_bandwidth(const bench_ctx_t *c, int min_iters)
+static void bench_bandwidth(bench_ctx_t *c, int min_iters)
 {
-    static const size_t sizes[] = {4ul << 20, 16ul << 20, 64ul << 20};
+    static const size_t sizes[BENCH_NUM_SIZES] = {4ul << 20, 16ul << 20,
+                                                  64ul << 20};
     const int rounds        = bench_rounds();
     const double round_time = bench_round_time();
-    double bw[BENCH_OP_LAST][BENCH_MAX_ROUNDS], t[BENCH_OP_LAST], t0, dt;
-    double put_ratio[BENCH_MAX_ROUNDS], get_ratio[BENCH_MAX_ROUNDS], tmin;
+    double bw[BENCH_NUM_SIZES][BENCH_OP_LAST][BENCH_MAX_ROUNDS];
+    double put_ratio[BENCH_NUM_SIZES][BENCH_MAX_ROUNDS];
+    double get_ratio[BENCH_NUM_SIZES][BENCH_MAX_ROUNDS];
+    double t[BENCH_OP_LAST], t0, dt, tmin;
     bench_samples_t samples[BENCH_OP_LAST] = {};
     cpu_set_t cpus;
     char name[64];
@@ -310,15 +398,14 @@ static void bench_bandwidth(const bench_ctx_t *c, int min_iters)
     int r, k, op, cpu;
 
     cpu = bench_pin_threads(&cpus);
-    printf("bandwidth: %s\n", bench_cache_mode());
+    printf("bandwidth: %s; fresh buffers in each round\n", bench_cache_mode());
     bench_print_pin(cpu);
-    printf("%-10s %14s %14s %14s %14s\n", "size", "put chunks MB/s",
-           "put single", "get chunks", "get single");
-    for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
-        for (op = 0; op < BENCH_OP_LAST; ++op) {
-            bench_op(c, op, sizes[i]); /* warm-up */
-        }
-        for (r = 0; r < rounds; ++r) {
+    for (r = 0; r < rounds; ++r) {
+        bench_fresh_buffers(c);
+        for (i = 0; i < BENCH_NUM_SIZES; ++i) {
+            for (op = 0; op < BENCH_OP_LAST; ++op) {
+                bench_op(c, op, sizes[i]); /* warm-up: every page, both ways */
+            }
             memset(t, 0, sizeof(t));
             it = 0;
             do {
@@ -340,28 +427,35 @@ static void bench_bandwidth(const bench_ctx_t *c, int min_iters)
                 }
             } while ((it < min_iters) || (tmin < round_time));
             for (op = 0; op < BENCH_OP_LAST; ++op) {
-                bw[op][r] = sizes[i] / bench_samples_median(&samples[op]) /
-                            1e6;
+                bw[i][op][r] = sizes[i] /
+                               bench_samples_median(&samples[op]) / 1e6;
             }
-            put_ratio[r] = bw[BENCH_OP_PUT_CHUNKS][r] /
-                           bw[BENCH_OP_PUT_SINGLE][r];
-            get_ratio[r] = bw[BENCH_OP_GET_CHUNKS][r] /
-                           bw[BENCH_OP_GET_SINGLE][r];
+            put_ratio[i][r] = bw[i][BENCH_OP_PUT_CHUNKS][r] /
+                              bw[i][BENCH_OP_PUT_SINGLE][r];
+            get_ratio[i][r] = bw[i][BENCH_OP_GET_CHUNKS][r] /
+                              bw[i][BENCH_OP_GET_SINGLE][r];
         }
+    }
+    bench_unpin_threads(cpu, &cpus);
+
+    printf("%-10s %14s %14s %14s %14s\n", "size", "put chunks MB/s",
+           "put single", "get chunks", "get single");
+    for (i = 0; i < BENCH_NUM_SIZES; ++i) {
         printf("%-10zu %14.1f %14.1f %14.1f %14.1f\n", sizes[i],
-               bench_range(bw[0], rounds).med, bench_range(bw[1], rounds).med,
-               bench_range(bw[2], rounds).med, bench_range(bw[3], rounds).med);
+               bench_range(bw[i][0], rounds).med,
+               bench_range(bw[i][1], rounds).med,
+               bench_range(bw[i][2], rounds).med,
+               bench_range(bw[i][3], rounds).med);
         snprintf(name, sizeof(name), "put chunks/single %zu MiB",
                  sizes[i] >> 20);
-        bench_print_ratio(name, put_ratio, rounds);
+        bench_print_ratio(name, put_ratio[i], rounds);
         snprintf(name, sizeof(name), "get chunks/single %zu MiB",
                  sizes[i] >> 20);
-        bench_print_ratio(name, get_ratio, rounds);
+        bench_print_ratio(name, get_ratio[i], rounds);
     }
     for (op = 0; op < BENCH_OP_LAST; ++op) {
         free(samples[op].v);
     }
-    bench_unpin_threads(cpu, &cpus);
 }
 
 
@@ -369,7 +463,6 @@ int main(int argc, char **argv)
 {
     int iters = 5, chan, opt;
     uct_ep_params_t ep_params = {};
-    uct_rkey_bundle_t rkeys[2];
     bench_export_t exp;
     bench_node_t node;
     bench_ctx_t ctx;
@@ -402,19 +495,14 @@ int main(int argc, char **argv)
     ep_params.dev_addr   = (uct_device_addr_t*)exp.dev_addr;
     ep_params.iface_addr = (uct_iface_addr_t*)exp.iface_addr;
     BENCH_CHECK(uct_ep_create(&ep_params, &ep) == UCS_OK, "uct_ep_create");
-    BENCH_CHECK(uct_rkey_unpack(node.component, exp.chunks_rkey, &rkeys[0]) ==
-                UCS_OK, "uct_rkey_unpack");
-    BENCH_CHECK(uct_rkey_unpack(node.component, exp.single_rkey, &rkeys[1]) ==
-                UCS_OK, "uct_rkey_unpack");
 
-    ctx.node    = &node;
-    ctx.ep      = ep;
-    ctx.local   = bench_vmm_chunks(BENCH_SIZE, 1);
-    ctx.addr[0] = exp.chunks_addr;
-    ctx.addr[1] = exp.single_addr;
-    ctx.rkey[0] = rkeys[0].rkey;
-    ctx.rkey[1] = rkeys[1].rkey;
-    ctx.batch_rkey = exp.batch_rkey;
+    memset(&ctx, 0, sizeof(ctx));
+    ctx.node  = &node;
+    ctx.ep    = ep;
+    ctx.chan  = chan;
+    ctx.local = bench_vmm_chunks(BENCH_SIZE, 1);
+    memcpy(ctx.batch_rkey, exp.batch_rkey, sizeof(ctx.batch_rkey));
+    bench_take_pair(&ctx, &exp);
 
     printf("cuda_ipc_ns framework memory: %u chunks of %lu KiB vs one "
            "allocation of 64 MiB, driver %s\n", exp.num_chunks,
@@ -425,8 +513,9 @@ int main(int argc, char **argv)
     bench_first_use(&ctx, exp.num_chunks);
     bench_bandwidth(&ctx, iters);
 
-    uct_rkey_release(node.component, &rkeys[1]);
-    uct_rkey_release(node.component, &rkeys[0]);
+    uct_rkey_release(node.component, &ctx.bundle[1]);
+    uct_rkey_release(node.component, &ctx.bundle[0]);
+    bench_vmm_free(ctx.local, BENCH_SIZE);
     uct_ep_destroy(ep);
     bench_node_close(&node);
     close(chan);

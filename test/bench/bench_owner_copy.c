@@ -8,7 +8,9 @@
  * from and puts to each, at the same sizes and offsets, into its own VMM
  * buffer: through COPY requests to the owner (a request, the owner's copy,
  * its answer) and through cu_ipc_ns zero copy (mapped, copied by the
- * importer). Per size it prints the bandwidth of each and the ratio
+ * importer), with as many copies in flight as the owner runs for one client
+ * (UCT_CUDA_IPC_NS_COPY_QUEUE_MAX; one at 64 MiB), as a bandwidth test keeps
+ * a window of them. Per size it prints the bandwidth of each and the ratio
  * owner/direct (median and range of the rounds: bench_stats.h). Both
  * processes are in one PID namespace here: what is measured is the cost of
  * the lane, which does not depend on the namespace.
@@ -21,7 +23,9 @@
 
 #include "bench_uct.h"
 #include "bench_stats.h"
+#include "bench_cpu_cache.h"
 #include "cuda_ipc_ns_broker.h"
+#include "cuda_ipc_ns_broker_copy.h"
 #include "cuda_ipc_ns_copy_client.h"
 #include "cuda_ipc_ns_nsid.h"
 
@@ -132,32 +136,50 @@ typedef struct {
 } bench_ctx_t;
 
 
-/* one COPY request and its answer */
-static void bench_owner_copy(bench_ctx_t *ctx, int is_put, size_t size)
+/* @a count COPY requests at once, the i-th for [i * size, (i + 1) * size)
+ * of both buffers, and their answers */
+static void bench_owner_copy(bench_ctx_t *ctx, int is_put, size_t size,
+                             unsigned count)
 {
     uct_cuda_ipc_ns_copy_args_t copy = {};
+    uint64_t first                   = ctx->seq + 1;
     ucs_status_t op_status;
+    unsigned i;
     uint64_t seq;
 
-    copy.seq       = ++ctx->seq;
     copy.length    = size;
     copy.buf_id    = ctx->local_id;
     copy.buf_size  = BENCH_SIZE;
     copy.direction = is_put ? UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER :
                               UCT_CUDA_IPC_NS_COPY_TO_IMPORTER;
-    /* the fd goes once: the owner keeps the buffer mapped */
-    BENCH_CHECK(uct_cuda_ipc_ns_copy_client_send(
-                        ctx->sock, BENCH_REG_ID, ctx->token, &copy,
-                        (ctx->seq == 1) ? ctx->local_fd : -1, 0) == UCS_OK,
-                "COPY request");
-    BENCH_CHECK((uct_cuda_ipc_ns_copy_client_recv(ctx->sock, BENCH_REG_ID, 0,
-                                                  &seq, &op_status) ==
-                 UCS_OK) && (seq == copy.seq) && (op_status == UCS_OK),
-                "COPY answer");
+    for (i = 0; i < count; ++i) {
+        copy.seq        = ++ctx->seq;
+        copy.offset     = i * size;
+        copy.buf_offset = i * size;
+        /* the fd goes once: the owner keeps the buffer mapped */
+        BENCH_CHECK(uct_cuda_ipc_ns_copy_client_send(
+                            ctx->sock, BENCH_REG_ID, ctx->token, &copy,
+                            (copy.seq == 1) ? ctx->local_fd : -1, 0) == UCS_OK,
+                    "COPY request");
+    }
+    for (i = 0; i < count; ++i) {
+        BENCH_CHECK((uct_cuda_ipc_ns_copy_client_recv(ctx->sock, BENCH_REG_ID,
+                                                      0, &seq, &op_status) ==
+                     UCS_OK) && (seq >= first) && (seq <= ctx->seq) &&
+                    (op_status == UCS_OK), "COPY answer");
+    }
 }
 
 
 enum { BENCH_OWNER, BENCH_DIRECT, BENCH_LANES };
+
+
+/* requests in flight at once: as many as the owner runs for one client */
+static unsigned bench_window(size_t size)
+{
+    return ucs_max(1, ucs_min(UCT_CUDA_IPC_NS_COPY_QUEUE_MAX,
+                              BENCH_SIZE / size));
+}
 
 
 static void bench_run(bench_ctx_t *ctx, int is_put, int iters)
@@ -166,44 +188,56 @@ static void bench_run(bench_ctx_t *ctx, int is_put, int iters)
     const double round_time     = bench_round_time();
     const int rounds            = bench_rounds();
     double bw[BENCH_LANES][BENCH_MAX_ROUNDS], ratio[BENCH_MAX_ROUNDS];
-    bench_samples_t samples[BENCH_LANES] = {};
+    bench_samples_t samples[BENCH_LANES] = {}, pairs = {};
+    double pair_dt[BENCH_LANES];
     const char *op = is_put ? "put" : "get";
     double t0, start, dt;
+    unsigned window;
     bench_range_t rb;
     int r, lane, n;
     size_t i;
     char name[64];
 
     for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
-        /* warm-up: mappings on both sides, the owner's stream */
-        bench_owner_copy(ctx, is_put, sizes[i]);
-        bench_copy(ctx->node, ctx->ep, is_put, ctx->local, sizes[i],
-                   ctx->vmm_addr, ctx->rkey);
+        window = bench_window(sizes[i]);
+        /* warm-up: mappings on both sides, the owner's stream, every page */
+        bench_owner_copy(ctx, is_put, sizes[i], window);
+        bench_copy_window(ctx->node, ctx->ep, is_put, ctx->local, sizes[i],
+                          window, ctx->vmm_addr, ctx->rkey);
         for (r = 0; r < rounds; ++r) {
             start = bench_time_now();
             for (n = 0; (n < iters) || (bench_time_now() - start < round_time);
                  ++n) {
                 /* interleaved: both lanes see the same machine state */
                 for (lane = 0; lane < BENCH_LANES; ++lane) {
+                    /* as bench_chunks: the owner's buffers are not mapped
+                     * here, ours leaves the caches before each copy */
+                    bench_cache_evict(ctx->local, sizes[i] * window);
                     t0 = bench_time_now();
                     if (lane == BENCH_OWNER) {
-                        bench_owner_copy(ctx, is_put, sizes[i]);
+                        bench_owner_copy(ctx, is_put, sizes[i], window);
                     } else {
-                        bench_copy(ctx->node, ctx->ep, is_put, ctx->local,
-                                   sizes[i], ctx->vmm_addr, ctx->rkey);
+                        bench_copy_window(ctx->node, ctx->ep, is_put,
+                                          ctx->local, sizes[i], window,
+                                          ctx->vmm_addr, ctx->rkey);
                     }
                     dt = bench_time_now() - t0;
                     bench_samples_add(&samples[lane], dt);
+                    pair_dt[lane] = dt;
                 }
+                /* this iteration's ratio: both lanes back to back */
+                bench_samples_add(&pairs, pair_dt[BENCH_DIRECT] /
+                                          pair_dt[BENCH_OWNER]);
             }
             for (lane = 0; lane < BENCH_LANES; ++lane) {
-                bw[lane][r] = sizes[i] / bench_samples_median(&samples[lane]) /
-                              1e9;
+                bw[lane][r] = sizes[i] * window /
+                              bench_samples_median(&samples[lane]) / 1e9;
             }
-            ratio[r] = bw[BENCH_OWNER][r] / bw[BENCH_DIRECT][r];
+            ratio[r] = bench_samples_median(&pairs);
         }
         rb = bench_range(bw[BENCH_OWNER], rounds);
-        printf("%s %6zu KiB: owner copy %.2f GB/s", op, sizes[i] >> 10, rb.med);
+        printf("%s %6zu KiB, %u in flight: owner copy %.2f GB/s", op,
+               sizes[i] >> 10, window, rb.med);
         rb = bench_range(bw[BENCH_DIRECT], rounds);
         printf(", direct IPC %.2f GB/s\n", rb.med);
         snprintf(name, sizeof(name), "owner_copy/ipc %s %zu KiB", op,
@@ -213,6 +247,7 @@ static void bench_run(bench_ctx_t *ctx, int is_put, int iters)
     for (lane = 0; lane < BENCH_LANES; ++lane) {
         free(samples[lane].v);
     }
+    free(pairs.v);
 }
 
 
@@ -275,6 +310,7 @@ int main(int argc, char **argv)
            "IPC (VMM memory, cu_ipc_ns zero copy), driver %s\n",
            getenv("UCX_CUDA_IPC_NS_DRIVER") ?: "libcuda.so.1");
     bench_print_settings("bench_owner_copy");
+    printf("%s\n", bench_cache_mode());
     printf("\n");
     bench_run(&ctx, 0, iters);
     bench_run(&ctx, 1, iters);

@@ -103,23 +103,43 @@ static void bench_comp_cb(uct_completion_t *comp)
 
 
 /*
- * One put/get, posted and progressed to completion. Large copies wait on
- * the iface's event fd rather than spin: the spinning thread would compete
- * for the CPU with the copy itself on the emulator (as for cuMemcpyDtoD,
- * which waits inside the driver).
+ * @a count puts/gets in flight, posted and progressed to their completion.
+ * Large copies wait on the iface's event fd rather than spin: the spinning
+ * thread would compete for the CPU with the copy itself on the emulator (as
+ * for cuMemcpyDtoD, which waits inside the driver).
  */
-void bench_copy(bench_node_t *node, uct_ep_h ep, int is_put, void *local,
-                size_t size, uint64_t remote, uct_rkey_t rkey)
+void bench_copy_window(bench_node_t *node, uct_ep_h ep, int is_put,
+                       void *local, size_t size, unsigned count,
+                       uint64_t remote, uct_rkey_t rkey)
 {
-    uct_iov_t iov          = {local, size, NULL, 0, 1};
-    uct_completion_t comp  = {bench_comp_cb, 1, UCS_OK};
+    uct_completion_t comp  = {bench_comp_cb, (int)count, UCS_OK};
     struct pollfd pfd      = {node->event_fd, POLLIN, 0};
     ucs_status_t status;
+    unsigned posted;
+    uct_iov_t iov;
 
-    status = is_put ? uct_ep_put_zcopy(ep, &iov, 1, remote, rkey, &comp) :
-                      uct_ep_get_zcopy(ep, &iov, 1, remote, rkey, &comp);
-    BENCH_CHECK(UCS_STATUS_IS_ERR(status) == 0, "put/get zcopy");
-    while ((status == UCS_INPROGRESS) && (comp.count > 0)) {
+    for (posted = 0; posted < count;) {
+        iov.buffer = UCS_PTR_BYTE_OFFSET(local, posted * size);
+        iov.length = size;
+        iov.memh   = NULL;
+        iov.stride = 0;
+        iov.count  = 1;
+        status     = is_put ?
+                     uct_ep_put_zcopy(ep, &iov, 1, remote + posted * size,
+                                      rkey, &comp) :
+                     uct_ep_get_zcopy(ep, &iov, 1, remote + posted * size,
+                                      rkey, &comp);
+        if (status == UCS_ERR_NO_RESOURCE) {
+            uct_worker_progress(node->worker);
+            continue;
+        }
+        BENCH_CHECK(UCS_STATUS_IS_ERR(status) == 0, "put/get zcopy");
+        if (status == UCS_OK) {
+            --comp.count; /* done at once: no callback */
+        }
+        ++posted;
+    }
+    while (comp.count > 0) {
         if (uct_worker_progress(node->worker) || (size < (1ul << 20))) {
             continue;
         }
@@ -128,6 +148,13 @@ void bench_copy(bench_node_t *node, uct_ep_h ep, int is_put, void *local,
         }
     }
     BENCH_CHECK(comp.status == UCS_OK, "copy completion");
+}
+
+
+void bench_copy(bench_node_t *node, uct_ep_h ep, int is_put, void *local,
+                size_t size, uint64_t remote, uct_rkey_t rkey)
+{
+    bench_copy_window(node, ep, is_put, local, size, 1, remote, rkey);
 }
 
 

@@ -65,4 +65,10 @@ pid_t bench_start_exporter(const char *argv0, int *chan_p);
 void bench_copy(bench_node_t *node, uct_ep_h ep, int is_put, void *local,
                 size_t size, uint64_t remote, uct_rkey_t rkey);
 
+/* @a count of them at once, the i-th between local + i * size and
+ * remote + i * size, progressed until all completed */
+void bench_copy_window(bench_node_t *node, uct_ep_h ep, int is_put,
+                       void *local, size_t size, unsigned count,
+                       uint64_t remote, uct_rkey_t rkey);
+
 #endif
