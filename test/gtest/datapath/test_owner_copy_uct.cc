@@ -18,6 +18,7 @@ extern "C" {
 
 #include <gtest/gtest.h>
 #include <algorithm>
+#include <functional>
 #include <cstring>
 #include <poll.h>
 
@@ -330,10 +331,59 @@ TEST_F(owner_copy_uct, flush_waits_for_copies) {
 }
 
 
-/* A pending request that posts a get zcopy, as UCP's would */
-struct pending_get {
+/* A slow owner stalls nobody else: with one owner's copy engine held and
+ * its copy outstanding, put and get through another owner's copies
+ * complete, bytes checked; the held one completes once released */
+TEST_F(owner_copy_uct, slow_owner_does_not_stall_other_owners) {
+    peer_options opts;
+    opts.new_pid_ns = true;
+    agent other(opts);
+    ASSERT_TRUE(other.ok());
+    uct_ep_h other_ep = m_node->connect(other.dev_addr(), other.iface_addr());
+    ASSERT_NE(nullptr, other_ep);
+    agent_buffer other_buf = other.alloc(BUF_LEGACY, MiB, 50);
+    ASSERT_GE(other_buf.index, 0);
+    uct_rkey_bundle_t other_rkey;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_node->component(),
+                                      other_buf.rkey.data(), &other_rkey));
+    ASSERT_TRUE(((uct_cuda_ipc_ns_rkey_t*)other_rkey.rkey)->owner_copy);
+
+    remote slow;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 51, &slow));
+    int held = m_node->alloc(BUF_VMM, MiB), local = m_node->alloc(BUF_VMM, MiB);
+    completion op;
+
+    if (!m_agent->hold_copies(true)) {
+        uct_rkey_release(m_node->component(), &other_rkey);
+        GTEST_SKIP() << "needs the emulator's copy-engine hold";
+    }
+    ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(held, 0), MiB,
+                                   slow.buf.addr, slow.rkey.rkey, &op));
+
+    m_node->fill(local, 52);
+    EXPECT_EQ(UCS_OK, m_node->copy(other_ep, true, local_ptr(local, 0), MiB,
+                                   other_buf.addr, other_rkey.rkey));
+    EXPECT_TRUE(other.check(other_buf.index, 52, 0, MiB));
+    ASSERT_TRUE(other.fill(other_buf.index, 53));
+    EXPECT_EQ(UCS_OK, m_node->copy(other_ep, false, local_ptr(local, 0), MiB,
+                                   other_buf.addr, other_rkey.rkey));
+    EXPECT_TRUE(m_node->check(local, 53, 0, MiB));
+    EXPECT_FALSE(op.done) << "the slow owner's copy engine is still held";
+
+    ASSERT_TRUE(m_agent->hold_copies(false));
+    ASSERT_TRUE(m_node->progress_until([&] { return op.done; }));
+    EXPECT_EQ(UCS_OK, op.status);
+    EXPECT_TRUE(m_node->check(held, 51, 0, MiB));
+    EXPECT_EQ(0u, m_node->ep_errors());
+    uct_rkey_release(m_node->component(), &other_rkey);
+}
+
+
+/* A pending request that posts a put or get zcopy, as UCP's would */
+struct pending_op {
     uct_pending_req_t req;
     uct_ep_h          ep;
+    bool              is_put;
     uct_iov_t         iov;
     uint64_t          addr;
     uct_rkey_t        rkey;
@@ -344,10 +394,13 @@ struct pending_get {
 
     static ucs_status_t func(uct_pending_req_t *req)
     {
-        pending_get *self = ucs_container_of(req, pending_get, req);
+        pending_op *self = ucs_container_of(req, pending_op, req);
         ucs_status_t status;
 
-        status = uct_ep_get_zcopy(self->ep, &self->iov, 1, self->addr,
+        status = self->is_put ?
+                 uct_ep_put_zcopy(self->ep, &self->iov, 1, self->addr,
+                                  self->rkey, &self->comp->comp) :
+                 uct_ep_get_zcopy(self->ep, &self->iov, 1, self->addr,
                                   self->rkey, &self->comp->comp);
         if (status == UCS_ERR_NO_RESOURCE) {
             return status;
@@ -359,10 +412,63 @@ struct pending_get {
 };
 
 
-/* After ep_fence, a zero-copy op waits (as a pending request) for the copy
- * the owner makes before the fence: a get into the buffer that copy reads
- * must not overtake it */
-TEST_F(owner_copy_uct, fence_orders_a_zero_copy_op_after_copies) {
+/*
+ * The fence rule (docs/owner-copies.md, "Flush and fence"), ep_fence and
+ * iface_fence alike: the op after a fence is refused (UCS_ERR_NO_RESOURCE),
+ * waits as a pending request, and is posted only once the op before the
+ * fence completed, whichever kind each is. The earlier op is held (the
+ * copy engine that runs it), the later one touches the same local buffer.
+ */
+class owner_copy_fence : public owner_copy_uct,
+                         public ::testing::WithParamInterface<bool> {
+public:
+    bool iface_fence() const { return GetParam(); }
+
+    ucs_status_t fence()
+    {
+        return iface_fence() ? uct_iface_fence(m_node->iface(), 0) :
+                               uct_ep_fence(m_ep, 0);
+    }
+
+    /* @a second refused, then posted by a pending request once @a first
+     * is done, not before; progressed until @a second is done, after
+     * @a release let the first one run */
+    void fenced_op_waits(bool is_put, void *local, const remote &r,
+                         completion *first, completion *second,
+                         const std::function<bool()> &release)
+    {
+        ASSERT_EQ(UCS_OK, fence());
+        EXPECT_EQ(UCS_ERR_NO_RESOURCE, post(is_put, local, MiB, r.buf.addr,
+                                            r.rkey.rkey, second))
+                << "the op before the fence is outstanding";
+
+        pending_op pending;
+        pending.req.func     = pending_op::func;
+        pending.ep           = m_ep;
+        pending.is_put       = is_put;
+        pending.iov          = {local, MiB, nullptr, 0, 1};
+        pending.addr         = r.buf.addr;
+        pending.rkey         = r.rkey.rkey;
+        pending.comp         = second;
+        pending.earlier_done = &first->done;
+        ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &pending.req, 0));
+        for (int i = 0; i < 100; ++i) {
+            m_node->progress();
+        }
+        EXPECT_FALSE(pending.posted) << "the op before the fence is held";
+
+        ASSERT_TRUE(release());
+        ASSERT_TRUE(m_node->progress_until([&] { return second->done; }));
+        EXPECT_TRUE(pending.earlier_first);
+        EXPECT_EQ(UCS_OK, first->status);
+        EXPECT_EQ(UCS_OK, second->status);
+    }
+};
+
+
+/* A copy the owner makes, then a zero-copy get into the buffer that copy
+ * reads: the get must not overtake it */
+TEST_P(owner_copy_fence, zero_copy_op_waits_for_copies_before) {
     remote legacy;
     ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 30, &legacy));
     remote vmm    = export_buffer(BUF_VMM, MiB, 31);
@@ -375,34 +481,48 @@ TEST_F(owner_copy_uct, fence_orders_a_zero_copy_op_after_copies) {
     m_node->fill(local, 32);
     ASSERT_EQ(UCS_INPROGRESS, post(true, local_ptr(local, 0), MiB,
                                    legacy.buf.addr, legacy.rkey.rkey, &first));
-    ASSERT_EQ(UCS_OK, uct_ep_fence(m_ep, 0));
-    EXPECT_EQ(UCS_ERR_NO_RESOURCE, post(false, local_ptr(local, 0), MiB,
-                                        vmm.buf.addr, vmm.rkey.rkey, &second))
-            << "the copy before the fence is outstanding";
-
-    pending_get pending;
-    pending.req.func     = pending_get::func;
-    pending.ep           = m_ep;
-    pending.iov          = {local_ptr(local, 0), MiB, nullptr, 0, 1};
-    pending.addr         = vmm.buf.addr;
-    pending.rkey         = vmm.rkey.rkey;
-    pending.comp         = &second;
-    pending.earlier_done = &first.done;
-    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &pending.req, 0));
-    for (int i = 0; i < 100; ++i) {
-        m_node->progress();
-    }
-    EXPECT_FALSE(pending.posted) << "the owner's copy engine is held";
-
-    ASSERT_TRUE(m_agent->hold_copies(false));
-    ASSERT_TRUE(m_node->progress_until([&] { return second.done; }));
-    EXPECT_TRUE(pending.earlier_first);
-    EXPECT_EQ(UCS_OK, first.status);
-    EXPECT_EQ(UCS_OK, second.status);
+    ASSERT_NO_FATAL_FAILURE(fenced_op_waits(false, local_ptr(local, 0), vmm,
+                                            &first, &second, [&] {
+        return m_agent->hold_copies(false);
+    }));
     EXPECT_TRUE(m_agent->check(legacy.buf.index, 32, 0, MiB))
             << "the put read the buffer before the get wrote it";
     EXPECT_TRUE(m_node->check(local, 31, 0, MiB));
 }
+
+
+/* A zero-copy get into our buffer, then a copy the owner makes from it:
+ * the owner must copy what the get brought */
+TEST_P(owner_copy_fence, copy_waits_for_zero_copy_ops_before) {
+    remote legacy;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 40, &legacy));
+    remote vmm    = export_buffer(BUF_VMM, MiB, 41);
+    int local     = m_node->alloc(BUF_VMM, MiB);
+    completion first, second;
+
+    m_node->fill(local, 42);
+    copy_engine_hold ours; /* the get runs on our stream */
+    if (!ours.ok()) {
+        GTEST_SKIP() << "needs the emulator's copy-engine hold";
+    }
+    ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(local, 0), MiB,
+                                   vmm.buf.addr, vmm.rkey.rkey, &first));
+    ASSERT_NO_FATAL_FAILURE(fenced_op_waits(true, local_ptr(local, 0), legacy,
+                                            &first, &second, [&] {
+        ours.release();
+        return true;
+    }));
+    EXPECT_TRUE(m_agent->check(legacy.buf.index, 41, 0, MiB))
+            << "the owner copied what the get brought";
+    EXPECT_TRUE(m_node->check(local, 41, 0, MiB));
+}
+
+
+INSTANTIATE_TEST_SUITE_P(fence, owner_copy_fence, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool> &info) {
+                             return std::string(info.param ? "iface_fence" :
+                                                             "ep_fence");
+                         });
 
 
 /* A waiter armed while a copy is outstanding sleeps on the iface's event
