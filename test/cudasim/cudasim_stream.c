@@ -224,26 +224,54 @@ CUDASIM_API int cudasim_hold_copies(int ordinal, int hold)
 }
 
 
-/* Exported for tests: wait until no stream can make progress: each stream is
- * empty, or waits at a held copy, or waits for an event not yet reached.
- * Work that can run has run. Returns 0. (A host function or callback that
- * blocks forever keeps this from returning.) */
+/* Whether stream @a s cannot make progress now: it is empty, or waits at a
+ * held copy, or waits for an event not yet reached. Called with the lock. */
+static int cudasim_stream_stalled(CUstream s)
+{
+    cudasim_op_t *op = s->head;
+
+    return (op == NULL) || cudasim_op_held(s, op) ||
+           ((op->type == CUDASIM_OP_WAIT) &&
+            (op->event->done_seq < op->seq));
+}
+
+
+/* Exported for tests: wait until no stream can make progress (each one
+ * stalled). Work that can run has run. Returns 0. (A host function or
+ * callback that blocks forever keeps this from returning.) */
 CUDASIM_API int cudasim_wait_quiescent(void)
 {
-    cudasim_op_t *op;
     CUstream s;
 
     pthread_mutex_lock(&cudasim_lock);
 again:
     for (s = cudasim_streams; s != NULL; s = s->next) {
-        op = s->head;
-        if ((op == NULL) || cudasim_op_held(s, op) ||
-            ((op->type == CUDASIM_OP_WAIT) &&
-             (op->event->done_seq < op->seq))) {
-            continue;
+        if (!cudasim_stream_stalled(s)) {
+            pthread_cond_wait(&cudasim_progress_cond, &cudasim_lock);
+            goto again;
         }
+    }
+    pthread_mutex_unlock(&cudasim_lock);
+    return 0;
+}
+
+
+/* Exported for tests: wait until stream @a stream cannot make progress, the
+ * others as they are (one may be blocked in a host function). Returns 0, or
+ * -1 for a handle that is no live stream. */
+CUDASIM_API int cudasim_wait_stream_stalled(CUstream stream)
+{
+    CUstream s;
+
+    pthread_mutex_lock(&cudasim_lock);
+    for (s = cudasim_streams; (s != NULL) && (s != stream); s = s->next) {
+    }
+    if (s == NULL) {
+        pthread_mutex_unlock(&cudasim_lock);
+        return -1;
+    }
+    while (!cudasim_stream_stalled(s)) {
         pthread_cond_wait(&cudasim_progress_cond, &cudasim_lock);
-        goto again;
     }
     pthread_mutex_unlock(&cudasim_lock);
     return 0;

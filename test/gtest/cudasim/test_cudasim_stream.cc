@@ -72,6 +72,13 @@ protected:
         auto fn = (int (*)(void))driver_sym("cudasim_wait_quiescent");
         return (fn != nullptr) && (fn() == 0);
     }
+
+    /* on the emulator, until @a stream ran what it can (false on a GPU) */
+    static bool wait_stream_stalled(CUstream stream)
+    {
+        auto fn = (int (*)(CUstream))driver_sym("cudasim_wait_stream_stalled");
+        return (fn != nullptr) && (fn(stream) == 0);
+    }
 };
 
 
@@ -507,8 +514,11 @@ TEST_F(test_cudasim_stream, default_stream_work_is_asynchronous_and_ordered)
     /* a blocking stream waits for the legacy stream's work */
     CU_OK(cuMemcpyDtoDAsync, d, b, size, other);
 
-    /* the calls returned, the gate is still closed: nothing landed */
+    /* the calls returned, the gate is still closed: nothing landed. On the
+     * emulator, the blocking stream first runs what it can, so that one
+     * not waiting for the legacy stream shows it here, not by chance */
     g.wait_reached();
+    wait_stream_stalled(other);
     CU_EXPECT(CUDA_ERROR_NOT_READY, cuStreamQuery, nullptr);
     CU_EXPECT(CUDA_ERROR_NOT_READY, cuStreamQuery, other);
     EXPECT_EQ(zero, read_beside(a, size, nonblocking)) << "memset landed";
