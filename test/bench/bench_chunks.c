@@ -112,24 +112,28 @@ typedef struct {
 } bench_pair_t;
 
 
+/* @a ptr (BENCH_SIZE bytes) registered, its key packed into @a rkey */
+static uct_mem_h bench_reg_pack(bench_node_t *node, void *ptr, uint8_t *rkey)
+{
+    uct_mem_h memh;
+
+    BENCH_CHECK(uct_md_mem_reg(node->md, ptr, BENCH_SIZE,
+                               UCT_MD_MEM_ACCESS_ALL, &memh) == UCS_OK,
+                "uct_md_mem_reg");
+    BENCH_CHECK(uct_md_mkey_pack(node->md, memh, rkey) == UCS_OK,
+                "uct_md_mkey_pack");
+    return memh;
+}
+
+
 static void bench_pair_alloc(bench_node_t *node, bench_pair_t *pair,
                              bench_export_t *msg)
 {
-    pair->single = bench_vmm_chunks(BENCH_SIZE, 1);
-    pair->chunks = bench_vmm_chunks(BENCH_SIZE / msg->num_chunks,
-                                    msg->num_chunks);
-    BENCH_CHECK(uct_md_mem_reg(node->md, pair->single, BENCH_SIZE,
-                               UCT_MD_MEM_ACCESS_ALL, &pair->single_memh) ==
-                UCS_OK, "uct_md_mem_reg");
-    BENCH_CHECK(uct_md_mem_reg(node->md, pair->chunks, BENCH_SIZE,
-                               UCT_MD_MEM_ACCESS_ALL, &pair->chunks_memh) ==
-                UCS_OK, "uct_md_mem_reg");
-    BENCH_CHECK(uct_md_mkey_pack(node->md, pair->single_memh,
-                                 msg->single_rkey) == UCS_OK,
-                "uct_md_mkey_pack");
-    BENCH_CHECK(uct_md_mkey_pack(node->md, pair->chunks_memh,
-                                 msg->chunks_rkey) == UCS_OK,
-                "uct_md_mkey_pack");
+    pair->single      = bench_vmm_chunks(BENCH_SIZE, 1);
+    pair->chunks      = bench_vmm_chunks(BENCH_SIZE / msg->num_chunks,
+                                         msg->num_chunks);
+    pair->single_memh = bench_reg_pack(node, pair->single, msg->single_rkey);
+    pair->chunks_memh = bench_reg_pack(node, pair->chunks, msg->chunks_rkey);
     msg->single_addr = (uintptr_t)pair->single;
     msg->chunks_addr = (uintptr_t)pair->chunks;
 }
@@ -162,12 +166,9 @@ static int bench_exporter(int chan)
     bench_node_open(&node);
     msg.num_chunks = BENCH_SIZE / bench_chunk_size();
     bench_pair_alloc(&node, &pair, &msg);
-    batch = bench_vmm_chunks(BENCH_SIZE / msg.num_chunks, msg.num_chunks);
-    BENCH_CHECK(uct_md_mem_reg(node.md, batch, BENCH_SIZE,
-                               UCT_MD_MEM_ACCESS_ALL, &batch_memh) == UCS_OK,
-                "uct_md_mem_reg");
-    BENCH_CHECK(uct_md_mkey_pack(node.md, batch_memh, msg.batch_rkey) ==
-                UCS_OK, "uct_md_mkey_pack");
+    batch      = bench_vmm_chunks(BENCH_SIZE / msg.num_chunks,
+                                  msg.num_chunks);
+    batch_memh = bench_reg_pack(&node, batch, msg.batch_rkey);
     uct_iface_get_device_address(node.iface, (uct_device_addr_t*)msg.dev_addr);
     uct_iface_get_address(node.iface, (uct_iface_addr_t*)msg.iface_addr);
     BENCH_CHECK(send(chan, &msg, sizeof(msg), 0) == sizeof(msg), "send");

@@ -261,16 +261,12 @@ again:
  * -1 for a handle that is no live stream. */
 CUDASIM_API int cudasim_wait_stream_stalled(CUstream stream)
 {
-    CUstream s;
-
     pthread_mutex_lock(&cudasim_lock);
-    for (s = cudasim_streams; (s != NULL) && (s != stream); s = s->next) {
-    }
-    if (s == NULL) {
+    if (!cudasim_stream_live(stream)) {
         pthread_mutex_unlock(&cudasim_lock);
         return -1;
     }
-    while (!cudasim_stream_stalled(s)) {
+    while (!cudasim_stream_stalled(stream)) {
         pthread_cond_wait(&cudasim_progress_cond, &cudasim_lock);
     }
     pthread_mutex_unlock(&cudasim_lock);

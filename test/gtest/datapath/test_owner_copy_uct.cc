@@ -382,9 +382,9 @@ TEST_F(owner_copy_uct, slow_owner_does_not_stall_other_owners) {
 /* A pending request that posts a put or get zcopy, as UCP's would */
 struct pending_op {
     uct_pending_req_t req;
-    uct_ep_h          ep;
+    datapath_pair     *test;   /* posts it: datapath_pair::post() */
     bool              is_put;
-    uct_iov_t         iov;
+    void              *local;
     uint64_t          addr;
     uct_rkey_t        rkey;
     completion        *comp;
@@ -395,15 +395,10 @@ struct pending_op {
     static ucs_status_t func(uct_pending_req_t *req)
     {
         pending_op *self = ucs_container_of(req, pending_op, req);
-        ucs_status_t status;
 
-        status = self->is_put ?
-                 uct_ep_put_zcopy(self->ep, &self->iov, 1, self->addr,
-                                  self->rkey, &self->comp->comp) :
-                 uct_ep_get_zcopy(self->ep, &self->iov, 1, self->addr,
-                                  self->rkey, &self->comp->comp);
-        if (status == UCS_ERR_NO_RESOURCE) {
-            return status;
+        if (self->test->post(self->is_put, self->local, MiB, self->addr,
+                             self->rkey, self->comp) == UCS_ERR_NO_RESOURCE) {
+            return UCS_ERR_NO_RESOURCE;
         }
         self->posted        = true;
         self->earlier_first = *self->earlier_done;
@@ -444,9 +439,9 @@ public:
 
         pending_op pending;
         pending.req.func     = pending_op::func;
-        pending.ep           = m_ep;
+        pending.test         = this;
         pending.is_put       = is_put;
-        pending.iov          = {local, MiB, nullptr, 0, 1};
+        pending.local        = local;
         pending.addr         = r.buf.addr;
         pending.rkey         = r.rkey.rkey;
         pending.comp         = second;
