@@ -114,7 +114,10 @@ typedef enum {
     CUDASIM_REGION_LEGACY,      /* cuMemAlloc */
     CUDASIM_REGION_IPC_IMPORT,  /* cuIpcOpenMemHandle */
     CUDASIM_REGION_VMM_MAP,     /* cuMemMap */
-    CUDASIM_REGION_VMM_RESERVE  /* cuMemAddressReserve */
+    CUDASIM_REGION_VMM_RESERVE, /* cuMemAddressReserve */
+    CUDASIM_REGION_HOST         /* cuMemHostRegister: host memory, in its own
+                                 * table (cudasim_mem.c), never in the
+                                 * registry: copies see it as host memory */
 } cudasim_region_kind_t;
 
 typedef struct cudasim_region {

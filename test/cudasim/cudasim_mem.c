@@ -567,6 +567,275 @@ CUDASIM_API CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
 
 
 /* ------------------------------------------------------------------ */
+/* Registered host memory                                             */
+/* ------------------------------------------------------------------ */
+
+#define CUDASIM_HOSTREG_FLAGS (CU_MEMHOSTREGISTER_PORTABLE | \
+                               CU_MEMHOSTREGISTER_DEVICEMAP | \
+                               CU_MEMHOSTREGISTER_IOMEMORY | \
+                               CU_MEMHOSTREGISTER_READ_ONLY)
+
+/* A cuMemHostRegister range; region.kind is CUDASIM_REGION_HOST */
+typedef struct {
+    cudasim_region_t region;   /* base/size: the bytes registered */
+    uintptr_t        page_lo;  /* the pages pinned: [page_lo, page_hi) */
+    uintptr_t        page_hi;
+    unsigned         flags;
+} cudasim_hostreg_t;
+
+/* Process-wide, like the driver's: a range is registered once, whatever the
+ * context. Taken after the registry lock when both are held. */
+static pthread_mutex_t   cudasim_hostreg_lock = PTHREAD_MUTEX_INITIALIZER;
+static cudasim_region_t *cudasim_hostregs;
+
+
+/* with cudasim_hostreg_lock held: the registration whose bytes hold addr */
+static cudasim_hostreg_t *cudasim_hostreg_find(uintptr_t addr)
+{
+    cudasim_region_t *r;
+
+    for (r = cudasim_hostregs; r != NULL; r = r->next) {
+        if ((addr >= r->base) && (addr - r->base < r->size)) {
+            return (cudasim_hostreg_t*)r;
+        }
+    }
+    return NULL;
+}
+
+
+/*
+ * Whether every page of [lo, hi) is mapped, readable, and writable when
+ * need_write: the driver pins the pages (get_user_pages(), for writing
+ * unless CU_MEMHOSTREGISTER_READ_ONLY), which fails on a hole, on PROT_NONE
+ * and, for writing, on a read-only mapping. /proc/self/maps lists the
+ * mappings in address order; without it, mincore() sees holes only.
+ */
+static int cudasim_host_pages_usable(uintptr_t lo, uintptr_t hi,
+                                     int need_write)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned long start, end;
+    unsigned char vec[256];
+    uintptr_t cur = lo;
+    char perms[8];
+    size_t len;
+    FILE *f;
+    int c;
+
+    f = fopen("/proc/self/maps", "re");
+    if (f == NULL) {
+        for (; cur < hi; cur += len) {
+            len = hi - cur;
+            if (len > sizeof(vec) * page) {
+                len = sizeof(vec) * page;
+            }
+            if (mincore((void*)cur, len, vec) != 0) {
+                return 0;
+            }
+        }
+        return 1;
+    }
+
+    while ((cur < hi) &&
+           (fscanf(f, "%lx-%lx %7s", &start, &end, perms) == 3)) {
+        do {
+            c = getc(f); /* rest of the line: offset, device, path */
+        } while ((c != '\n') && (c != EOF));
+        if (end <= cur) {
+            continue;
+        }
+        if ((start > cur) || (perms[0] != 'r') ||
+            (need_write && (perms[1] != 'w'))) {
+            break; /* a hole, or pages the driver could not pin */
+        }
+        cur = end;
+    }
+    fclose(f);
+    return cur >= hi;
+}
+
+
+static CUresult cudasim_host_register(void *p, size_t bytesize,
+                                      unsigned int Flags, int v1)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t base = (uintptr_t)p, lo, hi;
+    cudasim_hostreg_t *h;
+    cudasim_region_t *r;
+    CUcontext ctx;
+    CUresult res;
+
+    if ((p == NULL) || (bytesize == 0) || (Flags & ~CUDASIM_HOSTREG_FLAGS)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* the range, rounded up to its last page, in the address space */
+    if ((base > UINTPTR_MAX - page) || (bytesize > UINTPTR_MAX - page - base)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* the ABI before CUDA 6.5, as CUDA 4.0 documented it: whole pages */
+    if (v1 && (((base | bytesize) & (page - 1)) != 0)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_current_ctx(&ctx);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    /* cuda.h: without CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED
+     * (0 on the emulated devices) */
+    if (Flags & CU_MEMHOSTREGISTER_READ_ONLY) {
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    /* process memory is RAM, never a third-party device's I/O space */
+    if (Flags & CU_MEMHOSTREGISTER_IOMEMORY) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+
+    lo = base & ~(uintptr_t)(page - 1);
+    hi = (base + bytesize + page - 1) & ~(uintptr_t)(page - 1);
+    if (!cudasim_host_pages_usable(lo, hi, 1)) {
+        cudasim_log("cuMemHostRegister(%p, %zu): not mapped read-write", p,
+                    bytesize);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+#ifdef MADV_POPULATE_WRITE
+    /* pinning faults every page in; a page past the end of its file
+     * (SIGBUS on access) cannot be pinned (EINVAL: kernel without it) */
+    if ((madvise((void*)lo, hi - lo, MADV_POPULATE_WRITE) != 0) &&
+        (errno != EINVAL)) {
+        cudasim_log("cuMemHostRegister(%p, %zu): cannot fault in: %m", p,
+                    bytesize);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+#endif
+
+    h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    h->region.base         = base;
+    h->region.size         = bytesize;
+    h->region.map_size     = hi - lo;
+    h->region.kind         = CUDASIM_REGION_HOST;
+    h->region.device       = ctx->device;
+    h->region.ctx          = ctx;
+    h->region.buffer_id    = cudasim_new_buffer_id();
+    h->region.handle_types = CU_MEM_HANDLE_TYPE_NONE;
+    h->region.access       = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    h->page_lo             = lo;
+    h->page_hi             = hi;
+    h->flags               = Flags;
+
+    cudasim_registry_rdlock();
+    /* the emulator's device memory is process memory too: not host memory
+     * to register (a GPU's is not mapped for the CPU at all) */
+    for (r = cudasim_region_first(); r != NULL; r = r->next) {
+        if ((r->base < hi) && (r->base + r->size > lo)) {
+            cudasim_registry_unlock();
+            free(h);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    pthread_mutex_lock(&cudasim_hostreg_lock);
+    /* the driver pins pages: a range sharing a page with a registered one
+     * overlaps it */
+    for (r = cudasim_hostregs; r != NULL; r = r->next) {
+        if ((((cudasim_hostreg_t*)r)->page_lo < hi) &&
+            (((cudasim_hostreg_t*)r)->page_hi > lo)) {
+            pthread_mutex_unlock(&cudasim_hostreg_lock);
+            cudasim_registry_unlock();
+            free(h);
+            break;
+        }
+    }
+    h->region.next   = cudasim_hostregs;
+    cudasim_hostregs = &h->region;
+    pthread_mutex_unlock(&cudasim_hostreg_lock);
+    cudasim_registry_unlock();
+
+    cudasim_log("cuMemHostRegister(%p, %zu, 0x%x)", p, bytesize, Flags);
+    return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemHostRegister(void *p, size_t bytesize,
+                                               unsigned int Flags)
+{
+    CUDASIM_ENTER("cuMemHostRegister");
+    return cudasim_host_register(p, bytesize, Flags, 0);
+}
+
+
+CUresult CUDAAPI cudasim_cuMemHostRegister_v1(void *p, size_t bytesize,
+                                              unsigned int Flags)
+{
+    CUDASIM_ENTER("cuMemHostRegister");
+    return cudasim_host_register(p, bytesize, Flags, 1);
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuMemHostUnregister(void *p)
+{
+    cudasim_region_t **rp, *r;
+    CUcontext ctx;
+    CUresult res;
+
+    CUDASIM_ENTER("cuMemHostUnregister");
+    res = cudasim_current_ctx(&ctx);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+
+    pthread_mutex_lock(&cudasim_hostreg_lock);
+    for (rp = &cudasim_hostregs; (r = *rp) != NULL; rp = &r->next) {
+        /* the start of the range only; a registration without PORTABLE is
+         * the registering context's */
+        if ((r->base == (uintptr_t)p) &&
+            ((((cudasim_hostreg_t*)r)->flags & CU_MEMHOSTREGISTER_PORTABLE) ||
+             (r->ctx == ctx))) {
+            *rp = r->next;
+            pthread_mutex_unlock(&cudasim_hostreg_lock);
+            cudasim_log("cuMemHostUnregister(%p)", p);
+            free(r);
+            return CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&cudasim_hostreg_lock);
+    return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+
+
+/* With unified addressing and CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM on
+ * every device, the device pointer is the host pointer */
+CUDASIM_API CUresult CUDAAPI cuMemHostGetDevicePointer(CUdeviceptr *pdptr,
+                                                       void *p,
+                                                       unsigned int Flags)
+{
+    cudasim_hostreg_t *h;
+    CUresult res;
+
+    CUDASIM_ENTER("cuMemHostGetDevicePointer");
+    if ((pdptr == NULL) || (Flags != 0)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_current_ctx(NULL);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+
+    pthread_mutex_lock(&cudasim_hostreg_lock);
+    h = cudasim_hostreg_find((uintptr_t)p);
+    /* cuda.h: fails unless registered with CU_MEMHOSTREGISTER_DEVICEMAP */
+    res = ((h != NULL) && (h->flags & CU_MEMHOSTREGISTER_DEVICEMAP)) ?
+          CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&cudasim_hostreg_lock);
+    if (res == CUDA_SUCCESS) {
+        *pdptr = (CUdeviceptr)p;
+    }
+    return res;
+}
+
+
+/* ------------------------------------------------------------------ */
 /* Pointer attributes                                                 */
 /* ------------------------------------------------------------------ */
 
@@ -578,12 +847,15 @@ CUDASIM_API CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
 /*
  * Fill one attribute. region == NULL: pointer unknown to the driver, with
  * the cuPointerGetAttributes "default NULL values" (device ordinal -2).
+ * A CUDASIM_REGION_HOST region is registered host memory: host memory of
+ * the registering context, the same address on host and devices (UVA).
  */
 static CUresult cudasim_ptr_attr(const cudasim_region_t *r,
                                  CUpointer_attribute attr, void *data,
                                  CUdeviceptr ptr)
 {
     int legacy = (r != NULL) && (r->kind != CUDASIM_REGION_VMM_MAP);
+    int host   = (r != NULL) && (r->kind == CUDASIM_REGION_HOST);
 
     switch (attr) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
@@ -591,12 +863,17 @@ static CUresult cudasim_ptr_attr(const cudasim_region_t *r,
         CUDASIM_PUT(CUcontext, legacy ? r->ctx : NULL);
         break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-        CUDASIM_PUT(unsigned int, (r != NULL) ? CU_MEMORYTYPE_DEVICE : 0);
+        CUDASIM_PUT(unsigned int, host ? CU_MEMORYTYPE_HOST :
+                                  (r != NULL) ? CU_MEMORYTYPE_DEVICE : 0);
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
         CUDASIM_PUT(CUdeviceptr, (r != NULL) ? ptr : 0);
         break;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        if (host) {
+            CUDASIM_PUT(void*, (void*)(uintptr_t)ptr);
+            break;
+        }
         if (r != NULL) {
             /* device memory is not mapped in the host address space */
             return CUDA_ERROR_INVALID_VALUE;
@@ -604,7 +881,8 @@ static CUresult cudasim_ptr_attr(const cudasim_region_t *r,
         CUDASIM_PUT(void*, NULL);
         break;
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
-        CUDASIM_PUT(unsigned int, r != NULL);
+        /* an attribute of device memory (cuPointerSetAttribute) */
+        CUDASIM_PUT(unsigned int, (r != NULL) && !host);
         break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
         CUDASIM_PUT(unsigned long long, (r != NULL) ? r->buffer_id : 0);
@@ -663,6 +941,38 @@ static CUresult cudasim_ptr_attr(const cudasim_region_t *r,
 }
 
 
+/*
+ * With the registry lock held: the device region holding addr, else the
+ * registered host range (cudasim_hostreg_lock then stays held until
+ * cudasim_ptr_region_done(), so it cannot be unregistered meanwhile).
+ */
+static cudasim_region_t *cudasim_ptr_region(uintptr_t addr)
+{
+    cudasim_hostreg_t *h;
+    cudasim_region_t *r;
+
+    r = cudasim_region_find(addr);
+    if (r != NULL) {
+        return r;
+    }
+    pthread_mutex_lock(&cudasim_hostreg_lock);
+    h = cudasim_hostreg_find(addr);
+    if (h == NULL) {
+        pthread_mutex_unlock(&cudasim_hostreg_lock);
+        return NULL;
+    }
+    return &h->region;
+}
+
+
+static void cudasim_ptr_region_done(const cudasim_region_t *r)
+{
+    if ((r != NULL) && (r->kind == CUDASIM_REGION_HOST)) {
+        pthread_mutex_unlock(&cudasim_hostreg_lock);
+    }
+}
+
+
 CUDASIM_API CUresult CUDAAPI cuPointerGetAttribute(void *data,
                                                    CUpointer_attribute attribute,
                                                    CUdeviceptr ptr)
@@ -676,13 +986,14 @@ CUDASIM_API CUresult CUDAAPI cuPointerGetAttribute(void *data,
     }
 
     cudasim_registry_rdlock();
-    region = cudasim_region_find((uintptr_t)ptr);
+    region = cudasim_ptr_region((uintptr_t)ptr);
     if (region == NULL) {
         /* not a pointer the driver knows (unregistered host memory) */
         res = CUDA_ERROR_INVALID_VALUE;
     } else {
         res = cudasim_ptr_attr(region, attribute, data, ptr);
     }
+    cudasim_ptr_region_done(region);
     cudasim_registry_unlock();
     return res;
 }
@@ -708,16 +1019,17 @@ CUDASIM_API CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes,
     }
 
     cudasim_registry_rdlock();
-    region = cudasim_region_find((uintptr_t)ptr);
+    region = cudasim_ptr_region((uintptr_t)ptr);
     for (i = 0; (i < numAttributes) && (res == CUDA_SUCCESS); ++i) {
         if ((attributes[i] == CU_POINTER_ATTRIBUTE_HOST_POINTER) &&
-            (region != NULL)) {
+            (region != NULL) && (region->kind != CUDASIM_REGION_HOST)) {
             /* no error here, unlike cuPointerGetAttribute */
             *(void**)data[i] = NULL;
             continue;
         }
         res = cudasim_ptr_attr(region, attributes[i], data[i], ptr);
     }
+    cudasim_ptr_region_done(region);
     cudasim_registry_unlock();
     return res;
 }

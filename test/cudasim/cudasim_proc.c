@@ -13,6 +13,8 @@ CUresult CUDAAPI cudasim_cuCtxPopCurrent_v1(CUcontext *pctx);
 CUresult CUDAAPI cudasim_cuIpcOpenMemHandle_v1(CUdeviceptr *pdptr,
                                                CUipcMemHandle handle,
                                                unsigned int Flags);
+CUresult CUDAAPI cudasim_cuMemHostRegister_v1(void *p, size_t bytesize,
+                                              unsigned int Flags);
 CUresult CUDAAPI cudasim_cuStreamDestroy_v1(CUstream hStream);
 CUresult CUDAAPI cudasim_cuEventDestroy_v1(CUevent hEvent);
 CUresult CUDAAPI cudasim_cuGetProcAddress_v1(const char *symbol, void **pfn,
@@ -80,6 +82,10 @@ static const cudasim_proc_t cudasim_procs[] = {
                  cuMemExportToShareableHandle),
     CUDASIM_PROC("cuMemImportFromShareableHandle", 10020,
                  cuMemImportFromShareableHandle),
+    CUDASIM_PROC("cuMemHostRegister", 4000, cudasim_cuMemHostRegister_v1),
+    CUDASIM_PROC("cuMemHostRegister", 6050, cuMemHostRegister),
+    CUDASIM_PROC("cuMemHostUnregister", 4000, cuMemHostUnregister),
+    CUDASIM_PROC("cuMemHostGetDevicePointer", 3020, cuMemHostGetDevicePointer),
     CUDASIM_PROC("cuPointerGetAttribute", 4000, cuPointerGetAttribute),
     CUDASIM_PROC("cuPointerGetAttributes", 7000, cuPointerGetAttributes),
     CUDASIM_PROC("cuStreamCreate", 2000, cuStreamCreate),

@@ -148,6 +148,7 @@ static void fuzz_broker(const uint8_t *data, size_t size)
             FUZZ_CHECK((req.copy.direction == UCT_CUDA_IPC_NS_COPY_TO_IMPORTER) ||
                        (req.copy.direction ==
                         UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER));
+            FUZZ_CHECK(!(req.copy.flags & ~UCT_CUDA_IPC_NS_COPY_FLAGS_KNOWN));
             FUZZ_CHECK(req.copy.buf_offset <= req.copy.buf_size);
             FUZZ_CHECK(req.copy.length <=
                        req.copy.buf_size - req.copy.buf_offset);

@@ -138,11 +138,16 @@ def corpus():
         struct.pack('<QQQ', 40 << 20, 2 << 20, 0x12))
     c['broker_layout_refused'] = struct.pack('<IHHQ', BROKER_MAGIC, 1, 4,
                                              0x0807060504030201)
-    # copies made by the owner: a put and its answer
+    # copies made by the owner: a put and its answer (dir u16, flags u16)
     c['broker_copy_req'] = (struct.pack('<IHH', BROKER_MAGIC, 1, 4) +
                             head[8:] + TOKEN +
                             struct.pack('<QQQQQQI', 9, 1 << 20, 4096, 0x77,
                                         2 << 20, 0x40, 2))
+    # a get into a host buffer (the pinned host ring: flags bit 0)
+    c['broker_copy_req_host'] = (struct.pack('<IHH', BROKER_MAGIC, 1, 4) +
+                                 head[8:] + TOKEN +
+                                 struct.pack('<QQQQQQHH', 9, 1 << 20, 4096,
+                                             0x77, 2 << 20, 0x40, 1, 1))
     c['broker_copy_reply'] = (struct.pack('<IHHQ', BROKER_MAGIC, 1, 0,
                                           0x0807060504030201) +
                               struct.pack('<Q', 9))

@@ -5,6 +5,7 @@
 #include "cudasim_test.h"
 #include "common/scoped_env.h"
 
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cstring>
@@ -42,6 +43,8 @@ TEST_F(test_cudasim_core, error_names)
                          CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_NOT_FOUND,
                          CUDA_ERROR_NOT_READY, CUDA_ERROR_ILLEGAL_ADDRESS,
                          CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_NOT_PERMITTED,
+                         CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
+                         CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
                          CUDA_ERROR_UNKNOWN}) {
         str = nullptr;
         CU_OK(cuGetErrorName, res, &str);
@@ -106,6 +109,65 @@ TEST_F(test_cudasim_core, get_proc_address)
               get_proc("cuMemCreate", &func, 10000,
                        CU_GET_PROC_ADDRESS_DEFAULT, &status));
     EXPECT_EQ(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, status);
+}
+
+
+/* cuMemHostRegister: the v1 ABI from CUDA 4.0, cuMemHostRegister_v2 from 6.5 */
+TEST_F(test_cudasim_core, get_proc_address_host_register)
+{
+    typedef __typeof__(cuGetProcAddress) get_proc_t;
+    typedef __typeof__(cuMemHostRegister) host_register_t;
+    get_proc_t *get_proc = (get_proc_t*)driver_sym("cuGetProcAddress_v2");
+    CUdriverProcAddressQueryResult status;
+    void *func;
+
+    ASSERT_NE(nullptr, get_proc);
+
+    ASSERT_EQ(CUDA_SUCCESS, get_proc("cuMemHostRegister", &func, CUDA_VERSION,
+                                     CU_GET_PROC_ADDRESS_DEFAULT, &status));
+    EXPECT_EQ(driver_sym("cuMemHostRegister_v2"), func);
+    EXPECT_EQ((void*)uct_cuda_ipc_ns_drv.cuMemHostRegister, func);
+    ASSERT_EQ(CUDA_SUCCESS, get_proc("cuMemHostRegister", &func, 6050,
+                                     CU_GET_PROC_ADDRESS_DEFAULT, &status));
+    EXPECT_EQ(driver_sym("cuMemHostRegister_v2"), func);
+    ASSERT_EQ(CUDA_SUCCESS, get_proc("cuMemHostRegister", &func, 6040,
+                                     CU_GET_PROC_ADDRESS_DEFAULT, &status));
+    EXPECT_NE(driver_sym("cuMemHostRegister_v2"), func);
+    EXPECT_NE(nullptr, func);
+    EXPECT_EQ(CUDA_ERROR_NOT_FOUND,
+              get_proc("cuMemHostRegister", &func, 3020,
+                       CU_GET_PROC_ADDRESS_DEFAULT, &status));
+    EXPECT_EQ(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, status);
+
+    ASSERT_EQ(CUDA_SUCCESS, get_proc("cuMemHostUnregister", &func, 4000,
+                                     CU_GET_PROC_ADDRESS_DEFAULT, &status));
+    EXPECT_EQ(driver_sym(STR(cuMemHostUnregister)), func);
+    ASSERT_EQ(CUDA_SUCCESS, get_proc("cuMemHostGetDevicePointer", &func,
+                                     CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT,
+                                     &status));
+    EXPECT_EQ(driver_sym(STR(cuMemHostGetDevicePointer)), func);
+
+    if (is_emulator()) {
+        const size_t page = sysconf(_SC_PAGESIZE);
+        host_register_t *v1;
+        void *p;
+
+        /* the v1 ABI registers whole pages only (CUDA 4.0's rule) */
+        ASSERT_EQ(CUDA_SUCCESS, get_proc("cuMemHostRegister", &func, 4000,
+                                         CU_GET_PROC_ADDRESS_DEFAULT,
+                                         &status));
+        v1 = (host_register_t*)func;
+        p  = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ASSERT_NE(MAP_FAILED, p);
+        EXPECT_EQ(CUDA_ERROR_INVALID_VALUE,
+                  v1((char*)p + 8, page, CU_MEMHOSTREGISTER_PORTABLE));
+        EXPECT_EQ(CUDA_ERROR_INVALID_VALUE,
+                  v1(p, page + 8, CU_MEMHOSTREGISTER_PORTABLE));
+        EXPECT_EQ(CUDA_SUCCESS, v1(p, 2 * page, CU_MEMHOSTREGISTER_PORTABLE));
+        CU_EXPECT(CUDA_SUCCESS, cuMemHostUnregister, p);
+        munmap(p, 2 * page);
+    }
 }
 
 

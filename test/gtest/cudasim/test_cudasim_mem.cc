@@ -1,6 +1,6 @@
 /*
  * cudasim tests: legacy allocations, address ranges, pointer attributes,
- * VMM create/map/export/import within one process.
+ * VMM create/map/export/import within one process, registered host memory.
  */
 #include "cudasim_test.h"
 #include "common/scoped_nofile.h"
@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 using namespace cudasim_test;
@@ -606,4 +607,395 @@ TEST_F(test_cudasim_mem, emulated_copy_bounds)
     CU_OK(cuMemcpyDtoD, a, b, 4096);
     CU_OK(cuMemFree, a);
     CU_OK(cuMemFree, b);
+}
+
+
+/* ---- registered host memory (cuMemHostRegister) ------------------------- */
+
+/* Pages of our own (mmap): a registration pins whole pages, so a buffer
+ * that shared one with the heap could collide with another registration.
+ * Unregisters (if still registered) and unmaps at the end, so that a
+ * failed test leaves no registration behind at an address mmap reuses. */
+class host_pages {
+public:
+    explicit host_pages(size_t size, int prot = PROT_READ | PROT_WRITE,
+                        int fd = -1) : m_size(size) {
+        m_ptr = (char*)mmap(nullptr, size, prot,
+                            (fd < 0) ? (MAP_PRIVATE | MAP_ANONYMOUS) :
+                                       MAP_SHARED, fd, 0);
+        if (m_ptr == MAP_FAILED) {
+            throw std::runtime_error("mmap failed");
+        }
+    }
+
+    ~host_pages() {
+        if (uct_cuda_ipc_ns_drv.cuMemHostUnregister != nullptr) {
+            (void)uct_cuda_ipc_ns_drv.cuMemHostUnregister(m_ptr);
+        }
+        munmap(m_ptr, m_size);
+    }
+
+    char *ptr() const { return m_ptr; }
+    CUdeviceptr dptr() const { return (CUdeviceptr)m_ptr; }
+
+private:
+    char   *m_ptr;
+    size_t m_size;
+};
+
+
+/* the memory type the driver reports for ptr, 0 when it does not know it */
+static unsigned int memory_type(CUdeviceptr ptr)
+{
+    CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+    unsigned int type        = 12345;
+    void *data               = &type;
+
+    if (TEST_CU_ENTRY(cuPointerGetAttributes)(1, &attr, &data, ptr) !=
+        CUDA_SUCCESS) {
+        return 12345;
+    }
+    return type;
+}
+
+
+TEST_F(test_cudasim_mem, host_register_round_trip)
+{
+    const size_t size = 4 * sysconf(_SC_PAGESIZE);
+    host_pages host(size);
+
+    EXPECT_EQ(0u, memory_type(host.dptr()));
+    CU_OK(cuMemHostRegister, host.ptr(), size, CU_MEMHOSTREGISTER_PORTABLE);
+    EXPECT_EQ((unsigned)CU_MEMORYTYPE_HOST, memory_type(host.dptr()));
+    CU_OK(cuMemHostUnregister, host.ptr());
+    /* pageable again */
+    EXPECT_EQ(0u, memory_type(host.dptr()));
+    CU_EXPECT(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, cuMemHostUnregister,
+              host.ptr());
+    /* and registrable again, with other flags */
+    CU_OK(cuMemHostRegister, host.ptr(), size,
+          CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    EXPECT_EQ((unsigned)CU_MEMORYTYPE_HOST, memory_type(host.dptr()));
+    CU_OK(cuMemHostUnregister, host.ptr());
+    EXPECT_EQ(0u, memory_type(host.dptr()));
+}
+
+
+TEST_F(test_cudasim_mem, host_register_pointer_attributes)
+{
+    const size_t page = sysconf(_SC_PAGESIZE), size = 4 * page;
+    const CUdeviceptr inner_off = page + 123;
+    host_pages host(size);
+    CUdeviceptr inner = host.dptr() + inner_off, dev_ptr = 0;
+    unsigned int mem_type = 0;
+    void *host_ptr        = nullptr;
+    CUcontext ctx = nullptr, cur;
+
+    CU_OK(cuCtxGetCurrent, &cur);
+    CU_OK(cuMemHostRegister, host.ptr(), size, CU_MEMHOSTREGISTER_PORTABLE);
+
+    /* one at a time ... */
+    CU_OK(cuPointerGetAttribute, &mem_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+          inner);
+    EXPECT_EQ((unsigned)CU_MEMORYTYPE_HOST, mem_type);
+    CU_OK(cuPointerGetAttribute, &dev_ptr, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+          inner);
+    EXPECT_EQ(inner, dev_ptr); /* unified addressing */
+    CU_OK(cuPointerGetAttribute, &host_ptr, CU_POINTER_ATTRIBUTE_HOST_POINTER,
+          inner);
+    EXPECT_EQ((void*)inner, host_ptr);
+    CU_OK(cuPointerGetAttribute, &ctx, CU_POINTER_ATTRIBUTE_CONTEXT, inner);
+    EXPECT_EQ(cur, ctx);
+
+    /* ... and several at once, at the first and the last byte */
+    for (CUdeviceptr p : {host.dptr(), host.dptr() + size - 1}) {
+        CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                       CU_POINTER_ATTRIBUTE_HOST_POINTER,
+                                       CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+                                       CU_POINTER_ATTRIBUTE_CONTEXT};
+        unsigned int mt = 0;
+        void *hp        = nullptr;
+        CUdeviceptr dp  = 0;
+        CUcontext c     = nullptr;
+        void *data[]    = {&mt, &hp, &dp, &c};
+
+        CU_OK(cuPointerGetAttributes, 4, attrs, data, p);
+        EXPECT_EQ((unsigned)CU_MEMORYTYPE_HOST, mt);
+        EXPECT_EQ((void*)p, hp);
+        EXPECT_EQ(p, dp);
+        EXPECT_EQ(cur, c);
+    }
+
+    if (is_emulator()) {
+        unsigned long long bid = 0;
+        unsigned int legacy = 1, mapped = 0;
+        CUdeviceptr start   = 0;
+        size_t range        = 0;
+        int ordinal         = -1;
+
+        CU_OK(cuPointerGetAttribute, &ordinal,
+              CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, inner);
+        EXPECT_EQ(0, ordinal);
+        CU_OK(cuPointerGetAttribute, &start,
+              CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, inner);
+        EXPECT_EQ(host.dptr(), start);
+        CU_OK(cuPointerGetAttribute, &range, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+              inner);
+        EXPECT_EQ(size, range);
+        CU_OK(cuPointerGetAttribute, &legacy,
+              CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, inner);
+        EXPECT_EQ(0u, legacy);
+        CU_OK(cuPointerGetAttribute, &mapped, CU_POINTER_ATTRIBUTE_MAPPED,
+              inner);
+        EXPECT_EQ(1u, mapped);
+        CU_OK(cuPointerGetAttribute, &bid, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+              inner);
+        EXPECT_NE(0u, bid);
+        /* registered host memory is still no device allocation */
+        CU_EXPECT(CUDA_ERROR_NOT_FOUND, cuMemGetAddressRange, &start, &range,
+                  inner);
+    }
+
+    CU_OK(cuMemHostUnregister, host.ptr());
+    /* unregistered pageable memory answers as before */
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuPointerGetAttribute, &mem_type,
+              CU_POINTER_ATTRIBUTE_MEMORY_TYPE, inner);
+    EXPECT_EQ(0u, memory_type(inner));
+}
+
+
+TEST_F(test_cudasim_mem, host_register_twice_already_registered)
+{
+    const size_t page = sysconf(_SC_PAGESIZE), size = 4 * page;
+    host_pages host(size);
+
+    CU_OK(cuMemHostRegister, host.ptr(), 2 * page,
+          CU_MEMHOSTREGISTER_PORTABLE);
+    /* the same range, a range inside, one that straddles its end */
+    CU_EXPECT(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, cuMemHostRegister,
+              host.ptr(), 2 * page, CU_MEMHOSTREGISTER_PORTABLE);
+    CU_EXPECT(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, cuMemHostRegister,
+              host.ptr() + page, page, CU_MEMHOSTREGISTER_PORTABLE);
+    CU_EXPECT(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, cuMemHostRegister,
+              host.ptr() + page, 2 * page, CU_MEMHOSTREGISTER_PORTABLE);
+    if (is_emulator()) {
+        host_pages other(2 * page);
+
+        /* the driver pins pages: no byte in common, but a page */
+        CU_OK(cuMemHostRegister, other.ptr(), page + 100,
+              CU_MEMHOSTREGISTER_PORTABLE);
+        CU_EXPECT(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, cuMemHostRegister,
+                  other.ptr() + page + 200, 100, CU_MEMHOSTREGISTER_PORTABLE);
+        CU_OK(cuMemHostUnregister, other.ptr());
+    }
+    /* the pages after it are free */
+    CU_OK(cuMemHostRegister, host.ptr() + 2 * page, 2 * page,
+          CU_MEMHOSTREGISTER_PORTABLE);
+    CU_OK(cuMemHostUnregister, host.ptr() + 2 * page);
+    CU_OK(cuMemHostUnregister, host.ptr());
+    CU_OK(cuMemHostRegister, host.ptr(), size, CU_MEMHOSTREGISTER_PORTABLE);
+    CU_OK(cuMemHostUnregister, host.ptr());
+}
+
+
+TEST_F(test_cudasim_mem, host_unregister_not_registered)
+{
+    const size_t page = sysconf(_SC_PAGESIZE), size = 4 * page;
+    host_pages host(size), other(page);
+
+    /* never registered */
+    CU_EXPECT(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, cuMemHostUnregister,
+              other.ptr());
+
+    CU_OK(cuMemHostRegister, host.ptr(), size, CU_MEMHOSTREGISTER_PORTABLE);
+    /* an address inside is not the registered base; nothing happens */
+    CU_EXPECT(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, cuMemHostUnregister,
+              host.ptr() + 1);
+    CU_EXPECT(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, cuMemHostUnregister,
+              host.ptr() + page);
+    EXPECT_EQ((unsigned)CU_MEMORYTYPE_HOST, memory_type(host.dptr() + page));
+    CU_OK(cuMemHostUnregister, host.ptr());
+    CU_EXPECT(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, cuMemHostUnregister,
+              host.ptr());
+}
+
+
+TEST_F(test_cudasim_mem, host_register_invalid_value)
+{
+    const size_t page = sysconf(_SC_PAGESIZE), size = 2 * page;
+    host_pages host(size);
+    int read_only = -1;
+
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemHostRegister, nullptr, size,
+              CU_MEMHOSTREGISTER_PORTABLE);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemHostRegister, host.ptr(), 0,
+              CU_MEMHOSTREGISTER_PORTABLE);
+    /* flags beyond PORTABLE | DEVICEMAP | IOMEMORY | READ_ONLY */
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemHostRegister, host.ptr(), size,
+              0x10);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemHostRegister, host.ptr(), size,
+              CU_MEMHOSTREGISTER_PORTABLE | 0x80000000u);
+    EXPECT_EQ(0u, memory_type(host.dptr())) << "a refused range is registered";
+
+    /* READ_ONLY needs the device attribute (cuda.h) */
+    CU_OK(cuDeviceGetAttribute, &read_only,
+          CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, 0);
+    if (read_only == 0) {
+        CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuMemHostRegister, host.ptr(),
+                  size, CU_MEMHOSTREGISTER_READ_ONLY);
+    }
+
+    /* not mapped: a hole in the middle, or nothing at all */
+    ASSERT_EQ(0, munmap(host.ptr() + page, page));
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemHostRegister, host.ptr(), size,
+              CU_MEMHOSTREGISTER_PORTABLE);
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemHostRegister, host.ptr() + page,
+              page, CU_MEMHOSTREGISTER_PORTABLE);
+    EXPECT_EQ(0u, memory_type(host.dptr())) << "a refused range is registered";
+
+    if (is_emulator()) {
+        /* pages the driver cannot pin for writing; the error code is the
+         * emulator's choice */
+        host_pages none(page, PROT_NONE), ro(page, PROT_READ);
+        CUdeviceptr dev;
+
+        CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemHostRegister, none.ptr(),
+                  page, CU_MEMHOSTREGISTER_PORTABLE);
+        CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemHostRegister, ro.ptr(), page,
+                  CU_MEMHOSTREGISTER_PORTABLE);
+        /* no process memory here is a device's I/O space */
+        CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemHostRegister,
+                  host.ptr(), page, CU_MEMHOSTREGISTER_IOMEMORY);
+        /* the emulator's device memory is process memory, not host memory */
+        CU_OK(cuMemAlloc, &dev, page);
+        CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemHostRegister, (void*)dev,
+                  page, CU_MEMHOSTREGISTER_PORTABLE);
+        CU_OK(cuMemFree, dev);
+        EXPECT_EQ(0u, memory_type(none.dptr()));
+        EXPECT_EQ(0u, memory_type(ro.dptr()));
+        EXPECT_EQ(0u, memory_type(host.dptr()));
+    }
+}
+
+
+TEST_F(test_cudasim_mem, host_register_needs_context)
+{
+    const size_t size = sysconf(_SC_PAGESIZE);
+    host_pages host(size);
+    CUcontext ctx;
+
+    CU_OK(cuCtxGetCurrent, &ctx);
+    std::thread thr([&] {
+        CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, cuMemHostRegister, host.ptr(),
+                  size, CU_MEMHOSTREGISTER_PORTABLE);
+        CU_EXPECT(CUDA_SUCCESS, cuCtxPushCurrent, ctx);
+        CU_EXPECT(CUDA_SUCCESS, cuMemHostRegister, host.ptr(), size,
+                  CU_MEMHOSTREGISTER_PORTABLE);
+        CU_EXPECT(CUDA_SUCCESS, cuCtxSetCurrent, nullptr); /* pops */
+        CU_EXPECT(CUDA_ERROR_INVALID_CONTEXT, cuMemHostUnregister,
+                  host.ptr());
+    });
+    thr.join();
+    /* what the thread registered is still registered, for every thread */
+    EXPECT_EQ((unsigned)CU_MEMORYTYPE_HOST, memory_type(host.dptr()));
+    CU_OK(cuMemHostUnregister, host.ptr());
+}
+
+
+/* Copies through a registered memfd mapping, as the module's pinned host
+ * ring makes them: the bytes land in the shared file */
+TEST_F(test_cudasim_mem, host_register_memfd_async_copies)
+{
+    const size_t size = 256 * 1024; /* past the non-temporal copy threshold */
+    std::vector<unsigned char> pattern(size), back(size), file(size);
+    CUdeviceptr dev;
+    CUstream stream;
+    int fd;
+
+    for (size_t i = 0; i < size; ++i) {
+        pattern[i] = (unsigned char)(i * 7 + 3);
+    }
+    fd = memfd_create("cudasim_test_hostreg", MFD_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(0, ftruncate(fd, size));
+    {
+        host_pages host(size, PROT_READ | PROT_WRITE, fd);
+
+        CU_OK(cuMemHostRegister, host.ptr(), size, CU_MEMHOSTREGISTER_PORTABLE);
+        CU_OK(cuMemAlloc, &dev, size);
+        CU_OK(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
+        memcpy(host.ptr(), pattern.data(), size);
+
+        /* host to device */
+        CU_OK(cuMemcpyAsync, dev, host.dptr(), size, stream);
+        CU_OK(cuStreamSynchronize, stream);
+        CU_OK(cuMemcpyDtoH, back.data(), dev, size);
+        EXPECT_TRUE(pattern == back) << "HtoD from registered memory";
+
+        /* device to host: the same bytes come back into zeroed memory */
+        memset(host.ptr(), 0, size);
+        CU_OK(cuMemcpyAsync, host.dptr(), dev, size, stream);
+        CU_OK(cuStreamSynchronize, stream);
+        EXPECT_EQ(0, memcmp(pattern.data(), host.ptr(), size))
+                << "DtoH to registered memory";
+        ASSERT_EQ((ssize_t)size, pread(fd, file.data(), size, 0));
+        EXPECT_TRUE(pattern == file) << "DtoH: not in the shared file";
+
+        /* part of it, inside the registered range */
+        memset(host.ptr(), 0, size);
+        CU_OK(cuMemcpyAsync, host.dptr() + 4096 + 5, dev + 100, 10000, stream);
+        CU_OK(cuStreamSynchronize, stream);
+        EXPECT_EQ(0, memcmp(pattern.data() + 100, host.ptr() + 4096 + 5,
+                            10000));
+        EXPECT_EQ(0, host.ptr()[4096 + 4]);
+        EXPECT_EQ(0, host.ptr()[4096 + 5 + 10000]);
+
+        CU_OK(cuStreamDestroy, stream);
+        CU_OK(cuMemFree, dev);
+        CU_OK(cuMemHostUnregister, host.ptr());
+    }
+    close(fd);
+}
+
+
+TEST_F(test_cudasim_mem, host_get_device_pointer)
+{
+    typedef __typeof__(cuGetProcAddress) get_proc_t;
+    typedef __typeof__(cuMemHostGetDevicePointer) get_dptr_t;
+    get_proc_t *get_proc = (get_proc_t*)driver_sym("cuGetProcAddress_v2");
+    const size_t page = sysconf(_SC_PAGESIZE), size = 2 * page;
+    host_pages mapped(size), unmapped(size);
+    CUdriverProcAddressQueryResult status;
+    get_dptr_t *get_dptr;
+    CUdeviceptr dptr;
+    void *func;
+
+    ASSERT_NE(nullptr, get_proc);
+    ASSERT_EQ(CUDA_SUCCESS, get_proc("cuMemHostGetDevicePointer", &func,
+                                     CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT,
+                                     &status));
+    get_dptr = (get_dptr_t*)func;
+
+    CU_OK(cuMemHostRegister, mapped.ptr(), size,
+          CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    dptr = 0;
+    EXPECT_EQ(CUDA_SUCCESS, get_dptr(&dptr, mapped.ptr(), 0));
+    EXPECT_EQ(mapped.dptr(), dptr); /* CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM */
+    EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, get_dptr(&dptr, mapped.ptr(), 1));
+    /* not registered */
+    EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, get_dptr(&dptr, unmapped.ptr(), 0));
+
+    if (is_emulator()) {
+        dptr = 0;
+        EXPECT_EQ(CUDA_SUCCESS, get_dptr(&dptr, mapped.ptr() + page + 3, 0));
+        EXPECT_EQ(mapped.dptr() + page + 3, dptr);
+        /* cuda.h: DEVICEMAP is needed */
+        CU_OK(cuMemHostRegister, unmapped.ptr(), size,
+              CU_MEMHOSTREGISTER_PORTABLE);
+        EXPECT_EQ(CUDA_ERROR_INVALID_VALUE,
+                  get_dptr(&dptr, unmapped.ptr(), 0));
+        CU_OK(cuMemHostUnregister, unmapped.ptr());
+    }
+    CU_OK(cuMemHostUnregister, mapped.ptr());
+    EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, get_dptr(&dptr, mapped.ptr(), 0));
 }

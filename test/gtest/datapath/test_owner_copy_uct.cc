@@ -14,6 +14,8 @@ extern "C" {
 #include "cuda_ipc_ns_broker_serve.h"
 #include "cuda_ipc_ns_md.h"
 #include "cuda_ipc_ns_rkey.h"
+#include "cuda_ipc_ns_gpus.h"
+#include "cuda_ipc_ns_types.h"
 }
 
 #include <gtest/gtest.h>
@@ -37,10 +39,36 @@ public:
         m_env.reset(new scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY", "y"));
         peer_options opts;
         opts.new_pid_ns = new_pid_ns();
+        std::unique_ptr<scoped_env> count, gpus;
+        if (agent_gpus() != nullptr) {
+            /* the agent's driver reads them at its cuInit */
+            count.reset(new scoped_env("CUDASIM_DEVICE_COUNT", "2"));
+            gpus.reset(new scoped_env("CUDASIM_VISIBLE_DEVICES",
+                                      agent_gpus()));
+        }
         start({}, iface_config(), opts);
     }
 
     virtual config_changes_t iface_config() const { return {}; }
+
+    /* nullptr: the agent sees our GPUs; else its CUDASIM_VISIBLE_DEVICES of
+     * a machine of two GPUs (we see GPU 0 only) */
+    virtual const char *agent_gpus() const { return nullptr; }
+
+    /* the staging ring of our session with the agent, nullptr when none */
+    const uct_cuda_ipc_ns_staging_t *staging_ring()
+    {
+        uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(
+                m_node->iface(), uct_cuda_ipc_ns_iface_t);
+        uct_cuda_ipc_ns_copy_session_t *session;
+
+        if (ucs_list_is_empty(&iface->copies.sessions)) {
+            return nullptr;
+        }
+        session = ucs_list_head(&iface->copies.sessions,
+                                uct_cuda_ipc_ns_copy_session_t, list);
+        return (session->slots != nullptr) ? &session->staging : nullptr;
+    }
 
     /* the agent, the owner, is pid 1 of its own PID namespace */
     virtual bool new_pid_ns() const { return true; }
@@ -601,7 +629,7 @@ public:
                 {"OWNER_COPY_STAGING_SLOT_SIZE", "1"}};
     }
 
-    size_t ring_size() const { return 2 * cuda_vmm_granularity(); }
+    virtual size_t ring_size() const { return 2 * cuda_vmm_granularity(); }
 };
 
 
@@ -618,6 +646,8 @@ TEST_F(owner_copy_staged, put_get_zcopy_legacy_importer) {
                    {{1, 1}, {13, 7}, {4099, 4095}, {65537, ring / 2 + 1},
                     {777, ring + 3}, {3, 2 * ring + ring / 3 + 5}});
     EXPECT_EQ(0u, m_node->ep_errors());
+    ASSERT_NE(nullptr, staging_ring());
+    EXPECT_FALSE(staging_ring()->is_host) << "the owner's GPU is ours: a device ring";
 }
 
 
@@ -1064,6 +1094,95 @@ TEST(owner_copy_staging_config, bad_values_refused) {
         ucs_async_context_destroy(async);
     }
     uct_md_close(md);
+}
+
+/*
+ * The pinned host ring (docs/owner-copies.md): the owner's GPU is one we
+ * cannot use (a machine of two GPUs, the agent seeing GPU 1 only, we GPU 0
+ * only), so neither side could map a ring on the other's GPU. Its key
+ * unpacks as memory its owner copies all the same, and every put and get
+ * stages through pinned host memory, whatever our buffer: legacy, VMM the
+ * owner could otherwise map, host.
+ */
+class owner_copy_host_ring : public owner_copy_staged {
+public:
+    const char *agent_gpus() const override { return "1"; }
+
+    size_t ring_size() const override { return 2 * ucs_get_page_size(); }
+
+    /* the key of @a r is of a GPU we cannot use (the emulator's GPUs) */
+    bool other_gpu(const remote &r)
+    {
+        const uct_cuda_ipc_ns_rkey_t *key =
+                (const uct_cuda_ipc_ns_rkey_t*)r.rkey.rkey;
+        int usable = 1;
+
+        EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_gpu_usable(key->info.dev_uuid,
+                                                     &usable));
+        return !usable;
+    }
+};
+
+
+TEST_F(owner_copy_host_ring, put_get_zcopy_owner_on_a_gpu_we_cannot_use) {
+    const size_t ring = ring_size(), size = 3 * ring + MiB;
+    uint32_t seed     = 300;
+    remote r;
+
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size, 1, &r));
+    if (!other_gpu(r)) {
+        GTEST_SKIP() << "needs the emulator's GPUs (CUDASIM_DEVICE_COUNT, "
+                        "CUDASIM_VISIBLE_DEVICES)";
+    }
+    for (buffer_kind kind : {BUF_LEGACY, BUF_VMM}) {
+        SCOPED_TRACE(kind);
+        int local = m_node->alloc(kind, size);
+        ASSERT_GE(local, 0);
+        ASSERT_TRUE(m_agent->fill(r.buf.index, seed));
+        put_get_ranges(local, r, size, seed, seed + 1,
+                       {{1, 1}, {4099, 4095}, {777, ring + 3},
+                        {3, 2 * ring + ring / 3 + 5}, {1, size - 2}});
+        seed += 100;
+    }
+
+    /* host memory of ours too */
+    bytes_t host = pattern(seed, size);
+    ASSERT_EQ(UCS_OK, m_node->copy(m_ep, true, host.data(), size, r.buf.addr,
+                                   r.rkey.rkey));
+    EXPECT_TRUE(m_agent->check(r.buf.index, seed, 0, size));
+
+    ASSERT_NE(nullptr, staging_ring());
+    EXPECT_TRUE(staging_ring()->is_host) << "staged through pinned host memory";
+    EXPECT_EQ(0u, m_node->ep_errors());
+}
+
+
+/* UCX_CUDA_IPC_NS_OWNER_COPY_STAGING=host: the host ring on one GPU too */
+class owner_copy_host_ring_configured : public owner_copy_staged {
+public:
+    config_changes_t iface_config() const override
+    {
+        config_changes_t changes      = owner_copy_staged::iface_config();
+        changes["OWNER_COPY_STAGING"] = "host";
+        return changes;
+    }
+
+    size_t ring_size() const override { return 2 * ucs_get_page_size(); }
+};
+
+
+TEST_F(owner_copy_host_ring_configured, put_get_zcopy_legacy_importer) {
+    const size_t ring = ring_size(), size = 3 * ring + 12345;
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size, 5, &r));
+    int local = m_node->alloc(BUF_LEGACY, size);
+    ASSERT_GE(local, 0);
+
+    put_get_ranges(local, r, size, 5, 500,
+                   {{1, 1}, {4099, 4095}, {3, 2 * ring + 7}, {1, size - 2}});
+    ASSERT_NE(nullptr, staging_ring());
+    EXPECT_TRUE(staging_ring()->is_host);
+    EXPECT_EQ(0u, m_node->ep_errors());
 }
 
 } // namespace test

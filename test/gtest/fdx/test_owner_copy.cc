@@ -14,10 +14,12 @@ extern "C" {
 #include "cuda_ipc_ns_broker.h"
 #include "cuda_ipc_ns_broker_copy.h"
 #include "cuda_ipc_ns_copy_client.h"
+#include "cuda_ipc_ns_host_mem.h"
 #include "cuda_ipc_ns_nsid.h"
 }
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <string.h>
@@ -231,6 +233,19 @@ protected:
         return copy;
     }
 
+    /* the same for a host buffer (the pinned host ring) */
+    uct_cuda_ipc_ns_copy_args_t host_args(uint64_t id, uint64_t size,
+                                          uint32_t direction, uint64_t offset,
+                                          uint64_t length, uint64_t buf_offset)
+    {
+        uct_cuda_ipc_ns_copy_args_t copy = args(direction, offset, length,
+                                                buf_offset);
+        copy.buf_id   = id;
+        copy.buf_size = size;
+        copy.flags    = UCT_CUDA_IPC_NS_COPY_BUF_HOST;
+        return copy;
+    }
+
     /* one COPY request and its answer; the status of the copy */
     ucs_status_t copy(const uct_cuda_ipc_ns_copy_args_t &req, int fd,
                       const uint8_t *token = nullptr)
@@ -374,6 +389,78 @@ TEST_F(test_owner_copy, hostile_requests_refused) {
     big.buf_size                    = 2 * m_buf_size;
     EXPECT_EQ(UCS_ERR_UNSUPPORTED, copy(big, m_buf_fd));
     EXPECT_TRUE(owner_holds(0, OWNER_SIZE, OWNER_SEED, 0));
+}
+
+
+/* The pinned host ring's memory (docs/owner-copies.md, "The pinned host
+ * ring"): a sealed memfd the owner maps and registers once; a get writes
+ * the range of it asked and nothing else, a put reads it */
+TEST_F(test_owner_copy, host_buffer_get_and_put) {
+    const size_t size = 2 * OWNER_SIZE, off = 4097, len = OWNER_SIZE - off - 3;
+    std::vector<uint8_t> owner = test::seed_pattern(OWNER_SEED, OWNER_SIZE);
+    std::vector<uint8_t> ours  = test::seed_pattern(77, size);
+    uct_cuda_ipc_ns_host_mem_t mem;
+
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_host_mem_create(size, &mem));
+    uint8_t *host = (uint8_t*)mem.ptr;
+    memset(host, 0xee, size);
+    EXPECT_EQ(UCS_OK, copy(host_args(mem.id, size,
+                                     UCT_CUDA_IPC_NS_COPY_TO_IMPORTER, off, len,
+                                     5),
+                           mem.fd));
+    EXPECT_EQ(0xee, host[4]);
+    EXPECT_EQ(0, memcmp(host + 5, owner.data() + off, len));
+    EXPECT_EQ(0xee, host[5 + len]);
+
+    /* the owner holds it now: no fd */
+    memcpy(host, ours.data(), size);
+    owner_reset();
+    EXPECT_EQ(UCS_OK, copy(host_args(mem.id, size,
+                                     UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER, 100,
+                                     OWNER_SIZE - 100, 200),
+                           -1));
+    EXPECT_TRUE(owner_holds(100, OWNER_SIZE - 100, 77, 200));
+    EXPECT_TRUE(owner_holds(0, 100, OWNER_SEED, 0));
+    EXPECT_EQ(0, memcmp(host, ours.data(), size)) << "only read";
+    uct_cuda_ipc_ns_host_mem_free(&mem);
+}
+
+
+/* A host buffer is hostile until checked: one the importer could shrink
+ * under the owner's copy (a SIGBUS there), one smaller than it is said to
+ * be, or no memory at all is refused, the owner's memory untouched, and
+ * the owner goes on serving */
+TEST_F(test_owner_copy, hostile_host_buffers_refused) {
+    const uint32_t put = UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER;
+    const size_t size  = OWNER_SIZE;
+    uct_cuda_ipc_ns_host_mem_t mem;
+    int pipe_fds[2];
+
+    int unsealed = memfd_create("cuda_ipc_ns_unsealed", MFD_CLOEXEC);
+    ASSERT_GE(unsealed, 0);
+    ASSERT_EQ(0, ftruncate(unsealed, size));
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED,
+              copy(host_args(1, size, put, 0, 64, 0), unsealed));
+    close(unsealed);
+
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_host_mem_create(size, &mem));
+    memset(mem.ptr, 0x5a, size);
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED,
+              copy(host_args(mem.id, 2 * size, put, 0, 64, size + 64),
+                   mem.fd)) << "larger than the memfd";
+
+    ASSERT_EQ(0, pipe(pipe_fds));
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED,
+              copy(host_args(2, size, put, 0, 64, 0), pipe_fds[0]));
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+
+    EXPECT_TRUE(owner_holds(0, OWNER_SIZE, OWNER_SEED, 0));
+    EXPECT_EQ(UCS_OK, copy(host_args(mem.id, size,
+                                     UCT_CUDA_IPC_NS_COPY_TO_IMPORTER, 0, 64,
+                                     0),
+                           mem.fd)) << "the owner goes on serving";
+    uct_cuda_ipc_ns_host_mem_free(&mem);
 }
 
 

@@ -95,6 +95,23 @@ const uint8_t golden_copy_req[] = {
     0x02, 0x00, 0x00, 0x00                          /* from the importer */
 };
 
+/* The same request for a get into a host buffer (the pinned host ring) */
+const uint8_t golden_copy_req_host[] = {
+    0x63, 0x69, 0x6e, 0x73,
+    0x01, 0x00,
+    0x04, 0x00,                                     /* op COPY */
+    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* registration id */
+    TOKEN_BYTES,
+    0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* seq 9 */
+    0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, /* offset 1 MiB */
+    0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* length 4 KiB */
+    0x77, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* buf_id 0x77 */
+    0x00, 0x00, 0x20, 0x00, 0x00, 0x00, 0x00, 0x00, /* buf_size 2 MiB */
+    0x40, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* buf_offset 0x40 */
+    0x01, 0x00,                                     /* to the importer */
+    0x01, 0x00                                      /* flags: host buffer */
+};
+
 /* Its answer: done */
 const uint8_t golden_copy_reply[] = {
     0x63, 0x69, 0x6e, 0x73,
@@ -328,6 +345,27 @@ TEST(cuda_ipc_ns_broker_format, golden_copy_request) {
     EXPECT_EQ(copy.buf_size, req.copy.buf_size);
     EXPECT_EQ(copy.buf_offset, req.copy.buf_offset);
     EXPECT_EQ(copy.direction, req.copy.direction);
+    EXPECT_EQ(0, req.copy.flags);
+}
+
+
+TEST(cuda_ipc_ns_broker_format, golden_copy_request_host_buffer) {
+    uct_cuda_ipc_ns_copy_args_t copy = golden_copy_args();
+    uint8_t buf[UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE];
+    uct_cuda_ipc_ns_broker_req_t req;
+
+    copy.direction = UCT_CUDA_IPC_NS_COPY_TO_IMPORTER;
+    copy.flags     = UCT_CUDA_IPC_NS_COPY_BUF_HOST;
+    ASSERT_EQ(sizeof(golden_copy_req_host), sizeof(buf));
+    uct_cuda_ipc_ns_broker_pack_copy_request(buf, REG_ID, token, &copy);
+    EXPECT_EQ(0, memcmp(buf, golden_copy_req_host, sizeof(buf)));
+    ASSERT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
+              uct_cuda_ipc_ns_broker_unpack_request(golden_copy_req_host,
+                                                    sizeof(golden_copy_req_host),
+                                                    &req));
+    EXPECT_EQ(UCT_CUDA_IPC_NS_COPY_TO_IMPORTER, req.copy.direction);
+    EXPECT_EQ(UCT_CUDA_IPC_NS_COPY_BUF_HOST, req.copy.flags);
+    EXPECT_EQ(copy.buf_size, req.copy.buf_size);
 }
 
 
@@ -343,6 +381,9 @@ TEST(cuda_ipc_ns_broker_format, copy_request_rejects) {
         {"length 0", [](uct_cuda_ipc_ns_copy_args_t *c) { c->length = 0; }},
         {"direction 0", [](uct_cuda_ipc_ns_copy_args_t *c) { c->direction = 0; }},
         {"direction 3", [](uct_cuda_ipc_ns_copy_args_t *c) { c->direction = 3; }},
+        {"unknown flag", [](uct_cuda_ipc_ns_copy_args_t *c) { c->flags = 2; }},
+        {"flag bit 15", [](uct_cuda_ipc_ns_copy_args_t *c) {
+             c->flags = UCT_CUDA_IPC_NS_COPY_BUF_HOST | 0x8000; }},
         {"past the buffer's end", [](uct_cuda_ipc_ns_copy_args_t *c) {
              c->buf_offset = c->buf_size - c->length + 1; }},
         {"offset past the buffer", [](uct_cuda_ipc_ns_copy_args_t *c) {

@@ -731,4 +731,47 @@ INSTANTIATE_TEST_SUITE_P(proto, ucp_owner_copy_unshareable,
                          ::testing::Values("n", "y"),
                          proto_name);
 
+
+/* The same between pods with GPUs of their own (a machine of two GPUs, the
+ * owner seeing GPU 1 only, we GPU 0 only): neither side can use the other's
+ * GPU, so the copies stage through pinned host memory on both sides
+ * (docs/owner-copies.md, "The pinned host ring"), where before UCP moved the
+ * data without cu_ipc_ns */
+class ucp_owner_copy_other_gpu : public ucp_owner_copy {
+protected:
+    void SetUp() override
+    {
+        /* the owner's driver reads them at its cuInit; ours has read its
+         * own already */
+        m_count.reset(new test::scoped_env("CUDASIM_DEVICE_COUNT", "2"));
+        m_gpus.reset(new test::scoped_env("CUDASIM_VISIBLE_DEVICES", "1"));
+        ucp_owner_copy::SetUp();
+    }
+
+    void TearDown() override
+    {
+        ucp_owner_copy::TearDown();
+        m_gpus.reset();
+        m_count.reset();
+    }
+
+    std::unique_ptr<test::scoped_env> m_count, m_gpus;
+};
+
+
+TEST_P(ucp_owner_copy_other_gpu, tag_both_ways_through_the_owner)
+{
+    tag_both_ways_through_the_owner();
+}
+
+
+TEST_P(ucp_owner_copy_other_gpu, rma_through_the_owner)
+{
+    rma_through_the_owner();
+}
+
+INSTANTIATE_TEST_SUITE_P(proto, ucp_owner_copy_other_gpu,
+                         ::testing::Values("n", "y"),
+                         proto_name);
+
 } // namespace

@@ -73,6 +73,8 @@
     _F(cuMemRetainAllocationHandle,           REQUIRED) \
     _F(cuMemExportToShareableHandle,          REQUIRED) \
     _F(cuMemImportFromShareableHandle,        REQUIRED) \
+    _F(cuMemHostRegister,                     REQUIRED) \
+    _F(cuMemHostUnregister,                   REQUIRED) \
     _F(cuPointerGetAttribute,                 OPTIONAL) \
     _F(cuPointerGetAttributes,                REQUIRED) \
     _F(cuStreamCreate,                        REQUIRED) \

@@ -87,6 +87,18 @@ static ucs_config_field_t uct_cuda_ipc_ns_iface_config_table[] = {
      ucs_offsetof(uct_cuda_ipc_ns_iface_config_t, owner_copy_staging_slot_size),
      UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"OWNER_COPY_STAGING", "auto",
+     "Memory of the staging ring:\n"
+     " device - a VMM allocation on the local buffer's GPU, which the owner\n"
+     "          maps (both GPUs must be usable by the owner);\n"
+     " host   - pinned host memory both sides register with the driver: two\n"
+     "          copies over PCIe, for GPUs that cannot see each other;\n"
+     " auto   - host when the owner's GPU is not one this process can use\n"
+     "          (pods with GPUs of their own), else device.\n"
+     "(docs/owner-copies.md, \"The pinned host ring\")",
+     ucs_offsetof(uct_cuda_ipc_ns_iface_config_t, owner_copy_staging),
+     UCS_CONFIG_TYPE_ENUM(uct_cuda_ipc_ns_staging_kind_names)},
+
     {NULL}
 };
 
@@ -454,6 +466,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
                                          config->owner_copy_max_requests,
                                          config->owner_copy_staging_slots,
                                          config->owner_copy_staging_slot_size,
+                                         config->owner_copy_staging,
                                          &self->cq,
                                          uct_cuda_ipc_ns_ep_copy_failed);
     if (status != UCS_OK) {

@@ -816,9 +816,13 @@ uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
         goto err_free;
     }
 
-    status = uct_cuda_ipc_ns_rkey_check_gpu(&rkey->info);
-    if (status != UCS_OK) {
-        goto err_free;
+    /* memory its owner copies needs no GPU of ours: on one we cannot use,
+     * the copies stage through pinned host memory (docs/owner-copies.md) */
+    if (!rkey->owner_copy) {
+        status = uct_cuda_ipc_ns_rkey_check_gpu(&rkey->info);
+        if (status != UCS_OK) {
+            goto err_free;
+        }
     }
 
     *handle_p = NULL;

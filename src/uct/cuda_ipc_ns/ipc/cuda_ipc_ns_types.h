@@ -38,6 +38,7 @@ typedef struct uct_cuda_ipc_ns_iface_config {
     unsigned           owner_copy_max_requests; /* per owner session */
     unsigned           owner_copy_staging_slots; /* per owner session */
     size_t             owner_copy_staging_slot_size;
+    int                owner_copy_staging; /* uct_cuda_ipc_ns_staging_kind_t */
 } uct_cuda_ipc_ns_iface_config_t;
 
 

@@ -12,6 +12,7 @@
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_fd_map.h"
+#include "cuda_ipc_ns_host_mem.h"
 
 #include <ucs/debug/assert.h>
 #include <ucs/debug/log.h>
@@ -31,12 +32,14 @@
 
 /* An importer's buffer mapped here */
 typedef struct {
-    uint64_t    buf_id;
-    uint64_t    size;
-    int         device;
-    CUdeviceptr dptr;      /* 0: slot free */
-    unsigned    uses;      /* copies running on it */
-    uint64_t    last_use;  /* the copier's clock */
+    uint64_t                   buf_id;
+    uint64_t                   size;
+    int                        device;
+    int                        is_host;  /* a host ring: @a host */
+    uct_cuda_ipc_ns_host_mem_t host;
+    CUdeviceptr                dptr;     /* 0: slot free */
+    unsigned                   uses;     /* copies running on it */
+    uint64_t                   last_use; /* the copier's clock */
 } uct_cuda_ipc_ns_copy_buffer_t;
 
 
@@ -157,11 +160,40 @@ static void uct_cuda_ipc_ns_copier_unmap(uct_cuda_ipc_ns_copy_buffer_t *buffer)
     int pushed;
 
     if (uct_cuda_ipc_ns_ctx_push(NULL, buffer->device, &pushed) == UCS_OK) {
-        (void)UCT_CUDA_IPC_NS_CU(cuMemUnmap, buffer->dptr, buffer->size);
-        (void)UCT_CUDA_IPC_NS_CU(cuMemAddressFree, buffer->dptr, buffer->size);
+        if (buffer->is_host) {
+            uct_cuda_ipc_ns_host_mem_free(&buffer->host);
+        } else {
+            (void)UCT_CUDA_IPC_NS_CU(cuMemUnmap, buffer->dptr, buffer->size);
+            (void)UCT_CUDA_IPC_NS_CU(cuMemAddressFree, buffer->dptr,
+                                     buffer->size);
+        }
         uct_cuda_ipc_ns_ctx_pop(pushed);
     }
     buffer->dptr = 0;
+}
+
+
+/* Map the importer's buffer from @a buf_fd (not consumed) into @a buffer:
+ * its device memory for @a device, or its host ring */
+static ucs_status_t
+uct_cuda_ipc_ns_copier_map(uct_cuda_ipc_ns_copy_buffer_t *buffer, int buf_fd,
+                           uint64_t size, int device, int is_host,
+                           const char *what)
+{
+    ucs_status_t status;
+
+    buffer->is_host = is_host;
+    if (!is_host) {
+        return uct_cuda_ipc_ns_map_fd(buf_fd, size, device, what,
+                                      &buffer->dptr);
+    }
+
+    status = uct_cuda_ipc_ns_host_mem_map(buf_fd, size, what, &buffer->host);
+    if (status == UCS_OK) {
+        /* registered host memory has this address on the GPU too (UVA) */
+        buffer->dptr = (CUdeviceptr)buffer->host.ptr;
+    }
+    return status;
 }
 
 
@@ -176,6 +208,7 @@ uct_cuda_ipc_ns_copier_buffer(uct_cuda_ipc_ns_broker_copier_t *copier,
                               const uct_cuda_ipc_ns_copy_args_t *copy,
                               int device, int buf_fd)
 {
+    int is_host = !!(copy->flags & UCT_CUDA_IPC_NS_COPY_BUF_HOST);
     uct_cuda_ipc_ns_copy_buffer_t *buffer, *victim = NULL;
     char what[96];
     unsigned i;
@@ -183,7 +216,8 @@ uct_cuda_ipc_ns_copier_buffer(uct_cuda_ipc_ns_broker_copier_t *copier,
     for (i = 0; i < UCT_CUDA_IPC_NS_COPY_BUFFERS_MAX; ++i) {
         buffer = &client->buffers[i];
         if ((buffer->dptr != 0) && (buffer->buf_id == copy->buf_id) &&
-            (buffer->size == copy->buf_size) && (buffer->device == device)) {
+            (buffer->size == copy->buf_size) && (buffer->device == device) &&
+            (buffer->is_host == is_host)) {
             if (buf_fd >= 0) {
                 close(buf_fd); /* held already: no import again */
             }
@@ -210,10 +244,11 @@ uct_cuda_ipc_ns_copier_buffer(uct_cuda_ipc_ns_broker_copier_t *copier,
         uct_cuda_ipc_ns_copier_unmap(victim);
     }
 
-    ucs_snprintf_safe(what, sizeof(what), "buffer 0x%" PRIx64 " of importer "
-                      "pid %d", copy->buf_id, (int)client->pid);
-    if (uct_cuda_ipc_ns_map_fd(buf_fd, copy->buf_size, device, what,
-                               &victim->dptr) != UCS_OK) {
+    ucs_snprintf_safe(what, sizeof(what), "%s buffer 0x%" PRIx64 " of "
+                      "importer pid %d", is_host ? "host" : "device",
+                      copy->buf_id, (int)client->pid);
+    if (uct_cuda_ipc_ns_copier_map(victim, buf_fd, copy->buf_size, device,
+                                   is_host, what) != UCS_OK) {
         close(buf_fd);
         victim->dptr = 0;
         return NULL;
@@ -310,7 +345,10 @@ uct_cuda_ipc_ns_copier_launch(uct_cuda_ipc_ns_broker_copier_t *copier,
         dst = op->range.addr;
     }
 
-    status = UCT_CUDA_IPC_NS_CU(cuMemcpyDtoDAsync, dst, src, copy->length,
+    status = op->buffer->is_host ?
+             UCT_CUDA_IPC_NS_CU(cuMemcpyAsync, dst, src, copy->length,
+                                stream) :
+             UCT_CUDA_IPC_NS_CU(cuMemcpyDtoDAsync, dst, src, copy->length,
                                 stream);
     if (status != UCS_OK) {
         return status;

@@ -179,7 +179,8 @@ void uct_cuda_ipc_ns_broker_pack_copy_request(uint8_t *buf, uint64_t reg_id,
     uct_cuda_ipc_ns_put_le64(p + 24, copy->buf_id);
     uct_cuda_ipc_ns_put_le64(p + 32, copy->buf_size);
     uct_cuda_ipc_ns_put_le64(p + 40, copy->buf_offset);
-    uct_cuda_ipc_ns_put_le32(p + 48, copy->direction);
+    uct_cuda_ipc_ns_put_le16(p + 48, copy->direction);
+    uct_cuda_ipc_ns_put_le16(p + 50, copy->flags);
 }
 
 
@@ -197,8 +198,10 @@ uct_cuda_ipc_ns_broker_unpack_copy(const uint8_t *buf,
     copy->buf_id     = uct_cuda_ipc_ns_get_le64(p + 24);
     copy->buf_size   = uct_cuda_ipc_ns_get_le64(p + 32);
     copy->buf_offset = uct_cuda_ipc_ns_get_le64(p + 40);
-    copy->direction  = uct_cuda_ipc_ns_get_le32(p + 48);
+    copy->direction  = uct_cuda_ipc_ns_get_le16(p + 48);
+    copy->flags      = uct_cuda_ipc_ns_get_le16(p + 50);
     if ((copy->length == 0) ||
+        (copy->flags & ~UCT_CUDA_IPC_NS_COPY_FLAGS_KNOWN) ||
         ((copy->direction != UCT_CUDA_IPC_NS_COPY_TO_IMPORTER) &&
          (copy->direction != UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER)) ||
         (copy->buf_offset > copy->buf_size) ||

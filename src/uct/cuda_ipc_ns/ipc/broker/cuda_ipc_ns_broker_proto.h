@@ -53,8 +53,11 @@
  *     u64  buf_id      the importer's allocation id of its buffer
  *     u64  buf_size    that allocation's size, exactly
  *     u64  buf_offset  where the copy starts in it
- *     u32  direction   UCT_CUDA_IPC_NS_COPY_TO_IMPORTER (get) or
+ *     u16  direction   UCT_CUDA_IPC_NS_COPY_TO_IMPORTER (get) or
  *                      UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER (put)
+ *     u16  flags       UCT_CUDA_IPC_NS_COPY_BUF_HOST: the buffer is host
+ *                      memory (a sealed memfd), not a VMM allocation; an
+ *                      unknown bit is a bad request
  *   with the buffer's POSIX fd by SCM_RIGHTS, or none when the owner holds
  *   that buffer from an earlier request on the same connection. The
  *   connection stays open for further COPY requests.
@@ -138,6 +141,11 @@ typedef enum {
 } uct_cuda_ipc_ns_copy_dir_t;
 
 
+/* Flags of a COPY request */
+#define UCT_CUDA_IPC_NS_COPY_BUF_HOST       0x1 /* buffer: host memfd */
+#define UCT_CUDA_IPC_NS_COPY_FLAGS_KNOWN    UCT_CUDA_IPC_NS_COPY_BUF_HOST
+
+
 /* The fields of a COPY request after its head */
 typedef struct uct_cuda_ipc_ns_copy_args {
     uint64_t seq;
@@ -146,7 +154,8 @@ typedef struct uct_cuda_ipc_ns_copy_args {
     uint64_t buf_id;
     uint64_t buf_size;
     uint64_t buf_offset;
-    uint32_t direction;  /* uct_cuda_ipc_ns_copy_dir_t */
+    uint16_t direction;  /* uct_cuda_ipc_ns_copy_dir_t */
+    uint16_t flags;      /* UCT_CUDA_IPC_NS_COPY_BUF_* */
 } uct_cuda_ipc_ns_copy_args_t;
 
 
@@ -342,7 +351,7 @@ ucs_status_t uct_cuda_ipc_ns_layout_check(const uct_cuda_ipc_ns_chunk_t *chunks,
  * @return UCT_CUDA_IPC_NS_BROKER_STATUS_OK, or the status to answer:
  *         BAD_REQUEST for a wrong size, magic or op (then req->alloc_id is 0
  *         unless the size and magic were right), a COPY whose own fields
- *         do not hold together (length 0, an unknown direction, a buffer
+ *         do not hold together (length 0, an unknown direction or flag, a buffer
  *         range that wraps or runs past buf_size), or a GET_CHUNK_FDS of
  *         count 0 or above UCT_CUDA_IPC_NS_BROKER_FDS_MAX; BAD_VERSION for another
  *         protocol version. The fields that could be read are set.

@@ -52,6 +52,7 @@ typedef struct uct_cuda_ipc_ns_copies {
     unsigned                              max_requests; /* per session */
     unsigned                              staging_slots; /* per session */
     size_t                                staging_slot_size;
+    uct_cuda_ipc_ns_staging_kind_t        staging_kind;
     int                                   wakeup_fd;   /* epoll set */
     uct_cuda_ipc_ns_cq_t                  *cq;  /* runs the staging copies */
     const uct_cuda_ipc_ns_fdx_config_t    *fdx;
@@ -136,6 +137,7 @@ typedef struct uct_cuda_ipc_ns_copy_slot {
 typedef struct uct_cuda_ipc_ns_copy_sent {
     uint64_t buf_id;
     uint64_t buf_size;
+    int      is_host;  /* a host ring */
     uint8_t  dev_uuid[UCT_CUDA_IPC_NS_UUID_SIZE];
     uint64_t last_use;
 } uct_cuda_ipc_ns_copy_sent_t;
@@ -190,6 +192,7 @@ typedef struct uct_cuda_ipc_ns_copy_local {
     uint64_t base;
     uint64_t size;
     uint64_t buf_id;
+    int      memfd;   /* a host ring's; -1: VMM memory exported on demand */
 } uct_cuda_ipc_ns_copy_local_t;
 
 

@@ -25,6 +25,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copies_t *copies,
                                          unsigned max_requests,
                                          unsigned staging_slots,
                                          size_t staging_slot_size,
+                                         uct_cuda_ipc_ns_staging_kind_t staging_kind,
                                          uct_cuda_ipc_ns_cq_t *cq,
                                          uct_cuda_ipc_ns_copy_ep_failed_func_t ep_failed)
 {
@@ -63,6 +64,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copies_t *copies,
     copies->max_requests = max_requests;
     copies->staging_slots     = staging_slots;
     copies->staging_slot_size = staging_slot_size;
+    copies->staging_kind      = staging_kind;
     copies->cq           = cq;
     copies->fdx          = fdx;
     copies->ep_failed    = ep_failed;
@@ -288,6 +290,7 @@ static ucs_status_t uct_cuda_ipc_ns_copy_local(const void *ptr, size_t length,
     local->base   = base;
     local->size   = size;
     local->buf_id = attr.buffer_id;
+    local->memfd  = -1;
     *device_p     = attr.device;
     return UCS_OK;
 }
@@ -325,7 +328,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
     }
 
     status = uct_cuda_ipc_ns_staging_get(
-            copies, session,
+            copies, session, key,
             (uct_cuda_ipc_ns_ptr_attr_get(buffer, &attr) == UCS_OK) ?
             attr.device : -1, buffer);
     if (status != UCS_OK) {
@@ -380,7 +383,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
         return status;
     }
 
-    status = uct_cuda_ipc_ns_staging_get(copies, session, -1, NULL);
+    status = uct_cuda_ipc_ns_staging_get(copies, session, key, -1, NULL);
     if (status != UCS_OK) {
         return status;
     }
@@ -419,11 +422,15 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
     uct_cuda_ipc_ns_copy_session_t *session;
     uct_cuda_ipc_ns_copy_op_t *op;
     unsigned num_elems = 0, elem;
-    int staged = 0, device = -1, elem_device;
+    int device = -1, elem_device;
     uint64_t offset;
     ucs_status_t status;
     size_t i, j, length;
     const void *ptr;
+    int staged;
+
+    /* through pinned host memory, the owner maps none of ours */
+    staged = uct_cuda_ipc_ns_staged_on_host(copies, key);
 
     /* every element is checked before anything is sent */
     for (i = 0; i < iovcnt; ++i) {

@@ -30,13 +30,14 @@
  * requests unanswered per session before a post of a mappable buffer
  * returns UCS_ERR_NO_RESOURCE; @a staging_slots of @a staging_slot_size
  * bytes: the staging ring of each session (checked here, allocated on
- * first use).
+ * first use), in memory of @a staging_kind.
  */
 ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copies_t *copies,
                                          const uct_cuda_ipc_ns_fdx_config_t *fdx,
                                          unsigned max_requests,
                                          unsigned staging_slots,
                                          size_t staging_slot_size,
+                                         uct_cuda_ipc_ns_staging_kind_t staging_kind,
                                          uct_cuda_ipc_ns_cq_t *cq,
                                          uct_cuda_ipc_ns_copy_ep_failed_func_t ep_failed);
 

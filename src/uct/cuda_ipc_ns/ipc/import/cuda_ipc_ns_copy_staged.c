@@ -18,6 +18,7 @@
 #include "cuda_ipc_ns_copy_staged.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
+#include "cuda_ipc_ns_gpus.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -175,6 +176,7 @@ uct_cuda_ipc_ns_staged_send(uct_cuda_ipc_ns_copies_t *copies,
     ring.base   = session->staging.base;
     ring.size   = session->staging.size;
     ring.buf_id = session->staging.buf_id;
+    ring.memfd  = session->staging.is_host ? session->staging.host.fd : -1;
     status = uct_cuda_ipc_ns_copy_send(
             copies, session, op->reg_id, op->token, op->dev_uuid, &ring,
             (void*)uct_cuda_ipc_ns_staging_slot(&session->staging, slot->index),
@@ -356,7 +358,7 @@ unsigned uct_cuda_ipc_ns_staged_retry(uct_cuda_ipc_ns_copies_t *copies,
 static ucs_status_t
 uct_cuda_ipc_ns_staging_open(uct_cuda_ipc_ns_copies_t *copies,
                              uct_cuda_ipc_ns_copy_session_t *session,
-                             int device)
+                             int device, int is_host)
 {
     /* the ring's copies are within one device: a stream of their own */
     static const uint8_t ring_uuid[UCT_CUDA_IPC_NS_UUID_SIZE] = {};
@@ -365,7 +367,8 @@ uct_cuda_ipc_ns_staging_open(uct_cuda_ipc_ns_copies_t *copies,
     unsigned i;
     int pushed;
 
-    status = uct_cuda_ipc_ns_staging_alloc(device, copies->staging_slots,
+    status = uct_cuda_ipc_ns_staging_alloc(device, is_host,
+                                           copies->staging_slots,
                                            copies->staging_slot_size,
                                            &session->staging);
     if (status != UCS_OK) {
@@ -457,14 +460,44 @@ unsigned uct_cuda_ipc_ns_staging_close(uct_cuda_ipc_ns_copies_t *copies,
 }
 
 
+int uct_cuda_ipc_ns_staged_on_host(const uct_cuda_ipc_ns_copies_t *copies,
+                                   const uct_cuda_ipc_ns_rkey_info_t *key)
+{
+    int usable;
+
+    switch (copies->staging_kind) {
+    case UCT_CUDA_IPC_NS_STAGING_HOST:
+        return 1;
+    case UCT_CUDA_IPC_NS_STAGING_DEVICE:
+        return 0;
+    default:
+        /* the owner could not map a ring on our GPU either: pods usually
+         * get GPUs of their own (docs/owner-copies.md) */
+        return (uct_cuda_ipc_ns_gpu_usable(key->dev_uuid, &usable) !=
+                UCS_OK) || !usable;
+    }
+}
+
+
 ucs_status_t
 uct_cuda_ipc_ns_staging_get(uct_cuda_ipc_ns_copies_t *copies,
                             uct_cuda_ipc_ns_copy_session_t *session,
+                            const uct_cuda_ipc_ns_rkey_info_t *key,
                             int device, const void *buffer)
 {
+    int is_host = uct_cuda_ipc_ns_staged_on_host(copies, key);
+
     if (session->slots == NULL) {
         return uct_cuda_ipc_ns_staging_open(copies, session,
-                                            (device >= 0) ? device : 0);
+                                            (device >= 0) ? device : 0,
+                                            is_host);
+    } else if (is_host != session->staging.is_host) {
+        ucs_error("cuda_ipc_ns: memory of pid %u stages through %s memory, "
+                  "and the staging ring of its session is in %s memory: a "
+                  "copy by the owner stages through one ring", session->pid,
+                  is_host ? "pinned host" : "device",
+                  session->staging.is_host ? "pinned host" : "device");
+        return UCS_ERR_UNSUPPORTED;
     } else if ((device >= 0) && (device != session->staging.device)) {
         ucs_error("cuda_ipc_ns: local buffer %p is on device %d, the staging "
                   "ring of pid %u's session on device %d: a copy by the owner "
@@ -545,7 +578,7 @@ uct_cuda_ipc_ns_staged_post(uct_cuda_ipc_ns_copies_t *copies,
     ucs_status_t status;
     size_t i, j;
 
-    status = uct_cuda_ipc_ns_staging_get(copies, session, device,
+    status = uct_cuda_ipc_ns_staging_get(copies, session, key, device,
                                          iov[0].buffer);
     if (status != UCS_OK) {
         return status;

@@ -32,11 +32,19 @@ unsigned uct_cuda_ipc_ns_staging_close(uct_cuda_ipc_ns_copies_t *copies,
                                        uct_cuda_ipc_ns_copy_session_t *session,
                                        ucs_status_t status);
 
-/* The session's ring, opened on @a device (-1: host memory, device 0) if
- * it has none; UCS_ERR_UNSUPPORTED when it is on another device */
+/* Whether copies of @a key's memory stage through pinned host memory (the
+ * owner's GPU is not one we can use, or the configuration says so) */
+int uct_cuda_ipc_ns_staged_on_host(const uct_cuda_ipc_ns_copies_t *copies,
+                                   const uct_cuda_ipc_ns_rkey_info_t *key);
+
+/* The session's ring for @a key's memory, opened on @a device (-1: host
+ * memory, device 0) if it has none, in device or pinned host memory as
+ * uct_cuda_ipc_ns_staged_on_host() says; UCS_ERR_UNSUPPORTED when the ring
+ * it has is on another device or of the other kind */
 ucs_status_t
 uct_cuda_ipc_ns_staging_get(uct_cuda_ipc_ns_copies_t *copies,
                             uct_cuda_ipc_ns_copy_session_t *session,
+                            const uct_cuda_ipc_ns_rkey_info_t *key,
                             int device, const void *buffer);
 
 /* A staged op of @a key, its local elements still to set */

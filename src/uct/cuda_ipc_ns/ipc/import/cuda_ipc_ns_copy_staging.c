@@ -13,7 +13,16 @@
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/math.h>
+#include <ucs/sys/sys.h>
 #include <string.h>
+
+
+const char *uct_cuda_ipc_ns_staging_kind_names[] = {
+    [UCT_CUDA_IPC_NS_STAGING_AUTO]   = "auto",
+    [UCT_CUDA_IPC_NS_STAGING_DEVICE] = "device",
+    [UCT_CUDA_IPC_NS_STAGING_HOST]   = "host",
+    [UCT_CUDA_IPC_NS_STAGING_LAST]   = NULL
+};
 
 
 ucs_status_t uct_cuda_ipc_ns_staging_check_config(unsigned num_slots,
@@ -37,8 +46,30 @@ ucs_status_t uct_cuda_ipc_ns_staging_check_config(unsigned num_slots,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_staging_alloc(int device, unsigned num_slots,
-                                           size_t slot_size,
+/* The ring in pinned host memory; the device's context is current */
+static ucs_status_t
+uct_cuda_ipc_ns_staging_alloc_host(unsigned num_slots, size_t slot_size,
+                                   uct_cuda_ipc_ns_staging_t *staging)
+{
+    ucs_status_t status;
+
+    staging->slot_size = ucs_align_up(slot_size, ucs_get_page_size());
+    status = uct_cuda_ipc_ns_host_mem_create(staging->slot_size * num_slots,
+                                             &staging->host);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    staging->is_host = 1;
+    staging->base    = (CUdeviceptr)staging->host.ptr; /* UVA */
+    staging->size    = staging->host.size;
+    staging->buf_id  = staging->host.id;
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_staging_alloc(int device, int is_host,
+                                           unsigned num_slots, size_t slot_size,
                                            uct_cuda_ipc_ns_staging_t *staging)
 {
     uct_cuda_ipc_ns_ptr_attr_t attr;
@@ -56,6 +87,12 @@ ucs_status_t uct_cuda_ipc_ns_staging_alloc(int device, unsigned num_slots,
     status = uct_cuda_ipc_ns_ctx_push(staging->ctx, device, &pushed);
     if (status != UCS_OK) {
         return status;
+    }
+
+    if (is_host) {
+        status = uct_cuda_ipc_ns_staging_alloc_host(num_slots, slot_size,
+                                                    staging);
+        goto out_log;
     }
 
     /* each slot starts on a granularity boundary */
@@ -81,15 +118,20 @@ ucs_status_t uct_cuda_ipc_ns_staging_alloc(int device, unsigned num_slots,
         goto out_pop;
     }
 
-    staging->device    = device;
-    staging->num_slots = num_slots;
     staging->handle    = vmm.handle;
     staging->base      = vmm.ptr;
     staging->size      = vmm.size;
     staging->buf_id    = attr.buffer_id;
-    ucs_debug("cuda_ipc_ns: staging ring of %u slots of %zu bytes at 0x%llx "
-              "on device %d", num_slots, staging->slot_size,
-              (unsigned long long)staging->base, device);
+
+out_log:
+    if (status == UCS_OK) {
+        staging->device    = device;
+        staging->num_slots = num_slots;
+        ucs_debug("cuda_ipc_ns: staging ring of %u slots of %zu bytes at "
+                  "0x%llx in %s memory (device %d)", num_slots,
+                  staging->slot_size, (unsigned long long)staging->base,
+                  staging->is_host ? "pinned host" : "device", device);
+    }
 
 out_pop:
     uct_cuda_ipc_ns_ctx_pop(pushed);
@@ -114,7 +156,11 @@ void uct_cuda_ipc_ns_staging_free(uct_cuda_ipc_ns_staging_t *staging)
                                  &pushed) != UCS_OK) {
         return; /* logged; the memory stays */
     }
-    (void)uct_cuda_ipc_ns_vmm_free(&vmm);
+    if (staging->is_host) {
+        uct_cuda_ipc_ns_host_mem_free(&staging->host);
+    } else {
+        (void)uct_cuda_ipc_ns_vmm_free(&vmm);
+    }
     uct_cuda_ipc_ns_ctx_pop(pushed);
     staging->base = 0;
 }

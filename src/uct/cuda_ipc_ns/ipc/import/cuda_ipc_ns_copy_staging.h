@@ -6,13 +6,17 @@
  * (legacy cuMemAlloc memory, host memory), the owner copies into or out of
  * a ring of slots the importer allocates: one VMM allocation, created with
  * the POSIX-fd handle type on the importer's device and mapped here, whose
- * fd goes to the owner as an ordinary COPY buffer. The importer copies
- * between its buffer and a slot on its own stream. This file allocates and
- * frees the ring; the staged ops (cuda_ipc_ns_copy_staged.c) drive its
- * slots.
+ * fd goes to the owner as an ordinary COPY buffer. When the owner's GPU is
+ * not one the importer can use (pods with GPUs of their own), the ring is
+ * pinned host memory instead: a sealed memfd both sides register with the
+ * driver ("The pinned host ring"). The importer copies between its buffer
+ * and a slot on its own stream. This file allocates and frees the ring; the
+ * staged ops (cuda_ipc_ns_copy_staged.c) drive its slots.
  */
 #ifndef UCT_CUDA_IPC_NS_COPY_STAGING_H
 #define UCT_CUDA_IPC_NS_COPY_STAGING_H
+
+#include "cuda_ipc_ns_host_mem.h"
 
 #include <ucs/type/status.h>
 #include <cuda.h>
@@ -25,11 +29,27 @@
 #define UCT_CUDA_IPC_NS_STAGING_SLOT_SIZE_MAX (1ul << 30)
 
 
+/* Where a session's ring lives (UCX_CUDA_IPC_NS_OWNER_COPY_STAGING) */
+typedef enum {
+    /* host memory when the owner's GPU is not one we can use, else device */
+    UCT_CUDA_IPC_NS_STAGING_AUTO,
+    UCT_CUDA_IPC_NS_STAGING_DEVICE,
+    UCT_CUDA_IPC_NS_STAGING_HOST,
+    UCT_CUDA_IPC_NS_STAGING_LAST
+} uct_cuda_ipc_ns_staging_kind_t;
+
+
+/* "auto", "device", "host", NULL: for a UCS_CONFIG_TYPE_ENUM config field */
+extern const char *uct_cuda_ipc_ns_staging_kind_names[];
+
+
 /* The ring's memory */
 typedef struct uct_cuda_ipc_ns_staging {
     int                          device;    /* ordinal */
     CUcontext                    ctx;       /* its primary context */
-    CUmemGenericAllocationHandle handle;
+    int                          is_host;   /* pinned host memory: @a host */
+    uct_cuda_ipc_ns_host_mem_t   host;
+    CUmemGenericAllocationHandle handle;    /* device memory */
     CUdeviceptr                  base;      /* 0: not allocated */
     size_t                       size;      /* num_slots * slot_size */
     size_t                       slot_size; /* rounded to the granularity */
@@ -49,10 +69,11 @@ ucs_status_t uct_cuda_ipc_ns_staging_check_config(unsigned num_slots,
 /**
  * Allocate @a num_slots slots of @a slot_size bytes (rounded up to the
  * allocation granularity) on @a device, in its primary context, mapped
- * read-write for it. Errors name the driver call and its CUresult.
+ * read-write for it; or, @a is_host, in pinned host memory registered in
+ * that context. Errors name the driver call and its CUresult.
  */
-ucs_status_t uct_cuda_ipc_ns_staging_alloc(int device, unsigned num_slots,
-                                           size_t slot_size,
+ucs_status_t uct_cuda_ipc_ns_staging_alloc(int device, int is_host,
+                                           unsigned num_slots, size_t slot_size,
                                            uct_cuda_ipc_ns_staging_t *staging);
 
 
