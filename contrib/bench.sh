@@ -24,6 +24,10 @@
 #                  the importer's VMM buffer vs zero copy, get and put, 8
 #                  in flight, 4 and 64 MiB (test/bench/bench_owner_copy,
 #                  goal >= 0.85)
+#   host ring      legacy memory staged through pinned host memory (the
+#                  path of pods whose GPUs cannot see each other) vs UCP's
+#                  fallback without cu_ipc_ns (TCP): tag_bw, ucp_get at 4
+#                  MiB between two pods, interleaved (goal >= 5)
 #   NIXL           (UCX 1.22) NIXL WRITE / UCP put and NIXL READ / UCP get
 #                  bandwidth on the same buffers between two pods, 4 and 64
 #                  MiB (test/nixl/bench_nixl; NIXL from contrib/setup-nixl.sh)
@@ -125,6 +129,22 @@ bench() {
                 "$top/contrib/perftest-ns.sh" >"$out/ocopy-lat-$mem-$round.log" 2>&1
         done
     done
+    # the pinned host ring (pods whose GPUs cannot see each other): two
+    # copies through host memory against UCP's fallback without cu_ipc_ns
+    # (the owner packs no broker: UCX_CUDA_IPC_NS_OWNER_COPY=n), legacy
+    # memory both; 1 GiB per run, the fallback takes seconds
+    echo "== UCX $ver: legacy memory through the pinned host ring vs UCP's fallback (TCP), between two pods, $rounds rounds"
+    local path
+    for ((round = 1; round <= rounds; round++)); do
+        for path in ring tcp; do
+            OUT_DIR=$out/hostring-$path-$round ITER_BYTES=1G SIZES=4M \
+                TESTS=ucp:tag_bw,ucp:ucp_get \
+                EXTRA_ENV="UCX_CUDA_CPY_NS_MEM_ALLOC=legacy $([ $path = ring ] &&
+                           echo UCX_CUDA_IPC_NS_OWNER_COPY_STAGING=host ||
+                           echo UCX_CUDA_IPC_NS_OWNER_COPY=n)" \
+                "$top/contrib/perftest-ns.sh" >"$out/hostring-$path-$round.log" 2>&1
+        done
+    done
     echo "== UCX $ver: one copy by the owner into our VMM buffer vs zero copy: test/bench/bench_owner_copy"
     BENCH_MIN_TIME=${BENCH_MIN_TIME:-2} "$bench/bench_owner_copy" |
         tee "$out/owner_copy.txt"
@@ -168,6 +188,15 @@ bench() {
                       printf "%s %s %s %s\n", leg[r] / vmm[r], leg[r], vmm[r], n[r] } }' \
             "$out"/ocopy-lat-*/results.tsv |
             ratio_line "ucp_put_lat 8 B legacy/VMM" "us legacy / VMM"
+        for t in ucp:tag_bw ucp:ucp_get; do
+            awk -F'\t' -v t="$t" '$1 == t && $2 == 4194304 {
+                    split(FILENAME, p, "/hostring-"); split(p[2], q, "[-/]"); r = q[2] + 0
+                    if (q[1] == "ring") ring[r] = $4; else { tcp[r] = $4; n[r] = $6 } }
+                END { for (r in ring) if (tcp[r] && ring[r]) {
+                          printf "%s %s %s %s\n", ring[r] / tcp[r], ring[r], tcp[r], n[r] } }' \
+                "$out"/hostring-*/results.tsv |
+                ratio_line "$t host ring / TCP 4 MiB" "MB/s host ring / fallback"
+        done
     } >"$out/perftest-ratios.txt"
 
     # NIXL (UCX 1.22 builds): WRITE/READ vs UCP put/get on the same buffers
@@ -252,6 +281,7 @@ verdicts() {
         if (name ~ /^(put|get) chunks\/single /) return ">= 0.95"
         if (name ~ / -e \/ no -e /) return ">= 0.8"
         if (name ~ /legacy\/VMM [0-9]+ MiB/) return ">= 0.45"
+        if (name ~ /host ring \/ TCP/) return ">= 5"
         if (name ~ /^owner_copy\/ipc (get|put) (4096|65536) KiB/) return ">= 0.85"
         return ""
     }

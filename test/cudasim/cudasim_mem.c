@@ -744,7 +744,7 @@ static CUresult cudasim_host_register(void *p, size_t bytesize,
             pthread_mutex_unlock(&cudasim_hostreg_lock);
             cudasim_registry_unlock();
             free(h);
-            break;
+            return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
         }
     }
     h->region.next   = cudasim_hostregs;

@@ -874,6 +874,28 @@ TEST_F(test_cudasim_mem, host_register_invalid_value)
         EXPECT_EQ(0u, memory_type(none.dptr()));
         EXPECT_EQ(0u, memory_type(ro.dptr()));
         EXPECT_EQ(0u, memory_type(host.dptr()));
+
+#ifdef MADV_POPULATE_WRITE
+        /* a page past the end of its file cannot be faulted in (SIGBUS):
+         * seen where the kernel can populate (Linux 5.14+) */
+        if (madvise(host.ptr(), page, MADV_POPULATE_WRITE) == 0) {
+            int fd = memfd_create("cudasim_test_short", MFD_CLOEXEC);
+
+            ASSERT_GE(fd, 0);
+            ASSERT_EQ(0, ftruncate(fd, page));
+            {
+                host_pages shrt(size, PROT_READ | PROT_WRITE, fd);
+
+                CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemHostRegister,
+                          shrt.ptr(), size, CU_MEMHOSTREGISTER_PORTABLE);
+                EXPECT_EQ(0u, memory_type(shrt.dptr()));
+                CU_OK(cuMemHostRegister, shrt.ptr(), page,
+                      CU_MEMHOSTREGISTER_PORTABLE);
+                CU_OK(cuMemHostUnregister, shrt.ptr());
+            }
+            close(fd);
+        }
+#endif
     }
 }
 
