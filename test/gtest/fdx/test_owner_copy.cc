@@ -20,6 +20,7 @@ extern "C" {
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <string.h>
@@ -427,8 +428,9 @@ TEST_F(test_owner_copy, host_buffer_get_and_put) {
 
 
 /* A host buffer is hostile until checked: one the importer could shrink
- * under the owner's copy (a SIGBUS there), one smaller than it is said to
- * be, or no memory at all is refused, the owner's memory untouched, and
+ * under the owner's copy (a SIGBUS there), one whose pages the owner would
+ * allocate, one smaller than it is said to be, or no memory at all is
+ * refused, the owner's memory untouched, and
  * the owner goes on serving */
 TEST_F(test_owner_copy, hostile_host_buffers_refused) {
     const uint32_t put = UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER;
@@ -439,9 +441,21 @@ TEST_F(test_owner_copy, hostile_host_buffers_refused) {
     int unsealed = memfd_create("cuda_ipc_ns_unsealed", MFD_CLOEXEC);
     ASSERT_GE(unsealed, 0);
     ASSERT_EQ(0, ftruncate(unsealed, size));
+    ASSERT_EQ(0, fallocate(unsealed, 0, 0, size)); /* only the seal lacks */
     EXPECT_EQ(UCS_ERR_UNSUPPORTED,
               copy(host_args(1, size, put, 0, 64, 0), unsealed));
     close(unsealed);
+
+    /* sealed, but sparse: pinning it would allocate its pages at the
+     * owner */
+    int sparse = memfd_create("cuda_ipc_ns_sparse",
+                              MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    ASSERT_GE(sparse, 0);
+    ASSERT_EQ(0, ftruncate(sparse, size));
+    ASSERT_EQ(0, fcntl(sparse, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW));
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED,
+              copy(host_args(3, size, put, 0, 64, 0), sparse));
+    close(sparse);
 
     ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_host_mem_create(size, &mem));
     memset(mem.ptr, 0x5a, size);

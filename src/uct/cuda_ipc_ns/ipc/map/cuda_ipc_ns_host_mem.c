@@ -113,6 +113,15 @@ ucs_status_t uct_cuda_ipc_ns_host_mem_map(int fd, size_t size, const char *what,
         return UCS_ERR_INVALID_PARAM;
     }
 
+    /* its pages must be there already, allocated by the peer: pinning a
+     * sparse file would make us allocate them (in our memory cgroup) */
+    if ((uint64_t)st.st_blocks * 512 < size) {
+        ucs_error("cuda_ipc_ns: %s has %" PRIu64 " of its %zu bytes "
+                  "allocated: refused", what, (uint64_t)st.st_blocks * 512,
+                  size);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
     /* a peer that could shrink it would make our copies fault (SIGBUS) */
     seals = fcntl(fd, F_GET_SEALS);
     if ((seals < 0) || !(seals & F_SEAL_SHRINK)) {

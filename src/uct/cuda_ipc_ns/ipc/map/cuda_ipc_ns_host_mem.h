@@ -33,8 +33,9 @@ ucs_status_t uct_cuda_ipc_ns_host_mem_create(size_t size,
 
 /**
  * Map and register the peer's memory from @a fd (hostile until checked: a
- * regular file of exactly @a size bytes, sealed with F_SEAL_SHRINK, so that
- * the peer cannot truncate it under our copies). @a fd is the caller's.
+ * regular file of exactly @a size bytes, all of them allocated (the peer
+ * pays for them, not us), sealed with F_SEAL_SHRINK, so that the peer
+ * cannot truncate it under our copies). @a fd is the caller's.
  * UCS_ERR_INVALID_PARAM with a log line naming @a what when it is not such
  * memory.
  */
