@@ -36,12 +36,13 @@ protected:
         }
     }
 
-    /* exporter and importer agents, the importer connected */
-    void start(int devices)
+    /* exporter (with @a exporter_opts) and importer agents, the importer
+     * connected */
+    void start(int devices, const peer_options &exporter_opts = {})
     {
         m_env.emplace_back(new scoped_env("CUDASIM_DEVICE_COUNT",
                                           std::to_string(devices)));
-        m_exporter.reset(new agent());
+        m_exporter.reset(new agent(exporter_opts));
         ASSERT_TRUE(m_exporter->ok());
         m_importer.reset(new agent());
         ASSERT_TRUE(m_importer->ok());
@@ -125,6 +126,47 @@ TEST_F(multi_device, legacy_put_get_between_devices) {
 TEST_F(multi_device, vmm_put_get_between_devices) {
     start(NUM_DEVICES);
     put_get_all_pairs(BUF_VMM);
+}
+
+
+/* legacy memory of another PID namespace, copied by its owner: our buffer
+ * on each device stages through a ring of that device, all in one session
+ * with the owner */
+TEST_F(multi_device, owner_copy_put_get_between_devices) {
+    peer_options opts;
+    opts.new_pid_ns = true;
+    m_env.emplace_back(new scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY", "y"));
+    start(NUM_DEVICES, opts);
+    put_get_all_pairs(BUF_LEGACY);
+}
+
+
+/* the same without peer access: within each device the copies still work,
+ * which they do only through a ring on that device (the owner could not
+ * copy into a ring on another) */
+TEST_F(multi_device, owner_copy_ring_per_device) {
+    peer_options opts;
+    opts.new_pid_ns = true;
+    m_env.emplace_back(new scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY", "y"));
+    m_env.emplace_back(new scoped_env("CUDASIM_PEER_ACCESS", "0"));
+    start(2, opts);
+
+    for (int dev = 0; dev < 2; ++dev) {
+        SCOPED_TRACE("device " + std::to_string(dev));
+        agent_buffer remote = m_exporter->alloc(BUF_LEGACY, BUF_SIZE, 30 + dev,
+                                                0, dev);
+        agent_buffer local  = m_importer->alloc(BUF_LEGACY, BUF_SIZE, 40 + dev,
+                                                0, dev);
+        ASSERT_GE(remote.index, 0);
+        ASSERT_GE(local.index, 0);
+        ASSERT_EQ(UCS_OK, m_importer->copy(false, local.index, BUF_SIZE,
+                                           remote.addr, remote.rkey));
+        EXPECT_TRUE(m_importer->check(local.index, 30 + dev, 0, BUF_SIZE));
+        ASSERT_TRUE(m_importer->fill(local.index, 50 + dev));
+        ASSERT_EQ(UCS_OK, m_importer->copy(true, local.index, BUF_SIZE,
+                                           remote.addr, remote.rkey));
+        EXPECT_TRUE(m_exporter->check(remote.index, 50 + dev, 0, BUF_SIZE));
+    }
 }
 
 

@@ -23,6 +23,7 @@ extern "C" {
 #include <functional>
 #include <cstring>
 #include <poll.h>
+#include <vector>
 
 
 namespace test {
@@ -55,19 +56,47 @@ public:
      * a machine of two GPUs (we see GPU 0 only) */
     virtual const char *agent_gpus() const { return nullptr; }
 
-    /* the staging ring of our session with the agent, nullptr when none */
-    const uct_cuda_ipc_ns_staging_t *staging_ring()
+    /* the staging rings of our session with the agent, in opening order */
+    std::vector<const uct_cuda_ipc_ns_staging_t*> staging_rings()
     {
         uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(
                 m_node->iface(), uct_cuda_ipc_ns_iface_t);
+        std::vector<const uct_cuda_ipc_ns_staging_t*> rings;
         uct_cuda_ipc_ns_copy_session_t *session;
+        uct_cuda_ipc_ns_copy_ring_t *ring;
 
         if (ucs_list_is_empty(&iface->copies.sessions)) {
-            return nullptr;
+            return rings;
         }
         session = ucs_list_head(&iface->copies.sessions,
                                 uct_cuda_ipc_ns_copy_session_t, list);
-        return (session->slots != nullptr) ? &session->staging : nullptr;
+        ucs_list_for_each(ring, &session->rings, list) {
+            rings.push_back(&ring->staging);
+        }
+        return rings;
+    }
+
+    /* the session has one staging ring, in pinned host memory or not */
+    void expect_one_ring(bool is_host)
+    {
+        auto rings = staging_rings();
+        ASSERT_EQ(1u, rings.size());
+        EXPECT_EQ(is_host, uct_cuda_ipc_ns_staging_is_host(rings[0]) != 0)
+                << "in " << uct_cuda_ipc_ns_staging_kind_str(rings[0])
+                << " memory";
+    }
+
+    /* the key of @a r is of a GPU we cannot use (the emulator's GPUs) */
+    bool other_gpu(const remote &r)
+    {
+        const uct_cuda_ipc_ns_rkey_t *key =
+                (const uct_cuda_ipc_ns_rkey_t*)r.rkey.rkey;
+        int usable = 1;
+
+        EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_gpu_usable(key->info.dev_uuid,
+                                                     &usable));
+        EXPECT_EQ(usable, key->owner_gpu_usable) << "as asked at unpack";
+        return !usable;
     }
 
     /* the agent, the owner, is pid 1 of its own PID namespace */
@@ -88,9 +117,10 @@ public:
     }
 
     /* the same for any memory its owner copies */
-    void export_copied(buffer_kind kind, size_t size, uint32_t seed, remote *r)
+    void export_copied(buffer_kind kind, size_t size, uint32_t seed, remote *r,
+                       int device = 0)
     {
-        r->buf = m_agent->alloc(kind, size, seed);
+        r->buf = m_agent->alloc(kind, size, seed, 0, device);
         ASSERT_GE(r->buf.index, 0);
         ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_node->component(),
                                           r->buf.rkey.data(), &r->rkey));
@@ -646,8 +676,8 @@ TEST_F(owner_copy_staged, put_get_zcopy_legacy_importer) {
                    {{1, 1}, {13, 7}, {4099, 4095}, {65537, ring / 2 + 1},
                     {777, ring + 3}, {3, 2 * ring + ring / 3 + 5}});
     EXPECT_EQ(0u, m_node->ep_errors());
-    ASSERT_NE(nullptr, staging_ring());
-    EXPECT_FALSE(staging_ring()->is_host) << "the owner's GPU is ours: a device ring";
+    /* the owner's GPU is ours: a device ring */
+    expect_one_ring(false);
 }
 
 
@@ -1109,18 +1139,6 @@ public:
     const char *agent_gpus() const override { return "1"; }
 
     size_t ring_size() const override { return 2 * ucs_get_page_size(); }
-
-    /* the key of @a r is of a GPU we cannot use (the emulator's GPUs) */
-    bool other_gpu(const remote &r)
-    {
-        const uct_cuda_ipc_ns_rkey_t *key =
-                (const uct_cuda_ipc_ns_rkey_t*)r.rkey.rkey;
-        int usable = 1;
-
-        EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_gpu_usable(key->info.dev_uuid,
-                                                     &usable));
-        return !usable;
-    }
 };
 
 
@@ -1151,8 +1169,8 @@ TEST_F(owner_copy_host_ring, put_get_zcopy_owner_on_a_gpu_we_cannot_use) {
                                    r.rkey.rkey));
     EXPECT_TRUE(m_agent->check(r.buf.index, seed, 0, size));
 
-    ASSERT_NE(nullptr, staging_ring());
-    EXPECT_TRUE(staging_ring()->is_host) << "staged through pinned host memory";
+    /* staged through pinned host memory, one ring for every buffer of ours */
+    expect_one_ring(true);
     EXPECT_EQ(0u, m_node->ep_errors());
 }
 
@@ -1180,8 +1198,72 @@ TEST_F(owner_copy_host_ring_configured, put_get_zcopy_legacy_importer) {
 
     put_get_ranges(local, r, size, 5, 500,
                    {{1, 1}, {4099, 4095}, {3, 2 * ring + 7}, {1, size - 2}});
-    ASSERT_NE(nullptr, staging_ring());
-    EXPECT_TRUE(staging_ring()->is_host);
+    expect_one_ring(true);
+    EXPECT_EQ(0u, m_node->ep_errors());
+}
+
+/*
+ * One session, two rings: the owner sees both GPUs of a machine of two, we
+ * GPU 0 only. Its memory on GPU 0 stages through a device ring on ours, its
+ * memory on GPU 1 through a host ring, side by side in one session, with
+ * copies of both in flight at once.
+ */
+class owner_copy_two_rings : public owner_copy_staged {
+public:
+    const char *agent_gpus() const override { return "0,1"; }
+};
+
+
+TEST_F(owner_copy_two_rings, owner_memory_on_our_gpu_and_another) {
+    const size_t size = 3 * cuda_vmm_granularity() + 12345;
+    remote near, far;
+
+    ASSERT_NO_FATAL_FAILURE(export_copied(BUF_LEGACY, size, 1, &near, 0));
+    ASSERT_NO_FATAL_FAILURE(export_copied(BUF_LEGACY, size, 2, &far, 1));
+    if (other_gpu(near) || !other_gpu(far)) {
+        GTEST_SKIP() << "needs the emulator's GPUs (CUDASIM_DEVICE_COUNT, "
+                        "CUDASIM_VISIBLE_DEVICES)";
+    }
+    int local = m_node->alloc(BUF_LEGACY, size);
+    ASSERT_GE(local, 0);
+
+    put_get_ranges(local, near, size, 1, 100, {{1, 1}, {4099, size - 4100}});
+    put_get_ranges(local, far, size, 2, 200, {{1, 1}, {4099, size - 4100}});
+
+    /* both rings at once: puts of the two halves of our buffer, each to its
+     * half of one of the owner's buffers, then gets back */
+    const size_t half = size / 2;
+    std::vector<completion> puts(2);
+    m_node->fill(local, 300);
+    ASSERT_EQ(UCS_INPROGRESS, post(true, local_ptr(local, 0), half,
+                                   near.buf.addr, near.rkey.rkey, &puts[0]));
+    ASSERT_EQ(UCS_INPROGRESS, post(true, local_ptr(local, half), half,
+                                   far.buf.addr + half, far.rkey.rkey,
+                                   &puts[1]));
+    ASSERT_TRUE(m_node->progress_until([&] { return all_done(puts); }));
+    EXPECT_EQ(UCS_OK, puts[0].status);
+    EXPECT_EQ(UCS_OK, puts[1].status);
+    EXPECT_TRUE(m_agent->check(near.buf.index, 300, 0, half));
+    EXPECT_TRUE(m_agent->check(far.buf.index, 300, half, half));
+
+    ASSERT_TRUE(m_agent->fill(near.buf.index, 301));
+    ASSERT_TRUE(m_agent->fill(far.buf.index, 302));
+    std::vector<completion> gets(2);
+    ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(local, 0), half,
+                                   near.buf.addr, near.rkey.rkey, &gets[0]));
+    ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(local, half), half,
+                                   far.buf.addr + half, far.rkey.rkey,
+                                   &gets[1]));
+    ASSERT_TRUE(m_node->progress_until([&] { return all_done(gets); }));
+    EXPECT_EQ(UCS_OK, gets[0].status);
+    EXPECT_EQ(UCS_OK, gets[1].status);
+    EXPECT_TRUE(m_node->check(local, 301, 0, half));
+    EXPECT_TRUE(m_node->check(local, 302, half, half));
+
+    auto rings = staging_rings();
+    ASSERT_EQ(2u, rings.size()) << "a device ring and a host ring";
+    EXPECT_NE(uct_cuda_ipc_ns_staging_is_host(rings[0]),
+              uct_cuda_ipc_ns_staging_is_host(rings[1]));
     EXPECT_EQ(0u, m_node->ep_errors());
 }
 

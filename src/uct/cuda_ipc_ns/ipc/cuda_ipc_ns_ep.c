@@ -754,15 +754,19 @@ uct_cuda_ipc_ns_ep_owner_copy(uct_cuda_ipc_ns_ep_t *ep,
 
     if (bcopy == NULL) {
         status = uct_cuda_ipc_ns_copies_post(&iface->copies, &ep->copy_ep,
-                                             &key->info, iov, iovcnt,
-                                             remote_addr, is_put, comp);
+                                             &key->info, key->owner_gpu_usable,
+                                             iov, iovcnt, remote_addr, is_put,
+                                             comp);
     } else if (is_put) {
         status = uct_cuda_ipc_ns_copies_put_now(&iface->copies, &ep->copy_ep,
-                                                &key->info, bcopy->buffer,
-                                                length, remote_addr);
+                                                &key->info,
+                                                key->owner_gpu_usable,
+                                                bcopy->buffer, length,
+                                                remote_addr);
     } else {
         status = uct_cuda_ipc_ns_copies_get_unpack(&iface->copies,
                                                    &ep->copy_ep, &key->info,
+                                                   key->owner_gpu_usable,
                                                    length, remote_addr,
                                                    bcopy->unpack_cb,
                                                    bcopy->arg, comp);

@@ -761,6 +761,7 @@ uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
     const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
     uct_cuda_ipc_ns_rkey_t *rkey;
     ucs_status_t status;
+    int usable;
 
     rkey = ucs_calloc(1, sizeof(*rkey), "cuda_ipc_ns_rkey");
     if (rkey == NULL) {
@@ -823,6 +824,10 @@ uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
         if (status != UCS_OK) {
             goto err_free;
         }
+    } else {
+        rkey->owner_gpu_usable =
+                (uct_cuda_ipc_ns_gpu_usable(rkey->info.dev_uuid,
+                                            &usable) == UCS_OK) && usable;
     }
 
     *handle_p = NULL;

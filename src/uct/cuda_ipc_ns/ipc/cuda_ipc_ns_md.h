@@ -66,6 +66,9 @@ typedef struct uct_cuda_ipc_ns_rkey {
     /* memory we cannot map (legacy, of another PID namespace; a copy key):
      * puts and gets are copies its owner makes (docs/owner-copies.md) */
     int                         owner_copy;
+    /* owner_copy: the key's GPU is one we can use (else the copies stage
+     * through pinned host memory), asked once here, not on each post */
+    int                         owner_gpu_usable;
 } uct_cuda_ipc_ns_rkey_t;
 
 

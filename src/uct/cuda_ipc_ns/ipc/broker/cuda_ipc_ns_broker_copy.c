@@ -35,8 +35,7 @@ typedef struct {
     uint64_t                   buf_id;
     uint64_t                   size;
     int                        device;
-    int                        is_host;  /* a host ring: @a host */
-    uct_cuda_ipc_ns_host_mem_t host;
+    uct_cuda_ipc_ns_host_mem_t host;     /* a host ring, or none */
     CUdeviceptr                dptr;     /* 0: slot free */
     unsigned                   uses;     /* copies running on it */
     uint64_t                   last_use; /* the copier's clock */
@@ -155,12 +154,19 @@ static void uct_cuda_ipc_ns_copier_reply(uct_cuda_ipc_ns_broker_copier_t *copier
 }
 
 
+static int
+uct_cuda_ipc_ns_copier_is_host(const uct_cuda_ipc_ns_copy_buffer_t *buffer)
+{
+    return buffer->host.ptr != NULL;
+}
+
+
 static void uct_cuda_ipc_ns_copier_unmap(uct_cuda_ipc_ns_copy_buffer_t *buffer)
 {
     int pushed;
 
     if (uct_cuda_ipc_ns_ctx_push(NULL, buffer->device, &pushed) == UCS_OK) {
-        if (buffer->is_host) {
+        if (uct_cuda_ipc_ns_copier_is_host(buffer)) {
             uct_cuda_ipc_ns_host_mem_free(&buffer->host);
         } else {
             (void)UCT_CUDA_IPC_NS_CU(cuMemUnmap, buffer->dptr, buffer->size);
@@ -182,7 +188,6 @@ uct_cuda_ipc_ns_copier_map(uct_cuda_ipc_ns_copy_buffer_t *buffer, int buf_fd,
 {
     ucs_status_t status;
 
-    buffer->is_host = is_host;
     if (!is_host) {
         return uct_cuda_ipc_ns_map_fd(buf_fd, size, device, what,
                                       &buffer->dptr);
@@ -217,7 +222,7 @@ uct_cuda_ipc_ns_copier_buffer(uct_cuda_ipc_ns_broker_copier_t *copier,
         buffer = &client->buffers[i];
         if ((buffer->dptr != 0) && (buffer->buf_id == copy->buf_id) &&
             (buffer->size == copy->buf_size) && (buffer->device == device) &&
-            (buffer->is_host == is_host)) {
+            (uct_cuda_ipc_ns_copier_is_host(buffer) == is_host)) {
             if (buf_fd >= 0) {
                 close(buf_fd); /* held already: no import again */
             }
@@ -345,7 +350,7 @@ uct_cuda_ipc_ns_copier_launch(uct_cuda_ipc_ns_broker_copier_t *copier,
         dst = op->range.addr;
     }
 
-    status = op->buffer->is_host ?
+    status = uct_cuda_ipc_ns_copier_is_host(op->buffer) ?
              UCT_CUDA_IPC_NS_CU(cuMemcpyAsync, dst, src, copy->length,
                                 stream) :
              UCT_CUDA_IPC_NS_CU(cuMemcpyDtoDAsync, dst, src, copy->length,

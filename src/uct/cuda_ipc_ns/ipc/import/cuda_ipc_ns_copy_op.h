@@ -69,8 +69,8 @@ typedef struct uct_cuda_ipc_ns_copy_elem {
 
 /*
  * One put or get: one request per local element, or (staged) one chunk of
- * at most a slot at a time through the session's staging ring. A staged op
- * remembers where its next chunk starts, and waits in its session's queue
+ * at most a slot at a time through a staging ring of its session. A staged
+ * op remembers where its next chunk starts, and waits in its ring's queue
  * while it has chunks to issue and no slot is free.
  */
 typedef struct uct_cuda_ipc_ns_copy_op {
@@ -85,7 +85,7 @@ typedef struct uct_cuda_ipc_ns_copy_op {
     int                       staged;
     int                       is_put;
     int                       posting;    /* its post has not returned */
-    int                       in_queue;   /* in its session's waiting ops */
+    int                       in_queue;   /* in its ring's waiting ops */
     ucs_list_link_t           queue;
     uint64_t                  reg_id;     /* the key's, kept for later */
     uint8_t                   token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
@@ -119,18 +119,38 @@ typedef enum {
 
 
 struct uct_cuda_ipc_ns_copy_session;
+struct uct_cuda_ipc_ns_copy_ring;
 
-/* One slot of the staging ring, and the chunk it carries */
+/* One slot of a staging ring, and the chunk it carries */
 typedef struct uct_cuda_ipc_ns_copy_slot {
-    uct_completion_t                    comp;    /* of our copy */
-    struct uct_cuda_ipc_ns_copy_session *session;
-    uct_cuda_ipc_ns_copy_op_t           *op;     /* NULL: free */
-    unsigned                            index;
-    uct_cuda_ipc_ns_slot_state_t        state;
-    char                                *local;  /* the chunk */
-    size_t                              length;
-    uint64_t                            offset;  /* in the registration */
+    uct_completion_t                 comp;    /* of our copy */
+    struct uct_cuda_ipc_ns_copy_ring *ring;
+    uct_cuda_ipc_ns_copy_op_t        *op;     /* NULL: free */
+    unsigned                         index;
+    uct_cuda_ipc_ns_slot_state_t     state;
+    char                             *local;  /* the chunk */
+    size_t                           length;
+    uint64_t                         offset;  /* in the registration */
 } uct_cuda_ipc_ns_copy_slot_t;
+
+
+/*
+ * A staging ring of a session: one per kind of memory (device or pinned
+ * host) and local device, opened by the first op that needs it, so that a
+ * session serves buffers of every device and owners' memory on GPUs we can
+ * and cannot use at once. Its staged ops wait for its slots in FIFO order.
+ */
+typedef struct uct_cuda_ipc_ns_copy_ring {
+    ucs_list_link_t                     list;        /* in its session's */
+    struct uct_cuda_ipc_ns_copy_session *session;
+    uct_cuda_ipc_ns_staging_t           staging;     /* its memory */
+    unsigned                            free_slots;
+    unsigned                            retry_slots; /* RETRY_COPY or _SEND */
+    ucs_list_link_t                     waiting;     /* staged ops, FIFO */
+    uct_cuda_ipc_ns_cq_ep_t             cq_ep;       /* our copies of it */
+    uct_cuda_ipc_ns_stream_t            *stream;
+    uct_cuda_ipc_ns_copy_slot_t         slots[];     /* staging.num_slots */
+} uct_cuda_ipc_ns_copy_ring_t;
 
 
 /* A local buffer the owner holds (mapped for the key's device) */
@@ -176,14 +196,7 @@ typedef struct uct_cuda_ipc_ns_copy_session {
     uct_cuda_ipc_ns_copy_sent_t sent[UCT_CUDA_IPC_NS_COPY_SENT_MAX];
     uct_cuda_ipc_ns_copies_t    *copies;
     int                         closing;   /* no new staged chunk */
-    /* the staging ring, allocated by the first op that needs it */
-    uct_cuda_ipc_ns_staging_t   staging;
-    uct_cuda_ipc_ns_copy_slot_t *slots;    /* NULL: no ring yet */
-    unsigned                    free_slots;
-    unsigned                    retry_slots; /* RETRY_COPY or _SEND */
-    ucs_list_link_t             waiting;   /* staged ops, FIFO */
-    uct_cuda_ipc_ns_cq_ep_t     cq_ep;     /* our copies of the ring */
-    uct_cuda_ipc_ns_stream_t    *stream;   /* created with the ring */
+    ucs_list_link_t             rings;     /* uct_cuda_ipc_ns_copy_ring_t */
 } uct_cuda_ipc_ns_copy_session_t;
 
 

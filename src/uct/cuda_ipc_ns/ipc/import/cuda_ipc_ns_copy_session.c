@@ -100,7 +100,7 @@ static unsigned uct_cuda_ipc_ns_copy_req_done(uct_cuda_ipc_ns_copies_t *copies,
     ucs_free(req);
 
     if (slot != NULL) {
-        return uct_cuda_ipc_ns_staged_answered(copies, session, slot, status);
+        return uct_cuda_ipc_ns_staged_answered(copies, slot, status);
     }
 
     if ((status != UCS_OK) && (op->status == UCS_OK)) {
@@ -126,6 +126,7 @@ static unsigned uct_cuda_ipc_ns_copy_session_fail(uct_cuda_ipc_ns_copies_t *copi
                                                   ucs_status_t status)
 {
     uct_cuda_ipc_ns_copy_req_t *req, *tmp;
+    uct_cuda_ipc_ns_copy_ring_t *ring;
     uct_cuda_ipc_ns_copy_op_t *op;
     unsigned count = 0, i;
 
@@ -146,16 +147,17 @@ static unsigned uct_cuda_ipc_ns_copy_session_fail(uct_cuda_ipc_ns_copies_t *copi
             copies->ep_failed(req->op->ep->owner);
         }
     }
-    for (i = 0; (session->slots != NULL) && (i < session->staging.num_slots);
-         ++i) {
-        op = session->slots[i].op;
-        if ((op != NULL) && (op->ep != NULL)) {
-            copies->ep_failed(op->ep->owner);
+    ucs_list_for_each(ring, &session->rings, list) {
+        for (i = 0; i < ring->staging.num_slots; ++i) {
+            op = ring->slots[i].op;
+            if ((op != NULL) && (op->ep != NULL)) {
+                copies->ep_failed(op->ep->owner);
+            }
         }
-    }
-    ucs_list_for_each(op, &session->waiting, queue) {
-        if (op->ep != NULL) {
-            copies->ep_failed(op->ep->owner);
+        ucs_list_for_each(op, &ring->waiting, queue) {
+            if (op->ep != NULL) {
+                copies->ep_failed(op->ep->owner);
+            }
         }
     }
 
@@ -237,7 +239,7 @@ uct_cuda_ipc_ns_copy_session_get(uct_cuda_ipc_ns_copies_t *copies,
     session->in_wakeup  = 0;
     session->copies     = copies;
     ucs_list_head_init(&session->reqs);
-    ucs_list_head_init(&session->waiting);
+    ucs_list_head_init(&session->rings);
     ucs_list_add_tail(&copies->sessions, &session->list);
     ucs_debug("cuda_ipc_ns: copy session %d with pid %u (PID namespace %"
               PRIu64 ")", sock, key->pid, key->pid_ns);
@@ -313,11 +315,13 @@ uct_cuda_ipc_ns_copy_post_failed(uct_cuda_ipc_ns_copies_t *copies,
 ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
                                             uct_cuda_ipc_ns_copy_ep_t *copy_ep,
                                             const uct_cuda_ipc_ns_rkey_info_t *key,
+                                            int owner_gpu_usable,
                                             const void *buffer, size_t length,
                                             uint64_t remote_addr)
 {
     uct_cuda_ipc_ns_ptr_attr_t attr;
     uct_cuda_ipc_ns_copy_session_t *session;
+    uct_cuda_ipc_ns_copy_ring_t *ring;
     uct_cuda_ipc_ns_copy_op_t *op;
     ucs_status_t status;
     size_t num_chunks;
@@ -327,25 +331,26 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
         return status;
     }
 
-    status = uct_cuda_ipc_ns_staging_get(
-            copies, session, key,
+    status = uct_cuda_ipc_ns_staging_ring_get(
+            copies, session,
+            uct_cuda_ipc_ns_staged_on_host(copies, owner_gpu_usable),
             (uct_cuda_ipc_ns_ptr_attr_get(buffer, &attr) == UCS_OK) ?
-            attr.device : -1, buffer);
+            attr.device : -1, &ring);
     if (status != UCS_OK) {
         return status;
     }
 
-    num_chunks = ucs_div_round_up(length, session->staging.slot_size);
-    if (num_chunks > session->staging.num_slots) {
+    num_chunks = ucs_div_round_up(length, ring->staging.slot_size);
+    if (num_chunks > ring->staging.num_slots) {
         ucs_error("cuda_ipc_ns: a put of %zu bytes by the owner needs %zu "
                   "staging slots at once, the ring has %u", length,
-                  num_chunks, session->staging.num_slots);
+                  num_chunks, ring->staging.num_slots);
         return UCS_ERR_UNSUPPORTED;
     }
 
     /* all of it into slots now, after the ops waiting for them */
-    if (!ucs_list_is_empty(&session->waiting) ||
-        (session->free_slots < num_chunks)) {
+    if (!ucs_list_is_empty(&ring->waiting) ||
+        (ring->free_slots < num_chunks)) {
         return UCS_ERR_NO_RESOURCE;
     }
 
@@ -360,7 +365,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
     op->num_elems        = 1;
     status = uct_cuda_ipc_ns_copy_post_failed(
             copies, session,
-            uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, session, op));
+            uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, ring, op));
     /* the owner's copies complete later: flush waits for them */
     return (status == UCS_INPROGRESS) ? UCS_OK : status;
 }
@@ -369,12 +374,14 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
 ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
                                                uct_cuda_ipc_ns_copy_ep_t *copy_ep,
                                                const uct_cuda_ipc_ns_rkey_info_t *key,
+                                               int owner_gpu_usable,
                                                size_t length,
                                                uint64_t remote_addr,
                                                uct_unpack_callback_t unpack_cb,
                                                void *arg, uct_completion_t *comp)
 {
     uct_cuda_ipc_ns_copy_session_t *session;
+    uct_cuda_ipc_ns_copy_ring_t *ring;
     uct_cuda_ipc_ns_copy_op_t *op;
     ucs_status_t status;
 
@@ -383,7 +390,10 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
         return status;
     }
 
-    status = uct_cuda_ipc_ns_staging_get(copies, session, key, -1, NULL);
+    status = uct_cuda_ipc_ns_staging_ring_get(
+            copies, session,
+            uct_cuda_ipc_ns_staged_on_host(copies, owner_gpu_usable), -1,
+            &ring);
     if (status != UCS_OK) {
         return status;
     }
@@ -407,13 +417,14 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
     op->num_elems       = 1;
     return uct_cuda_ipc_ns_copy_post_failed(
             copies, session,
-            uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, session, op));
+            uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, ring, op));
 }
 
 
 ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
                                          uct_cuda_ipc_ns_copy_ep_t *copy_ep,
                                          const uct_cuda_ipc_ns_rkey_info_t *key,
+                                         int owner_gpu_usable,
                                          const uct_iov_t *iov, size_t iovcnt,
                                          uint64_t remote_addr, int is_put,
                                          uct_completion_t *comp)
@@ -427,10 +438,11 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
     ucs_status_t status;
     size_t i, j, length;
     const void *ptr;
-    int staged;
+    int on_host, staged;
 
     /* through pinned host memory, the owner maps none of ours */
-    staged = uct_cuda_ipc_ns_staged_on_host(copies, key);
+    on_host = uct_cuda_ipc_ns_staged_on_host(copies, owner_gpu_usable);
+    staged  = on_host;
 
     /* every element is checked before anything is sent */
     for (i = 0; i < iovcnt; ++i) {
@@ -470,7 +482,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
         return uct_cuda_ipc_ns_copy_post_failed(
                 copies, session,
                 uct_cuda_ipc_ns_staged_post(copies, copy_ep, session, key,
-                                            iov, iovcnt, device,
+                                            on_host, iov, iovcnt, device,
                                             remote_addr - key->base, is_put,
                                             comp));
     }
@@ -586,9 +598,7 @@ unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copies_t *copies)
         if (session == NULL) {
             continue;
         }
-        if (ucs_unlikely(session->retry_slots > 0)) {
-            count += uct_cuda_ipc_ns_staged_retry(copies, session);
-        }
+        count += uct_cuda_ipc_ns_staged_retry(copies, session);
         if (session->num_reqs == 0) {
             uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 0);
         }

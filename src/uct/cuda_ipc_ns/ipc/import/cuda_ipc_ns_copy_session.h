@@ -7,8 +7,9 @@
  * authenticates the owner. A put or get becomes one COPY request per local
  * buffer element when the buffer is VMM memory exportable as a POSIX fd
  * (its fd goes to the owner with the first request that names it);
- * otherwise it goes through the session's staging ring, chunk by chunk
- * (cuda_ipc_ns_copy_staging.h): a copy by the owner between the remote
+ * otherwise it goes through a staging ring of the session (one per local
+ * device and kind of memory, cuda_ipc_ns_copy_staging.h), chunk by chunk:
+ * a copy by the owner between the remote
  * memory and a slot, and one by us between the slot and the buffer, on a
  * stream of the completion queue. The op completes when every answer and
  * every copy of ours came, from progress, which reads the sockets only
@@ -48,18 +49,21 @@ void uct_cuda_ipc_ns_copies_cleanup(uct_cuda_ipc_ns_copies_t *copies);
 
 /**
  * Ask the owner of @a key for the copy between [remote_addr, + length of
- * @a iov) and the local @a iov (is_put: to the owner).
+ * @a iov) and the local @a iov (is_put: to the owner). @a owner_gpu_usable:
+ * whether the key's GPU is one we can use (asked at unpack), which picks
+ * the kind of staging ring.
  *
  * @return UCS_INPROGRESS (@a comp is called once done), UCS_ERR_NO_RESOURCE
  *         when the session owes max_requests answers (a mappable buffer;
- *         a staged op waits for slots in the session's queue instead),
- *         UCS_ERR_UNSUPPORTED for a buffer the staging ring cannot serve
- *         (on another device than the ring's), or the error of opening the
- *         session, allocating the ring or sending.
+ *         a staged op waits for slots in its ring's queue instead),
+ *         UCS_ERR_UNSUPPORTED for local elements the owner's copy cannot
+ *         take (too many, or on different devices), or the error of
+ *         opening the session, allocating a ring or sending.
  */
 ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
                                          uct_cuda_ipc_ns_copy_ep_t *copy_ep,
                                          const uct_cuda_ipc_ns_rkey_info_t *key,
+                                         int owner_gpu_usable,
                                          const uct_iov_t *iov, size_t iovcnt,
                                          uint64_t remote_addr, int is_put,
                                          uct_completion_t *comp);
@@ -77,6 +81,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
 ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
                                             uct_cuda_ipc_ns_copy_ep_t *copy_ep,
                                             const uct_cuda_ipc_ns_rkey_info_t *key,
+                                            int owner_gpu_usable,
                                             const void *buffer, size_t length,
                                             uint64_t remote_addr);
 
@@ -89,6 +94,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
 ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
                                                uct_cuda_ipc_ns_copy_ep_t *copy_ep,
                                                const uct_cuda_ipc_ns_rkey_info_t *key,
+                                               int owner_gpu_usable,
                                                size_t length,
                                                uint64_t remote_addr,
                                                uct_unpack_callback_t unpack_cb,

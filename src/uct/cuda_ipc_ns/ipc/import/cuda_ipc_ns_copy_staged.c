@@ -18,7 +18,6 @@
 #include "cuda_ipc_ns_copy_staged.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
-#include "cuda_ipc_ns_gpus.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -55,19 +54,19 @@ static unsigned uct_cuda_ipc_ns_staged_op_check(uct_cuda_ipc_ns_copies_t *copies
 
 /* @a slot's chunk ended with @a status: the slot is free again */
 static unsigned uct_cuda_ipc_ns_staged_release(uct_cuda_ipc_ns_copies_t *copies,
-                                               uct_cuda_ipc_ns_copy_session_t *session,
                                                uct_cuda_ipc_ns_copy_slot_t *slot,
                                                ucs_status_t status)
 {
-    uct_cuda_ipc_ns_copy_op_t *op = slot->op;
+    uct_cuda_ipc_ns_copy_ring_t *ring = slot->ring;
+    uct_cuda_ipc_ns_copy_op_t *op     = slot->op;
 
     if ((slot->state == UCT_CUDA_IPC_NS_SLOT_RETRY_COPY) ||
         (slot->state == UCT_CUDA_IPC_NS_SLOT_RETRY_SEND)) {
-        --session->retry_slots;
+        --ring->retry_slots;
     }
     slot->op    = NULL;
     slot->state = UCT_CUDA_IPC_NS_SLOT_FREE;
-    ++session->free_slots;
+    ++ring->free_slots;
 
     if ((status != UCS_OK) && (op->status == UCS_OK)) {
         op->status = status;
@@ -85,13 +84,13 @@ static void uct_cuda_ipc_ns_staged_copied(uct_completion_t *comp);
  * queue has no op free (MAX_EVENTS) */
 static ucs_status_t
 uct_cuda_ipc_ns_staged_copy(uct_cuda_ipc_ns_copies_t *copies,
-                            uct_cuda_ipc_ns_copy_session_t *session,
                             uct_cuda_ipc_ns_copy_slot_t *slot)
 {
-    CUdeviceptr ring = uct_cuda_ipc_ns_staging_slot(&session->staging,
-                                                    slot->index);
-    CUdeviceptr local = (CUdeviceptr)slot->local;
-    int is_put        = slot->op->is_put;
+    uct_cuda_ipc_ns_copy_ring_t *ring = slot->ring;
+    CUdeviceptr slot_ptr = uct_cuda_ipc_ns_staging_slot(&ring->staging,
+                                                        slot->index);
+    CUdeviceptr local    = (CUdeviceptr)slot->local;
+    int is_put           = slot->op->is_put;
     uct_cuda_ipc_ns_op_t *cq_op;
     ucs_status_t status;
     int pushed;
@@ -101,32 +100,33 @@ uct_cuda_ipc_ns_staged_copy(uct_cuda_ipc_ns_copies_t *copies,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    status = uct_cuda_ipc_ns_ctx_push(session->staging.ctx,
-                                      session->staging.device, &pushed);
+    status = uct_cuda_ipc_ns_ctx_push(ring->staging.ctx, ring->staging.device,
+                                      &pushed);
     if (status != UCS_OK) {
         goto out_put_op;
     }
 
     /* any local memory: device (legacy, VMM of another kind) or host */
-    status = UCT_CUDA_IPC_NS_CU(cuMemcpyAsync, is_put ? ring : local,
-                                is_put ? local : ring, slot->length,
-                                session->stream->stream);
+    status = UCT_CUDA_IPC_NS_CU(cuMemcpyAsync, is_put ? slot_ptr : local,
+                                is_put ? local : slot_ptr, slot->length,
+                                ring->stream->stream);
     if (status == UCS_OK) {
         slot->comp.func   = uct_cuda_ipc_ns_staged_copied;
         slot->comp.count  = 1;
         slot->comp.status = UCS_OK;
-        status = uct_cuda_ipc_ns_cq_post(copies->cq, &session->cq_ep, cq_op,
-                                         session->stream, NULL, &slot->comp);
+        status = uct_cuda_ipc_ns_cq_post(copies->cq, &ring->cq_ep, cq_op,
+                                         ring->stream, NULL, &slot->comp);
     }
     uct_cuda_ipc_ns_ctx_pop(pushed);
     if (status == UCS_OK) {
         return UCS_OK;
     }
 
-    ucs_error("cuda_ipc_ns: staging copy of %zu bytes %s slot %u of the ring "
-              "of pid %u's session (local %p) failed: %s", slot->length,
-              is_put ? "to" : "from", slot->index, session->pid, slot->local,
-              ucs_status_string(status));
+    ucs_error("cuda_ipc_ns: staging copy of %zu bytes %s slot %u of a ring "
+              "of pid %u's session (%s memory, device %d; local %p) failed: "
+              "%s", slot->length, is_put ? "to" : "from", slot->index,
+              ring->session->pid, uct_cuda_ipc_ns_staging_kind_str(&ring->staging),
+              ring->staging.device, slot->local, ucs_status_string(status));
 out_put_op:
     uct_cuda_ipc_ns_cq_op_put(copies->cq, cq_op);
     return status;
@@ -136,19 +136,18 @@ out_put_op:
 /* Put short/bcopy: the caller's data into @a slot now (it may reuse its
  * buffer once the put returns); the slot is free, so nothing runs on it */
 static ucs_status_t
-uct_cuda_ipc_ns_staged_copy_in_now(uct_cuda_ipc_ns_copy_session_t *session,
-                                   uct_cuda_ipc_ns_copy_slot_t *slot)
+uct_cuda_ipc_ns_staged_copy_in_now(uct_cuda_ipc_ns_copy_slot_t *slot)
 {
+    const uct_cuda_ipc_ns_staging_t *staging = &slot->ring->staging;
     ucs_status_t status;
     int pushed;
 
-    status = uct_cuda_ipc_ns_ctx_push(session->staging.ctx,
-                                      session->staging.device, &pushed);
+    status = uct_cuda_ipc_ns_ctx_push(staging->ctx, staging->device, &pushed);
     if (status != UCS_OK) {
         return status;
     }
     status = UCT_CUDA_IPC_NS_CU(cuMemcpy,
-                                uct_cuda_ipc_ns_staging_slot(&session->staging,
+                                uct_cuda_ipc_ns_staging_slot(staging,
                                                              slot->index),
                                 (CUdeviceptr)slot->local, slot->length);
     if (status == UCS_OK) {
@@ -166,20 +165,22 @@ uct_cuda_ipc_ns_staged_copy_in_now(uct_cuda_ipc_ns_copy_session_t *session,
  * slot for a get */
 static ucs_status_t
 uct_cuda_ipc_ns_staged_send(uct_cuda_ipc_ns_copies_t *copies,
-                            uct_cuda_ipc_ns_copy_session_t *session,
                             uct_cuda_ipc_ns_copy_slot_t *slot)
 {
-    uct_cuda_ipc_ns_copy_op_t *op = slot->op;
-    uct_cuda_ipc_ns_copy_local_t ring;
+    const uct_cuda_ipc_ns_staging_t *staging = &slot->ring->staging;
+    uct_cuda_ipc_ns_copy_session_t *session  = slot->ring->session;
+    uct_cuda_ipc_ns_copy_op_t *op            = slot->op;
+    uct_cuda_ipc_ns_copy_local_t local;
     ucs_status_t status;
 
-    ring.base   = session->staging.base;
-    ring.size   = session->staging.size;
-    ring.buf_id = session->staging.buf_id;
-    ring.memfd  = session->staging.is_host ? session->staging.host.fd : -1;
+    local.base   = staging->base;
+    local.size   = staging->size;
+    local.buf_id = staging->buf_id;
+    local.memfd  = uct_cuda_ipc_ns_staging_is_host(staging) ?
+                   staging->host.fd : -1;
     status = uct_cuda_ipc_ns_copy_send(
-            copies, session, op->reg_id, op->token, op->dev_uuid, &ring,
-            (void*)uct_cuda_ipc_ns_staging_slot(&session->staging, slot->index),
+            copies, session, op->reg_id, op->token, op->dev_uuid, &local,
+            (void*)uct_cuda_ipc_ns_staging_slot(staging, slot->index),
             slot->length, slot->offset, op->is_put, op, slot);
     if (status == UCS_OK) {
         uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 1);
@@ -195,26 +196,24 @@ uct_cuda_ipc_ns_staged_send(uct_cuda_ipc_ns_copies_t *copies,
  * ops completed.
  */
 static unsigned uct_cuda_ipc_ns_staged_start(uct_cuda_ipc_ns_copies_t *copies,
-                                             uct_cuda_ipc_ns_copy_session_t *session,
                                              uct_cuda_ipc_ns_copy_slot_t *slot,
                                              uct_cuda_ipc_ns_slot_state_t state)
 {
     ucs_status_t status;
 
     if ((state == UCT_CUDA_IPC_NS_SLOT_COPY) && slot->op->copy_in_now) {
-        status = uct_cuda_ipc_ns_staged_copy_in_now(session, slot);
+        status = uct_cuda_ipc_ns_staged_copy_in_now(slot);
         if (status != UCS_OK) {
             slot->state = state;
-            return uct_cuda_ipc_ns_staged_release(copies, session, slot,
-                                                  status);
+            return uct_cuda_ipc_ns_staged_release(copies, slot, status);
         }
         state = UCT_CUDA_IPC_NS_SLOT_REQUEST; /* the slot holds the data */
     }
 
     if (state == UCT_CUDA_IPC_NS_SLOT_REQUEST) {
-        status = uct_cuda_ipc_ns_staged_send(copies, session, slot);
+        status = uct_cuda_ipc_ns_staged_send(copies, slot);
     } else {
-        status = uct_cuda_ipc_ns_staged_copy(copies, session, slot);
+        status = uct_cuda_ipc_ns_staged_copy(copies, slot);
     }
 
     if (status == UCS_OK) {
@@ -225,42 +224,42 @@ static unsigned uct_cuda_ipc_ns_staged_start(uct_cuda_ipc_ns_copies_t *copies,
         slot->state = (state == UCT_CUDA_IPC_NS_SLOT_REQUEST) ?
                       UCT_CUDA_IPC_NS_SLOT_RETRY_SEND :
                       UCT_CUDA_IPC_NS_SLOT_RETRY_COPY;
-        ++session->retry_slots;
+        ++slot->ring->retry_slots;
         return 0;
     }
 
     slot->state = state;
-    return uct_cuda_ipc_ns_staged_release(copies, session, slot, status);
+    return uct_cuda_ipc_ns_staged_release(copies, slot, status);
 }
 
 
-/* Issue chunks of the waiting ops, oldest first, while slots are free */
+/* Issue chunks of the ring's waiting ops, oldest first, while slots are
+ * free */
 static unsigned uct_cuda_ipc_ns_staged_dispatch(uct_cuda_ipc_ns_copies_t *copies,
-                                                uct_cuda_ipc_ns_copy_session_t *session)
+                                                uct_cuda_ipc_ns_copy_ring_t *ring)
 {
     const uct_cuda_ipc_ns_copy_elem_t *elem;
     uct_cuda_ipc_ns_copy_slot_t *slot;
     uct_cuda_ipc_ns_copy_op_t *op;
     unsigned count = 0, i;
 
-    while (!session->closing && (session->free_slots > 0) &&
-           !ucs_list_is_empty(&session->waiting)) {
-        op   = ucs_list_head(&session->waiting, uct_cuda_ipc_ns_copy_op_t,
-                             queue);
+    while (!ring->session->closing && (ring->free_slots > 0) &&
+           !ucs_list_is_empty(&ring->waiting)) {
+        op   = ucs_list_head(&ring->waiting, uct_cuda_ipc_ns_copy_op_t, queue);
         slot = NULL;
         for (i = 0; slot == NULL; ++i) {
-            if (session->slots[i].state == UCT_CUDA_IPC_NS_SLOT_FREE) {
-                slot = &session->slots[i];
+            if (ring->slots[i].state == UCT_CUDA_IPC_NS_SLOT_FREE) {
+                slot = &ring->slots[i];
             }
         }
 
         elem         = &op->elems[op->elem];
         slot->op     = op;
         slot->local  = elem->ptr + op->elem_off;
-        slot->length = ucs_min(session->staging.slot_size,
+        slot->length = ucs_min(ring->staging.slot_size,
                                elem->length - op->elem_off);
         slot->offset = op->offset;
-        --session->free_slots;
+        --ring->free_slots;
         ++op->unanswered;
 
         op->offset   += slot->length;
@@ -278,7 +277,7 @@ static unsigned uct_cuda_ipc_ns_staged_dispatch(uct_cuda_ipc_ns_copies_t *copies
                        "offset %" PRIu64 ", local %p", op->is_put ? "put" :
                        "get", op, slot->index, slot->length, slot->offset,
                        slot->local);
-        count += uct_cuda_ipc_ns_staged_start(copies, session, slot,
+        count += uct_cuda_ipc_ns_staged_start(copies, slot,
                                               op->is_put ?
                                               UCT_CUDA_IPC_NS_SLOT_COPY :
                                               UCT_CUDA_IPC_NS_SLOT_REQUEST);
@@ -288,129 +287,187 @@ static unsigned uct_cuda_ipc_ns_staged_dispatch(uct_cuda_ipc_ns_copies_t *copies
 
 
 unsigned uct_cuda_ipc_ns_staged_answered(uct_cuda_ipc_ns_copies_t *copies,
-                                         uct_cuda_ipc_ns_copy_session_t *session,
                                          uct_cuda_ipc_ns_copy_slot_t *slot,
                                          ucs_status_t status)
 {
+    uct_cuda_ipc_ns_copy_ring_t *ring = slot->ring;
     unsigned count;
 
-    if ((status == UCS_OK) && !slot->op->is_put && !session->closing) {
-        count = uct_cuda_ipc_ns_staged_start(copies, session, slot,
+    if ((status == UCS_OK) && !slot->op->is_put && !ring->session->closing) {
+        count = uct_cuda_ipc_ns_staged_start(copies, slot,
                                              UCT_CUDA_IPC_NS_SLOT_COPY);
     } else {
-        count = uct_cuda_ipc_ns_staged_release(copies, session, slot, status);
+        count = uct_cuda_ipc_ns_staged_release(copies, slot, status);
     }
-    return count + uct_cuda_ipc_ns_staged_dispatch(copies, session);
+    return count + uct_cuda_ipc_ns_staged_dispatch(copies, ring);
 }
 
 
 /* Our copy of a chunk ended (from the completion queue's progress) */
 static void uct_cuda_ipc_ns_staged_copied(uct_completion_t *comp)
 {
-    uct_cuda_ipc_ns_copy_slot_t *slot       = ucs_container_of(
+    uct_cuda_ipc_ns_copy_slot_t *slot = ucs_container_of(
             comp, uct_cuda_ipc_ns_copy_slot_t, comp);
-    uct_cuda_ipc_ns_copy_session_t *session = slot->session;
-    uct_cuda_ipc_ns_copies_t *copies        = session->copies;
+    uct_cuda_ipc_ns_copy_ring_t *ring = slot->ring;
+    uct_cuda_ipc_ns_copies_t *copies  = ring->session->copies;
 
     if (comp->status != UCS_OK) {
         ucs_error("cuda_ipc_ns: staging copy of %zu bytes %s slot %u (local "
                   "%p) failed: %s", slot->length,
                   slot->op->is_put ? "to" : "from", slot->index, slot->local,
                   ucs_status_string(comp->status));
-        (void)uct_cuda_ipc_ns_staged_release(copies, session, slot,
-                                             comp->status);
+        (void)uct_cuda_ipc_ns_staged_release(copies, slot, comp->status);
     } else if (slot->op->is_put) {
-        (void)uct_cuda_ipc_ns_staged_start(copies, session, slot,
+        (void)uct_cuda_ipc_ns_staged_start(copies, slot,
                                            UCT_CUDA_IPC_NS_SLOT_REQUEST);
     } else {
-        (void)uct_cuda_ipc_ns_staged_release(copies, session, slot, UCS_OK);
+        (void)uct_cuda_ipc_ns_staged_release(copies, slot, UCS_OK);
     }
-    (void)uct_cuda_ipc_ns_staged_dispatch(copies, session);
+    (void)uct_cuda_ipc_ns_staged_dispatch(copies, ring);
 }
 
 
 unsigned uct_cuda_ipc_ns_staged_retry(uct_cuda_ipc_ns_copies_t *copies,
                                       uct_cuda_ipc_ns_copy_session_t *session)
 {
+    uct_cuda_ipc_ns_copy_ring_t *ring;
     uct_cuda_ipc_ns_copy_slot_t *slot;
     unsigned count = 0, i;
 
-    for (i = 0; (i < session->staging.num_slots) &&
-                (session->retry_slots > 0); ++i) {
-        slot = &session->slots[i];
-        if (slot->state == UCT_CUDA_IPC_NS_SLOT_RETRY_SEND) {
-            slot->state = UCT_CUDA_IPC_NS_SLOT_REQUEST;
-        } else if (slot->state == UCT_CUDA_IPC_NS_SLOT_RETRY_COPY) {
-            slot->state = UCT_CUDA_IPC_NS_SLOT_COPY;
-        } else {
+    ucs_list_for_each(ring, &session->rings, list) {
+        if (ring->retry_slots == 0) {
             continue;
         }
-        --session->retry_slots;
-        count += uct_cuda_ipc_ns_staged_start(copies, session, slot,
-                                              slot->state);
+        for (i = 0; (i < ring->staging.num_slots) && (ring->retry_slots > 0);
+             ++i) {
+            slot = &ring->slots[i];
+            if (slot->state == UCT_CUDA_IPC_NS_SLOT_RETRY_SEND) {
+                slot->state = UCT_CUDA_IPC_NS_SLOT_REQUEST;
+            } else if (slot->state == UCT_CUDA_IPC_NS_SLOT_RETRY_COPY) {
+                slot->state = UCT_CUDA_IPC_NS_SLOT_COPY;
+            } else {
+                continue;
+            }
+            --ring->retry_slots;
+            count += uct_cuda_ipc_ns_staged_start(copies, slot, slot->state);
+        }
+        count += uct_cuda_ipc_ns_staged_dispatch(copies, ring);
     }
-    return count + uct_cuda_ipc_ns_staged_dispatch(copies, session);
+    return count;
 }
 
 
-/* The session's ring, on @a device (in its primary context: the ring
- * outlives any context of the application's), and its stream */
+/* A new ring of @a session, on @a device (in its primary context: the ring
+ * outlives any context of the application's), with its stream */
 static ucs_status_t
-uct_cuda_ipc_ns_staging_open(uct_cuda_ipc_ns_copies_t *copies,
-                             uct_cuda_ipc_ns_copy_session_t *session,
-                             int device, int is_host)
+uct_cuda_ipc_ns_staging_ring_open(uct_cuda_ipc_ns_copies_t *copies,
+                                  uct_cuda_ipc_ns_copy_session_t *session,
+                                  int device, int is_host,
+                                  uct_cuda_ipc_ns_copy_ring_t **ring_p)
 {
     /* the ring's copies are within one device: a stream of their own */
     static const uint8_t ring_uuid[UCT_CUDA_IPC_NS_UUID_SIZE] = {};
-    uct_cuda_ipc_ns_copy_slot_t *slots;
+    uct_cuda_ipc_ns_copy_ring_t *ring;
     ucs_status_t status;
     unsigned i;
     int pushed;
 
+    ring = ucs_calloc(1, sizeof(*ring) +
+                      (copies->staging_slots * sizeof(ring->slots[0])),
+                      "cuda_ipc_ns_staging_ring");
+    if (ring == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate a staging ring of %u slots",
+                  copies->staging_slots);
+        return UCS_ERR_NO_MEMORY;
+    }
+
     status = uct_cuda_ipc_ns_staging_alloc(device, is_host,
                                            copies->staging_slots,
                                            copies->staging_slot_size,
-                                           &session->staging);
+                                           &ring->staging);
     if (status != UCS_OK) {
-        return status;
+        goto err_free_ring;
     }
 
-    slots = ucs_calloc(session->staging.num_slots, sizeof(*slots),
-                       "cuda_ipc_ns_staging_slots");
-    if (slots == NULL) {
-        ucs_error("cuda_ipc_ns: failed to allocate %u staging slots",
-                  session->staging.num_slots);
-        status = UCS_ERR_NO_MEMORY;
-        goto err_free;
-    }
-
-    status = uct_cuda_ipc_ns_ctx_push(session->staging.ctx, device, &pushed);
+    status = uct_cuda_ipc_ns_ctx_push(ring->staging.ctx, device, &pushed);
     if (status != UCS_OK) {
-        goto err_free_slots;
+        goto err_free_staging;
     }
-    status = uct_cuda_ipc_ns_cq_stream(copies->cq, session->staging.ctx,
-                                       ring_uuid, &session->stream);
+    status = uct_cuda_ipc_ns_cq_stream(copies->cq, ring->staging.ctx,
+                                       ring_uuid, &ring->stream);
     uct_cuda_ipc_ns_ctx_pop(pushed);
     if (status != UCS_OK) {
-        goto err_free_slots;
+        goto err_free_staging;
     }
 
-    for (i = 0; i < session->staging.num_slots; ++i) {
-        slots[i].session = session;
-        slots[i].index   = i;
-        slots[i].state   = UCT_CUDA_IPC_NS_SLOT_FREE;
+    for (i = 0; i < ring->staging.num_slots; ++i) {
+        ring->slots[i].ring  = ring;
+        ring->slots[i].index = i;
+        ring->slots[i].state = UCT_CUDA_IPC_NS_SLOT_FREE;
     }
-    session->slots       = slots;
-    session->free_slots  = session->staging.num_slots;
-    session->retry_slots = 0;
-    uct_cuda_ipc_ns_cq_ep_init(&session->cq_ep);
+    ring->session     = session;
+    ring->free_slots  = ring->staging.num_slots;
+    ring->retry_slots = 0;
+    ucs_list_head_init(&ring->waiting);
+    uct_cuda_ipc_ns_cq_ep_init(&ring->cq_ep);
+    ucs_list_add_tail(&session->rings, &ring->list);
+    ucs_debug("cuda_ipc_ns: staging ring of pid %u's session: %u slots of %zu "
+              "bytes in %s memory, device %d", session->pid,
+              ring->staging.num_slots, ring->staging.slot_size,
+              uct_cuda_ipc_ns_staging_kind_str(&ring->staging), device);
+    *ring_p = ring;
     return UCS_OK;
 
-err_free_slots:
-    ucs_free(slots);
-err_free:
-    uct_cuda_ipc_ns_staging_free(&session->staging);
+err_free_staging:
+    uct_cuda_ipc_ns_staging_free(&ring->staging);
+err_free_ring:
+    ucs_free(ring);
     return status;
+}
+
+
+/* @a ring goes: its chunks end with @a status (our copies still running
+ * are waited for: the memory is freed after), its waiting ops complete
+ * with it. Returns the ops completed. */
+static unsigned
+uct_cuda_ipc_ns_staging_ring_close(uct_cuda_ipc_ns_copies_t *copies,
+                                   uct_cuda_ipc_ns_copy_ring_t *ring,
+                                   ucs_status_t status)
+{
+    uct_cuda_ipc_ns_copy_op_t *op, *tmp;
+    unsigned count = 0, i;
+    int copying    = 0, pushed;
+
+    for (i = 0; i < ring->staging.num_slots; ++i) {
+        copying |= (ring->slots[i].state == UCT_CUDA_IPC_NS_SLOT_COPY);
+    }
+    if (copying &&
+        (uct_cuda_ipc_ns_ctx_push(ring->staging.ctx, ring->staging.device,
+                                  &pushed) == UCS_OK)) {
+        (void)UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, ring->stream->stream);
+        uct_cuda_ipc_ns_ctx_pop(pushed);
+    }
+    /* their completion queue ops complete unseen */
+    uct_cuda_ipc_ns_cq_ep_cleanup(copies->cq, &ring->cq_ep);
+
+    for (i = 0; i < ring->staging.num_slots; ++i) {
+        if (ring->slots[i].state != UCT_CUDA_IPC_NS_SLOT_FREE) {
+            count += uct_cuda_ipc_ns_staged_release(copies, &ring->slots[i],
+                                                    status);
+        }
+    }
+
+    ucs_list_for_each_safe(op, tmp, &ring->waiting, queue) {
+        if (op->status == UCS_OK) {
+            op->status = status;
+        }
+        count += uct_cuda_ipc_ns_staged_op_check(copies, op);
+    }
+
+    ucs_list_del(&ring->list);
+    uct_cuda_ipc_ns_staging_free(&ring->staging);
+    ucs_free(ring);
+    return count;
 }
 
 
@@ -418,94 +475,36 @@ unsigned uct_cuda_ipc_ns_staging_close(uct_cuda_ipc_ns_copies_t *copies,
                                        uct_cuda_ipc_ns_copy_session_t *session,
                                        ucs_status_t status)
 {
-    uct_cuda_ipc_ns_copy_op_t *op, *tmp;
-    unsigned count = 0, i;
-    int copying    = 0, pushed;
+    uct_cuda_ipc_ns_copy_ring_t *ring, *tmp;
+    unsigned count = 0;
 
-    if (session->slots == NULL) {
-        return 0;
+    ucs_list_for_each_safe(ring, tmp, &session->rings, list) {
+        count += uct_cuda_ipc_ns_staging_ring_close(copies, ring, status);
     }
-
-    for (i = 0; i < session->staging.num_slots; ++i) {
-        copying |= (session->slots[i].state == UCT_CUDA_IPC_NS_SLOT_COPY);
-    }
-    if (copying &&
-        (uct_cuda_ipc_ns_ctx_push(session->staging.ctx,
-                                  session->staging.device, &pushed) == UCS_OK)) {
-        (void)UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, session->stream->stream);
-        uct_cuda_ipc_ns_ctx_pop(pushed);
-    }
-    /* their completion queue ops complete unseen */
-    uct_cuda_ipc_ns_cq_ep_cleanup(copies->cq, &session->cq_ep);
-
-    for (i = 0; i < session->staging.num_slots; ++i) {
-        if (session->slots[i].state != UCT_CUDA_IPC_NS_SLOT_FREE) {
-            count += uct_cuda_ipc_ns_staged_release(copies, session,
-                                                    &session->slots[i],
-                                                    status);
-        }
-    }
-
-    ucs_list_for_each_safe(op, tmp, &session->waiting, queue) {
-        if (op->status == UCS_OK) {
-            op->status = status;
-        }
-        count += uct_cuda_ipc_ns_staged_op_check(copies, op);
-    }
-
-    ucs_free(session->slots);
-    session->slots = NULL;
-    uct_cuda_ipc_ns_staging_free(&session->staging);
     return count;
 }
 
 
-int uct_cuda_ipc_ns_staged_on_host(const uct_cuda_ipc_ns_copies_t *copies,
-                                   const uct_cuda_ipc_ns_rkey_info_t *key)
-{
-    int usable;
-
-    switch (copies->staging_kind) {
-    case UCT_CUDA_IPC_NS_STAGING_HOST:
-        return 1;
-    case UCT_CUDA_IPC_NS_STAGING_DEVICE:
-        return 0;
-    default:
-        /* the owner could not map a ring on our GPU either: pods usually
-         * get GPUs of their own (docs/owner-copies.md) */
-        return (uct_cuda_ipc_ns_gpu_usable(key->dev_uuid, &usable) !=
-                UCS_OK) || !usable;
-    }
-}
-
-
 ucs_status_t
-uct_cuda_ipc_ns_staging_get(uct_cuda_ipc_ns_copies_t *copies,
-                            uct_cuda_ipc_ns_copy_session_t *session,
-                            const uct_cuda_ipc_ns_rkey_info_t *key,
-                            int device, const void *buffer)
+uct_cuda_ipc_ns_staging_ring_get(uct_cuda_ipc_ns_copies_t *copies,
+                                 uct_cuda_ipc_ns_copy_session_t *session,
+                                 int is_host, int device,
+                                 uct_cuda_ipc_ns_copy_ring_t **ring_p)
 {
-    int is_host = uct_cuda_ipc_ns_staged_on_host(copies, key);
+    uct_cuda_ipc_ns_copy_ring_t *ring;
 
-    if (session->slots == NULL) {
-        return uct_cuda_ipc_ns_staging_open(copies, session,
-                                            (device >= 0) ? device : 0,
-                                            is_host);
-    } else if (is_host != session->staging.is_host) {
-        ucs_error("cuda_ipc_ns: memory of pid %u stages through %s memory, "
-                  "and the staging ring of its session is in %s memory: a "
-                  "copy by the owner stages through one ring", session->pid,
-                  is_host ? "pinned host" : "device",
-                  session->staging.is_host ? "pinned host" : "device");
-        return UCS_ERR_UNSUPPORTED;
-    } else if ((device >= 0) && (device != session->staging.device)) {
-        ucs_error("cuda_ipc_ns: local buffer %p is on device %d, the staging "
-                  "ring of pid %u's session on device %d: a copy by the owner "
-                  "stages through one device", buffer, device, session->pid,
-                  session->staging.device);
-        return UCS_ERR_UNSUPPORTED;
+    ucs_list_for_each(ring, &session->rings, list) {
+        if ((uct_cuda_ipc_ns_staging_is_host(&ring->staging) == is_host) &&
+            ((device < 0) || (ring->staging.device == device))) {
+            *ring_p = ring;
+            return UCS_OK;
+        }
     }
-    return UCS_OK;
+
+    /* host memory of ours: a ring on device 0 serves it as well as any */
+    return uct_cuda_ipc_ns_staging_ring_open(copies, session,
+                                             (device >= 0) ? device : 0,
+                                             is_host, ring_p);
 }
 
 
@@ -539,7 +538,7 @@ uct_cuda_ipc_ns_staged_op_new(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
 ucs_status_t
 uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
                                 uct_cuda_ipc_ns_copy_ep_t *copy_ep,
-                                uct_cuda_ipc_ns_copy_session_t *session,
+                                uct_cuda_ipc_ns_copy_ring_t *ring,
                                 uct_cuda_ipc_ns_copy_op_t *op)
 {
     ucs_status_t status;
@@ -547,9 +546,9 @@ uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
     op->seq = ++copy_ep->seq;
     ucs_list_add_tail(&copy_ep->ops, &op->ep_elem);
     ++copies->outstanding;
-    ucs_list_add_tail(&session->waiting, &op->queue);
+    ucs_list_add_tail(&ring->waiting, &op->queue);
     op->in_queue = 1;
-    (void)uct_cuda_ipc_ns_staged_dispatch(copies, session);
+    (void)uct_cuda_ipc_ns_staged_dispatch(copies, ring);
     op->posting = 0;
 
     if ((op->status == UCS_OK) || (op->unanswered > 0)) {
@@ -570,16 +569,17 @@ uct_cuda_ipc_ns_staged_post(uct_cuda_ipc_ns_copies_t *copies,
                             uct_cuda_ipc_ns_copy_ep_t *copy_ep,
                             uct_cuda_ipc_ns_copy_session_t *session,
                             const uct_cuda_ipc_ns_rkey_info_t *key,
-                            const uct_iov_t *iov, size_t iovcnt, int device,
-                            uint64_t offset, int is_put,
+                            int on_host, const uct_iov_t *iov, size_t iovcnt,
+                            int device, uint64_t offset, int is_put,
                             uct_completion_t *comp)
 {
+    uct_cuda_ipc_ns_copy_ring_t *ring;
     uct_cuda_ipc_ns_copy_op_t *op;
     ucs_status_t status;
     size_t i, j;
 
-    status = uct_cuda_ipc_ns_staging_get(copies, session, key, device,
-                                         iov[0].buffer);
+    status = uct_cuda_ipc_ns_staging_ring_get(copies, session, on_host,
+                                              device, &ring);
     if (status != UCS_OK) {
         return status;
     }
@@ -596,5 +596,5 @@ uct_cuda_ipc_ns_staged_post(uct_cuda_ipc_ns_copies_t *copies,
             ++op->num_elems; /* at most COPY_ELEMS_MAX: checked */
         }
     }
-    return uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, session, op);
+    return uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, ring, op);
 }

@@ -1,6 +1,6 @@
 /*
- * cuda_ipc_ns: staged ops, copies by the owner through a session's staging
- * ring (docs/owner-copies.md, "The staging ring"), for local memory the
+ * cuda_ipc_ns: staged ops, copies by the owner through the staging rings of
+ * a session (docs/owner-copies.md, "The staging ring"), for local memory the
  * owner cannot map: legacy cudaMalloc memory, VMM memory without a POSIX-fd
  * handle type, host memory, and the short and bcopy puts and gets.
  */
@@ -14,38 +14,51 @@
  * the chunks of waiting ops that free slots take; returns the ops
  * completed */
 unsigned uct_cuda_ipc_ns_staged_answered(uct_cuda_ipc_ns_copies_t *copies,
-                                         uct_cuda_ipc_ns_copy_session_t *session,
                                          uct_cuda_ipc_ns_copy_slot_t *slot,
                                          ucs_status_t status);
 
-/* Start again the steps that lacked a resource (from progress); returns
- * the ops completed */
+/* Start again the steps that lacked a resource, on every ring of
+ * @a session (from progress); returns the ops completed */
 unsigned uct_cuda_ipc_ns_staged_retry(uct_cuda_ipc_ns_copies_t *copies,
                                       uct_cuda_ipc_ns_copy_session_t *session);
 
 /*
- * The session ends: its chunks end with @a status (our copies still
- * running are waited for: the ring is freed after), the ops waiting for a
- * slot complete with it, and the ring goes. Returns the ops completed.
+ * The session ends: on each of its rings, the chunks end with @a status
+ * (our copies still running are waited for: the ring is freed after), the
+ * ops waiting for a slot complete with it, and the ring goes. Returns the
+ * ops completed.
  */
 unsigned uct_cuda_ipc_ns_staging_close(uct_cuda_ipc_ns_copies_t *copies,
                                        uct_cuda_ipc_ns_copy_session_t *session,
                                        ucs_status_t status);
 
-/* Whether copies of @a key's memory stage through pinned host memory (the
- * owner's GPU is not one we can use, or the configuration says so) */
-int uct_cuda_ipc_ns_staged_on_host(const uct_cuda_ipc_ns_copies_t *copies,
-                                   const uct_cuda_ipc_ns_rkey_info_t *key);
+/* Whether copies of memory on the owner's GPU stage through pinned host
+ * memory: that GPU is not one we can use (@a owner_gpu_usable, asked once
+ * when the key was unpacked), or the configuration says so */
+static inline int
+uct_cuda_ipc_ns_staged_on_host(const uct_cuda_ipc_ns_copies_t *copies,
+                               int owner_gpu_usable)
+{
+    switch (copies->staging_kind) {
+    case UCT_CUDA_IPC_NS_STAGING_HOST:
+        return 1;
+    case UCT_CUDA_IPC_NS_STAGING_DEVICE:
+        return 0;
+    default:
+        /* the owner could not map a ring on our GPU either: pods usually
+         * get GPUs of their own (docs/owner-copies.md) */
+        return !owner_gpu_usable;
+    }
+}
 
-/* The session's ring for @a key's memory, opened on @a device (-1: host
- * memory, device 0) if it has none, in device or pinned host memory as
- * uct_cuda_ipc_ns_staged_on_host() says; UCS_ERR_UNSUPPORTED when the ring
- * it has is on another device or of the other kind */
+/* The ring of @a session in pinned host (@a is_host) or device memory for
+ * a local buffer on @a device (-1: host memory, any device's ring serves
+ * it), opened (on device 0 for host memory) if it has none */
 ucs_status_t
-uct_cuda_ipc_ns_staging_get(uct_cuda_ipc_ns_copies_t *copies,
-                            uct_cuda_ipc_ns_copy_session_t *session,
-                            const uct_cuda_ipc_ns_rkey_info_t *key,
-                            int device, const void *buffer);
+uct_cuda_ipc_ns_staging_ring_get(uct_cuda_ipc_ns_copies_t *copies,
+                                 uct_cuda_ipc_ns_copy_session_t *session,
+                                 int is_host, int device,
+                                 uct_cuda_ipc_ns_copy_ring_t **ring_p);
 
 /* A staged op of @a key, its local elements still to set */
 uct_cuda_ipc_ns_copy_op_t *
@@ -55,22 +68,24 @@ uct_cuda_ipc_ns_staged_op_new(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
                               uct_completion_t *comp);
 
 /*
- * Queue @a op for slots and issue what the free ones take. Returns
- * UCS_INPROGRESS when it runs or waits (an error completes it later), or
- * its error when its first chunk failed at once and nothing of it runs (the
- * op is then freed; a socket error ends the session: the caller's to do).
+ * Queue @a op for slots of @a ring and issue what the free ones take.
+ * Returns UCS_INPROGRESS when it runs or waits (an error completes it
+ * later), or its error when its first chunk failed at once and nothing of
+ * it runs (the op is then freed; a socket error ends the session: the
+ * caller's to do).
  */
 ucs_status_t
 uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
                                 uct_cuda_ipc_ns_copy_ep_t *copy_ep,
-                                uct_cuda_ipc_ns_copy_session_t *session,
+                                uct_cuda_ipc_ns_copy_ring_t *ring,
                                 uct_cuda_ipc_ns_copy_op_t *op);
 
 /*
- * A put or get whose local buffer the owner cannot map: through the
- * session's staging ring (allocated now on first use, on @a device, the
- * local buffer's, or device 0 for host memory), chunk by chunk. Accepted
- * even when no slot is free: the op then waits in the session's queue.
+ * A put or get whose local buffer the owner cannot map: through the ring
+ * of @a session for the local buffer's @a device (-1: host memory) in
+ * pinned host memory when @a on_host (uct_cuda_ipc_ns_staged_on_host()),
+ * else in device memory, opened now on first use; chunk by chunk. Accepted
+ * even when no slot is free: the op then waits in the ring's queue.
  * Returns as uct_cuda_ipc_ns_staged_op_start().
  */
 ucs_status_t
@@ -78,8 +93,8 @@ uct_cuda_ipc_ns_staged_post(uct_cuda_ipc_ns_copies_t *copies,
                             uct_cuda_ipc_ns_copy_ep_t *copy_ep,
                             uct_cuda_ipc_ns_copy_session_t *session,
                             const uct_cuda_ipc_ns_rkey_info_t *key,
-                            const uct_iov_t *iov, size_t iovcnt, int device,
-                            uint64_t offset, int is_put,
+                            int on_host, const uct_iov_t *iov, size_t iovcnt,
+                            int device, uint64_t offset, int is_put,
                             uct_completion_t *comp);
 
 #endif

@@ -60,10 +60,9 @@ uct_cuda_ipc_ns_staging_alloc_host(unsigned num_slots, size_t slot_size,
         return status;
     }
 
-    staging->is_host = 1;
-    staging->base    = (CUdeviceptr)staging->host.ptr; /* UVA */
-    staging->size    = staging->host.size;
-    staging->buf_id  = staging->host.id;
+    staging->base   = (CUdeviceptr)staging->host.ptr; /* UVA */
+    staging->size   = staging->host.size;
+    staging->buf_id = staging->host.id;
     return UCS_OK;
 }
 
@@ -130,7 +129,7 @@ out_log:
         ucs_debug("cuda_ipc_ns: staging ring of %u slots of %zu bytes at "
                   "0x%llx in %s memory (device %d)", num_slots,
                   staging->slot_size, (unsigned long long)staging->base,
-                  staging->is_host ? "pinned host" : "device", device);
+                  uct_cuda_ipc_ns_staging_kind_str(staging), device);
     }
 
 out_pop:
@@ -156,7 +155,7 @@ void uct_cuda_ipc_ns_staging_free(uct_cuda_ipc_ns_staging_t *staging)
                                  &pushed) != UCS_OK) {
         return; /* logged; the memory stays */
     }
-    if (staging->is_host) {
+    if (uct_cuda_ipc_ns_staging_is_host(staging)) {
         uct_cuda_ipc_ns_host_mem_free(&staging->host);
     } else {
         (void)uct_cuda_ipc_ns_vmm_free(&vmm);

@@ -47,8 +47,7 @@ extern const char *uct_cuda_ipc_ns_staging_kind_names[];
 typedef struct uct_cuda_ipc_ns_staging {
     int                          device;    /* ordinal */
     CUcontext                    ctx;       /* its primary context */
-    int                          is_host;   /* pinned host memory: @a host */
-    uct_cuda_ipc_ns_host_mem_t   host;
+    uct_cuda_ipc_ns_host_mem_t   host;      /* pinned host memory, or none */
     CUmemGenericAllocationHandle handle;    /* device memory */
     CUdeviceptr                  base;      /* 0: not allocated */
     size_t                       size;      /* num_slots * slot_size */
@@ -79,6 +78,21 @@ ucs_status_t uct_cuda_ipc_ns_staging_alloc(int device, int is_host,
 
 /* Undo uct_cuda_ipc_ns_staging_alloc(); nothing may still copy to it */
 void uct_cuda_ipc_ns_staging_free(uct_cuda_ipc_ns_staging_t *staging);
+
+
+/* Whether the ring is in pinned host memory (else device memory) */
+static inline int
+uct_cuda_ipc_ns_staging_is_host(const uct_cuda_ipc_ns_staging_t *staging)
+{
+    return staging->host.ptr != NULL;
+}
+
+
+static inline const char *
+uct_cuda_ipc_ns_staging_kind_str(const uct_cuda_ipc_ns_staging_t *staging)
+{
+    return uct_cuda_ipc_ns_staging_is_host(staging) ? "pinned host" : "device";
+}
 
 
 static inline CUdeviceptr
