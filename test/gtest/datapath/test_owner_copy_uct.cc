@@ -76,6 +76,23 @@ public:
         return rings;
     }
 
+    /* slots in use on the rings of our session with the agent */
+    unsigned busy_slots()
+    {
+        uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(
+                m_node->iface(), uct_cuda_ipc_ns_iface_t);
+        uct_cuda_ipc_ns_copy_session_t *session;
+        uct_cuda_ipc_ns_copy_ring_t *ring;
+        unsigned busy = 0;
+
+        ucs_list_for_each(session, &iface->copies.sessions, list) {
+            ucs_list_for_each(ring, &session->rings, list) {
+                busy += ring->staging.num_slots - ring->free_slots;
+            }
+        }
+        return busy;
+    }
+
     /* the session has one staging ring, in pinned host memory or not */
     void expect_one_ring(bool is_host)
     {
@@ -736,6 +753,36 @@ TEST_F(owner_copy_staged, ops_share_the_ring) {
     }
     EXPECT_TRUE(m_node->check(local, 52, 0, chunk * count));
     EXPECT_EQ(UCS_OK, uct_iface_flush(m_node->iface(), 0, nullptr));
+}
+
+
+/* An op of a slot's size, the ring having two, is cut in two chunks that
+ * take both slots at once: the owner's copy of one runs while we copy the
+ * other. Put and get, bytes checked. */
+TEST_F(owner_copy_staged, op_smaller_than_the_ring_spreads_over_its_slots) {
+    const size_t size = ring_size() / 2;
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size, 70, &r));
+    int local = m_node->alloc(BUF_LEGACY, size);
+    ASSERT_GE(local, 0);
+
+    completion get;
+    ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(local, 0), size,
+                                   r.buf.addr, r.rkey.rkey, &get));
+    EXPECT_EQ(2u, busy_slots()) << "two chunks in flight";
+    ASSERT_TRUE(m_node->progress_until([&] { return get.done; }));
+    EXPECT_EQ(UCS_OK, get.status);
+    EXPECT_TRUE(m_node->check(local, 70, 0, size));
+
+    completion put;
+    m_node->fill(local, 71);
+    ASSERT_EQ(UCS_INPROGRESS, post(true, local_ptr(local, 0), size,
+                                   r.buf.addr, r.rkey.rkey, &put));
+    EXPECT_EQ(2u, busy_slots()) << "two chunks in flight";
+    ASSERT_TRUE(m_node->progress_until([&] { return put.done; }));
+    EXPECT_EQ(UCS_OK, put.status);
+    EXPECT_TRUE(m_agent->check(r.buf.index, 71, 0, size));
+    EXPECT_EQ(0u, busy_slots());
 }
 
 

@@ -91,6 +91,7 @@ typedef struct uct_cuda_ipc_ns_copy_op {
     uint8_t                   token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
     uint8_t                   dev_uuid[UCT_CUDA_IPC_NS_UUID_SIZE];
     uint64_t                  offset;     /* of the next chunk, remote */
+    size_t                    chunk;      /* bytes of a chunk, at most */
     /* put short/bcopy: the caller's buffer is copied into each slot before
      * the post returns */
     int                       copy_in_now;

@@ -26,6 +26,11 @@
 #include <string.h>
 
 
+/* The smallest chunk a staged op is cut into (below a slot): each costs a
+ * request and an answer */
+#define UCT_CUDA_IPC_NS_STAGED_CHUNK_MIN (256ul * 1024)
+
+
 /* A staged op whose chunks all ended, or that failed and has none running
  * any more, completes: returns 1 then */
 static unsigned uct_cuda_ipc_ns_staged_op_check(uct_cuda_ipc_ns_copies_t *copies,
@@ -256,8 +261,7 @@ static unsigned uct_cuda_ipc_ns_staged_dispatch(uct_cuda_ipc_ns_copies_t *copies
         elem         = &op->elems[op->elem];
         slot->op     = op;
         slot->local  = elem->ptr + op->elem_off;
-        slot->length = ucs_min(ring->staging.slot_size,
-                               elem->length - op->elem_off);
+        slot->length = ucs_min(op->chunk, elem->length - op->elem_off);
         slot->offset = op->offset;
         --ring->free_slots;
         ++op->unanswered;
@@ -535,6 +539,32 @@ uct_cuda_ipc_ns_staged_op_new(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
 }
 
 
+/*
+ * The chunk size of @a op on @a ring: a slot, or less for an op smaller
+ * than the ring, so that its chunks spread over the slots and the owner's
+ * copy of one runs while we copy another (docs/owner-copies.md, "Chunks").
+ * Put short/bcopy copy their data in at once: slots whole.
+ */
+static size_t
+uct_cuda_ipc_ns_staged_chunk(const uct_cuda_ipc_ns_copy_ring_t *ring,
+                             const uct_cuda_ipc_ns_copy_op_t *op)
+{
+    size_t total = 0, chunk;
+    unsigned i;
+
+    if (op->copy_in_now) {
+        return ring->staging.slot_size;
+    }
+    for (i = 0; i < op->num_elems; ++i) {
+        total += op->elems[i].length;
+    }
+    chunk = ucs_align_up_pow2(ucs_div_round_up(total,
+                                               ring->staging.num_slots),
+                              UCT_CUDA_IPC_NS_STAGED_CHUNK_MIN);
+    return ucs_min(ring->staging.slot_size, chunk);
+}
+
+
 ucs_status_t
 uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
                                 uct_cuda_ipc_ns_copy_ep_t *copy_ep,
@@ -543,7 +573,8 @@ uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
 {
     ucs_status_t status;
 
-    op->seq = ++copy_ep->seq;
+    op->chunk = uct_cuda_ipc_ns_staged_chunk(ring, op);
+    op->seq   = ++copy_ep->seq;
     ucs_list_add_tail(&copy_ep->ops, &op->ep_elem);
     ++copies->outstanding;
     ucs_list_add_tail(&ring->waiting, &op->queue);
