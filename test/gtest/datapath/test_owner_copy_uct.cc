@@ -1280,30 +1280,27 @@ TEST_F(owner_copy_two_rings, owner_memory_on_our_gpu_and_another) {
     /* both rings at once: puts of the two halves of our buffer, each to its
      * half of one of the owner's buffers, then gets back */
     const size_t half = size / 2;
-    std::vector<completion> puts(2);
+    auto both_halves = [&](bool is_put) {
+        std::vector<completion> comps(2);
+        ASSERT_EQ(UCS_INPROGRESS, post(is_put, local_ptr(local, 0), half,
+                                       near.buf.addr, near.rkey.rkey,
+                                       &comps[0]));
+        ASSERT_EQ(UCS_INPROGRESS, post(is_put, local_ptr(local, half), half,
+                                       far.buf.addr + half, far.rkey.rkey,
+                                       &comps[1]));
+        ASSERT_TRUE(m_node->progress_until([&] { return all_done(comps); }));
+        EXPECT_EQ(UCS_OK, comps[0].status);
+        EXPECT_EQ(UCS_OK, comps[1].status);
+    };
+
     m_node->fill(local, 300);
-    ASSERT_EQ(UCS_INPROGRESS, post(true, local_ptr(local, 0), half,
-                                   near.buf.addr, near.rkey.rkey, &puts[0]));
-    ASSERT_EQ(UCS_INPROGRESS, post(true, local_ptr(local, half), half,
-                                   far.buf.addr + half, far.rkey.rkey,
-                                   &puts[1]));
-    ASSERT_TRUE(m_node->progress_until([&] { return all_done(puts); }));
-    EXPECT_EQ(UCS_OK, puts[0].status);
-    EXPECT_EQ(UCS_OK, puts[1].status);
+    ASSERT_NO_FATAL_FAILURE(both_halves(true));
     EXPECT_TRUE(m_agent->check(near.buf.index, 300, 0, half));
     EXPECT_TRUE(m_agent->check(far.buf.index, 300, half, half));
 
     ASSERT_TRUE(m_agent->fill(near.buf.index, 301));
     ASSERT_TRUE(m_agent->fill(far.buf.index, 302));
-    std::vector<completion> gets(2);
-    ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(local, 0), half,
-                                   near.buf.addr, near.rkey.rkey, &gets[0]));
-    ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(local, half), half,
-                                   far.buf.addr + half, far.rkey.rkey,
-                                   &gets[1]));
-    ASSERT_TRUE(m_node->progress_until([&] { return all_done(gets); }));
-    EXPECT_EQ(UCS_OK, gets[0].status);
-    EXPECT_EQ(UCS_OK, gets[1].status);
+    ASSERT_NO_FATAL_FAILURE(both_halves(false));
     EXPECT_TRUE(m_node->check(local, 301, 0, half));
     EXPECT_TRUE(m_node->check(local, 302, half, half));
 
