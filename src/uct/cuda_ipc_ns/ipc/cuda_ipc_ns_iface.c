@@ -75,15 +75,15 @@ static ucs_config_field_t uct_cuda_ipc_ns_iface_config_table[] = {
      "Number of slots of the staging ring (1 to 64) that a put or get on memory\n"
      "its owner copies goes through when the local buffer is not VMM memory\n"
      "the owner can map (cuMemAlloc memory, host memory): one ring per owner,\n"
-     "allocated on first use; its chunks are pipelined over the slots\n"
-     "(docs/owner-copies.md).",
+     "local device and kind of memory, allocated on first use; an op's chunks\n"
+     "are pipelined over the slots (docs/owner-copies.md).",
      ucs_offsetof(uct_cuda_ipc_ns_iface_config_t, owner_copy_staging_slots),
      UCS_CONFIG_TYPE_UINT},
 
     {"OWNER_COPY_STAGING_SLOT_SIZE", "4m",
-     "Size of one slot of the staging ring, that is of the chunks of a staged\n"
-     "put or get; rounded up to the device's allocation granularity, at most\n"
-     "1g.",
+     "Size of one slot of a staging ring, that is the largest chunk of a staged\n"
+     "put or get (an op smaller than the ring is cut into one chunk per slot);\n"
+     "rounded up to the device's allocation granularity, at most 1g.",
      ucs_offsetof(uct_cuda_ipc_ns_iface_config_t, owner_copy_staging_slot_size),
      UCS_CONFIG_TYPE_MEMUNITS},
 
