@@ -558,9 +558,10 @@ uct_cuda_ipc_ns_staged_chunk(const uct_cuda_ipc_ns_copy_ring_t *ring,
     for (i = 0; i < op->num_elems; ++i) {
         total += op->elems[i].length;
     }
-    chunk = ucs_align_up_pow2(ucs_div_round_up(total,
-                                               ring->staging.num_slots),
-                              UCT_CUDA_IPC_NS_STAGED_CHUNK_MIN);
+    /* whole multiples of the smallest chunk */
+    chunk = ucs_div_round_up(ucs_div_round_up(total, ring->staging.num_slots),
+                             UCT_CUDA_IPC_NS_STAGED_CHUNK_MIN) *
+            UCT_CUDA_IPC_NS_STAGED_CHUNK_MIN;
     return ucs_min(ring->staging.slot_size, chunk);
 }
 
