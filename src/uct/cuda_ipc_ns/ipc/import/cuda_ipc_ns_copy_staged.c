@@ -415,10 +415,9 @@ uct_cuda_ipc_ns_staging_ring_open(uct_cuda_ipc_ns_copies_t *copies,
     ucs_list_head_init(&ring->waiting);
     uct_cuda_ipc_ns_cq_ep_init(&ring->cq_ep);
     ucs_list_add_tail(&session->rings, &ring->list);
-    ucs_debug("cuda_ipc_ns: staging ring of pid %u's session: %u slots of %zu "
-              "bytes in %s memory, device %d", session->pid,
-              ring->staging.num_slots, ring->staging.slot_size,
-              uct_cuda_ipc_ns_staging_kind_str(&ring->staging), device);
+    /* its memory was logged by uct_cuda_ipc_ns_staging_alloc() */
+    ucs_debug("cuda_ipc_ns: staging ring at 0x%llx opened for pid %u's session",
+              (unsigned long long)ring->staging.base, session->pid);
     *ring_p = ring;
     return UCS_OK;
 
