@@ -865,6 +865,51 @@ TEST_F(owner_copy_staged, importer_copy_failure) {
 }
 
 
+/* Our own copy failing with an error that maps to UCS_ERR_IO_ERROR
+ * (CUDA_ERROR_LAUNCH_FAILED) fails that op alone: the session with the
+ * owner, and a get it still owes, go on (only its socket failing ends it) */
+TEST_F(owner_copy_staged, local_failure_keeps_the_session) {
+    const size_t size = MiB / 4; /* one chunk, one slot each */
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size, 90, &r));
+    int get_buf = m_node->alloc(BUF_LEGACY, size);
+    int put_buf = m_node->alloc(BUF_LEGACY, size);
+    completion get, put;
+
+    if (!m_agent->hold_copies(true)) {
+        GTEST_SKIP() << "needs the emulator's copy-engine hold";
+    }
+    struct release_all {
+        agent *a;
+        ~release_all() { /* also when an assertion fails */
+            fault_reload("");
+            a->hold_copies(false);
+        }
+    } restore{m_agent.get()};
+
+    m_node->fill(get_buf, 91);
+    m_node->fill(put_buf, 92);
+    ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(get_buf, 0), size,
+                                   r.buf.addr, r.rkey.rkey, &get))
+            << "the owner's copy is held";
+    ASSERT_TRUE(fault_reload("cuMemcpyAsync:1:CUDA_ERROR_LAUNCH_FAILED"));
+    EXPECT_EQ(UCS_ERR_IO_ERROR, post(true, local_ptr(put_buf, 0), size,
+                                     r.buf.addr, r.rkey.rkey, &put))
+            << "a put's first copy is ours";
+    ASSERT_TRUE(fault_reload(""));
+    for (int i = 0; i < 100; ++i) {
+        m_node->progress();
+    }
+    EXPECT_FALSE(get.done) << "the get owed by the session failed with the put";
+
+    ASSERT_TRUE(m_agent->hold_copies(false));
+    ASSERT_TRUE(m_node->progress_until([&] { return get.done; }));
+    EXPECT_EQ(UCS_OK, get.status);
+    EXPECT_TRUE(m_node->check(get_buf, 90, 0, size));
+    EXPECT_EQ(0u, m_node->ep_errors());
+}
+
+
 /* A waiter armed on the event fd is woken by each staged step: the owner's
  * answer (its socket), then our copy out of the slot (the completion
  * queue's eventfd) */

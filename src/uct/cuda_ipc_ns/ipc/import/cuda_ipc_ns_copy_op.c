@@ -225,6 +225,11 @@ uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
         close(fd);
     }
     if (status != UCS_OK) {
+        if (status != UCS_ERR_TIMED_OUT) {
+            /* the socket is broken, unlike a local failure above: the
+             * session ends (uct_cuda_ipc_ns_copy_post_failed, progress) */
+            session->send_status = status;
+        }
         ucs_free(req);
         return status;
     }

@@ -197,6 +197,7 @@ typedef struct uct_cuda_ipc_ns_copy_session {
     uct_cuda_ipc_ns_copy_sent_t sent[UCT_CUDA_IPC_NS_COPY_SENT_MAX];
     uct_cuda_ipc_ns_copies_t    *copies;
     int                         closing;   /* no new staged chunk */
+    ucs_status_t                send_status; /* its socket's last failure */
     ucs_list_link_t             rings;     /* uct_cuda_ipc_ns_copy_ring_t */
 } uct_cuda_ipc_ns_copy_session_t;
 

@@ -298,15 +298,17 @@ static ucs_status_t uct_cuda_ipc_ns_copy_local(const void *ptr, size_t length,
 }
 
 
-/* A post that failed at once on the session's socket ends the session
- * (what it owed completes with the error); returns @a status */
+/* A post that failed on the session's socket ends the session (what it
+ * owed completes with the socket's error); one that failed here (the
+ * driver, memory) fails alone. Returns @a status */
 static ucs_status_t
 uct_cuda_ipc_ns_copy_post_failed(uct_cuda_ipc_ns_copies_t *copies,
                                  uct_cuda_ipc_ns_copy_session_t *session,
                                  ucs_status_t status)
 {
-    if ((status == UCS_ERR_CONNECTION_RESET) || (status == UCS_ERR_IO_ERROR)) {
-        (void)uct_cuda_ipc_ns_copy_session_fail(copies, session, status);
+    if (session->send_status != UCS_OK) {
+        (void)uct_cuda_ipc_ns_copy_session_fail(copies, session,
+                                                session->send_status);
     }
     return status;
 }
@@ -567,9 +569,11 @@ unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copies_t *copies)
             }
 
             if (seq == 0) {
-                /* refused before any request was read (uid) */
-                count += uct_cuda_ipc_ns_copy_session_fail(copies, session,
-                                                           op_status);
+                /* refused before any request was read (uid); an owner that
+                 * says "done" to no request lies, and what it owes fails */
+                count += uct_cuda_ipc_ns_copy_session_fail(
+                        copies, session,
+                        (op_status == UCS_OK) ? UCS_ERR_IO_ERROR : op_status);
                 session = NULL;
                 break;
             }
@@ -599,6 +603,12 @@ unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copies_t *copies)
             continue;
         }
         count += uct_cuda_ipc_ns_staged_retry(copies, session);
+        if (session->send_status != UCS_OK) {
+            /* a chunk sent from progress found the socket broken */
+            count += uct_cuda_ipc_ns_copy_session_fail(copies, session,
+                                                       session->send_status);
+            continue;
+        }
         if (session->num_reqs == 0) {
             uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 0);
         }
