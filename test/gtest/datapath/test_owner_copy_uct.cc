@@ -28,6 +28,24 @@ extern "C" {
 
 namespace test {
 
+/* A completion whose callback posts another op, as UCP's callbacks do */
+struct posting_completion : completion {
+    std::function<ucs_status_t()> post;
+    bool                          posted      = false;
+    ucs_status_t                  post_status = UCS_OK;
+
+    posting_completion() { comp.func = cb; }
+    static void cb(uct_completion_t *comp)
+    {
+        posting_completion *self = static_cast<posting_completion*>(
+                ucs_container_of(comp, completion, comp));
+        completion::cb(comp);
+        self->post_status = self->post();
+        self->posted      = true;
+    }
+};
+
+
 class owner_copy_uct : public datapath_pair {
 public:
     void SetUp() override
@@ -59,33 +77,51 @@ public:
     /* the staging rings of our session with the agent, in opening order */
     std::vector<const uct_cuda_ipc_ns_staging_t*> staging_rings()
     {
-        uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(
-                m_node->iface(), uct_cuda_ipc_ns_iface_t);
         std::vector<const uct_cuda_ipc_ns_staging_t*> rings;
-        uct_cuda_ipc_ns_copy_session_t *session;
         uct_cuda_ipc_ns_copy_ring_t *ring;
 
-        if (ucs_list_is_empty(&iface->copies.sessions)) {
+        if (ucs_list_is_empty(&copies()->sessions)) {
             return rings;
         }
-        session = ucs_list_head(&iface->copies.sessions,
-                                uct_cuda_ipc_ns_copy_session_t, list);
-        ucs_list_for_each(ring, &session->rings, list) {
+        ucs_list_for_each(ring, &session()->rings, list) {
             rings.push_back(&ring->staging);
         }
         return rings;
     }
 
+    uct_cuda_ipc_ns_copies_t *copies()
+    {
+        return &ucs_derived_of(m_node->iface(), uct_cuda_ipc_ns_iface_t)->copies;
+    }
+
+    /* our only copy session */
+    uct_cuda_ipc_ns_copy_session_t *session()
+    {
+        EXPECT_EQ(1u, ucs_list_length(&copies()->sessions));
+        return ucs_list_head(&copies()->sessions,
+                             uct_cuda_ipc_ns_copy_session_t, list);
+    }
+
+    /* answers owed by the agent over all our sessions */
+    unsigned owed_answers()
+    {
+        uct_cuda_ipc_ns_copy_session_t *session;
+        unsigned owed = 0;
+
+        ucs_list_for_each(session, &copies()->sessions, list) {
+            owed += session->num_reqs;
+        }
+        return owed;
+    }
+
     /* slots in use on the rings of our session with the agent */
     unsigned busy_slots()
     {
-        uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(
-                m_node->iface(), uct_cuda_ipc_ns_iface_t);
         uct_cuda_ipc_ns_copy_session_t *session;
         uct_cuda_ipc_ns_copy_ring_t *ring;
         unsigned busy = 0;
 
-        ucs_list_for_each(session, &iface->copies.sessions, list) {
+        ucs_list_for_each(session, &copies()->sessions, list) {
             ucs_list_for_each(ring, &session->rings, list) {
                 busy += ring->staging.num_slots - ring->free_slots;
             }
@@ -114,6 +150,20 @@ public:
                                                      &usable));
         EXPECT_EQ(usable, key->owner_gpu_usable) << "as asked at unpack";
         return !usable;
+    }
+
+    /* @a r's key with a wrong token, unpacked (uct_rkey_release it) */
+    void forge_token(const remote &r, uct_rkey_bundle_t *forged)
+    {
+        uct_cuda_ipc_ns_rkey_info_t info;
+
+        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_parse(r.buf.rkey.data(),
+                                                     r.buf.rkey.size(), &info));
+        info.token[0] ^= 1;
+        bytes_t key(r.buf.rkey.size());
+        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_pack(&info, key.data()));
+        ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_node->component(), key.data(),
+                                          forged));
     }
 
     /* the agent, the owner, is pid 1 of its own PID namespace */
@@ -346,17 +396,9 @@ TEST_F(owner_copy_uct, forged_token_refused) {
     remote r;
     ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 7, &r));
     int local = m_node->alloc(BUF_VMM, MiB);
-    uct_cuda_ipc_ns_rkey_info_t info;
     uct_rkey_bundle_t forged;
 
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_parse(r.buf.rkey.data(),
-                                                 r.buf.rkey.size(), &info));
-    info.token[0] ^= 1;
-    bytes_t key(r.buf.rkey.size());
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_pack(&info, key.data()));
-    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_node->component(), key.data(),
-                                      &forged));
-
+    ASSERT_NO_FATAL_FAILURE(forge_token(r, &forged));
     m_node->fill(local, 8);
     EXPECT_EQ(UCS_ERR_NO_ELEM, m_node->copy(m_ep, true, local_ptr(local, 0),
                                             MiB, r.buf.addr, forged.rkey));
@@ -662,6 +704,82 @@ TEST_F(owner_copy_uct, owner_killed_mid_copy) {
     EXPECT_EQ(m_fds, count_open_fds()) << "no fd left behind";
 }
 
+/* An owner that answers what it does not owe lies: "done" to no request
+ * (seq 0), an answer to a request never sent, or one naming another
+ * registration. Each ends the session: the copy it owed fails with
+ * UCS_ERR_IO_ERROR instead of completing uncopied, its endpoint is
+ * reported failed, and the next op opens a new session. The test speaks
+ * for the owner: the session's socket becomes one end of a socketpair. */
+TEST_F(owner_copy_uct, answers_not_owed_end_the_session) {
+    struct lie {
+        const char *what;
+        bool       seq_zero;
+        uint64_t   seq_add;
+        uint64_t   reg_id_xor;
+    };
+    const lie lies[] = {{"done to no request", true, 0, 0},
+                        {"a request never sent", false, 1, 0},
+                        {"another registration", false, 0, 1}};
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 14, &r));
+    int local = m_node->alloc(BUF_VMM, MiB);
+
+    if (!m_agent->hold_copies(true)) {
+        GTEST_SKIP() << "needs the emulator's copy-engine hold";
+    }
+    struct release_all {
+        agent *a;
+        ~release_all() { a->hold_copies(false); } /* also on failure */
+    } restore{m_agent.get()};
+
+    for (const lie &l : lies) {
+        SCOPED_TRACE(l.what);
+        unsigned errors = m_node->ep_errors();
+        uct_ep_h ep     = m_node->connect(m_agent->dev_addr(),
+                                          m_agent->iface_addr());
+        completion op;
+        ASSERT_NE(nullptr, ep);
+        ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(local, 0), MiB,
+                                       r.buf.addr, r.rkey.rkey, &op, ep))
+                << "the owner's copy is held";
+        uct_cuda_ipc_ns_copy_session_t *s = session();
+        ASSERT_EQ(1u, s->num_reqs);
+        const uct_cuda_ipc_ns_copy_req_t *req =
+                ucs_list_head(&s->reqs, uct_cuda_ipc_ns_copy_req_t, list);
+
+        int sv[2];
+        ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv));
+        uct_cuda_ipc_ns_copy_session_wakeup(copies(), s, 0);
+        ASSERT_EQ(s->sock, dup2(sv[0], s->sock)) << "the owner's end closes";
+        close(sv[0]);
+        uct_cuda_ipc_ns_copy_session_wakeup(copies(), s, 1);
+
+        uint8_t reply[UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE];
+        uct_cuda_ipc_ns_broker_pack_copy_reply(
+                reply, UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
+                req->reg_id ^ l.reg_id_xor,
+                l.seq_zero ? 0 : req->seq + l.seq_add);
+        ASSERT_EQ((ssize_t)sizeof(reply), send(sv[1], reply, sizeof(reply), 0));
+        bool ended = m_node->progress_until([&] {
+            return op.done && (m_node->ep_errors() > errors);
+        });
+        close(sv[1]);
+        ASSERT_TRUE(ended) << "op " << op.done << " ep errors "
+                           << m_node->ep_errors();
+        EXPECT_EQ(UCS_ERR_IO_ERROR, op.status);
+        EXPECT_TRUE(ucs_list_is_empty(&copies()->sessions));
+    }
+
+    /* the owner is still there: a new session copies */
+    ASSERT_TRUE(m_agent->hold_copies(false));
+    uct_ep_h ep = m_node->connect(m_agent->dev_addr(), m_agent->iface_addr());
+    ASSERT_NE(nullptr, ep);
+    ASSERT_TRUE(m_agent->fill(r.buf.index, 15));
+    ASSERT_EQ(UCS_OK, m_node->copy(ep, false, local_ptr(local, 0), MiB,
+                                   r.buf.addr, r.rkey.rkey));
+    EXPECT_TRUE(m_node->check(local, 15, 0, MiB));
+}
+
 /*
  * The staging ring (docs/owner-copies.md, "The staging ring"): our buffer
  * is legacy memory (or host memory) the owner cannot map, so each chunk
@@ -907,6 +1025,99 @@ TEST_F(owner_copy_staged, local_failure_keeps_the_session) {
     EXPECT_EQ(UCS_OK, get.status);
     EXPECT_TRUE(m_node->check(get_buf, 90, 0, size));
     EXPECT_EQ(0u, m_node->ep_errors());
+}
+
+
+/* The owner dies while it owes a get, whose completion callback posts a
+ * get to it on another endpoint: the session ending takes no new op (the
+ * callback's post opens a new session, which the dead owner refuses at
+ * once), and nothing the session's end frees is used after */
+TEST_F(owner_copy_staged, callback_posts_while_the_session_ends) {
+    const size_t size = MiB / 4; /* one chunk */
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size, 95, &r));
+    int first_buf  = m_node->alloc(BUF_LEGACY, size);
+    int second_buf = m_node->alloc(BUF_LEGACY, size);
+    uct_ep_h ep2   = m_node->connect(m_agent->dev_addr(),
+                                     m_agent->iface_addr());
+    posting_completion first;
+    completion second;
+
+    ASSERT_NE(nullptr, ep2);
+    first.post = [&] {
+        return post(false, local_ptr(second_buf, 0), size, r.buf.addr,
+                    r.rkey.rkey, &second, ep2);
+    };
+    if (!m_agent->hold_copies(true)) {
+        GTEST_SKIP() << "needs the emulator's copy-engine hold";
+    }
+    ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(first_buf, 0), size,
+                                   r.buf.addr, r.rkey.rkey, &first))
+            << "the owner's copy is held";
+
+    m_agent->kill_now();
+    ASSERT_TRUE(m_node->progress_until([&] { return first.done; }));
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET, first.status);
+    ASSERT_TRUE(first.posted);
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, first.post_status)
+            << "not a new session, refused by the dead owner's broker";
+    EXPECT_FALSE(second.done);
+    EXPECT_TRUE(ucs_list_is_empty(&copies()->sessions));
+    EXPECT_EQ(UCS_OK, uct_iface_flush(m_node->iface(), 0, nullptr));
+
+    TearDown();
+    EXPECT_EQ(m_fds, count_open_fds()) << "no fd left behind";
+}
+
+
+/* A completion callback from our copy out of a slot (the completion
+ * queue's progress) posts to an owner that died since it answered: the
+ * post finds the session's socket broken and fails alone; the ring it ran
+ * on is still there, and the session ends in the next progress (the
+ * flush waits for that), its socket and ring freed */
+TEST_F(owner_copy_staged, callback_post_finds_the_socket_broken) {
+    const size_t size = MiB / 4; /* one chunk */
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size, 96, &r));
+    int first_buf  = m_node->alloc(BUF_LEGACY, size);
+    int second_buf = m_node->alloc(BUF_LEGACY, size);
+    posting_completion first;
+    completion second;
+
+    first.post = [&] {
+        return post(false, local_ptr(second_buf, 0), size, r.buf.addr,
+                    r.rkey.rkey, &second);
+    };
+    copy_engine_hold hold;
+    if (!hold.ok()) {
+        GTEST_SKIP() << "needs the emulator's copy-engine hold";
+    }
+    int maps = count_memfd_mappings(); /* before the ring */
+    ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(first_buf, 0), size,
+                                   r.buf.addr, r.rkey.rkey, &first));
+    ASSERT_TRUE(m_node->progress_until([&] { return owed_answers() == 0; }))
+            << "the owner answered; our copy out of the slot is held";
+    EXPECT_FALSE(first.done);
+
+    m_agent->kill_now();
+    hold.release();
+    ASSERT_TRUE(m_node->progress_until([&] { return first.done; }));
+    EXPECT_EQ(UCS_OK, first.status);
+    EXPECT_TRUE(m_node->check(first_buf, 96, 0, size));
+    ASSERT_TRUE(first.posted);
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET, first.post_status)
+            << "the owner's end of the socket is closed";
+    EXPECT_FALSE(second.done);
+
+    ASSERT_TRUE(m_node->progress_until([&] {
+        return uct_iface_flush(m_node->iface(), 0, nullptr) == UCS_OK;
+    })) << "the broken session ends in progress";
+    EXPECT_TRUE(ucs_list_is_empty(&copies()->sessions));
+    EXPECT_EQ(maps, count_memfd_mappings()) << "the ring went with the session";
+    EXPECT_FALSE(second.done);
+
+    TearDown();
+    EXPECT_EQ(m_fds, count_open_fds()) << "no fd left behind";
 }
 
 
@@ -1160,6 +1371,61 @@ TEST_F(owner_copy_staged, put_short_bcopy_get_bcopy) {
         ASSERT_EQ(pattern_byte(103, 3 + i), in.bytes[i]) << "byte " << i;
     }
     EXPECT_EQ(0u, m_node->ep_errors());
+}
+
+
+/* A put short or bcopy returns UCS_OK once its data is in a slot: when the
+ * owner then refuses it (a forged token), no completion can say so, so its
+ * endpoint is reported failed, as a transport whose peer refused a write
+ * does; the owner's memory is untouched and other endpoints go on */
+TEST_F(owner_copy_staged, refused_put_short_bcopy_fail_the_endpoint) {
+    const size_t size = MiB, off = 13, len = 8;
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(size, 104, &r));
+    uct_rkey_bundle_t forged;
+    ASSERT_NO_FATAL_FAILURE(forge_token(r, &forged));
+    struct release_key {
+        uct_component_h c;
+        uct_rkey_bundle_t *k;
+        ~release_key() { uct_rkey_release(c, k); }
+    } release{m_node->component(), &forged};
+    bcopy_data out; /* the bytes the agent's check expects at off */
+    out.bytes = pattern(105, off + len);
+    out.bytes.erase(out.bytes.begin(), out.bytes.begin() + off);
+
+    const std::vector<std::pair<const char*,
+                                std::function<ucs_status_t(uct_ep_h)>>> puts = {
+        {"put short", [&](uct_ep_h ep) {
+            return uct_ep_put_short(ep, out.bytes.data(), len, r.buf.addr + off,
+                                    forged.rkey);
+        }},
+        {"put bcopy", [&](uct_ep_h ep) {
+            ssize_t packed = uct_ep_put_bcopy(ep, bcopy_data::pack, &out,
+                                              r.buf.addr + off, forged.rkey);
+            return (packed == (ssize_t)len) ? UCS_OK : (ucs_status_t)packed;
+        }}};
+    for (const auto &put : puts) {
+        SCOPED_TRACE(put.first);
+        unsigned errors = m_node->ep_errors();
+        uct_ep_h ep     = m_node->connect(m_agent->dev_addr(),
+                                          m_agent->iface_addr());
+        ASSERT_NE(nullptr, ep);
+        ASSERT_EQ(UCS_OK, put.second(ep)) << "the data is in a slot";
+        ASSERT_TRUE(m_node->progress_until([&] {
+            return m_node->ep_errors() > errors;
+        })) << "the owner's refusal was not reported";
+        EXPECT_EQ(errors + 1, m_node->ep_errors());
+    }
+    EXPECT_TRUE(m_agent->check(r.buf.index, 104, 0, size)) << "untouched";
+
+    /* the first endpoint, never refused, goes on */
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(m_ep, out.bytes.data(), len,
+                                       r.buf.addr + off, r.rkey.rkey));
+    ASSERT_TRUE(m_node->progress_until([&] {
+        return uct_ep_flush(m_ep, 0, nullptr) == UCS_OK;
+    }));
+    EXPECT_TRUE(m_agent->check(r.buf.index, 105, off, len));
+    EXPECT_EQ(0u, m_node->ep_errors() - 2) << "m_ep not reported failed";
 }
 
 

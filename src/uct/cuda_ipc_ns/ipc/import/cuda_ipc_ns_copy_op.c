@@ -64,7 +64,8 @@ void uct_cuda_ipc_ns_copy_ep_cleanup(uct_cuda_ipc_ns_copy_ep_t *copy_ep)
 }
 
 
-void uct_cuda_ipc_ns_copy_op_complete(uct_cuda_ipc_ns_copy_op_t *op)
+void uct_cuda_ipc_ns_copy_op_complete(uct_cuda_ipc_ns_copies_t *copies,
+                                      uct_cuda_ipc_ns_copy_op_t *op)
 {
     uct_cuda_ipc_ns_copy_ep_t *copy_ep = op->ep;
     uct_cuda_ipc_ns_copy_flush_t *flush;
@@ -75,6 +76,12 @@ void uct_cuda_ipc_ns_copy_op_complete(uct_cuda_ipc_ns_copy_op_t *op)
     }
     if (op->comp != NULL) {
         uct_invoke_completion(op->comp, op->status);
+    } else if ((op->status != UCS_OK) && (copy_ep != NULL)) {
+        /* as a transport whose peer refused a write: the endpoint fails */
+        ucs_error("cuda_ipc_ns: ep %p: a %s by the owner with no completion "
+                  "failed after it was posted: %s", copy_ep->owner,
+                  op->is_put ? "put" : "get", ucs_status_string(op->status));
+        copies->ep_failed(copy_ep->owner);
     }
     ucs_free(op);
 
@@ -169,11 +176,9 @@ void uct_cuda_ipc_ns_copy_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
 ucs_status_t
 uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
                           uct_cuda_ipc_ns_copy_session_t *session,
-                          uint64_t reg_id, const uint8_t *token,
-                          const uint8_t *dev_uuid,
                           const uct_cuda_ipc_ns_copy_local_t *local,
                           const void *ptr, size_t length, uint64_t offset,
-                          int is_put, uct_cuda_ipc_ns_copy_op_t *op,
+                          uct_cuda_ipc_ns_copy_op_t *op,
                           uct_cuda_ipc_ns_copy_slot_t *slot)
 {
     uct_cuda_ipc_ns_copy_args_t args;
@@ -190,7 +195,7 @@ uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
     req->buf.buf_id   = local->buf_id;
     req->buf.buf_size = local->size;
     req->buf.is_host  = (local->memfd >= 0);
-    memcpy(req->buf.dev_uuid, dev_uuid, sizeof(req->buf.dev_uuid));
+    memcpy(req->buf.dev_uuid, op->dev_uuid, sizeof(req->buf.dev_uuid));
     if (uct_cuda_ipc_ns_copy_sent_find(session, &req->buf) != NULL) {
         /* the owner holds it: no fd */
     } else if (req->buf.is_host) {
@@ -216,19 +221,22 @@ uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
     args.buf_id     = local->buf_id;
     args.buf_size   = local->size;
     args.buf_offset = (uintptr_t)ptr - local->base;
-    args.direction  = is_put ? UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER :
+    args.direction  = op->is_put ? UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER :
                                UCT_CUDA_IPC_NS_COPY_TO_IMPORTER;
     args.flags      = req->buf.is_host ? UCT_CUDA_IPC_NS_COPY_BUF_HOST : 0;
-    status = uct_cuda_ipc_ns_copy_client_send(session->sock, reg_id, token,
-                                              &args, fd, MSG_DONTWAIT);
+    status = uct_cuda_ipc_ns_copy_client_send(session->sock, op->reg_id,
+                                              op->token, &args, fd,
+                                              MSG_DONTWAIT);
     if (fd >= 0) {
         close(fd);
     }
     if (status != UCS_OK) {
-        if (status != UCS_ERR_TIMED_OUT) {
-            /* the socket is broken, unlike a local failure above: the
-             * session ends (uct_cuda_ipc_ns_copy_post_failed, progress) */
+        if ((status != UCS_ERR_TIMED_OUT) &&
+            (session->send_status == UCS_OK)) {
+            /* the socket is broken, unlike a local failure above: counted
+             * as work outstanding, so that progress runs and ends it */
             session->send_status = status;
+            ++copies->outstanding;
         }
         ucs_free(req);
         return status;
@@ -236,7 +244,7 @@ uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
 
     req->carried_fd = (fd >= 0);
     req->seq        = args.seq;
-    req->reg_id     = reg_id;
+    req->reg_id     = op->reg_id;
     req->op         = op;
     req->slot       = slot;
     ucs_list_add_tail(&session->reqs, &req->list);
@@ -247,8 +255,58 @@ uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
     }
     ucs_trace_data("cuda_ipc_ns: copy request %" PRIu64 " to pid %u: %s %zu "
                    "bytes at offset %" PRIu64 ", local %p", args.seq,
-                   session->pid, is_put ? "put" : "get", length, offset, ptr);
+                   session->pid, op->is_put ? "put" : "get", length, offset,
+                   ptr);
     return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_copy_op_set_iov(uct_cuda_ipc_ns_copy_op_t *op,
+                                             const uct_iov_t *iov,
+                                             size_t iovcnt)
+{
+    size_t i, j;
+
+    op->num_elems = 0;
+    for (i = 0; i < iovcnt; ++i) {
+        for (j = 0; (iov[i].length > 0) && (j < iov[i].count); ++j) {
+            if (op->num_elems == UCT_CUDA_IPC_NS_COPY_ELEMS_MAX) {
+                ucs_error("cuda_ipc_ns: a copy by the owner takes at most %d "
+                          "local elements", UCT_CUDA_IPC_NS_COPY_ELEMS_MAX);
+                return UCS_ERR_UNSUPPORTED;
+            }
+            op->elems[op->num_elems].ptr    = UCS_PTR_BYTE_OFFSET(
+                    iov[i].buffer, j * iov[i].stride);
+            op->elems[op->num_elems].length = iov[i].length;
+            ++op->num_elems;
+        }
+    }
+    return UCS_OK;
+}
+
+
+uct_cuda_ipc_ns_copy_op_t *
+uct_cuda_ipc_ns_copy_op_new(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                            const uct_cuda_ipc_ns_rkey_info_t *key,
+                            uint64_t offset, int is_put,
+                            uct_completion_t *comp)
+{
+    uct_cuda_ipc_ns_copy_op_t *op;
+
+    op = ucs_calloc(1, sizeof(*op), "cuda_ipc_ns_copy_op");
+    if (op == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate a copy op");
+        return NULL;
+    }
+    op->ep     = copy_ep;
+    op->comp   = comp;
+    op->status = UCS_OK;
+    op->is_put = is_put;
+    op->reg_id = key->base; /* a legacy key's id at its owner is its base */
+    memcpy(op->token, key->token, sizeof(op->token));
+    memcpy(op->dev_uuid, key->dev_uuid, sizeof(op->dev_uuid));
+    op->offset = offset;
+    return op;
 }
 
 

@@ -40,14 +40,16 @@ typedef struct uct_cuda_ipc_ns_copy_ep {
 
 
 /* Called from progress for an endpoint that had copies outstanding on a
- * session that ended (its owner died or broke the protocol) */
+ * session that ended (its owner died or broke the protocol), or whose op
+ * with no completion failed */
 typedef void (*uct_cuda_ipc_ns_copy_ep_failed_func_t)(void *ep);
 
 
 /* The copy sessions of one interface */
 typedef struct uct_cuda_ipc_ns_copies {
     ucs_list_link_t                       sessions;
-    /* requests owed answers, and staged ops not completed: all */
+    /* requests owed answers, staged ops not completed, and sessions to
+     * end (their socket broke): all */
     unsigned                              outstanding;
     unsigned                              max_requests; /* per session */
     unsigned                              staging_slots; /* per session */
@@ -60,7 +62,7 @@ typedef struct uct_cuda_ipc_ns_copies {
 } uct_cuda_ipc_ns_copies_t;
 
 
-/* A local element of a staged op */
+/* A local element of an op */
 typedef struct uct_cuda_ipc_ns_copy_elem {
     char   *ptr;
     size_t length;
@@ -81,16 +83,17 @@ typedef struct uct_cuda_ipc_ns_copy_op {
     /* requests owed an answer; staged: slots it holds */
     unsigned                  unanswered;
     ucs_status_t              status;     /* first error */
-    /* staged ops only */
-    int                       staged;
     int                       is_put;
-    int                       posting;    /* its post has not returned */
-    int                       in_queue;   /* in its ring's waiting ops */
-    ucs_list_link_t           queue;
     uint64_t                  reg_id;     /* the key's, kept for later */
     uint8_t                   token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
     uint8_t                   dev_uuid[UCT_CUDA_IPC_NS_UUID_SIZE];
-    uint64_t                  offset;     /* of the next chunk, remote */
+    uint64_t                  offset;     /* remote; staged: next chunk's */
+    unsigned                  num_elems;
+    uct_cuda_ipc_ns_copy_elem_t elems[UCT_CUDA_IPC_NS_COPY_ELEMS_MAX];
+    /* staged ops only */
+    int                       posting;    /* its post has not returned */
+    int                       in_queue;   /* in its ring's waiting ops */
+    ucs_list_link_t           queue;
     size_t                    chunk;      /* bytes of a chunk, at most */
     /* put short/bcopy: the caller's buffer is copied into each slot before
      * the post returns */
@@ -100,10 +103,8 @@ typedef struct uct_cuda_ipc_ns_copy_op {
     void                      *bounce;
     uct_unpack_callback_t     unpack_cb;
     void                      *unpack_arg;
-    unsigned                  num_elems;
     unsigned                  elem;       /* of the next chunk */
     size_t                    elem_off;   /* in it */
-    uct_cuda_ipc_ns_copy_elem_t elems[UCT_CUDA_IPC_NS_COPY_ELEMS_MAX];
 } uct_cuda_ipc_ns_copy_op_t;
 
 
@@ -197,7 +198,10 @@ typedef struct uct_cuda_ipc_ns_copy_session {
     uct_cuda_ipc_ns_copy_sent_t sent[UCT_CUDA_IPC_NS_COPY_SENT_MAX];
     uct_cuda_ipc_ns_copies_t    *copies;
     int                         closing;   /* no new staged chunk */
-    ucs_status_t                send_status; /* its socket's last failure */
+    /* its socket failed (a send): progress ends the session, which takes
+     * no new op meanwhile; never ended from a post, which may run in a
+     * completion callback of its ops (docs/owner-copies.md, "Failures") */
+    ucs_status_t                send_status;
     ucs_list_link_t             rings;     /* uct_cuda_ipc_ns_copy_ring_t */
 } uct_cuda_ipc_ns_copy_session_t;
 
@@ -233,8 +237,27 @@ ucs_status_t uct_cuda_ipc_ns_copy_ep_flush(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
                                            uct_completion_t *comp);
 
 
-/* Complete @a op: its completion, then the flushes that waited for it */
-void uct_cuda_ipc_ns_copy_op_complete(uct_cuda_ipc_ns_copy_op_t *op);
+/* The local elements of @a iov (each entry's count, a stride apart; empty
+ * ones skipped) into @a op: UCS_ERR_UNSUPPORTED past
+ * UCT_CUDA_IPC_NS_COPY_ELEMS_MAX */
+ucs_status_t uct_cuda_ipc_ns_copy_op_set_iov(uct_cuda_ipc_ns_copy_op_t *op,
+                                             const uct_iov_t *iov,
+                                             size_t iovcnt);
+
+/* A new op of @a copy_ep on the registration of @a key, at @a offset in it,
+ * its local elements still to set; NULL when out of memory (logged) */
+uct_cuda_ipc_ns_copy_op_t *
+uct_cuda_ipc_ns_copy_op_new(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                            const uct_cuda_ipc_ns_rkey_info_t *key,
+                            uint64_t offset, int is_put,
+                            uct_completion_t *comp);
+
+/* Complete @a op: its completion, then the flushes that waited for it. An
+ * op with no completion (put short/bcopy returned UCS_OK; a zero-copy op
+ * posted with none) that failed reports its endpoint failed: nothing else
+ * would tell that its data was lost */
+void uct_cuda_ipc_ns_copy_op_complete(uct_cuda_ipc_ns_copies_t *copies,
+                                      uct_cuda_ipc_ns_copy_op_t *op);
 
 /* Add or remove the session's socket from the wakeup set: it is there while
  * answers are owed, so that an idle session (or one whose owner closed it)
@@ -253,18 +276,16 @@ uct_cuda_ipc_ns_copy_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
 void uct_cuda_ipc_ns_copy_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
                                    const uct_cuda_ipc_ns_copy_sent_t *buf);
 
-/* Send the request of one element (@a slot NULL) or of @a slot's staged
- * chunk, between [@a ptr, + @a length) of @a local and @a offset in the
- * registration: owed an answer on success (UCS_ERR_TIMED_OUT: no room in
- * the socket now) */
+/* Send the request of one element of @a op (@a slot NULL) or of @a slot's
+ * staged chunk, between [@a ptr, + @a length) of @a local and @a offset in
+ * the op's registration: owed an answer on success (UCS_ERR_TIMED_OUT: no
+ * room in the socket now) */
 ucs_status_t
 uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
                           uct_cuda_ipc_ns_copy_session_t *session,
-                          uint64_t reg_id, const uint8_t *token,
-                          const uint8_t *dev_uuid,
                           const uct_cuda_ipc_ns_copy_local_t *local,
                           const void *ptr, size_t length, uint64_t offset,
-                          int is_put, uct_cuda_ipc_ns_copy_op_t *op,
+                          uct_cuda_ipc_ns_copy_op_t *op,
                           uct_cuda_ipc_ns_copy_slot_t *slot);
 
 #endif

@@ -110,8 +110,33 @@ static unsigned uct_cuda_ipc_ns_copy_req_done(uct_cuda_ipc_ns_copies_t *copies,
         return 0;
     }
 
-    uct_cuda_ipc_ns_copy_op_complete(op);
+    uct_cuda_ipc_ns_copy_op_complete(copies, op);
     return 1;
+}
+
+
+/* What @a session (closing) owes completes with @a status, and it goes;
+ * returns the ops completed */
+static unsigned uct_cuda_ipc_ns_copy_session_free(uct_cuda_ipc_ns_copies_t *copies,
+                                                  uct_cuda_ipc_ns_copy_session_t *session,
+                                                  ucs_status_t status)
+{
+    uct_cuda_ipc_ns_copy_req_t *req, *tmp;
+    unsigned count = 0;
+
+    ucs_list_for_each_safe(req, tmp, &session->reqs, list) {
+        count += uct_cuda_ipc_ns_copy_req_done(copies, session, req, status);
+    }
+    count += uct_cuda_ipc_ns_staging_close(copies, session, status);
+
+    if (session->send_status != UCS_OK) {
+        --copies->outstanding; /* the session to end (copy_send) */
+    }
+    uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 0);
+    close(session->sock);
+    ucs_list_del(&session->list);
+    ucs_free(session);
+    return count;
 }
 
 
@@ -125,10 +150,10 @@ static unsigned uct_cuda_ipc_ns_copy_session_fail(uct_cuda_ipc_ns_copies_t *copi
                                                   uct_cuda_ipc_ns_copy_session_t *session,
                                                   ucs_status_t status)
 {
-    uct_cuda_ipc_ns_copy_req_t *req, *tmp;
     uct_cuda_ipc_ns_copy_ring_t *ring;
+    uct_cuda_ipc_ns_copy_req_t *req;
     uct_cuda_ipc_ns_copy_op_t *op;
-    unsigned count = 0, i;
+    unsigned i;
 
     session->closing = 1; /* what ends here issues nothing new */
     if (session->num_reqs > 0) {
@@ -161,34 +186,18 @@ static unsigned uct_cuda_ipc_ns_copy_session_fail(uct_cuda_ipc_ns_copies_t *copi
         }
     }
 
-    ucs_list_for_each_safe(req, tmp, &session->reqs, list) {
-        count += uct_cuda_ipc_ns_copy_req_done(copies, session, req, status);
-    }
-    count += uct_cuda_ipc_ns_staging_close(copies, session, status);
-
-    uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 0);
-    close(session->sock);
-    ucs_list_del(&session->list);
-    ucs_free(session);
-    return count;
+    return uct_cuda_ipc_ns_copy_session_free(copies, session, status);
 }
 
 
 void uct_cuda_ipc_ns_copies_cleanup(uct_cuda_ipc_ns_copies_t *copies)
 {
     uct_cuda_ipc_ns_copy_session_t *session, *tmp;
-    uct_cuda_ipc_ns_copy_req_t *req, *req_tmp;
 
     ucs_list_for_each_safe(session, tmp, &copies->sessions, list) {
         session->closing = 1;
-        ucs_list_for_each_safe(req, req_tmp, &session->reqs, list) {
-            (void)uct_cuda_ipc_ns_copy_req_done(copies, session, req,
+        (void)uct_cuda_ipc_ns_copy_session_free(copies, session,
                                                 UCS_ERR_CANCELED);
-        }
-        (void)uct_cuda_ipc_ns_staging_close(copies, session, UCS_ERR_CANCELED);
-        close(session->sock);
-        ucs_list_del(&session->list);
-        ucs_free(session);
     }
     close(copies->wakeup_fd);
 }
@@ -206,6 +215,9 @@ uct_cuda_ipc_ns_copy_session_get(uct_cuda_ipc_ns_copies_t *copies,
     int sock;
 
     ucs_list_for_each(session, &copies->sessions, list) {
+        if (session->closing || (session->send_status != UCS_OK)) {
+            continue; /* ending: a new op opens a new session */
+        }
         if ((session->pid == key->pid) && (session->pid_ns == key->pid_ns) &&
             (session->start_time == key->start_time) &&
             (session->addr_len == key->broker_addr_len) &&
@@ -298,22 +310,6 @@ static ucs_status_t uct_cuda_ipc_ns_copy_local(const void *ptr, size_t length,
 }
 
 
-/* A post that failed on the session's socket ends the session (what it
- * owed completes with the socket's error); one that failed here (the
- * driver, memory) fails alone. Returns @a status */
-static ucs_status_t
-uct_cuda_ipc_ns_copy_post_failed(uct_cuda_ipc_ns_copies_t *copies,
-                                 uct_cuda_ipc_ns_copy_session_t *session,
-                                 ucs_status_t status)
-{
-    if (session->send_status != UCS_OK) {
-        (void)uct_cuda_ipc_ns_copy_session_fail(copies, session,
-                                                session->send_status);
-    }
-    return status;
-}
-
-
 ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
                                             uct_cuda_ipc_ns_copy_ep_t *copy_ep,
                                             const uct_cuda_ipc_ns_rkey_info_t *key,
@@ -356,8 +352,8 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    op = uct_cuda_ipc_ns_staged_op_new(copy_ep, key, remote_addr - key->base,
-                                       1, NULL);
+    op = uct_cuda_ipc_ns_copy_op_new(copy_ep, key, remote_addr - key->base,
+                                     1, NULL);
     if (op == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
@@ -365,9 +361,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
     op->elems[0].ptr     = (char*)buffer;
     op->elems[0].length  = length;
     op->num_elems        = 1;
-    status = uct_cuda_ipc_ns_copy_post_failed(
-            copies, session,
-            uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, ring, op));
+    status = uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, ring, op);
     /* the owner's copies complete later: flush waits for them */
     return (status == UCS_INPROGRESS) ? UCS_OK : status;
 }
@@ -400,8 +394,8 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
         return status;
     }
 
-    op = uct_cuda_ipc_ns_staged_op_new(copy_ep, key, remote_addr - key->base,
-                                       0, comp);
+    op = uct_cuda_ipc_ns_copy_op_new(copy_ep, key, remote_addr - key->base,
+                                     0, comp);
     if (op == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
@@ -417,9 +411,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
     op->elems[0].ptr    = op->bounce;
     op->elems[0].length = length;
     op->num_elems       = 1;
-    return uct_cuda_ipc_ns_copy_post_failed(
-            copies, session,
-            uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, ring, op));
+    return uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, ring, op);
 }
 
 
@@ -433,107 +425,87 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
 {
     uct_cuda_ipc_ns_copy_local_t locals[UCT_CUDA_IPC_NS_COPY_ELEMS_MAX];
     uct_cuda_ipc_ns_copy_session_t *session;
+    uct_cuda_ipc_ns_copy_ring_t *ring;
     uct_cuda_ipc_ns_copy_op_t *op;
-    unsigned num_elems = 0, elem;
     int device = -1, elem_device;
     uint64_t offset;
     ucs_status_t status;
-    size_t i, j, length;
-    const void *ptr;
+    unsigned elem;
     int on_host, staged;
+
+    op = uct_cuda_ipc_ns_copy_op_new(copy_ep, key, remote_addr - key->base,
+                                     is_put, comp);
+    if (op == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = uct_cuda_ipc_ns_copy_op_set_iov(op, iov, iovcnt);
+    if (status != UCS_OK) {
+        goto err_free_op;
+    }
 
     /* through pinned host memory, the owner maps none of ours */
     on_host = uct_cuda_ipc_ns_staged_on_host(copies, owner_gpu_usable);
     staged  = on_host;
 
     /* every element is checked before anything is sent */
-    for (i = 0; i < iovcnt; ++i) {
-        length = iov[i].length; /* of each of its count elements */
-        for (j = 0; (length > 0) && (j < iov[i].count); ++j) {
-            if (num_elems == ucs_static_array_size(locals)) {
-                ucs_error("cuda_ipc_ns: a copy by the owner takes at most %zu "
-                          "local elements", ucs_static_array_size(locals));
-                return UCS_ERR_UNSUPPORTED;
-            }
-            status = uct_cuda_ipc_ns_copy_local(
-                    UCS_PTR_BYTE_OFFSET(iov[i].buffer, j * iov[i].stride),
-                    length, &locals[num_elems++], &elem_device);
-            if (status == UCS_ERR_UNSUPPORTED) {
-                staged = 1; /* the owner cannot map it */
-            } else if (status != UCS_OK) {
-                return status;
-            }
-            if (elem_device < 0) {
-                continue;
-            } else if ((device >= 0) && (elem_device != device)) {
-                ucs_error("cuda_ipc_ns: a copy by the owner takes local "
-                          "elements of one device (%d and %d here)", device,
-                          elem_device);
-                return UCS_ERR_UNSUPPORTED;
-            }
-            device = elem_device;
+    for (elem = 0; elem < op->num_elems; ++elem) {
+        status = uct_cuda_ipc_ns_copy_local(op->elems[elem].ptr,
+                                            op->elems[elem].length,
+                                            &locals[elem], &elem_device);
+        if (status == UCS_ERR_UNSUPPORTED) {
+            staged = 1; /* the owner cannot map it */
+        } else if (status != UCS_OK) {
+            goto err_free_op;
         }
+        if (elem_device < 0) {
+            continue;
+        } else if ((device >= 0) && (elem_device != device)) {
+            ucs_error("cuda_ipc_ns: a copy by the owner takes local elements "
+                      "of one device (%d and %d here)", device, elem_device);
+            status = UCS_ERR_UNSUPPORTED;
+            goto err_free_op;
+        }
+        device = elem_device;
     }
 
     status = uct_cuda_ipc_ns_copy_session_get(copies, key, &session);
     if (status != UCS_OK) {
-        return status;
+        goto err_free_op;
     }
 
     if (staged) {
-        return uct_cuda_ipc_ns_copy_post_failed(
-                copies, session,
-                uct_cuda_ipc_ns_staged_post(copies, copy_ep, session, key,
-                                            on_host, iov, iovcnt, device,
-                                            remote_addr - key->base, is_put,
-                                            comp));
+        status = uct_cuda_ipc_ns_staging_ring_get(copies, session, on_host,
+                                                  device, &ring);
+        if (status != UCS_OK) {
+            goto err_free_op;
+        }
+        return uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, ring, op);
     }
 
     /* the owner serves a few at a time; the rest would wait in its socket */
     if ((session->num_reqs > 0) &&
-        (session->num_reqs + num_elems > copies->max_requests)) {
-        return UCS_ERR_NO_RESOURCE;
+        (session->num_reqs + op->num_elems > copies->max_requests)) {
+        status = UCS_ERR_NO_RESOURCE;
+        goto err_free_op;
     }
 
-    op = ucs_malloc(sizeof(*op), "cuda_ipc_ns_copy_op");
-    if (op == NULL) {
-        ucs_error("cuda_ipc_ns: failed to allocate a copy op");
-        return UCS_ERR_NO_MEMORY;
-    }
-    op->ep         = copy_ep;
-    op->comp       = comp;
-    op->unanswered = 0;
-    op->status     = UCS_OK;
-    op->staged     = 0;
-    op->posting    = 0;
-    op->in_queue   = 0;
-    op->bounce     = NULL;
-
-    offset = remote_addr - key->base;
-    elem   = 0;
-    for (i = 0; i < iovcnt; ++i) {
-        length = iov[i].length;
-        for (j = 0; (length > 0) && (j < iov[i].count); ++j) {
-            ptr    = UCS_PTR_BYTE_OFFSET(iov[i].buffer, j * iov[i].stride);
-            /* a legacy key's registration id at its owner is its base */
-            status = uct_cuda_ipc_ns_copy_send(copies, session, key->base,
-                                               key->token, key->dev_uuid,
-                                               &locals[elem++], ptr, length,
-                                               offset, is_put, op, NULL);
-            if (status != UCS_OK) {
-                goto out_sent;
-            }
-            offset += length;
+    offset = op->offset;
+    for (elem = 0; elem < op->num_elems; ++elem) {
+        status = uct_cuda_ipc_ns_copy_send(copies, session, &locals[elem],
+                                           op->elems[elem].ptr,
+                                           op->elems[elem].length, offset, op,
+                                           NULL);
+        if (status != UCS_OK) {
+            break;
         }
+        offset += op->elems[elem].length;
     }
 
-out_sent:
     if (op->unanswered == 0) {
+        /* nothing went; a full socket: later */
         ucs_free(op);
-        if (status == UCS_ERR_TIMED_OUT) {
-            return UCS_ERR_NO_RESOURCE; /* the socket is full: later */
-        }
-        return uct_cuda_ipc_ns_copy_post_failed(copies, session, status);
+        return (status == UCS_ERR_TIMED_OUT) ? UCS_ERR_NO_RESOURCE : status;
     }
 
     /* some went: the op completes with the error once they are answered */
@@ -542,6 +514,10 @@ out_sent:
     ucs_list_add_tail(&copy_ep->ops, &op->ep_elem);
     uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 1);
     return UCS_INPROGRESS;
+
+err_free_op:
+    ucs_free(op);
+    return status;
 }
 
 
@@ -571,9 +547,13 @@ unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copies_t *copies)
             if (seq == 0) {
                 /* refused before any request was read (uid); an owner that
                  * says "done" to no request lies, and what it owes fails */
-                count += uct_cuda_ipc_ns_copy_session_fail(
-                        copies, session,
-                        (op_status == UCS_OK) ? UCS_ERR_IO_ERROR : op_status);
+                if (op_status == UCS_OK) {
+                    ucs_error("cuda_ipc_ns: pid %u answered \"done\" to no "
+                              "copy request (seq 0)", session->pid);
+                    op_status = UCS_ERR_IO_ERROR;
+                }
+                count += uct_cuda_ipc_ns_copy_session_fail(copies, session,
+                                                           op_status);
                 session = NULL;
                 break;
             }
@@ -604,7 +584,7 @@ unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copies_t *copies)
         }
         count += uct_cuda_ipc_ns_staged_retry(copies, session);
         if (session->send_status != UCS_OK) {
-            /* a chunk sent from progress found the socket broken */
+            /* a send found the socket broken: in a post, or just now */
             count += uct_cuda_ipc_ns_copy_session_fail(copies, session,
                                                        session->send_status);
             continue;

@@ -52,7 +52,7 @@ static unsigned uct_cuda_ipc_ns_staged_op_check(uct_cuda_ipc_ns_copies_t *copies
         ucs_free(op->bounce);
     }
     --copies->outstanding;
-    uct_cuda_ipc_ns_copy_op_complete(op);
+    uct_cuda_ipc_ns_copy_op_complete(copies, op);
     return 1;
 }
 
@@ -184,9 +184,9 @@ uct_cuda_ipc_ns_staged_send(uct_cuda_ipc_ns_copies_t *copies,
     local.memfd  = uct_cuda_ipc_ns_staging_is_host(staging) ?
                    staging->host.fd : -1;
     status = uct_cuda_ipc_ns_copy_send(
-            copies, session, op->reg_id, op->token, op->dev_uuid, &local,
+            copies, session, &local,
             (void*)uct_cuda_ipc_ns_staging_slot(staging, slot->index),
-            slot->length, slot->offset, op->is_put, op, slot);
+            slot->length, slot->offset, op, slot);
     if (status == UCS_OK) {
         uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 1);
     }
@@ -511,33 +511,6 @@ uct_cuda_ipc_ns_staging_ring_get(uct_cuda_ipc_ns_copies_t *copies,
 }
 
 
-uct_cuda_ipc_ns_copy_op_t *
-uct_cuda_ipc_ns_staged_op_new(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
-                              const uct_cuda_ipc_ns_rkey_info_t *key,
-                              uint64_t offset, int is_put,
-                              uct_completion_t *comp)
-{
-    uct_cuda_ipc_ns_copy_op_t *op;
-
-    op = ucs_calloc(1, sizeof(*op), "cuda_ipc_ns_copy_op");
-    if (op == NULL) {
-        ucs_error("cuda_ipc_ns: failed to allocate a copy op");
-        return NULL;
-    }
-    op->ep      = copy_ep;
-    op->comp    = comp;
-    op->status  = UCS_OK;
-    op->staged  = 1;
-    op->is_put  = is_put;
-    op->posting = 1; /* it completes only after its post returned */
-    op->reg_id  = key->base;
-    memcpy(op->token, key->token, sizeof(op->token));
-    memcpy(op->dev_uuid, key->dev_uuid, sizeof(op->dev_uuid));
-    op->offset  = offset;
-    return op;
-}
-
-
 /*
  * The chunk size of @a op on @a ring: a slot, or less for an op smaller
  * than the ring, so that its chunks spread over the slots and the owner's
@@ -573,8 +546,9 @@ uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
 {
     ucs_status_t status;
 
-    op->chunk = uct_cuda_ipc_ns_staged_chunk(ring, op);
-    op->seq   = ++copy_ep->seq;
+    op->chunk   = uct_cuda_ipc_ns_staged_chunk(ring, op);
+    op->seq     = ++copy_ep->seq;
+    op->posting = 1; /* it completes only after its post returned */
     ucs_list_add_tail(&copy_ep->ops, &op->ep_elem);
     ++copies->outstanding;
     ucs_list_add_tail(&ring->waiting, &op->queue);
@@ -592,40 +566,4 @@ uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
     ucs_free(op->bounce);
     ucs_free(op);
     return status;
-}
-
-
-ucs_status_t
-uct_cuda_ipc_ns_staged_post(uct_cuda_ipc_ns_copies_t *copies,
-                            uct_cuda_ipc_ns_copy_ep_t *copy_ep,
-                            uct_cuda_ipc_ns_copy_session_t *session,
-                            const uct_cuda_ipc_ns_rkey_info_t *key,
-                            int on_host, const uct_iov_t *iov, size_t iovcnt,
-                            int device, uint64_t offset, int is_put,
-                            uct_completion_t *comp)
-{
-    uct_cuda_ipc_ns_copy_ring_t *ring;
-    uct_cuda_ipc_ns_copy_op_t *op;
-    ucs_status_t status;
-    size_t i, j;
-
-    status = uct_cuda_ipc_ns_staging_ring_get(copies, session, on_host,
-                                              device, &ring);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    op = uct_cuda_ipc_ns_staged_op_new(copy_ep, key, offset, is_put, comp);
-    if (op == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    for (i = 0; i < iovcnt; ++i) {
-        for (j = 0; (iov[i].length > 0) && (j < iov[i].count); ++j) {
-            op->elems[op->num_elems].ptr    = UCS_PTR_BYTE_OFFSET(
-                    iov[i].buffer, j * iov[i].stride);
-            op->elems[op->num_elems].length = iov[i].length;
-            ++op->num_elems; /* at most COPY_ELEMS_MAX: checked */
-        }
-    }
-    return uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, ring, op);
 }

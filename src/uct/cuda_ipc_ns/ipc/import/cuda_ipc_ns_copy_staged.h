@@ -60,41 +60,17 @@ uct_cuda_ipc_ns_staging_ring_get(uct_cuda_ipc_ns_copies_t *copies,
                                  int is_host, int device,
                                  uct_cuda_ipc_ns_copy_ring_t **ring_p);
 
-/* A staged op of @a key, its local elements still to set */
-uct_cuda_ipc_ns_copy_op_t *
-uct_cuda_ipc_ns_staged_op_new(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
-                              const uct_cuda_ipc_ns_rkey_info_t *key,
-                              uint64_t offset, int is_put,
-                              uct_completion_t *comp);
-
 /*
  * Queue @a op for slots of @a ring and issue what the free ones take.
  * Returns UCS_INPROGRESS when it runs or waits (an error completes it
  * later), or its error when its first chunk failed at once and nothing of
- * it runs (the op is then freed; a socket error ends the session: the
- * caller's to do).
+ * it runs (the op is then freed; a socket error marks the session, which
+ * progress ends).
  */
 ucs_status_t
 uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
                                 uct_cuda_ipc_ns_copy_ep_t *copy_ep,
                                 uct_cuda_ipc_ns_copy_ring_t *ring,
                                 uct_cuda_ipc_ns_copy_op_t *op);
-
-/*
- * A put or get whose local buffer the owner cannot map: through the ring
- * of @a session for the local buffer's @a device (-1: host memory) in
- * pinned host memory when @a on_host (uct_cuda_ipc_ns_staged_on_host()),
- * else in device memory, opened now on first use; chunk by chunk. Accepted
- * even when no slot is free: the op then waits in the ring's queue.
- * Returns as uct_cuda_ipc_ns_staged_op_start().
- */
-ucs_status_t
-uct_cuda_ipc_ns_staged_post(uct_cuda_ipc_ns_copies_t *copies,
-                            uct_cuda_ipc_ns_copy_ep_t *copy_ep,
-                            uct_cuda_ipc_ns_copy_session_t *session,
-                            const uct_cuda_ipc_ns_rkey_info_t *key,
-                            int on_host, const uct_iov_t *iov, size_t iovcnt,
-                            int device, uint64_t offset, int is_put,
-                            uct_completion_t *comp);
 
 #endif
