@@ -1108,6 +1108,12 @@ TEST_F(owner_copy_staged, callback_post_finds_the_socket_broken) {
     EXPECT_EQ(UCS_ERR_CONNECTION_RESET, first.post_status)
             << "the owner's end of the socket is closed";
     EXPECT_FALSE(second.done);
+    /* iface progress reads the sessions before the completion queue: the
+     * session is still there, to end in the next progress */
+    ASSERT_NE(UCS_OK, session()->send_status);
+    EXPECT_EQ(UCS_ERR_BUSY, uct_iface_event_arm(m_node->iface(),
+                                                UCT_EVENT_SEND_COMP))
+            << "a waiter would sleep with the session still to end";
 
     ASSERT_TRUE(m_node->progress_until([&] {
         return uct_iface_flush(m_node->iface(), 0, nullptr) == UCS_OK;

@@ -600,7 +600,13 @@ unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copies_t *copies)
 
 int uct_cuda_ipc_ns_copies_ready(uct_cuda_ipc_ns_copies_t *copies)
 {
+    uct_cuda_ipc_ns_copy_session_t *session;
     struct epoll_event event;
 
+    ucs_list_for_each(session, &copies->sessions, list) {
+        if (session->send_status != UCS_OK) {
+            return 1; /* progress ends it */
+        }
+    }
     return epoll_wait(copies->wakeup_fd, &event, 1, 0) > 0;
 }

@@ -105,8 +105,9 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
 unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copies_t *copies);
 
 
-/* Whether an answer waits in a session's socket now (the wakeup set is
- * readable without its eventfd) */
+/* Whether progress has work now: an answer waits in a session's socket
+ * (the wakeup set is readable without its eventfd), or a session whose
+ * socket broke is to end (nothing would wake a waiter for it) */
 int uct_cuda_ipc_ns_copies_ready(uct_cuda_ipc_ns_copies_t *copies);
 
 #endif
