@@ -770,8 +770,11 @@ TEST_F(owner_copy_uct, answers_not_owed_end_the_session) {
         EXPECT_TRUE(ucs_list_is_empty(&copies()->sessions));
     }
 
-    /* the owner is still there: a new session copies */
+    /* the owner is still there: a new session copies, once the copies
+     * of the ended sessions (into our buffer) ended and their
+     * connections closed */
     ASSERT_TRUE(m_agent->hold_copies(false));
+    ASSERT_TRUE(m_agent->wait_broker_idle());
     uct_ep_h ep = m_node->connect(m_agent->dev_addr(), m_agent->iface_addr());
     ASSERT_NE(nullptr, ep);
     ASSERT_TRUE(m_agent->fill(r.buf.index, 15));
