@@ -310,6 +310,27 @@ static ucs_status_t uct_cuda_ipc_ns_copy_local(const void *ptr, size_t length,
 }
 
 
+/* The staging ring, in pinned host memory (@a on_host) or not, for a local
+ * buffer on @a device (-1: host memory) in the session with the owner of
+ * @a key; the session and the ring are opened on first use */
+static ucs_status_t
+uct_cuda_ipc_ns_copy_ring_get(uct_cuda_ipc_ns_copies_t *copies,
+                              const uct_cuda_ipc_ns_rkey_info_t *key,
+                              int on_host, int device,
+                              uct_cuda_ipc_ns_copy_ring_t **ring_p)
+{
+    uct_cuda_ipc_ns_copy_session_t *session;
+    ucs_status_t status;
+
+    status = uct_cuda_ipc_ns_copy_session_get(copies, key, &session);
+    if (status != UCS_OK) {
+        return status;
+    }
+    return uct_cuda_ipc_ns_staging_ring_get(copies, session, on_host, device,
+                                            ring_p);
+}
+
+
 ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
                                             uct_cuda_ipc_ns_copy_ep_t *copy_ep,
                                             const uct_cuda_ipc_ns_rkey_info_t *key,
@@ -318,19 +339,13 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
                                             uint64_t remote_addr)
 {
     uct_cuda_ipc_ns_ptr_attr_t attr;
-    uct_cuda_ipc_ns_copy_session_t *session;
     uct_cuda_ipc_ns_copy_ring_t *ring;
     uct_cuda_ipc_ns_copy_op_t *op;
     ucs_status_t status;
     size_t num_chunks;
 
-    status = uct_cuda_ipc_ns_copy_session_get(copies, key, &session);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = uct_cuda_ipc_ns_staging_ring_get(
-            copies, session,
+    status = uct_cuda_ipc_ns_copy_ring_get(
+            copies, key,
             uct_cuda_ipc_ns_staged_on_host(copies, owner_gpu_usable),
             (uct_cuda_ipc_ns_ptr_attr_get(buffer, &attr) == UCS_OK) ?
             attr.device : -1, &ring);
@@ -376,18 +391,12 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
                                                uct_unpack_callback_t unpack_cb,
                                                void *arg, uct_completion_t *comp)
 {
-    uct_cuda_ipc_ns_copy_session_t *session;
     uct_cuda_ipc_ns_copy_ring_t *ring;
     uct_cuda_ipc_ns_copy_op_t *op;
     ucs_status_t status;
 
-    status = uct_cuda_ipc_ns_copy_session_get(copies, key, &session);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = uct_cuda_ipc_ns_staging_ring_get(
-            copies, session,
+    status = uct_cuda_ipc_ns_copy_ring_get(
+            copies, key,
             uct_cuda_ipc_ns_staged_on_host(copies, owner_gpu_usable), -1,
             &ring);
     if (status != UCS_OK) {
@@ -469,18 +478,18 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
         device = elem_device;
     }
 
-    status = uct_cuda_ipc_ns_copy_session_get(copies, key, &session);
-    if (status != UCS_OK) {
-        goto err_free_op;
-    }
-
     if (staged) {
-        status = uct_cuda_ipc_ns_staging_ring_get(copies, session, on_host,
-                                                  device, &ring);
+        status = uct_cuda_ipc_ns_copy_ring_get(copies, key, on_host, device,
+                                               &ring);
         if (status != UCS_OK) {
             goto err_free_op;
         }
         return uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, ring, op);
+    }
+
+    status = uct_cuda_ipc_ns_copy_session_get(copies, key, &session);
+    if (status != UCS_OK) {
+        goto err_free_op;
     }
 
     /* the owner serves a few at a time; the rest would wait in its socket */
