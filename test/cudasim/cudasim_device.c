@@ -559,3 +559,27 @@ CUDASIM_API CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
     *device = ctx->device;
     return CUDA_SUCCESS;
 }
+
+
+/* CUDA 13.0's version: the device of @a ctx (NULL: the current one). A
+ * request for "cuCtxGetDevice" at cudaVersion 13000 or later returns it, as
+ * the driver does (cudasim_proc.c) */
+CUDASIM_API CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    CUresult res;
+
+    CUDASIM_ENTER("cuCtxGetDevice_v2");
+    if (device == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (ctx == NULL) {
+        res = cudasim_current_ctx(&ctx);
+        if (res != CUDA_SUCCESS) {
+            return res;
+        }
+    } else if (!cudasim_ctx_valid(ctx)) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    *device = ctx->device;
+    return CUDA_SUCCESS;
+}

@@ -799,6 +799,14 @@ CUDASIM_API CUresult CUDAAPI cuMemHostUnregister(void *p)
             return CUDA_SUCCESS;
         }
     }
+    /* an address inside a registered range that is not its start is an
+     * invalid value for the driver (driver 580), not an unregistered one */
+    for (r = cudasim_hostregs; r != NULL; r = r->next) {
+        if (((uintptr_t)p > r->base) && ((uintptr_t)p < r->base + r->size)) {
+            pthread_mutex_unlock(&cudasim_hostreg_lock);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
     pthread_mutex_unlock(&cudasim_hostreg_lock);
     return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }

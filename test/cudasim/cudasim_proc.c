@@ -58,6 +58,8 @@ static const cudasim_proc_t cudasim_procs[] = {
     CUDASIM_PROC("cuCtxPopCurrent", 2000, cudasim_cuCtxPopCurrent_v1),
     CUDASIM_PROC("cuCtxPopCurrent", 4000, cuCtxPopCurrent),
     CUDASIM_PROC("cuCtxGetDevice", 2000, cuCtxGetDevice),
+    /* another signature under the same base name (CUDA 13.0) */
+    CUDASIM_PROC("cuCtxGetDevice", 13000, cuCtxGetDevice_v2),
     CUDASIM_PROC("cuMemAlloc", 3020, cuMemAlloc),
     CUDASIM_PROC("cuMemFree", 3020, cuMemFree),
     CUDASIM_PROC("cuMemGetAddressRange", 3020, cuMemGetAddressRange),

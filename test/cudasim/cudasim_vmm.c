@@ -309,8 +309,9 @@ cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
     prop->type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop->location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
     prop->location.id          = alloc->device;
+    /* the driver reports no handle types for an imported allocation */
     prop->requestedHandleTypes = (CUmemAllocationHandleType)
-                                 alloc->handle_types;
+                                 (alloc->imported ? 0 : alloc->handle_types);
     pthread_mutex_unlock(&cudasim_vmm_lock);
     return CUDA_SUCCESS;
 }
@@ -462,8 +463,14 @@ CUDASIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size,
 
     pthread_mutex_lock(&cudasim_vmm_lock);
     alloc = cudasim_vmm_lookup(handle);
-    if ((alloc == NULL) || (size > alloc->size)) {
+    if (alloc == NULL) {
         res = CUDA_ERROR_INVALID_VALUE;
+        goto out_unlock_vmm;
+    }
+    if (size > alloc->size) {
+        /* what driver 580 answers for a mapping past the allocation's end
+         * (docs/testing.md, "What a GPU showed") */
+        res = CUDA_ERROR_NOT_SUPPORTED;
         goto out_unlock_vmm;
     }
 

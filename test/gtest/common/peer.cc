@@ -246,6 +246,17 @@ static void peer_exec(const std::string &exe, const std::string &role,
                   128 + WTERMSIG(status));
         }
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* as in a pod: a /proc of the new PID namespace. The inherited one
+         * shows the parent namespace's processes, so /proc/<our pid> is
+         * another process (pid 1 is the machine's init), and the CUDA
+         * driver's cuInit fails in it (driver 580: CUDA_ERROR_NO_DEVICE) */
+        if (unshare(CLONE_NEWNS) ||
+            mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) ||
+            mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  NULL)) {
+            perror("mounting a /proc of the new PID namespace");
+            _exit(126);
+        }
     }
     if (opts.block_pidfd_getfd) {
         block_pidfd_getfd();

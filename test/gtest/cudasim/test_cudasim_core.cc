@@ -94,6 +94,17 @@ TEST_F(test_cudasim_core, get_proc_address)
                                      CU_GET_PROC_ADDRESS_DEFAULT, &status));
     EXPECT_EQ(driver_sym("cuDeviceGetUuid_v2"), func);
 
+    /* one base name, two signatures: CUDA 13.0's cuCtxGetDevice_v2 takes a
+     * context too. The driver table asks for the version its prototypes
+     * are (12000), and gets the one-argument function */
+    ASSERT_EQ(CUDA_SUCCESS, get_proc("cuCtxGetDevice", &func, 13000,
+                                     CU_GET_PROC_ADDRESS_DEFAULT, &status));
+    EXPECT_EQ(driver_sym("cuCtxGetDevice_v2"), func);
+    ASSERT_EQ(CUDA_SUCCESS, get_proc("cuCtxGetDevice", &func, 12000,
+                                     CU_GET_PROC_ADDRESS_DEFAULT, &status));
+    EXPECT_EQ(driver_sym("cuCtxGetDevice"), func);
+    EXPECT_EQ(func, (void*)uct_cuda_ipc_ns_drv.cuCtxGetDevice);
+
     /* an older version gets the older ABI */
     ASSERT_EQ(CUDA_SUCCESS, get_proc("cuDeviceGetUuid", &func, 11000,
                                      CU_GET_PROC_ADDRESS_DEFAULT, &status));

@@ -134,8 +134,18 @@ static void uct_cuda_ipc_ns_driver_reset(void)
 }
 
 
-/* Resolve one symbol: cuGetProcAddress at our CUDA_VERSION, then dlsym() of
- * the versioned name for drivers whose cuGetProcAddress lacks it */
+/*
+ * The CUDA version whose entry points the table's prototypes are: the
+ * newest version of an entry point at or below it. Not the CUDA_VERSION of
+ * the cuda.h we build with: a request at 13000 returns cuCtxGetDevice_v2,
+ * which takes a context too, for "cuCtxGetDevice" (a crash on driver 580,
+ * docs/testing.md "What a GPU showed"). Raise it only with the prototypes.
+ */
+#define UCT_CUDA_IPC_NS_CU_API_VERSION 12000
+
+/* Resolve one symbol: cuGetProcAddress at UCT_CUDA_IPC_NS_CU_API_VERSION,
+ * then dlsym() of the versioned name for drivers whose cuGetProcAddress
+ * lacks it */
 static void *
 uct_cuda_ipc_ns_driver_resolve(void *dl,
                                uct_cuda_ipc_ns_get_proc_address_t *get_proc,
@@ -147,14 +157,14 @@ uct_cuda_ipc_ns_driver_resolve(void *dl,
     CUresult res;
 
     if (get_proc != NULL) {
-        res = get_proc(base_name, &func, CUDA_VERSION,
+        res = get_proc(base_name, &func, UCT_CUDA_IPC_NS_CU_API_VERSION,
                        CU_GET_PROC_ADDRESS_DEFAULT, &query_result);
         if ((res == CUDA_SUCCESS) &&
             (query_result == CU_GET_PROC_ADDRESS_SUCCESS) && (func != NULL)) {
             return func;
         }
         ucs_debug("cuGetProcAddress(%s, %d) failed: %s (query result %d), "
-                  "trying dlsym(%s)", base_name, CUDA_VERSION,
+                  "trying dlsym(%s)", base_name, UCT_CUDA_IPC_NS_CU_API_VERSION,
                   uct_cuda_ipc_ns_cu_error_name(res), (int)query_result,
                   versioned_name);
     }
