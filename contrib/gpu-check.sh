@@ -21,15 +21,21 @@
 # and a summary with the figures. A failed step does not stop the later
 # ones; the exit status is 1 when one failed.
 #
-# usage: contrib/gpu-check.sh [--dry]
+# usage: contrib/gpu-check.sh [--dry | --no-build]
 #   --dry  the same steps with the CPU emulator as the driver, short: the
 #          build as it is (not rebuilt), the suite only DRY_FILTER (default
 #          a sample) less the skip list, short pod and benchmark runs, ASan
 #          only DRY_FILTER and only when BUILD-asan exists. CI runs it
 #          (contrib/run-tests.sh) so that the command stays runnable.
+#   --no-build  every step on the driver, with the build as it is: for a
+#          GPU machine that reaches no package registry, where the builds
+#          come from contrib/gpu-bundle.sh (contrib/gpu-unpack.sh)
 # Environment: BUILD_DIR; UCX_CUDA_IPC_NS_DRIVER (default libcuda.so.1 with
 # a GPU, contrib/driver.sh; the emulator with --dry); OUT_DIR (default
-# BUILD/gpu-check); GPU_ASAN=0; DRY_FILTER.
+# BUILD/gpu-check); GPU_ASAN=0; DRY_FILTER; GPU_STEPS (the steps to run, by
+# name: default build,suite,demo,activation,perftest,bench,asan);
+# GTEST_SHARDS (the suite as that many shards side by side,
+# test/gtest/run_shards.sh; default 1).
 # One progress line per step; each step's output goes to OUT_DIR/STEP.log,
 # whose end is shown when it fails.
 set -uo pipefail
@@ -37,12 +43,14 @@ prog=gpu-check
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/contrib/steps.sh"
 build=${BUILD_DIR:-$top/build}
-dry=0
+dry=0 build_it=1
 case ${1:-} in
---dry) dry=1 ;;
+--dry) dry=1 build_it=0 ;;
+--no-build) build_it=0 ;;
 "") ;;
-*) sed -n '2,34p' "$0"; exit 2 ;;
+*) sed -n '2,40p' "$0"; exit 2 ;;
 esac
+steps=,${GPU_STEPS:-build,suite,demo,activation,perftest,bench,asan},
 out=${OUT_DIR:-$build/gpu-check}
 mkdir -p "$out"
 skip_list=$top/test/gpu-skip.list
@@ -50,11 +58,13 @@ skip_list=$top/test/gpu-skip.list
 results=()   # "STATUS step: figures", in order
 failed=0
 
-# run STEP WHAT cmd...: the step's output to OUT_DIR/STEP.log; its status
-# and the figures that FIGURES_CMD (a function, given the log) prints
+# run STEP WHAT FIGURES_CMD cmd...: the step's output to OUT_DIR/STEP.log;
+# its status and the figures that FIGURES_CMD (a function, given the log)
+# prints. A step that GPU_STEPS leaves out is skipped.
 run() {
     local name=$1 what=$2 figures=$3 log=$out/$1.log rc
     shift 3
+    [[ $steps == *,$name,* ]] || { skip "$name" "not in GPU_STEPS"; return 0; }
     say "$what (log $log)"
     ("$@") </dev/null >"$log" 2>&1
     rc=$?
@@ -80,7 +90,11 @@ if [ $dry = 1 ]; then
     driver=$(readlink -f "$build/test/cudasim/.libs/libcudasim.so")
     why="the CPU emulator (dry run)"
 else
-    run build "build (contrib/build.sh, $build)" no_figures "$top/contrib/build.sh"
+    if [ $build_it = 1 ]; then
+        run build "build (contrib/build.sh, $build)" no_figures "$top/contrib/build.sh"
+    else
+        skip build "--no-build: the build in $build as it is"
+    fi
     { read -r driver; read -r why; } < <(UCX_CUDA_IPC_NS_DRIVER=${UCX_CUDA_IPC_NS_DRIVER:-} \
                                          "$top/contrib/driver.sh" "$build") ||
         { say "no driver: see contrib/driver.sh"; exit 1; }
@@ -108,13 +122,16 @@ check_skip_list() {
     return $stale
 }
 suite() {
-    make -C "$build" -j"$(nproc)" >/dev/null && make -C "$build/test/gtest" -j"$(nproc)" gtest >/dev/null &&
+    if [ $build_it = 1 ]; then
+        make -C "$build" -j"$(nproc)" >/dev/null && make -C "$build/test/gtest" -j"$(nproc)" gtest >/dev/null ||
+            return 1
+    fi
     check_skip_list || return 1
     local filter
     filter=$(skip_patterns | paste -sd: -)
     [ $dry = 1 ] && filter="$DRY_FILTER-$filter" || filter="-$filter"
-    echo "GTEST_FILTER=$filter"
-    "$build/test/gtest/gtest" --gtest_filter="$filter"
+    echo "GTEST_FILTER=$filter GTEST_SHARDS=${GTEST_SHARDS:=1}"
+    GTEST_SHARDS=$GTEST_SHARDS "$top/test/gtest/run_shards.sh" "$build/test/gtest/gtest" --gtest_filter="$filter"
 }
 gtest_figures() {
     grep -E '^\[  (PASSED|SKIPPED|FAILED)  \] [0-9]+ test' "$1" | tr '\n' ' ' | sed 's/ *$//'
