@@ -780,9 +780,10 @@ CUDASIM_API CUresult CUDAAPI cuMemHostUnregister(void *p)
     CUresult res;
 
     CUDASIM_ENTER("cuMemHostUnregister");
+    /* without a context, a portable registration only (driver 580) */
     res = cudasim_current_ctx(&ctx);
     if (res != CUDA_SUCCESS) {
-        return res;
+        ctx = NULL;
     }
 
     pthread_mutex_lock(&cudasim_hostreg_lock);
@@ -808,7 +809,7 @@ CUDASIM_API CUresult CUDAAPI cuMemHostUnregister(void *p)
         }
     }
     pthread_mutex_unlock(&cudasim_hostreg_lock);
-    return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    return (ctx == NULL) ? res : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }
 
 

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cstring>
+#include <iostream>
 #include <vector>
 
 using namespace cudasim_test;
@@ -349,10 +350,19 @@ TEST_F(test_cudasim_ipc, pid_namespace)
     if (skipped) {
         GTEST_SKIP() << "cannot create a PID namespace here";
     }
-    /* legacy IPC does not cross PID namespaces ... */
-    EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, reply.legacy_open)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
-    /* ... a VMM allocation passed as a file descriptor does */
+    /* the emulator refuses legacy IPC across PID namespaces, as the
+     * drivers that made stock UCX refuse it did; driver 580 on an H200
+     * opened it (docs/testing.md, "What a GPU showed"), so on a GPU the
+     * answer is reported, not checked */
+    if (is_emulator()) {
+        EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, reply.legacy_open)
+                << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
+    } else {
+        std::cout << "[ INFO     ] legacy IPC across PID namespaces: "
+                  << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open)
+                  << std::endl;
+    }
+    /* a VMM allocation passed as a file descriptor crosses them */
     EXPECT_EQ(CUDA_SUCCESS, reply.vmm_import)
             << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.vmm_import);
     EXPECT_TRUE(reply.vmm_data_ok);
