@@ -16,13 +16,13 @@
 
 /*
  * The allocation behind an imported fd must be the one expected: device
- * memory, and exactly @a length bytes long. Its handle types are not
+ * memory, and exactly @a length bytes long. A mapping of that length fails
+ * when it is shorter; a mapping one granule longer must fail, or it is
+ * longer (the driver maps only from offset 0, so the end is probed with a
+ * longer mapping in a scratch reservation). Its handle types are not
  * checked: the driver reports none for an imported allocation (driver 580,
  * docs/testing.md "What a GPU showed"); that it came as a POSIX fd says it
- * was exportable as one. A
- * mapping of that length fails when it is shorter; a mapping one granule
- * longer must fail, or it is longer (the driver maps only from offset 0, so
- * the end is probed with a longer mapping in a scratch reservation).
+ * was exportable as one.
  */
 static ucs_status_t
 uct_cuda_ipc_ns_map_check_handle(size_t length, const char *what,
