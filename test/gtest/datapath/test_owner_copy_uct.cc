@@ -46,6 +46,30 @@ struct posting_completion : completion {
 };
 
 
+/* The agent's copy engine held (the emulator's hold) until release() or
+ * the end of the scope, also when an assertion fails */
+struct agent_copies_held {
+    agent *a;
+    bool  held;
+
+    explicit agent_copies_held(agent *a) : a(a), held(a->hold_copies(true)) {}
+    ~agent_copies_held() { release(); }
+    bool release()
+    {
+        bool ok = !held || a->hold_copies(false);
+        held    = false;
+        return ok;
+    }
+};
+
+
+/* The emulator's fault rules cleared at the end of the scope, also when an
+ * assertion fails */
+struct faults_cleared {
+    ~faults_cleared() { fault_reload(""); }
+};
+
+
 class owner_copy_uct : public datapath_pair {
 public:
     void SetUp() override
@@ -724,13 +748,10 @@ TEST_F(owner_copy_uct, answers_not_owed_end_the_session) {
     ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 14, &r));
     int local = m_node->alloc(BUF_VMM, MiB);
 
-    if (!m_agent->hold_copies(true)) {
+    agent_copies_held hold(m_agent.get());
+    if (!hold.held) {
         GTEST_SKIP() << "needs the emulator's copy-engine hold";
     }
-    struct release_all {
-        agent *a;
-        ~release_all() { a->hold_copies(false); } /* also on failure */
-    } restore{m_agent.get()};
 
     for (const lie &l : lies) {
         SCOPED_TRACE(l.what);
@@ -773,7 +794,7 @@ TEST_F(owner_copy_uct, answers_not_owed_end_the_session) {
     /* the owner is still there: a new session copies, once the copies
      * of the ended sessions (into our buffer) ended and their
      * connections closed */
-    ASSERT_TRUE(m_agent->hold_copies(false));
+    ASSERT_TRUE(hold.release());
     ASSERT_TRUE(m_agent->wait_broker_idle());
     uct_ep_h ep = m_node->connect(m_agent->dev_addr(), m_agent->iface_addr());
     ASSERT_NE(nullptr, ep);
@@ -955,9 +976,7 @@ TEST_F(owner_copy_staged, importer_copy_failure) {
     if (!fault_reload("cuMemcpyAsync:1:CUDA_ERROR_OUT_OF_MEMORY")) {
         GTEST_SKIP() << "needs the emulator's fault injection";
     }
-    struct faults_off {
-        ~faults_off() { fault_reload(""); } /* also when an assertion fails */
-    } restore;
+    faults_cleared restore;
     EXPECT_EQ(UCS_ERR_NO_MEMORY, post(true, local_ptr(local, 0), size,
                                       r.buf.addr, r.rkey.rkey, &put))
             << "a put's first copy is ours";
@@ -997,16 +1016,11 @@ TEST_F(owner_copy_staged, local_failure_keeps_the_session) {
     int put_buf = m_node->alloc(BUF_LEGACY, size);
     completion get, put;
 
-    if (!m_agent->hold_copies(true)) {
+    agent_copies_held hold(m_agent.get());
+    if (!hold.held) {
         GTEST_SKIP() << "needs the emulator's copy-engine hold";
     }
-    struct release_all {
-        agent *a;
-        ~release_all() { /* also when an assertion fails */
-            fault_reload("");
-            a->hold_copies(false);
-        }
-    } restore{m_agent.get()};
+    faults_cleared restore; /* before the hold is released */
 
     m_node->fill(get_buf, 91);
     m_node->fill(put_buf, 92);
@@ -1023,7 +1037,7 @@ TEST_F(owner_copy_staged, local_failure_keeps_the_session) {
     }
     EXPECT_FALSE(get.done) << "the get owed by the session failed with the put";
 
-    ASSERT_TRUE(m_agent->hold_copies(false));
+    ASSERT_TRUE(hold.release());
     ASSERT_TRUE(m_node->progress_until([&] { return get.done; }));
     EXPECT_EQ(UCS_OK, get.status);
     EXPECT_TRUE(m_node->check(get_buf, 90, 0, size));
