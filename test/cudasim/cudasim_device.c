@@ -543,32 +543,11 @@ CUresult CUDAAPI cudasim_cuCtxPopCurrent_v1(CUcontext *pctx)
 }
 
 
-CUDASIM_API CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
-{
-    CUcontext ctx;
-    CUresult res;
-
-    CUDASIM_ENTER("cuCtxGetDevice");
-    if (device == NULL) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    res = cudasim_current_ctx(&ctx);
-    if (res != CUDA_SUCCESS) {
-        return res;
-    }
-    *device = ctx->device;
-    return CUDA_SUCCESS;
-}
-
-
-/* CUDA 13.0's version: the device of @a ctx (NULL: the current one). A
- * request for "cuCtxGetDevice" at cudaVersion 13000 or later returns it, as
- * the driver does (cudasim_proc.c) */
-CUDASIM_API CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+/* The device of @a ctx, or of the current context when @a ctx is NULL */
+static CUresult cudasim_ctx_device(CUdevice *device, CUcontext ctx)
 {
     CUresult res;
 
-    CUDASIM_ENTER("cuCtxGetDevice_v2");
     if (device == NULL) {
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -582,4 +561,21 @@ CUDASIM_API CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
     }
     *device = ctx->device;
     return CUDA_SUCCESS;
+}
+
+
+CUDASIM_API CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
+{
+    CUDASIM_ENTER("cuCtxGetDevice");
+    return cudasim_ctx_device(device, NULL);
+}
+
+
+/* CUDA 13.0's version: the device of @a ctx (NULL: the current one). A
+ * request for "cuCtxGetDevice" at cudaVersion 13000 or later returns it, as
+ * the driver does (cudasim_proc.c) */
+CUDASIM_API CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    CUDASIM_ENTER("cuCtxGetDevice_v2");
+    return cudasim_ctx_device(device, ctx);
 }

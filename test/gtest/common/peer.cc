@@ -249,7 +249,8 @@ static void peer_exec(const std::string &exe, const std::string &role,
         /* as in a pod: a /proc of the new PID namespace. The inherited one
          * shows the parent namespace's processes, so /proc/<our pid> is
          * another process (pid 1 is the machine's init), and the CUDA
-         * driver's cuInit fails in it (driver 580: CUDA_ERROR_NO_DEVICE) */
+         * driver's cuInit fails in it (driver 580:
+         * CUDA_ERROR_OPERATING_SYSTEM) */
         if (unshare(CLONE_NEWNS) ||
             mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) ||
             mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
