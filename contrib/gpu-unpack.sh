@@ -26,8 +26,8 @@ fi
 # a UCX of the machine's own (Ubuntu's libucx0) would be loaded in place of
 # Debian's 1.13.1 that build/ was made against: set it aside, whole
 lib=/usr/lib/x86_64-linux-gnu
-if [ -e $lib/libucs.so.0 ] &&
-   ! cmp -s <(tar -xzf "$archive" -O .$lib/libucs.so.0) $lib/libucs.so.0; then
+ucs_is_ours() { cmp -s <(tar -xzf "$archive" -O .$lib/libucs.so.0) $lib/libucs.so.0; }
+if [ -e $lib/libucs.so.0 ] && ! ucs_is_ours; then
     say "this machine's own UCX ($(readlink -f $lib/libucs.so.0)): set aside in $lib/ucx.machine/"
     mkdir -p $lib/ucx.machine
     mv $lib/libuc[mpst]*.so* $lib/ucx.machine/
@@ -49,7 +49,6 @@ for tool in ip ss; do
         "$tools" "$tools" "$tool" >/usr/local/bin/$tool
     chmod +x /usr/local/bin/$tool
 done
-cmp -s <(tar -xzf "$archive" -O .$lib/libucs.so.0) $lib/libucs.so.0 ||
-    { say "$lib/libucs.so.0 is not the archive's: set aside"; exit 1; }
+ucs_is_ours || { say "$lib/libucs.so.0 is still not the archive's after unpacking"; exit 1; }
 v=$(ucx_info -v 2>&1 | sed -n 's/^# Version //p')
 say "in place: UCX $v, $(command -v ip), the builds of $(dirname "$was")"
