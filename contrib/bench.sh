@@ -45,8 +45,10 @@
 # ucx_perftest figures are taken in PT_ROUNDS runs (default 5) of each
 # side, alternately: their ratio is the median of one side's runs over the
 # other's, its range every run of one over every run of the other
-# (ratio_line). The summary says PASS or FAIL against a goal only when the
-# whole range lies on one side of it, else "inconclusive" with the spread.
+# (ratio_line). The summary (contrib/bench-verdicts.sh) says PASS or FAIL
+# against a goal only when the whole range lies on one side of it, else
+# "inconclusive" with the spread; contrib/bench-agree.sh tells whether the
+# summaries of several runs give every figure the same verdict.
 #
 # Runs them against UCX 1.13.1 (BUILD_DIR, default build/), then, when a UCX
 # 1.22 build is present (BUILD_DIR_122, default build-1.22/, made by
@@ -236,7 +238,7 @@ GP
         echo "== summary, UCX $ver (goals: docs/architecture.md, Performance): median [min-max] over the rounds"
         cat "$out/datapath.txt" "$out/cache.txt" "$out/fd_import.txt" "$out/chunks.txt" \
             "$out/memtype_detect.txt" "$out/owner_copy.txt" "$out/perftest-ratios.txt" \
-            "$out/nixl-ratios.txt" | verdicts
+            "$out/nixl-ratios.txt" | "$top/contrib/bench-verdicts.sh"
         echo "plots: $out/datapath.png $out/perftest/bandwidth.png"
     } | tee "$out/summary.txt"
 }
@@ -266,44 +268,6 @@ ratio_line() {
                 a[1] / b[n], a[n] / b[1], n
             printf "%s; iterations per run: %s\n", runs, it
         }'
-}
-
-# the ratio lines of the input with their goal and verdict: PASS or FAIL
-# only when the whole range across the rounds lies on one side of the goal
-verdicts() {
-    awk '
-    function goal(name) {
-        if (name ~ /^(put|get)\/DtoD (16|64) MiB/) return ">= 0.90"
-        if (name ~ /^get\/put (16|64) MiB/) return "within 0.85 1.15"
-        if (name ~ /^8 B put latency/) return "<= 1.5"
-        if (name ~ /^cache hit 100,000/) return "<= 2"
-        if (name ~ /^fd import/) return "<= 10"
-        if (name ~ /^(put|get) chunks\/single /) return ">= 0.95"
-        if (name ~ / -e \/ no -e /) return ">= 0.8"
-        if (name ~ /legacy\/VMM [0-9]+ MiB/) return ">= 0.45"
-        if (name ~ /host ring \/ TCP/) return ">= 5"
-        if (name ~ /^owner_copy\/ipc (get|put) (4096|65536) KiB/) return ">= 0.85"
-        return ""
-    }
-    /^  runs / { print "    " substr($0, 3); next }
-    /^ratio / {
-        line = substr($0, 7); c = index(line, ": ")
-        name = substr(line, 1, c - 1); rest = substr(line, c + 2)
-        if (rest ~ /^none/) { printf "%-46s %s\n", name, rest; next }
-        gsub(/[(),]/, "", rest); split(rest, f, " ")
-        med = f[1]; lo = f[3]; hi = f[5]; n = f[6]
-        if (n == "") { printf "%-46s %.3f (one figure, no rounds)\n", name, med; next }
-        g = goal(name); split(g, gg, " ")
-        if (g == "") v = "(no goal)"
-        else {
-            if (gg[1] == ">=") { ok = lo >= gg[2]; bad = hi < gg[2]; gt = "goal >= " gg[2] }
-            else if (gg[1] == "<=") { ok = hi <= gg[2]; bad = lo > gg[2]; gt = "goal <= " gg[2] }
-            else { ok = lo >= gg[2] && hi <= gg[3]; bad = hi < gg[2] || lo > gg[3]
-                   gt = "goal " gg[2] "-" gg[3] }
-            v = gt ": " (ok ? "PASS" : bad ? "FAIL" : sprintf("inconclusive (spread %.3f-%.3f spans the goal)", lo, hi))
-        }
-        printf "%-46s %.3f [%.3f-%.3f] %2d rounds  %s\n", name, med, lo, hi, n, v
-    }'
 }
 
 BUILD_DIR=$build113 "$top/contrib/build.sh"

@@ -6,7 +6,9 @@
 # UCX 1.13.1: the gtest suite through `make check`, the module activation
 # checks against the installed ucx_info (module preloaded), a short run of
 # the demo (ucx_perftest between two pods over cu_ipc_ns, a few sizes), and
-# the rkey parser fuzz run (FUZZ_SECONDS, default 30), then the whole suite
+# the benchmark's verdict rule on written ratio lines
+# (test/bench/check_bench_verdicts.sh), the rkey parser fuzz run
+# (FUZZ_SECONDS, default 30), then the whole suite
 # again built with ASan+UBSan and with TSan (contrib/run-sanitizers.sh, in
 # BUILD-asan/ and BUILD-tsan/ beside the build dir; SKIP_SANITIZERS=1 skips),
 # the other-uid tests of each build with the clone closed to other uids
@@ -110,6 +112,9 @@ make_check "$build"
 
 say "activation checks (installed ucx_info, module preloaded)"
 "$top/test/activation/check_activation.sh" "$build" preload
+step "$build/logs/bench-verdicts.log" \
+    "the benchmark's verdict rule and run comparison (test/bench/check_bench_verdicts.sh)" \
+    "$top/test/bench/check_bench_verdicts.sh"
 say "the plain driver-API program (no module) on the emulator"
 "$build/test/cudasim/cuda_ipc_demo" "$build/test/cudasim/.libs/libcudasim.so"
 # the demo, short: every run must cross PID and network namespaces and pass

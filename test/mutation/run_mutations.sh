@@ -137,6 +137,7 @@ fi
 # nor the benchmarks are relinked for them
 rebuild() {
     case "$2" in
+    contrib/*)             ;; # scripts: nothing to build
     src/uct/cuda_ipc_ns/*) make -C "$1/build/src/uct/cuda_ipc_ns" -j"$jobs" ;;
     test/cudasim/*)        make -C "$1/build/test/cudasim" -j"$jobs" ;;
     *) make -C "$1/build" -j"$jobs" && make -C "$1/build/test/gtest" gtest ;;
@@ -185,7 +186,11 @@ run_one() {
             args=(--gtest_filter="$filter")
         fi
         set +e
-        (run_suite "$w" "$rel" "${args[@]}" >"$work/$id.log" 2>&1)
+        case "$filter" in
+        script:*) # a shell check of the copy's scripts, --full or not
+            (timeout "$timeout_s" "$w/src/${filter#script:}" >"$work/$id.log" 2>&1) ;;
+        *) (run_suite "$w" "$rel" "${args[@]}" >"$work/$id.log" 2>&1) ;;
+        esac
         rc=$?
         set -e
         if [ $rc = 0 ]; then
@@ -197,6 +202,8 @@ run_one() {
         else
             red=$(grep -E '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$work/$id.log" |
                   awk '{print $4}' | tr -d , | head -3 | paste -sd, - || true)
+            # a shell check's first failed check (checks.sh's FAIL: lines)
+            [ -n "$red" ] || red=$(sed -n 's/^FAIL: //p' "$work/$id.log" | head -1)
             result="killed${red:+: $red}"
             [ -n "$red" ] || result="killed (rc $rc)"
         fi
