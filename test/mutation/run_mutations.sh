@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Mutation check: applies each mutation of a list (default
 # test/mutation/mutations.list) to a copy of the tree, one at a time,
-# rebuilds, runs the gtest suite and requires it to FAIL. The suite is
+# rebuilds, runs the gtest suite (or, for an entry whose tests are
+# script:PATH, that shell check of the copy's scripts) and requires it to
+# FAIL. The suite is
 # built in the first copy only and run by every copy against its own
 # module and emulator (docs/testing.md, "Mutation check"). Prints a table and
 # exits non-zero when a mutation survives (the suite passed), does not apply,
