@@ -776,8 +776,10 @@ CUresult CUDAAPI cudasim_cuMemHostRegister_v1(void *p, size_t bytesize,
 CUDASIM_API CUresult CUDAAPI cuMemHostUnregister(void *p)
 {
     cudasim_region_t **rp, *r;
+    cudasim_hostreg_t *h;
     CUcontext ctx;
     CUresult res;
+    int inside;
 
     CUDASIM_ENTER("cuMemHostUnregister");
     /* without a context, a portable registration only (driver 580) */
@@ -801,14 +803,14 @@ CUDASIM_API CUresult CUDAAPI cuMemHostUnregister(void *p)
         }
     }
     /* an address inside a registered range that is not its start is an
-     * invalid value for the driver (driver 580), not an unregistered one */
-    for (r = cudasim_hostregs; r != NULL; r = r->next) {
-        if (((uintptr_t)p > r->base) && ((uintptr_t)p < r->base + r->size)) {
-            pthread_mutex_unlock(&cudasim_hostreg_lock);
-            return CUDA_ERROR_INVALID_VALUE;
-        }
-    }
+     * invalid value for the driver (driver 580), not an unregistered one
+     * (registrations do not overlap: one range at most holds p) */
+    h      = cudasim_hostreg_find((uintptr_t)p);
+    inside = (h != NULL) && (h->region.base != (uintptr_t)p);
     pthread_mutex_unlock(&cudasim_hostreg_lock);
+    if (inside) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     return (ctx == NULL) ? res : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }
 
