@@ -47,6 +47,11 @@ needed_libs() {
         grep -v -E '/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux-x86-64|libcuda)\.so|/libnvidia-' |
         sort -u
 }
+# the ELF files (programs and libraries) in the stage so far
+stage_elfs() {
+    find "$stage" -type f \( -name '*.so*' -o -perm -u+x \) -print0 | xargs -0 file |
+        awk -F: '/ELF/ {print $1}'
+}
 
 for build in "$@"; do
     build=$(cd "$build" && pwd)
@@ -71,10 +76,8 @@ say "Debian's UCX runtime (libucx0, ucx-utils)"
 copy_files $(dpkg -L libucx0 ucx-utils | grep -E '^/usr/(bin/|lib/x86_64-linux-gnu/(ucx/)?lib.*\.so)')
 
 say "the system libraries that these load"
-elfs=$(find "$stage" -type f \( -name '*.so*' -o -perm -u+x \) -print0 | xargs -0 file |
-       awk -F: '/ELF/ {print $1}')
-# shellcheck disable=SC2046,SC2086
-copy_files $(needed_libs $elfs | grep -v -E "^$stage|/libuc[mpst]\.")
+# shellcheck disable=SC2046
+copy_files $(needed_libs $(stage_elfs) | grep -v -E "^$stage|/libuc[mpst]\.")
 
 say "ip and ss, in $tools"
 mkdir -p "$stage$tools/bin" "$stage$tools/lib"
@@ -83,8 +86,7 @@ cp "$(command -v ip)" "$(command -v ss)" "$stage$tools/bin/"
 cp -L $(needed_libs "$(command -v ip)" "$(command -v ss)") "$stage$tools/lib/"
 
 say "strip debug info"
-find "$stage" -type f \( -name '*.so*' -o -perm -u+x \) -print0 | xargs -0 file |
-    awk -F: '/ELF/ {print $1}' | xargs -r strip --strip-debug 2>/dev/null || true
+stage_elfs | xargs -r strip --strip-debug 2>/dev/null || true
 echo "$top" >"$stage/.gpu-bundle-top"
 
 say "archive $archive"
