@@ -15,12 +15,17 @@
  * operation then copies from memory to memory, as every other one, and the
  * ratio compares the transport with the copy alone.
  *
+ * Only the emulator's device memory is CPU memory: on a GPU a CPU access of
+ * a device pointer faults (cuda.h; docs/driver-contract.md), and no CPU
+ * cache holds device memory, so nothing is evicted there.
+ *
  * BENCH_CACHE=keep leaves the caches as the previous operation left them
  * (the figures of earlier versions).
  */
 #ifndef CUDA_IPC_NS_BENCH_CPU_CACHE_H_
 #define CUDA_IPC_NS_BENCH_CPU_CACHE_H_
 
+#include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,13 +34,35 @@
 #define BENCH_CACHE_LINE 64
 
 
+/* whether the loaded driver is the emulator, whose device memory is CPU
+ * memory (its marker symbol, test/cudasim) */
+static inline int bench_device_memory_is_cpu_memory(void)
+{
+    const char *path = getenv("UCX_CUDA_IPC_NS_DRIVER");
+    void *dl;
+    int found;
+
+    dl = dlopen((path != NULL) ? path : "libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (dl == NULL) {
+        return 0;
+    }
+    found = dlsym(dl, "cudasim_is_emulator") != NULL;
+    dlclose(dl);
+    return found;
+}
+
+
 /* whether operations start with their buffers out of the caches */
 static inline int bench_cache_flush_enabled(void)
 {
-    const char *v = getenv("BENCH_CACHE");
+    static int device_in_cpu_caches = -1;
+    const char *v                   = getenv("BENCH_CACHE");
 
+    if (device_in_cpu_caches < 0) {
+        device_in_cpu_caches = bench_device_memory_is_cpu_memory();
+    }
 #if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
-    return (v == NULL) || (strcmp(v, "keep") != 0);
+    return device_in_cpu_caches && ((v == NULL) || (strcmp(v, "keep") != 0));
 #else
     (void)v;
     return 0;
@@ -49,6 +76,8 @@ static inline const char *bench_cache_mode(void)
     return bench_cache_flush_enabled() ?
            "each operation starts with its buffers out of the CPU caches "
            "(BENCH_CACHE=keep: as the previous operation left them)" :
+           !bench_device_memory_is_cpu_memory() ?
+           "device memory, in no CPU cache" :
            "the CPU caches as the previous operation left them";
 }
 

@@ -865,8 +865,39 @@ static CUresult cudasim_ptr_attr(const cudasim_region_t *r,
                                  CUpointer_attribute attr, void *data,
                                  CUdeviceptr ptr)
 {
-    int legacy = (r != NULL) && (r->kind != CUDASIM_REGION_VMM_MAP);
-    int host   = (r != NULL) && (r->kind == CUDASIM_REGION_HOST);
+    const cudasim_region_t *range = r;
+    int legacy, host;
+
+    if ((r != NULL) && (r->kind == CUDASIM_REGION_VMM_RESERVE)) {
+        /* VA reserved but not mapped: cuda.h answers the reserved range
+         * (RANGE_*) and MAPPED 0 ("CU_POINTER_ATTRIBUTE_MAPPED: Returns in
+         * *data a boolean that indicates whether the pointer points to
+         * memory that is capable to be used for hardware accelerated
+         * operations"); what else the driver answers there is not
+         * documented, so nothing else is answered */
+        switch (attr) {
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+            CUDASIM_PUT(CUdeviceptr, r->base);
+            return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+            CUDASIM_PUT(size_t, r->size);
+            return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_MAPPED:
+            CUDASIM_PUT(unsigned int, 0);
+            return CUDA_SUCCESS;
+        default:
+            r = NULL;
+            break;
+        }
+    } else if ((r != NULL) && (r->kind == CUDASIM_REGION_VMM_MAP)) {
+        /* cuda.h, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: "not necessarily
+         * the address of the mapped region, but the address of the mappable
+         * address range pointer belongs to (e.g. from
+         * ::cuMemAddressReserve)"; the mapping itself is MAPPING_* */
+        range = cudasim_region_find_kind(ptr, CUDASIM_REGION_VMM_RESERVE);
+    }
+    legacy = (r != NULL) && (r->kind != CUDASIM_REGION_VMM_MAP);
+    host   = (r != NULL) && (r->kind == CUDASIM_REGION_HOST);
 
     switch (attr) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
@@ -896,7 +927,12 @@ static CUresult cudasim_ptr_attr(const cudasim_region_t *r,
         CUDASIM_PUT(unsigned int, (r != NULL) && !host);
         break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-        CUDASIM_PUT(unsigned long long, (r != NULL) ? r->buffer_id : 0);
+        /* cuda.h: "A process-wide unique ID for an allocated memory
+         * region"; which region a VMM mapping's is, the mapping or its
+         * reservation, is not documented: the emulator answers the
+         * reservation, which a caller taking it for the allocation gets
+         * wrong (MEMORY_BLOCK_ID is the physical allocation) */
+        CUDASIM_PUT(unsigned long long, (range != NULL) ? range->buffer_id : 0);
         break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
         CUDASIM_PUT(unsigned int, 0);
@@ -909,11 +945,19 @@ static CUresult cudasim_ptr_attr(const cudasim_region_t *r,
                     (r != NULL) && (r->kind == CUDASIM_REGION_LEGACY));
         break;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
-        CUDASIM_PUT(CUdeviceptr, (r != NULL) ? r->base : 0);
+        CUDASIM_PUT(CUdeviceptr, (range != NULL) ? range->base : 0);
         break;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        CUDASIM_PUT(size_t, (range != NULL) ? range->size : 0);
+        break;
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+        /* cuda.h: "The start address of the mapping that the pointer
+         * belongs to" */
+        CUDASIM_PUT(CUdeviceptr, (r != NULL) ? r->base : 0);
+        break;
     case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+        /* cuda.h: "Size of the actual underlying mapping that the pointer
+         * belongs to" */
         CUDASIM_PUT(size_t, (r != NULL) ? r->size : 0);
         break;
     case CU_POINTER_ATTRIBUTE_MAPPED:
@@ -938,6 +982,8 @@ static CUresult cudasim_ptr_attr(const cudasim_region_t *r,
         CUDASIM_PUT(CUmemoryPool, NULL);
         break;
     case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+        /* cuda.h: "A process-wide unique id corresponding to the physical
+         * allocation the pointer belongs to" */
         CUDASIM_PUT(unsigned long long, (r != NULL) ? r->buffer_id : 0);
         break;
     case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
@@ -963,6 +1009,10 @@ static cudasim_region_t *cudasim_ptr_region(uintptr_t addr)
     cudasim_region_t *r;
 
     r = cudasim_region_find(addr);
+    if (r == NULL) {
+        /* a hole of a reservation */
+        r = cudasim_region_find_kind(addr, CUDASIM_REGION_VMM_RESERVE);
+    }
     if (r != NULL) {
         return r;
     }

@@ -380,11 +380,13 @@ CUDASIM_API CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size,
         base = aligned;
     }
 
-    region->base     = base;
-    region->size     = size;
-    region->map_size = size;
-    region->kind     = CUDASIM_REGION_VMM_RESERVE;
-    region->device   = -1;
+    region->base      = base;
+    region->size      = size;
+    region->map_size  = size;
+    region->kind      = CUDASIM_REGION_VMM_RESERVE;
+    region->device    = -1;
+    /* the BUFFER_ID of the mappings inside it (cudasim_ptr_attr) */
+    region->buffer_id = cudasim_new_buffer_id();
 
     cudasim_registry_wrlock();
     cudasim_region_insert(region);
@@ -739,7 +741,10 @@ cuMemExportToShareableHandle(void *shareableHandle,
         pthread_mutex_unlock(&cudasim_vmm_lock);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
-    fd = fcntl(alloc->fd, F_DUPFD_CLOEXEC, 0);
+    /* whether the driver's fd is close-on-exec is not documented (cuda.h):
+     * the emulator answers the case a caller must handle, an fd that an
+     * exec'd child inherits */
+    fd = fcntl(alloc->fd, F_DUPFD, 0);
     pthread_mutex_unlock(&cudasim_vmm_lock);
     if (fd < 0) {
         return CUDA_ERROR_OUT_OF_MEMORY;

@@ -155,7 +155,9 @@ cuda_vmm_chunks::cuda_vmm_chunks(size_t num_chunks, int device) :
 
     TEST_CU(cuMemGetAllocationGranularity, &m_chunk, &prop,
             CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    TEST_CU(cuMemAddressReserve, &m_ptr, m_chunk * num_chunks, 0, 0, 0);
+    /* more than is mapped, as a pool reserves: the reservation (RANGE_*
+     * of every chunk) is never the mapped extent */
+    TEST_CU(cuMemAddressReserve, &m_ptr, reserved(), 0, 0, 0);
     for (size_t i = 0; i < num_chunks; ++i) {
         map_chunk(i);
     }
@@ -195,7 +197,7 @@ cuda_vmm_chunks::~cuda_vmm_chunks()
             uct_cuda_ipc_ns_drv.cuMemRelease(m_handles[i]);
         }
     }
-    uct_cuda_ipc_ns_drv.cuMemAddressFree(m_ptr, m_chunk * m_handles.size());
+    uct_cuda_ipc_ns_drv.cuMemAddressFree(m_ptr, reserved());
 }
 
 

@@ -77,8 +77,9 @@ private:
 };
 
 /* A range of separate cuMemCreate allocations (POSIX fd handle type) of the
- * minimal granularity each, mapped back to back in one reservation, as
- * PyTorch's expandable segments map them (docs/framework-memory.md) */
+ * minimal granularity each, mapped back to back from the start of a larger
+ * reservation (two chunks of it stay unmapped), as PyTorch's expandable
+ * segments map them (docs/framework-memory.md) */
 class cuda_vmm_chunks {
 public:
     cuda_vmm_chunks(size_t num_chunks, int device = 0);
@@ -89,6 +90,8 @@ public:
     /* unmap chunk @a index and map a new allocation at its address, as a
      * pool that shrank and grew again */
     void replace(size_t index);
+    /* the reserved range: RANGE_* of every chunk (cuda.h) */
+    size_t reserved() const { return m_chunk * (m_handles.size() + 2); }
 private:
     void map_chunk(size_t index);
 

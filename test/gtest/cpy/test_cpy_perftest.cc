@@ -257,17 +257,25 @@ TEST_F(cpy_perftest_test, uct_alloc_chunked) {
     unsetenv("UCX_CUDA_CPY_NS_MEM_ALLOC");
     ASSERT_EQ(UCS_OK, status);
 
+    /* each chunk its own mapping of its own allocation (MAPPING_*,
+     * MEMORY_BLOCK_ID); RANGE_* is the reservation they share (cuda.h) */
     gran = cpy_test::pointer_attribute<size_t>(
-            mem.address, CU_POINTER_ATTRIBUTE_RANGE_SIZE);
+            mem.address, CU_POINTER_ATTRIBUTE_MAPPING_SIZE);
     ASSERT_LT(gran, (size_t)(4ul << 20)) << "one allocation per chunk";
     void *second = UCS_PTR_BYTE_OFFSET(mem.address, gran);
     EXPECT_EQ((uint64_t)(uintptr_t)second,
               cpy_test::pointer_attribute<uint64_t>(
+                      second, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR));
+    EXPECT_EQ((uint64_t)(uintptr_t)mem.address,
+              cpy_test::pointer_attribute<uint64_t>(
                       second, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR));
+    EXPECT_GE(cpy_test::pointer_attribute<size_t>(
+                      second, CU_POINTER_ATTRIBUTE_RANGE_SIZE),
+              (size_t)(4ul << 20));
     EXPECT_NE(cpy_test::pointer_attribute<unsigned long long>(
-                      mem.address, CU_POINTER_ATTRIBUTE_BUFFER_ID),
+                      mem.address, CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID),
               cpy_test::pointer_attribute<unsigned long long>(
-                      second, CU_POINTER_ATTRIBUTE_BUFFER_ID));
+                      second, CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID));
     EXPECT_TRUE(cpy_test::posix_fd_exportable(second));
 
     /* bytes across the chunks */

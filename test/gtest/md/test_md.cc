@@ -134,6 +134,35 @@ TEST_F(md_test, mem_query) {
 }
 
 
+/* Chunks of a reservation (an expandable segment): mem_query reports the
+ * mapping of the queried address and the chunks mapped after it up to the
+ * queried end, never the reservation (RANGE_*, docs/driver-contract.md),
+ * and an unmapped hole of the reservation is not CUDA memory */
+TEST_F(md_test, mem_query_chunks_by_mapping) {
+    test::cuda_vmm_chunks chunks(3);
+    const size_t chunk = chunks.chunk_size();
+    char *second       = (char*)chunks.ptr() + chunk;
+
+    uct_md_mem_attr_t mem_attr;
+    mem_attr.field_mask = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE |
+                          UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS |
+                          UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH;
+    ASSERT_EQ(UCS_OK, uct_md_mem_query(m_md, second + 100, 10, &mem_attr));
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, mem_attr.mem_type);
+    EXPECT_EQ((void*)second, mem_attr.base_address);
+    EXPECT_EQ(chunk, mem_attr.alloc_length);
+
+    /* across the second and third chunks */
+    ASSERT_EQ(UCS_OK, uct_md_mem_query(m_md, second + 100, chunk, &mem_attr));
+    EXPECT_EQ((void*)second, mem_attr.base_address);
+    EXPECT_EQ(2 * chunk, mem_attr.alloc_length);
+
+    /* the reserved, unmapped chunk after them */
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              uct_md_mem_query(m_md, second + 2 * chunk + 100, 10, &mem_attr));
+}
+
+
 /* Legacy keys of the whole allocation from any subrange; with
  * @a owner_copy they carry the broker's address (docs/owner-copies.md),
  * without, the default PID namespace packs exactly the base key */

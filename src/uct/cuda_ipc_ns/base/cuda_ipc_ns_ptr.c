@@ -11,7 +11,45 @@
 #include <uct/base/uct_md.h>
 #include <ucs/debug/log.h>
 #include <ucs/sys/compiler_def.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
+
+
+/*
+ * The mapping holding a VMM address, and the physical allocation mapped
+ * there, as cuda.h defines the attributes (docs/driver-contract.md):
+ * RANGE_* of VMM memory is the whole cuMemAddressReserve range, which a pool
+ * (PyTorch's expandable segments) fills with many allocations; MAPPING_* is
+ * the one mapping; BUFFER_ID inside a reservation is not documented,
+ * MEMORY_BLOCK_ID is the physical allocation. A call of its own, made for
+ * memory that is not a cuMemAlloc allocation only: whether the driver
+ * answers these attributes for legacy memory is not documented.
+ */
+static ucs_status_t uct_cuda_ipc_ns_ptr_mapping(const void *address,
+                                                CUdeviceptr *base_p,
+                                                size_t *size_p,
+                                                uint64_t *block_id_p)
+{
+    CUpointer_attribute names[] = {
+        CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR,
+        CU_POINTER_ATTRIBUTE_MAPPING_SIZE,
+        CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID
+    };
+    unsigned long long block_id = 0;
+    void *values[]              = {base_p, size_p, &block_id};
+    ucs_status_t status;
+
+    *base_p = 0;
+    *size_p = 0;
+    status  = UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes,
+                                      ucs_static_array_size(names), names,
+                                      values, (CUdeviceptr)address);
+    if (block_id_p != NULL) {
+        *block_id_p = block_id;
+    }
+    return status;
+}
 
 
 void uct_cuda_ipc_ns_ptr_query(const void *address,
@@ -20,12 +58,15 @@ void uct_cuda_ipc_ns_ptr_query(const void *address,
     CUpointer_attribute names[] = {
         CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
         CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
         CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
         CU_POINTER_ATTRIBUTE_RANGE_SIZE
     };
     CUmemorytype memory_type = (CUmemorytype)0;
+    unsigned legacy_capable  = 0;
     void *values[]           = {
-        &memory_type, &info->device, &info->base, &info->size
+        &memory_type, &info->device, &legacy_capable, &info->base,
+        &info->size
     };
     ucs_status_t status;
 
@@ -34,8 +75,14 @@ void uct_cuda_ipc_ns_ptr_query(const void *address,
     status = UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes,
                                      ucs_static_array_size(names), names,
                                      values, (CUdeviceptr)address);
+    if ((status == UCS_OK) && (memory_type == CU_MEMORYTYPE_DEVICE) &&
+        !legacy_capable) {
+        status = uct_cuda_ipc_ns_ptr_mapping(address, &info->base, &info->size,
+                                             NULL);
+    }
+    /* reserved but unmapped VA is no memory to move */
     info->is_cuda = (status == UCS_OK) &&
-                    (memory_type == CU_MEMORYTYPE_DEVICE);
+                    (memory_type == CU_MEMORYTYPE_DEVICE) && (info->size != 0);
 }
 
 
@@ -112,7 +159,7 @@ ucs_status_t uct_cuda_ipc_ns_ptr_attr_get(const void *address,
     void *values[] = {
         &attr->memory_type, &attr->device, &attr->context, &attr->base,
         &attr->size, &attr->legacy_capable, &attr->handle_types,
-        &attr->buffer_id
+        &attr->alloc_id
     };
     ucs_status_t status;
 
@@ -125,8 +172,48 @@ ucs_status_t uct_cuda_ipc_ns_ptr_attr_get(const void *address,
         return status;
     }
 
-    return (attr->memory_type == CU_MEMORYTYPE_DEVICE) ? UCS_OK :
-           UCS_ERR_INVALID_ADDR;
+    if (attr->memory_type != CU_MEMORYTYPE_DEVICE) {
+        return UCS_ERR_INVALID_ADDR;
+    }
+    /* a cuMemAlloc allocation is its range and BUFFER_ID; anything else is
+     * taken by its mapping */
+    if (!attr->legacy_capable) {
+        status = uct_cuda_ipc_ns_ptr_mapping(address, &attr->base, &attr->size,
+                                             &attr->alloc_id);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+    return ((attr->memory_type == CU_MEMORYTYPE_DEVICE) && (attr->size != 0)) ?
+           UCS_OK : UCS_ERR_INVALID_ADDR;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_ptr_export_handle(CUmemGenericAllocationHandle handle,
+                                               ucs_log_level_t log_level,
+                                               int *fd_p)
+{
+    ucs_status_t status;
+
+    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, cuMemExportToShareableHandle,
+                                     fd_p, handle,
+                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                     0);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    /* cuda.h does not say whether the fd is close-on-exec; we keep it for
+     * the registration's life, and an exec'd child must not inherit the
+     * memory (docs/driver-contract.md) */
+    if (fcntl(*fd_p, F_SETFD, FD_CLOEXEC) < 0) {
+        ucs_log(log_level, "cuda_ipc_ns: fcntl(fd %d, F_SETFD, FD_CLOEXEC) "
+                "of an exported allocation failed: %m", *fd_p);
+        close(*fd_p);
+        *fd_p = -1;
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
 }
 
 
@@ -143,10 +230,7 @@ ucs_status_t uct_cuda_ipc_ns_ptr_export_fd(CUdeviceptr base,
         return status;
     }
 
-    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, cuMemExportToShareableHandle,
-                                     fd_p, handle,
-                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                     0);
+    status = uct_cuda_ipc_ns_ptr_export_handle(handle, log_level, fd_p);
     /* the exported fd keeps the allocation alive; drop our retain */
     (void)UCT_CUDA_IPC_NS_CU(cuMemRelease, handle);
     return status;

@@ -16,7 +16,8 @@
 typedef struct uct_cuda_ipc_ns_ptr_info {
     int         is_cuda; /* device memory known to the driver */
     int         device;  /* its device ordinal */
-    CUdeviceptr base;    /* its allocation (range) */
+    CUdeviceptr base;    /* its allocation: the cuMemAlloc range or the VMM
+                          * mapping, never a whole reservation */
     size_t      size;
 } uct_cuda_ipc_ns_ptr_info_t;
 
@@ -45,11 +46,13 @@ typedef struct {
     CUmemorytype memory_type;
     int          device;
     CUcontext    context;
-    CUdeviceptr  base;
+    CUdeviceptr  base;           /* the allocation: the cuMemAlloc range or the
+                                  * VMM mapping, never a whole reservation */
     size_t       size;
     int          legacy_capable;
     uint64_t     handle_types;
-    uint64_t     buffer_id;
+    uint64_t     alloc_id;       /* BUFFER_ID of legacy memory, the
+                                  * MEMORY_BLOCK_ID of a VMM mapping */
 } uct_cuda_ipc_ns_ptr_attr_t;
 
 
@@ -64,8 +67,17 @@ ucs_status_t uct_cuda_ipc_ns_ptr_attr_get(const void *address,
 
 
 /**
+ * Export the VMM allocation @a handle as a POSIX fd, close-on-exec, which the
+ * caller closes; errors logged at @a log_level.
+ */
+ucs_status_t uct_cuda_ipc_ns_ptr_export_handle(CUmemGenericAllocationHandle handle,
+                                               ucs_log_level_t log_level,
+                                               int *fd_p);
+
+
+/**
  * Export the VMM allocation at @a base (created with the POSIX-fd handle
- * type) as a POSIX fd, which the caller closes; errors logged at
+ * type) as a POSIX fd, close-on-exec, which the caller closes; errors logged at
  * @a log_level.
  */
 ucs_status_t uct_cuda_ipc_ns_ptr_export_fd(CUdeviceptr base,

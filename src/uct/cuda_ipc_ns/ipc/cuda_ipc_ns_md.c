@@ -291,7 +291,7 @@ uct_cuda_ipc_ns_memh_export_posix_fd(uct_cuda_ipc_ns_md_t *md,
     memh->fd                         = fd;
     memh->info.handle_type           = UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
     memh->info.handle.posix.fd       = fd;
-    memh->info.handle.posix.alloc_id = attr->buffer_id;
+    memh->info.handle.posix.alloc_id = attr->alloc_id;
 
     status = uct_cuda_ipc_ns_memh_broker_register(md, memh);
     if (status != UCS_OK) {
@@ -354,7 +354,7 @@ uct_cuda_ipc_ns_md_walk_chunks(const uct_cuda_ipc_ns_md_t *md,
 
         chunks[count].offset   = next - first->base;
         chunks[count].size     = attr.size;
-        chunks[count].alloc_id = attr.buffer_id;
+        chunks[count].alloc_id = attr.alloc_id;
         ++count;
         next += attr.size;
 
@@ -363,7 +363,7 @@ uct_cuda_ipc_ns_md_walk_chunks(const uct_cuda_ipc_ns_md_t *md,
         }
         if ((uct_cuda_ipc_ns_ptr_attr_get((void*)next, &attr) != UCS_OK) ||
             (attr.base != next) || (attr.size == 0) ||
-            (attr.device != first->device) || (attr.buffer_id == 0) ||
+            (attr.device != first->device) || (attr.alloc_id == 0) ||
             !uct_cuda_ipc_ns_md_exports_fd(md, &attr)) {
             ucs_debug("cuda_ipc_ns: 0x%lx..0x%lx: no exportable VMM allocation "
                       "of device %d mapped at 0x%lx: registering the %u "
@@ -402,7 +402,7 @@ uct_cuda_ipc_ns_memh_export_chunks(uct_cuda_ipc_ns_md_t *md,
     ucs_status_t status;
     uint8_t len;
 
-    status = uct_cuda_ipc_ns_broker_register_chunks(md->broker, attr->buffer_id,
+    status = uct_cuda_ipc_ns_broker_register_chunks(md->broker, attr->alloc_id,
                                                     attr->base, chunks, count,
                                                     memh->info.token,
                                                     &memh->reg);
@@ -412,8 +412,8 @@ uct_cuda_ipc_ns_memh_export_chunks(uct_cuda_ipc_ns_md_t *md,
 
     memh->info.handle_type             = UCT_CUDA_IPC_NS_HANDLE_CHUNKS;
     memh->info.handle.posix.fd         = -1;
-    memh->info.handle.posix.reg_id     = attr->buffer_id;
-    memh->info.handle.posix.alloc_id   = attr->buffer_id;
+    memh->info.handle.posix.reg_id     = attr->alloc_id;
+    memh->info.handle.posix.alloc_id   = attr->alloc_id;
     memh->info.handle.posix.num_chunks = count;
     memh->info.length                  = chunks[count - 1].offset +
                                          chunks[count - 1].size;

@@ -9,6 +9,7 @@
 #include "cuda_ipc_ns_broker_proto.h"
 #include "cuda_ipc_ns_scm.h"
 #include "cuda_ipc_ns_driver.h"
+#include "cuda_ipc_ns_ptr.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/math.h>
@@ -274,27 +275,18 @@ typedef struct {
 } uct_cuda_ipc_ns_broker_chunks_out_t;
 
 
-/* Buffer id, start and size of the mapping at @a addr, 0s when none */
+/* Allocation id, start and size of the mapping at @a addr, as the
+ * registration recorded them (uct_cuda_ipc_ns_ptr_attr_get), 0s when none */
 static void uct_cuda_ipc_ns_broker_chunk_attr(uint64_t addr, uint64_t *ids)
 {
-    CUpointer_attribute names[] = {
-        CU_POINTER_ATTRIBUTE_BUFFER_ID,
-        CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-        CU_POINTER_ATTRIBUTE_RANGE_SIZE
-    };
-    unsigned long long buffer_id = 0;
-    CUdeviceptr start            = 0;
-    size_t size                  = 0;
-    void *values[]               = {&buffer_id, &start, &size};
+    uct_cuda_ipc_ns_ptr_attr_t attr;
 
-    if (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes,
-                                ucs_static_array_size(names), names, values,
-                                (CUdeviceptr)addr) != UCS_OK) {
-        buffer_id = start = size = 0;
+    if (uct_cuda_ipc_ns_ptr_attr_get((void*)addr, &attr) != UCS_OK) {
+        attr.alloc_id = attr.base = attr.size = 0;
     }
-    ids[0] = buffer_id;
-    ids[1] = start;
-    ids[2] = size;
+    ids[0] = attr.alloc_id;
+    ids[1] = attr.base;
+    ids[2] = attr.size;
 }
 
 
@@ -332,10 +324,9 @@ static void uct_cuda_ipc_ns_broker_export_chunk(void *arg, uint64_t addr,
 
     uct_cuda_ipc_ns_broker_chunk_attr(addr, after);
     if ((after[0] == alloc_id) && (after[1] == addr) && (after[2] == size)) {
-        out->status = (UCT_CUDA_IPC_NS_CU(cuMemExportToShareableHandle, &fd,
-                                          handle,
-                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                                          0) == UCS_OK) ?
+        out->status = (uct_cuda_ipc_ns_ptr_export_handle(handle,
+                                                         UCS_LOG_LEVEL_ERROR,
+                                                         &fd) == UCS_OK) ?
                       UCT_CUDA_IPC_NS_BROKER_STATUS_OK :
                       UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL;
     }

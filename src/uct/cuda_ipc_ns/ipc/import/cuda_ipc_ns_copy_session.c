@@ -303,7 +303,7 @@ static ucs_status_t uct_cuda_ipc_ns_copy_local(const void *ptr, size_t length,
 
     local->base   = base;
     local->size   = size;
-    local->buf_id = attr.buffer_id;
+    local->buf_id = attr.alloc_id;
     local->memfd  = -1;
     *device_p     = attr.device;
     return UCS_OK;

@@ -120,7 +120,7 @@ ucs_status_t uct_cuda_ipc_ns_staging_alloc(int device, int is_host,
     staging->handle    = vmm.handle;
     staging->base      = vmm.ptr;
     staging->size      = vmm.size;
-    staging->buf_id    = attr.buffer_id;
+    staging->buf_id    = attr.alloc_id;
 
 out_log:
     if (status == UCS_OK) {

@@ -1,0 +1,301 @@
+/*
+ * The driver's contract: each behaviour of the CUDA driver that the module
+ * relies on, checked the same way on the emulator and on a GPU
+ * (docs/driver-contract.md lists them with the cuda.h line or the
+ * measurement each one follows). None of these tests is in
+ * test/gpu-skip.list: one GPU run checks the emulator as well as the module.
+ *
+ * Where cuda.h leaves the answer open, a test prints the driver's answer as
+ * a line "driver-answer: NAME: VALUE" (contrib/gpu-proof.sh collects them),
+ * checks the emulator's, and the module works with either answer.
+ */
+#include "cudasim_test.h"
+#include "common/peer.h"
+
+extern "C" {
+#include "cuda_ipc_ns_ptr.h"
+}
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <cstdio>
+
+using namespace cudasim_test;
+
+
+class driver_contract : public base {
+protected:
+    static CUmemAllocationProp posix_fd_prop() {
+        CUmemAllocationProp prop  = {};
+        prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id          = 0;
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        return prop;
+    }
+
+    template <typename T>
+    static T attribute(CUdeviceptr ptr, CUpointer_attribute name) {
+        T value = T();
+        CUresult res;
+
+        res = TEST_CU_ENTRY(cuPointerGetAttribute)(&value, name, ptr);
+        EXPECT_EQ(CUDA_SUCCESS, res) << "cuPointerGetAttribute(" << name << ")";
+        return value;
+    }
+
+    static void answer(const char *name, const std::string &value) {
+        printf("driver-answer: %s: %s\n", name, value.c_str());
+        fflush(stdout);
+    }
+};
+
+
+/* @a count allocations of the granularity mapped back to back from the
+ * start of a reservation of @a reserved of them, as an expandable segment */
+class reservation {
+public:
+    reservation(size_t count, size_t reserved) : m_handles(count, 0) {
+        CUmemAllocationProp prop = {};
+        CUmemAccessDesc access   = {};
+
+        prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id          = 0;
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        access.location           = prop.location;
+        access.flags              = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        TEST_CU(cuMemGetAllocationGranularity, &m_chunk, &prop,
+                CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+        m_size = m_chunk * reserved;
+        TEST_CU(cuMemAddressReserve, &m_base, m_size, 0, 0, 0);
+        for (size_t i = 0; i < count; ++i) {
+            TEST_CU(cuMemCreate, &m_handles[i], m_chunk, &prop, 0);
+            TEST_CU(cuMemMap, chunk(i), m_chunk, 0, m_handles[i], 0);
+            TEST_CU(cuMemSetAccess, chunk(i), m_chunk, &access, 1);
+        }
+    }
+
+    ~reservation() {
+        for (size_t i = 0; i < m_handles.size(); ++i) {
+            uct_cuda_ipc_ns_drv.cuMemUnmap(chunk(i), m_chunk);
+            uct_cuda_ipc_ns_drv.cuMemRelease(m_handles[i]);
+        }
+        uct_cuda_ipc_ns_drv.cuMemAddressFree(m_base, m_size);
+    }
+
+    CUdeviceptr chunk(size_t i) const { return m_base + i * m_chunk; }
+    CUdeviceptr base() const { return m_base; }
+    size_t size() const { return m_size; }
+    size_t chunk_size() const { return m_chunk; }
+    CUmemGenericAllocationHandle handle(size_t i) const { return m_handles[i]; }
+
+private:
+    CUdeviceptr                               m_base = 0;
+    size_t                                    m_size = 0, m_chunk = 0;
+    std::vector<CUmemGenericAllocationHandle> m_handles;
+};
+
+
+/*
+ * cuda.h, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: "not necessarily the
+ * address of the mapped region, but the address of the mappable address
+ * range pointer belongs to (e.g. from ::cuMemAddressReserve)";
+ * MAPPING_BASE_ADDR/MAPPING_SIZE: the mapping; MEMORY_BLOCK_ID: "the
+ * physical allocation the pointer belongs to". The module takes a VMM
+ * allocation by MAPPING_* and MEMORY_BLOCK_ID (base/cuda_ipc_ns_ptr.c).
+ */
+TEST_F(driver_contract, vmm_range_is_the_reservation_mapping_the_chunk)
+{
+    reservation resv(3, 6);
+    const CUdeviceptr mid = resv.chunk(1) + 100;
+
+    EXPECT_EQ(resv.base(), attribute<CUdeviceptr>(
+                      mid, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR));
+    EXPECT_EQ(resv.size(), attribute<size_t>(mid, CU_POINTER_ATTRIBUTE_RANGE_SIZE));
+    EXPECT_EQ(resv.chunk(1), attribute<CUdeviceptr>(
+                      mid, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR));
+    EXPECT_EQ(resv.chunk_size(),
+              attribute<size_t>(mid, CU_POINTER_ATTRIBUTE_MAPPING_SIZE));
+    EXPECT_EQ(1u, attribute<unsigned>(mid, CU_POINTER_ATTRIBUTE_MAPPED));
+    EXPECT_EQ((unsigned)CU_MEMORYTYPE_DEVICE,
+              attribute<unsigned>(mid, CU_POINTER_ATTRIBUTE_MEMORY_TYPE));
+
+    /* one physical allocation per chunk */
+    unsigned long long ids[3];
+    for (size_t i = 0; i < 3; ++i) {
+        ids[i] = attribute<unsigned long long>(
+                resv.chunk(i), CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID);
+        EXPECT_NE(0ull, ids[i]);
+    }
+    EXPECT_NE(ids[0], ids[1]);
+    EXPECT_NE(ids[1], ids[2]);
+}
+
+
+/* cuda.h, cuMemGetAddressRange: "the base address and size of the
+ * allocation" by cuMemAlloc or the mapped region of VMM memory; it needs a
+ * context (the fixture's) */
+TEST_F(driver_contract, vmm_address_range_is_the_mapping)
+{
+    reservation resv(3, 6);
+    CUdeviceptr base = 0;
+    size_t size      = 0;
+
+    CU_OK(cuMemGetAddressRange, &base, &size, resv.chunk(2) + 4096);
+    EXPECT_EQ(resv.chunk(2), base);
+    EXPECT_EQ(resv.chunk_size(), size);
+}
+
+
+/* cuda.h, CU_POINTER_ATTRIBUTE_MAPPED of reserved VA without a mapping: 0,
+ * and RANGE_* is still the reservation. The memory type answered there is
+ * not documented: printed. The module takes no address with MAPPED 0 or
+ * no mapping for memory to move. */
+TEST_F(driver_contract, vmm_hole_of_a_reservation_is_not_mapped)
+{
+    reservation resv(2, 4);
+    const CUdeviceptr hole = resv.chunk(3) + 64;
+    CUpointer_attribute names[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                   CU_POINTER_ATTRIBUTE_MAPPED,
+                                   CU_POINTER_ATTRIBUTE_MEMORY_TYPE};
+    CUdeviceptr start = 0;
+    size_t range      = 0;
+    unsigned mapped = 1, type = 0;
+    void *values[]  = {&start, &range, &mapped, &type};
+
+    CU_OK(cuPointerGetAttributes, 4, names, values, hole);
+    EXPECT_EQ(0u, mapped);
+    EXPECT_EQ(resv.base(), start);
+    EXPECT_EQ(resv.size(), range);
+    answer("memory type of reserved, unmapped VA", std::to_string(type));
+
+    /* the module sees no CUDA memory there */
+    uct_cuda_ipc_ns_ptr_info_t info;
+    uct_cuda_ipc_ns_ptr_query((void*)hole, &info);
+    EXPECT_FALSE(info.is_cuda);
+    uct_cuda_ipc_ns_ptr_attr_t attr;
+    EXPECT_NE(UCS_OK, uct_cuda_ipc_ns_ptr_attr_get((void*)hole, &attr));
+}
+
+
+/* cuda.h: RANGE_* of cuMemAlloc memory is the allocation, as
+ * cuMemGetAddressRange. What MAPPING_* answer there is not documented (a
+ * small allocation may share a larger mapping): printed; the module takes
+ * legacy memory by RANGE_* and BUFFER_ID. */
+TEST_F(driver_contract, legacy_range_is_the_allocation)
+{
+    const size_t size = 3 * 4096 + 100;
+    test::cuda_legacy_buffer buf(size);
+    const CUdeviceptr ptr = (CUdeviceptr)buf.ptr();
+    CUpointer_attribute names[] = {CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR,
+                                   CU_POINTER_ATTRIBUTE_MAPPING_SIZE};
+    CUdeviceptr map_base = 0, base = 0;
+    size_t map_size = 0, range = 0;
+    void *values[]  = {&map_base, &map_size};
+    CUresult res;
+
+    EXPECT_EQ(ptr, attribute<CUdeviceptr>(ptr + 200,
+                                          CU_POINTER_ATTRIBUTE_RANGE_START_ADDR));
+    EXPECT_GE(attribute<size_t>(ptr + 200, CU_POINTER_ATTRIBUTE_RANGE_SIZE), size);
+    EXPECT_EQ(1u, attribute<unsigned>(
+                      ptr, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE));
+    CU_OK(cuMemGetAddressRange, &base, &range, ptr + 200);
+    EXPECT_EQ(ptr, base);
+    EXPECT_GE(range, size);
+
+    res = TEST_CU_ENTRY(cuPointerGetAttributes)(2, names, values, ptr + 200);
+    answer("MAPPING_* of a cuMemAlloc allocation",
+           std::string(uct_cuda_ipc_ns_cu_error_name(res)) + " base " +
+           ((map_base == ptr) ? "= allocation" :
+            (map_base == 0) ? "0" : "!= allocation") +
+           " size " + std::to_string(map_size) + " (allocation " +
+           std::to_string(range) + ")");
+
+    uct_cuda_ipc_ns_ptr_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_ptr_attr_get((void*)(ptr + 200), &attr));
+    EXPECT_EQ(ptr, attr.base);
+    EXPECT_EQ(range, attr.size);
+}
+
+
+/* BUFFER_ID ("A process-wide unique ID for an allocated memory region") of
+ * a VMM mapping: the mapping's or the reservation's, not documented. The
+ * emulator answers the reservation's; the module uses MEMORY_BLOCK_ID. */
+TEST_F(driver_contract, buffer_id_of_chunks)
+{
+    reservation resv(2, 4);
+    unsigned long long a, b;
+
+    a = attribute<unsigned long long>(resv.chunk(0), CU_POINTER_ATTRIBUTE_BUFFER_ID);
+    b = attribute<unsigned long long>(resv.chunk(1), CU_POINTER_ATTRIBUTE_BUFFER_ID);
+    answer("BUFFER_ID of two chunks of one reservation",
+           (a == b) ? "the same (the reservation's)" : "different (the chunk's)");
+    if (is_emulator()) {
+        EXPECT_EQ(a, b);
+    }
+
+    uct_cuda_ipc_ns_ptr_attr_t attr0, attr1;
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_ptr_attr_get((void*)resv.chunk(0), &attr0));
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_ptr_attr_get((void*)resv.chunk(1), &attr1));
+    EXPECT_NE(attr0.alloc_id, attr1.alloc_id);
+    EXPECT_EQ(resv.chunk(1), attr1.base);
+    EXPECT_EQ(resv.chunk_size(), attr1.size);
+}
+
+
+/* Whether cuMemExportToShareableHandle's fd is close-on-exec is not
+ * documented: printed. The emulator answers "no", the case the module must
+ * handle; the module's exported fds are close-on-exec either way. */
+TEST_F(driver_contract, exported_fd_close_on_exec)
+{
+    reservation resv(1, 1);
+    int fd = -1, module_fd = -1, flags;
+
+    CU_OK(cuMemExportToShareableHandle, &fd, resv.handle(0),
+          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    flags = fcntl(fd, F_GETFD);
+    ASSERT_GE(flags, 0);
+    answer("exported POSIX fd close-on-exec",
+           (flags & FD_CLOEXEC) ? "yes" : "no");
+    if (is_emulator()) {
+        EXPECT_FALSE(flags & FD_CLOEXEC);
+    }
+    close(fd);
+
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_ptr_export_fd(resv.chunk(0),
+                                                    UCS_LOG_LEVEL_ERROR,
+                                                    &module_fd));
+    flags = fcntl(module_fd, F_GETFD);
+    EXPECT_TRUE((flags >= 0) && (flags & FD_CLOEXEC)) << "module's export";
+    close(module_fd);
+}
+
+
+/* When the driver opens file descriptors (for the device, for an
+ * allocation) is not documented: the suite counts a process's fds around
+ * what it checks, never in absolute numbers. Printed: the fds a POSIX-fd
+ * cuMemCreate and its first export add. */
+TEST_F(driver_contract, fds_a_vmm_allocation_opens)
+{
+    CUmemAllocationProp prop = posix_fd_prop();
+    CUmemGenericAllocationHandle handle;
+    size_t gran = granularity();
+    int before, created, exported, fd = -1;
+
+    before = test::count_open_fds();
+    CU_OK(cuMemCreate, &handle, gran, &prop, 0);
+    created = test::count_open_fds();
+    CU_OK(cuMemExportToShareableHandle, &fd, handle,
+          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    exported = test::count_open_fds();
+    close(fd);
+    CU_OK(cuMemRelease, handle);
+
+    answer("fds opened by cuMemCreate (POSIX fd)", std::to_string(created - before));
+    answer("fds opened by its export", std::to_string(exported - created));
+    /* the export is one new fd, the caller's */
+    EXPECT_GE(exported - created, 1);
+    EXPECT_EQ(before, test::count_open_fds());
+}
