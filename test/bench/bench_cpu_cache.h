@@ -15,9 +15,11 @@
  * operation then copies from memory to memory, as every other one, and the
  * ratio compares the transport with the copy alone.
  *
- * Only the emulator's device memory is CPU memory: on a GPU a CPU access of
- * a device pointer faults (cuda.h; docs/driver-contract.md), and no CPU
- * cache holds device memory, so nothing is evicted there.
+ * Only the emulator's device memory passes through CPU caches, and the
+ * application may not touch it (a CPU access of a device pointer faults,
+ * on a GPU and on the emulator: docs/driver-contract.md): the emulator
+ * evicts it through its own aliases (cudasim_cache_evict). On a GPU no CPU
+ * cache holds device memory and nothing is evicted.
  *
  * BENCH_CACHE=keep leaves the caches as the previous operation left them
  * (the figures of earlier versions).
@@ -27,46 +29,40 @@
 
 #include <dlfcn.h>
 #include <stddef.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define BENCH_CACHE_LINE 64
+typedef void (*bench_cache_evict_fn_t)(const void *addr, size_t len);
 
 
-/* whether the loaded driver is the emulator, whose device memory is CPU
- * memory (its marker symbol, test/cudasim) */
-static inline int bench_device_memory_is_cpu_memory(void)
+/* the emulator's eviction of device memory; NULL on a GPU's driver */
+static inline bench_cache_evict_fn_t bench_cache_evictor(void)
 {
+    static bench_cache_evict_fn_t evict;
+    static int looked_up;
     const char *path = getenv("UCX_CUDA_IPC_NS_DRIVER");
     void *dl;
-    int found;
 
-    dl = dlopen((path != NULL) ? path : "libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (dl == NULL) {
-        return 0;
+    if (!looked_up) {
+        dl = dlopen((path != NULL) ? path : "libcuda.so.1",
+                    RTLD_NOW | RTLD_NOLOAD);
+        if (dl != NULL) {
+            evict = (bench_cache_evict_fn_t)dlsym(dl, "cudasim_cache_evict");
+            dlclose(dl);
+        }
+        looked_up = 1;
     }
-    found = dlsym(dl, "cudasim_is_emulator") != NULL;
-    dlclose(dl);
-    return found;
+    return evict;
 }
 
 
 /* whether operations start with their buffers out of the caches */
 static inline int bench_cache_flush_enabled(void)
 {
-    static int device_in_cpu_caches = -1;
-    const char *v                   = getenv("BENCH_CACHE");
+    const char *v = getenv("BENCH_CACHE");
 
-    if (device_in_cpu_caches < 0) {
-        device_in_cpu_caches = bench_device_memory_is_cpu_memory();
-    }
-#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
-    return device_in_cpu_caches && ((v == NULL) || (strcmp(v, "keep") != 0));
-#else
-    (void)v;
-    return 0;
-#endif
+    return (bench_cache_evictor() != NULL) &&
+           ((v == NULL) || (strcmp(v, "keep") != 0));
 }
 
 
@@ -76,33 +72,19 @@ static inline const char *bench_cache_mode(void)
     return bench_cache_flush_enabled() ?
            "each operation starts with its buffers out of the CPU caches "
            "(BENCH_CACHE=keep: as the previous operation left them)" :
-           !bench_device_memory_is_cpu_memory() ?
+           (bench_cache_evictor() == NULL) ?
            "device memory, in no CPU cache" :
            "the CPU caches as the previous operation left them";
 }
 
 
-/* write back and evict the lines of [p, p + len) from every CPU's caches */
+/* write back and evict device memory [p, p + len) from every CPU's caches,
+ * on the emulator */
 static inline void bench_cache_evict(const void *p, size_t len)
 {
-    uintptr_t a   = (uintptr_t)p & ~(uintptr_t)(BENCH_CACHE_LINE - 1);
-    uintptr_t end = (uintptr_t)p + len;
-
-    if (!bench_cache_flush_enabled()) {
-        return;
+    if (bench_cache_flush_enabled()) {
+        bench_cache_evictor()(p, len);
     }
-    for (; a < end; a += BENCH_CACHE_LINE) {
-#if defined(__x86_64__) || defined(__i386__)
-        __asm__ volatile("clflush (%0)" : : "r"(a) : "memory");
-#elif defined(__aarch64__)
-        __asm__ volatile("dc civac, %0" : : "r"(a) : "memory");
-#endif
-    }
-#if defined(__x86_64__) || defined(__i386__)
-    __asm__ volatile("mfence" : : : "memory");
-#elif defined(__aarch64__)
-    __asm__ volatile("dsb sy" : : : "memory");
-#endif
 }
 
 #endif

@@ -61,3 +61,43 @@ void cudasim_dma_copy(void *dst, const void *src, size_t len)
     memmove(dst, src, len);
 #endif
 }
+
+
+/*
+ * Exported for the benchmarks (test/bench/bench_cpu_cache.h): write back
+ * and evict the lines of device memory [addr, addr + len) from every CPU's
+ * caches, through the emulator's aliases (clflush works on the physical
+ * line, through any mapping of it, on every CPU), so that each timed copy
+ * starts from memory as a GPU's copy engine does. The application's address
+ * itself is PROT_NONE. Host memory and unknown addresses are left alone.
+ */
+CUDASIM_API void cudasim_cache_evict(const void *addr, size_t len)
+{
+    uintptr_t a = (uintptr_t)addr, end = (uintptr_t)addr + len, line;
+    size_t avail;
+    char *alias;
+
+    cudasim_registry_rdlock();
+    while (a < end) {
+        alias = cudasim_region_alias(a, &avail);
+        if (alias == NULL) {
+            break;
+        }
+        avail = ((end - a) < avail) ? (end - a) : avail;
+        for (line = (uintptr_t)alias & ~(uintptr_t)63;
+             line < (uintptr_t)alias + avail; line += 64) {
+#if defined(__x86_64__) || defined(__i386__)
+            __asm__ volatile("clflush (%0)" : : "r"(line) : "memory");
+#elif defined(__aarch64__)
+            __asm__ volatile("dc civac, %0" : : "r"(line) : "memory");
+#endif
+        }
+        a += avail;
+    }
+    cudasim_registry_unlock();
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("mfence" : : : "memory");
+#elif defined(__aarch64__)
+    __asm__ volatile("dsb sy" : : : "memory");
+#endif
+}

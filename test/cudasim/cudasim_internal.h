@@ -108,6 +108,11 @@ void     cudasim_mem_unreserve(int device, size_t size);
  * set up a mapping's page tables when access is granted (best effort) */
 int      cudasim_mem_commit(int fd, off_t offset, size_t size);
 void     cudasim_mem_populate(void *addr, size_t size, int prot);
+/* Device memory of file @a fd at @a offset: the application's mapping, with
+ * no CPU access, at *addr_p, and the emulator's read-write alias of it
+ * (populated); 0, or -1 with errno */
+int      cudasim_mem_map_device(int fd, off_t offset, size_t size,
+                                void **addr_p, void **alias_p);
 
 /* --- memory registry --- */
 typedef enum {
@@ -133,6 +138,10 @@ typedef struct cudasim_region {
     uint64_t               access_devices; /* VMM maps: bit d: device d
                                             * was granted access */
     void                   *owner;   /* kind-specific object */
+    /* device memory: the emulator's own mapping of the same bytes, the one
+     * its copies use. The application's address is PROT_NONE: on a GPU a
+     * CPU load or store of device memory faults (docs/driver-contract.md) */
+    void                   *alias;
     struct cudasim_region  *next;
 } cudasim_region_t;
 
@@ -144,6 +153,10 @@ void cudasim_registry_unlock(void);
 cudasim_region_t *cudasim_region_find(uintptr_t addr);
 cudasim_region_t *cudasim_region_find_kind(uintptr_t addr,
                                            cudasim_region_kind_t kind);
+/* the emulator's view of device address addr (lock held): its region's
+ * alias, with *avail cut to the bytes left in that region; NULL for host
+ * memory */
+void *cudasim_region_alias(uintptr_t addr, size_t *avail);
 void cudasim_region_insert(cudasim_region_t *region);
 void cudasim_region_remove(cudasim_region_t *region);
 /* iterate all regions (lock held) */

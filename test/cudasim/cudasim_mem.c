@@ -89,6 +89,27 @@ void cudasim_mem_populate(void *addr, size_t size, int prot)
 }
 
 
+int cudasim_mem_map_device(int fd, off_t offset, size_t size, void **addr_p,
+                           void **alias_p)
+{
+    void *addr, *alias;
+
+    addr = mmap(NULL, size, PROT_NONE, MAP_SHARED, fd, offset);
+    if (addr == MAP_FAILED) {
+        return -1;
+    }
+    alias = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, offset);
+    if (alias == MAP_FAILED) {
+        munmap(addr, size);
+        return -1;
+    }
+    cudasim_mem_populate(alias, size, PROT_READ | PROT_WRITE);
+    *addr_p  = addr;
+    *alias_p = alias;
+    return 0;
+}
+
+
 static size_t cudasim_page_align(size_t size)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -153,13 +174,11 @@ CUDASIM_API CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
                     map_size);
         goto err_unlink;
     }
-    addr = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (addr == MAP_FAILED) {
+    if (cudasim_mem_map_device(fd, 0, map_size, &addr, &region->alias) != 0) {
         cudasim_log("mmap(%s, %zu) failed: %m", owner->name, map_size);
         goto err_unlink;
     }
     close(fd);
-    cudasim_mem_populate(addr, map_size, PROT_READ | PROT_WRITE);
 
     region->base         = (uintptr_t)addr;
     region->size         = bytesize;
@@ -219,6 +238,7 @@ CUDASIM_API CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
     /* mappings opened by other processes stay valid */
     shm_unlink(owner->name);
     munmap((void*)region->base, region->map_size);
+    munmap(region->alias, region->map_size);
     cudasim_mem_unreserve(region->device, region->size);
     cudasim_log("cuMemFree(%p) (%s)", (void*)region->base, owner->name);
     free(owner);
@@ -477,13 +497,12 @@ static CUresult cudasim_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle,
         res = CUDA_ERROR_INVALID_VALUE;
         goto err_unlock;
     }
-    addr = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (addr == MAP_FAILED) {
+    if (cudasim_mem_map_device(fd, 0, map_size, &addr, &region->alias) != 0) {
+        close(fd);
         res = CUDA_ERROR_MAP_FAILED;
         goto err_unlock;
     }
-    cudasim_mem_populate(addr, map_size, PROT_READ | PROT_WRITE);
+    close(fd);
 
     memcpy(owner->name, h.name, sizeof(owner->name));
     owner->pid      = h.pid;
@@ -560,6 +579,7 @@ CUDASIM_API CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
     cudasim_registry_unlock();
 
     munmap((void*)region->base, region->map_size);
+    munmap(region->alias, region->map_size);
     free(region->owner);
     free(region);
     return CUDA_SUCCESS;

@@ -61,6 +61,18 @@ cudasim_region_t *cudasim_region_find(uintptr_t addr)
 }
 
 
+void *cudasim_region_alias(uintptr_t addr, size_t *avail)
+{
+    cudasim_region_t *r = cudasim_region_find(addr);
+
+    if ((r == NULL) || (r->alias == NULL)) {
+        return NULL;
+    }
+    *avail = r->base + r->size - addr;
+    return (char*)r->alias + (addr - r->base);
+}
+
+
 void cudasim_region_insert(cudasim_region_t *region)
 {
     region->next    = cudasim_regions;

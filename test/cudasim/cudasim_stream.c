@@ -160,6 +160,51 @@ static void cudasim_copy_delay(void)
 }
 
 
+/* With the registry lock held: the copy engine's view of @a addr, a device
+ * address when @a dev (its region's alias, *len cut to what is left of that
+ * region), else host memory as it is */
+static char *cudasim_engine_ptr(const void *addr, int dev, size_t *len)
+{
+    size_t avail;
+    char *alias;
+
+    if (!dev) {
+        return (char*)addr;
+    }
+    alias = cudasim_region_alias((uintptr_t)addr, &avail);
+    *len  = (avail < *len) ? avail : *len;
+    return alias;
+}
+
+
+/* With the registry lock held and the op's ranges checked: run a copy or
+ * memset, region by region (a range may span VMM mappings mapped back to
+ * back), through the emulator's aliases of device memory */
+static void cudasim_engine_run(const cudasim_op_t *op)
+{
+    const char *src = op->src;
+    char *dst       = op->dst;
+    size_t left     = op->len, n_dst, n_src;
+    char *d, *s;
+
+    while (left > 0) {
+        n_dst = n_src = left;
+        d     = cudasim_engine_ptr(dst, op->dev_sides & CUDASIM_DST_DEV, &n_dst);
+        if (op->type == CUDASIM_OP_COPY) {
+            s = cudasim_engine_ptr(src, op->dev_sides & CUDASIM_SRC_DEV,
+                                   &n_src);
+            n_dst = (n_src < n_dst) ? n_src : n_dst;
+            cudasim_dma_copy(d, s, n_dst);
+        } else {
+            memset(d, op->value, n_dst);
+        }
+        dst  += n_dst;
+        src   = (src != NULL) ? src + n_dst : NULL;
+        left -= n_dst;
+    }
+}
+
+
 /* Run a copy or memset; revalidates the device side(s) under the registry
  * lock, so memory cannot be unmapped underneath. */
 static CUresult cudasim_exec_mem_op(const cudasim_op_t *op)
@@ -175,10 +220,8 @@ static CUresult cudasim_exec_mem_op(const cudasim_op_t *op)
          (cudasim_range_check((uintptr_t)op->src, op->len, 0,
                               op->device) != 1))) {
         res = CUDA_ERROR_ILLEGAL_ADDRESS;
-    } else if (op->type == CUDASIM_OP_COPY) {
-        cudasim_dma_copy(op->dst, op->src, op->len);
     } else {
-        memset(op->dst, op->value, op->len);
+        cudasim_engine_run(op);
     }
     cudasim_registry_unlock();
     if (res != CUDA_SUCCESS) {

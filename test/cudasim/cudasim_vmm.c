@@ -503,6 +503,23 @@ CUDASIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size,
         res = CUDA_ERROR_OUT_OF_MEMORY;
         goto out_unlock;
     }
+    /* the emulator's copies use an alias of the same bytes; the mapping at
+     * ptr stays PROT_NONE whatever access cuMemSetAccess grants: device
+     * memory is not CPU memory (docs/driver-contract.md) */
+    region->alias = (void*)syscall(SYS_mremap, p, (size_t)0, size,
+                                   MREMAP_MAYMOVE);
+    if ((region->alias == MAP_FAILED) ||
+        (mprotect(region->alias, size, PROT_READ | PROT_WRITE) != 0)) {
+        cudasim_log("aliasing VMM allocation %#llx failed: %m",
+                    (unsigned long long)alloc->buffer_id);
+        if (region->alias != MAP_FAILED) {
+            munmap(region->alias, size);
+        }
+        mmap(p, size, PROT_NONE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out_unlock;
+    }
 
     region->base         = (uintptr_t)ptr;
     region->size         = size;
@@ -582,6 +599,7 @@ CUDASIM_API CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
         /* back to a bare reservation */
         mmap((void*)maps[i]->base, maps[i]->size, PROT_NONE,
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+        munmap(maps[i]->alias, maps[i]->size);
         cudasim_region_remove(maps[i]);
     }
     cudasim_registry_unlock();
@@ -658,13 +676,10 @@ CUDASIM_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
         }
     }
     for (i = 0; i < n; ++i) {
-        if (mprotect((void*)maps[i]->base, maps[i]->size, prot) != 0) {
-            cudasim_registry_unlock();
-            free(maps);
-            return CUDA_ERROR_INVALID_VALUE;
-        }
+        /* the access is the devices', checked by the copies; the CPU has
+         * none (the mapping at base stays PROT_NONE) */
         if (maps[i]->access == CU_MEM_ACCESS_FLAGS_PROT_NONE) {
-            cudasim_mem_populate((void*)maps[i]->base, maps[i]->size, prot);
+            cudasim_mem_populate(maps[i]->alias, maps[i]->size, prot);
         }
         maps[i]->access          = access;
         maps[i]->access_devices  = (maps[i]->access_devices | grant) & ~revoke;

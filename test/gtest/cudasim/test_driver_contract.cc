@@ -17,6 +17,8 @@ extern "C" {
 }
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cstdio>
 
@@ -298,4 +300,35 @@ TEST_F(driver_contract, fds_a_vmm_allocation_opens)
     /* the export is one new fd, the caller's */
     EXPECT_GE(exported - created, 1);
     EXPECT_EQ(before, test::count_open_fds());
+}
+
+
+/* Device memory is not CPU memory: on a GPU machine a CPU load of a device
+ * pointer faults (cuda.h, "Unified Addressing": a device allocation is
+ * accessible from the host only when it is managed or host memory), which
+ * the emulator follows by keeping the application's mapping PROT_NONE. The
+ * load runs in a child, legacy and VMM memory alike. */
+TEST_F(driver_contract, device_memory_faults_on_the_cpu)
+{
+    test::cuda_legacy_buffer legacy(4096);
+    test::cuda_vmm_buffer vmm(granularity());
+    void *ptrs[] = {legacy.ptr(), vmm.ptr()};
+
+    for (void *ptr : ptrs) {
+        pid_t pid = fork();
+        int status;
+
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            /* no CUDA call in a fork child: only the load */
+            volatile char c = *(volatile char*)ptr;
+            (void)c;
+            _exit(0);
+        }
+        ASSERT_EQ(pid, waitpid(pid, &status, 0));
+        EXPECT_TRUE(WIFSIGNALED(status) &&
+                    ((WTERMSIG(status) == SIGSEGV) ||
+                     (WTERMSIG(status) == SIGBUS)))
+                << "a CPU load of device memory " << ptr << " did not fault";
+    }
 }
