@@ -160,6 +160,19 @@ static void cudasim_copy_delay(void)
 }
 
 
+/* The error a stream's host functions and callbacks see: its own sticky
+ * error, else its context's (an illegal address on another stream of the
+ * context poisons it too) */
+static CUresult cudasim_stream_error(CUstream s)
+{
+    if (s->error != CUDA_SUCCESS) {
+        return s->error;
+    }
+    return (s->ctx != NULL) ? __atomic_load_n(&s->ctx->sticky, __ATOMIC_ACQUIRE) :
+           CUDA_SUCCESS;
+}
+
+
 /* With the registry lock held: the copy engine's view of @a addr, a device
  * address when @a dev (its region's alias, *len cut to what is left of that
  * region), else host memory as it is */
@@ -212,6 +225,13 @@ static CUresult cudasim_exec_mem_op(const cudasim_op_t *op)
     CUresult res = CUDA_SUCCESS;
 
     cudasim_copy_delay();
+    /* CUDASIM_FAULTS "stream-copy": the copy fails as the stream runs it,
+     * as an illegal address does on a GPU (asynchronous, sticky) */
+    res = cudasim_fault_check("stream-copy");
+    if (res != CUDA_SUCCESS) {
+        cudasim_log("injected failure of a stream operation: %d", (int)res);
+        return res;
+    }
     cudasim_registry_rdlock();
     if (((op->dev_sides & CUDASIM_DST_DEV) &&
          (cudasim_range_check((uintptr_t)op->dst, op->len, 1,
@@ -363,12 +383,20 @@ static void *cudasim_stream_worker(void *arg)
             }
             break;
         case CUDASIM_OP_HOSTFN:
+            /* cuda.h, cuLaunchHostFunc: "in contrast to
+             * ::cuStreamAddCallback, the function will not be called in
+             * the event of an error in the CUDA context" */
+            if (cudasim_stream_error(s) != CUDA_SUCCESS) {
+                break;
+            }
             pthread_mutex_unlock(&cudasim_lock);
             op->fn(op->arg);
             pthread_mutex_lock(&cudasim_lock);
             break;
         case CUDASIM_OP_CALLBACK:
-            res = s->error;
+            /* cuda.h, CUstreamCallback: called with the error "of the
+             * stream", also after a device error */
+            res = cudasim_stream_error(s);
             pthread_mutex_unlock(&cudasim_lock);
             op->cb(op->user_stream, res, op->arg);
             pthread_mutex_lock(&cudasim_lock);

@@ -581,7 +581,21 @@ struct poison_reply {
     int legacy_sync  = -1; /* its default stream */
     int other_alloc  = -1; /* cuMemAlloc in device 1's context */
     int after_reset  = -1; /* ... in device 0's once released and retained */
+    int hostfn_calls = -1; /* of a cuLaunchHostFunc after the failed copy */
+    int callback     = -1; /* the status a cuStreamAddCallback got */
 };
+
+
+static void CUDA_CB poison_hostfn(void *arg)
+{
+    ++*(int*)arg;
+}
+
+
+static void CUDA_CB poison_callback(CUstream stream, CUresult status, void *arg)
+{
+    *(int*)arg = status;
+}
 
 TEST_PEER_ROLE(cudasim_poison_peer)
 {
@@ -621,8 +635,13 @@ TEST_PEER_ROLE(cudasim_poison_peer)
     /* a copy held back, its destination unmapped before it runs: on a GPU
      * an illegal address in a kernel or copy */
     hold(-1, 1);
+    reply.hostfn_calls = 0;
     if ((drv.cuMemcpyHtoDAsync(va, host.data(), host.size(), stream) !=
          CUDA_SUCCESS) ||
+        (drv.cuLaunchHostFunc(stream, poison_hostfn, &reply.hostfn_calls) !=
+         CUDA_SUCCESS) ||
+        (drv.cuStreamAddCallback(stream, poison_callback, &reply.callback,
+                                 0) != CUDA_SUCCESS) ||
         (drv.cuMemUnmap(va, gran) != CUDA_SUCCESS)) {
         return 2;
     }
@@ -676,8 +695,11 @@ TEST_F(test_cudasim_stream, emulated_illegal_address_poisons_the_context)
         ASSERT_TRUE(peer.chan().recv_obj(reply));
         EXPECT_EQ(0, peer.wait());
     }
+    /* cuda.h: a host function is not called after an error in the
+     * context; a stream callback is, with the error */
+    EXPECT_EQ(0, reply.hostfn_calls);
     for (int res : {reply.sync, reply.query, reply.alloc, reply.stream,
-                    reply.legacy_sync}) {
+                    reply.legacy_sync, reply.callback}) {
         EXPECT_EQ(CUDA_ERROR_ILLEGAL_ADDRESS, res)
                 << uct_cuda_ipc_ns_cu_error_name((CUresult)res);
     }

@@ -25,7 +25,8 @@ namespace test {
 enum agent_op : uint32_t {
     AG_HELLO = 1, AG_ALLOC, AG_FILL, AG_CHECK, AG_FREE, AG_CONNECT, AG_COPY,
     AG_EXIT, AG_RKEY, AG_POST, AG_WAIT, AG_QUERY, AG_FDS, AG_IDLE, AG_HOLD,
-    AG_BROKER_CONNECT, AG_REPLACE_CHUNK, AG_REREG, AG_NOFILE, AG_BROKER_STATS
+    AG_BROKER_CONNECT, AG_REPLACE_CHUNK, AG_REREG, AG_NOFILE, AG_BROKER_STATS,
+    AG_FAULTS
 };
 
 
@@ -267,6 +268,12 @@ TEST_PEER_ROLE(datapath_agent)
                 break;
             }
             memcpy(r.rkey, node.rkey(c.index).data(), sizeof(r.rkey));
+            break;
+        case AG_FAULTS:
+            /* the rules, a string in the key's bytes */
+            c.rkey[sizeof(c.rkey) - 1] = 0;
+            r.status = fault_reload((const char*)c.rkey) ? UCS_OK :
+                                                           UCS_ERR_UNSUPPORTED;
             break;
         case AG_NOFILE: {
             struct rlimit lim;
@@ -511,6 +518,19 @@ bytes_t agent::reregister(int index)
         return bytes_t();
     }
     return bytes_t(r.rkey, r.rkey + sizeof(r.rkey));
+}
+
+
+bool agent::set_faults(const char *faults)
+{
+    cmd c = {};
+
+    c.op = AG_FAULTS;
+    if (strlen(faults) >= sizeof(c.rkey)) {
+        return false;
+    }
+    strcpy((char*)c.rkey, faults);
+    return call_ok(c);
 }
 
 

@@ -84,6 +84,9 @@ public:
     bool wait_broker_idle();
     /* what the agent's fd broker served so far */
     bool broker_served(broker_stats *stats);
+    /* the emulator's fault rules (CUDASIM_FAULTS), in the agent (false:
+     * unsupported) */
+    bool set_faults(const char *faults);
     /* the emulator's copy-engine hold, in the agent (false: unsupported) */
     bool hold_copies(bool hold, int device = -1);
     /* opens a connection to the fd broker named in @a rkey and sends no

@@ -694,6 +694,28 @@ TEST_F(owner_copy_uct, answer_wakes_the_event_fd) {
 }
 
 
+/* The owner's copy fails as its stream runs it (an illegal address on a
+ * GPU, which loses the owner's context): the owner answers the COPY with an
+ * error, from a stream callback, which the driver calls also after an error
+ * in the context (a host function it does not call, cuda.h), and our op
+ * fails; without the answer it would wait for as long as the owner lives */
+TEST_F(owner_copy_uct, copy_failing_on_the_owners_stream_is_answered) {
+    remote r;
+    ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 12, &r));
+    int local = m_node->alloc(BUF_VMM, MiB);
+    completion op;
+
+    if (!m_agent->set_faults("stream-copy:1:CUDA_ERROR_ILLEGAL_ADDRESS")) {
+        GTEST_SKIP() << "needs the emulator's fault injection";
+    }
+    ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(local, 0), MiB,
+                                   r.buf.addr, r.rkey.rkey, &op));
+    ASSERT_TRUE(m_node->progress_until([&] { return op.done; }, 20000))
+            << "the owner never answered its failed copy";
+    EXPECT_NE(UCS_OK, op.status);
+}
+
+
 /* The owner dies while its copy runs: the op completes with an error, the
  * flush waiting for it completes, the endpoint is reported failed, nothing
  * hangs and no fd is left behind */

@@ -82,8 +82,8 @@
     _F(cuStreamQuery,                         OPTIONAL) \
     _F(cuStreamSynchronize,                   REQUIRED) \
     _F(cuStreamWaitEvent,                     REQUIRED) \
-    _F(cuStreamAddCallback,                   OPTIONAL) \
-    _F(cuLaunchHostFunc,                      REQUIRED) \
+    _F(cuStreamAddCallback,                   REQUIRED) \
+    _F(cuLaunchHostFunc,                      OPTIONAL) \
     _F(cuMemcpy,                              REQUIRED) \
     _F(cuMemcpyAsync,                         REQUIRED) \
     _F(cuMemcpyDtoD,                          OPTIONAL) \

@@ -343,7 +343,11 @@ ucs_status_t uct_cuda_ipc_ns_cq_stream(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
 
 
 /* Runs on a driver thread once a stream has done the work before it */
-static void CUDA_CB uct_cuda_ipc_ns_cq_signal(void *arg)
+/* A stream callback, not a host function: cuda.h calls cuLaunchHostFunc's
+ * function "not ... in the event of an error in the CUDA context", and a
+ * waiter must wake to see the failed op */
+static void CUDA_CB uct_cuda_ipc_ns_cq_signal(CUstream stream, CUresult result,
+                                              void *arg)
 {
     uct_cuda_ipc_ns_cq_t *cq = arg;
     uint64_t one             = 1;
@@ -386,8 +390,8 @@ ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
 
     if (ucs_unlikely(cq->armed)) {
         /* a waiter sleeps on the eventfd: this op must wake it too */
-        status = UCT_CUDA_IPC_NS_CU(cuLaunchHostFunc, stream->stream,
-                                    uct_cuda_ipc_ns_cq_signal, cq);
+        status = UCT_CUDA_IPC_NS_CU(cuStreamAddCallback, stream->stream,
+                                    uct_cuda_ipc_ns_cq_signal, cq, 0);
         if (status != UCS_OK) {
             goto err_sync;
         }
@@ -515,8 +519,8 @@ ucs_status_t uct_cuda_ipc_ns_cq_arm(uct_cuda_ipc_ns_cq_t *cq)
             status = UCS_ERR_BUSY;
         } else {
             /* runs when the stream has done all the work queued so far */
-            status = UCT_CUDA_IPC_NS_CU(cuLaunchHostFunc, stream->stream,
-                                        uct_cuda_ipc_ns_cq_signal, cq);
+            status = UCT_CUDA_IPC_NS_CU(cuStreamAddCallback, stream->stream,
+                                        uct_cuda_ipc_ns_cq_signal, cq, 0);
         }
         uct_cuda_ipc_ns_ctx_pop(pushed);
         if (status != UCS_OK) {

@@ -60,6 +60,7 @@ typedef struct uct_cuda_ipc_ns_copy_op {
     uct_cuda_ipc_ns_copy_range_t    range;
     uint64_t                        reg_id;
     uint64_t                        seq;
+    CUresult                        result; /* the stream's, at the end */
 } uct_cuda_ipc_ns_copy_op_t;
 
 
@@ -311,12 +312,17 @@ uct_cuda_ipc_ns_copier_stream(uct_cuda_ipc_ns_broker_copier_t *copier,
 }
 
 
-/* The driver ran the copy: hand it to the copier's thread */
-static void uct_cuda_ipc_ns_copier_done_cb(void *arg)
+/* The driver ran the copy, or failed it: hand it to the copier's thread.
+ * A stream callback, not a host function: cuda.h calls cuLaunchHostFunc's
+ * function "not ... in the event of an error in the CUDA context", and
+ * then the importer would wait for an answer that never comes */
+static void CUDA_CB uct_cuda_ipc_ns_copier_done_cb(CUstream stream,
+                                                   CUresult result, void *arg)
 {
     uct_cuda_ipc_ns_copy_op_t *op           = arg;
     uct_cuda_ipc_ns_broker_copier_t *copier = op->copier;
 
+    op->result = result;
     pthread_mutex_lock(&copier->lock);
     op->next     = copier->done;
     copier->done = op;
@@ -359,8 +365,8 @@ uct_cuda_ipc_ns_copier_launch(uct_cuda_ipc_ns_broker_copier_t *copier,
         return status;
     }
 
-    status = UCT_CUDA_IPC_NS_CU(cuLaunchHostFunc, stream,
-                                uct_cuda_ipc_ns_copier_done_cb, op);
+    status = UCT_CUDA_IPC_NS_CU(cuStreamAddCallback, stream,
+                                uct_cuda_ipc_ns_copier_done_cb, op, 0);
     if (status != UCS_OK) {
         /* the copy may run still: it must not outlive its buffer */
         (void)UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, stream);
@@ -463,9 +469,17 @@ static void uct_cuda_ipc_ns_copier_complete(uct_cuda_ipc_ns_broker_copier_t *cop
         uct_cuda_ipc_ns_broker_registry_copy_end(copier->registry, &op->range);
         --op->buffer->uses;
         --op->client->in_flight;
+        if (op->result != CUDA_SUCCESS) {
+            ucs_error("cuda_ipc_ns: broker %s: copy %" PRIu64 " of pid %d "
+                      "(registration 0x%" PRIx64 ") failed on its stream: %s",
+                      copier->name, op->seq, (int)op->client->pid, op->reg_id,
+                      uct_cuda_ipc_ns_cu_error_name(op->result));
+        }
         if (!op->client->closing) {
             uct_cuda_ipc_ns_copier_reply(copier, op->client,
-                                         UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
+                                         (op->result == CUDA_SUCCESS) ?
+                                         UCT_CUDA_IPC_NS_BROKER_STATUS_OK :
+                                         UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL,
                                          op->reg_id, op->seq);
         }
         ucs_free(op);
