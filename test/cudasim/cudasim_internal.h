@@ -142,6 +142,8 @@ typedef struct cudasim_region {
      * its copies use. The application's address is PROT_NONE: on a GPU a
      * CPU load or store of device memory faults (docs/driver-contract.md) */
     void                   *alias;
+    CUmemoryPool           pool;     /* VMM maps: the stream-ordered pool
+                                      * the memory is of (cudasim_pool.c) */
     struct cudasim_region  *next;
 } cudasim_region_t;
 

@@ -999,7 +999,9 @@ static CUresult cudasim_ptr_attr(const cudasim_region_t *r,
                     CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE);
         break;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-        CUDASIM_PUT(CUmemoryPool, NULL);
+        /* cuda.h: "the mempool handle for the allocation if it was
+         * allocated from a mempool. Otherwise returns NULL" */
+        CUDASIM_PUT(CUmemoryPool, (r != NULL) ? r->pool : NULL);
         break;
     case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
         /* cuda.h: "A process-wide unique id corresponding to the physical

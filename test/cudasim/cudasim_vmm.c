@@ -703,7 +703,9 @@ cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
     pthread_mutex_lock(&cudasim_vmm_lock);
     cudasim_registry_rdlock();
     region = cudasim_region_find_kind((uintptr_t)addr, CUDASIM_REGION_VMM_MAP);
-    if (region != NULL) {
+    /* memory of a stream-ordered pool is no allocation of the caller's:
+     * refused, as the driver refuses it */
+    if ((region != NULL) && (region->pool == NULL)) {
         alloc = region->owner;
         ++alloc->handle_refs;
     }

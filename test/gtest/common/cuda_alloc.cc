@@ -100,6 +100,29 @@ cuda_vmm_buffer::~cuda_vmm_buffer()
 }
 
 
+cuda_pool_buffer::cuda_pool_buffer(size_t size, int device) :
+    m_ptr(0), m_size(size), m_pool(nullptr)
+{
+    CUmemPoolProps props = {};
+
+    props.allocType     = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes   = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id   = device;
+    TEST_CU(cuMemPoolCreate, &m_pool, &props);
+    TEST_CU(cuMemAllocFromPoolAsync, &m_ptr, size, m_pool, nullptr);
+    TEST_CU(cuStreamSynchronize, nullptr);
+}
+
+
+cuda_pool_buffer::~cuda_pool_buffer()
+{
+    uct_cuda_ipc_ns_drv.cuMemFreeAsync(m_ptr, nullptr);
+    uct_cuda_ipc_ns_drv.cuStreamSynchronize(nullptr);
+    uct_cuda_ipc_ns_drv.cuMemPoolDestroy(m_pool);
+}
+
+
 static CUmemAllocationProp chunk_prop(int device)
 {
     CUmemAllocationProp prop = {};

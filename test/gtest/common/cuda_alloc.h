@@ -76,6 +76,22 @@ private:
     CUmemGenericAllocationHandle m_handle;
 };
 
+/* Memory of a stream-ordered pool created with the POSIX-fd handle type
+ * (cuMemPoolCreate, cuMemAllocFromPoolAsync: what cudaMallocAsync does with
+ * a pool of its own), on @a device */
+class cuda_pool_buffer {
+public:
+    explicit cuda_pool_buffer(size_t size, int device = 0);
+    ~cuda_pool_buffer();
+    void *ptr() const { return (void*)m_ptr; }
+    size_t size() const { return m_size; }
+    CUmemoryPool pool() const { return m_pool; }
+private:
+    CUdeviceptr  m_ptr;
+    size_t       m_size;
+    CUmemoryPool m_pool;
+};
+
 /* A range of separate cuMemCreate allocations (POSIX fd handle type) of the
  * minimal granularity each, mapped back to back from the start of a larger
  * reservation (two chunks of it stay unmapped), as PyTorch's expandable

@@ -332,3 +332,52 @@ TEST_F(driver_contract, device_memory_faults_on_the_cpu)
                 << "a CPU load of device memory " << ptr << " did not fault";
     }
 }
+
+
+/* Memory of a stream-ordered pool (cuda.h): MEMPOOL_HANDLE names the pool,
+ * the memory is not legacy-IPC capable, and cuMemRetainAllocationHandle
+ * refuses it, even from a pool of the POSIX-fd handle type (whose memory
+ * is exported with cuMemPoolExportPointer, not as an allocation). Printed:
+ * what RANGE_*, MAPPING_* and the allowed handle types answer there. The
+ * module registers such memory for its owner's copies, the registered
+ * bytes only. */
+TEST_F(driver_contract, pool_memory_is_no_allocation_of_ours)
+{
+    const size_t size = 100000;
+    test::cuda_pool_buffer buf(size);
+    const CUdeviceptr ptr = (CUdeviceptr)buf.ptr();
+    CUmemGenericAllocationHandle handle;
+    CUresult res;
+
+    EXPECT_EQ(buf.pool(), attribute<CUmemoryPool>(
+                      ptr, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE));
+    EXPECT_EQ(0u, attribute<unsigned>(
+                      ptr, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE));
+    EXPECT_EQ((unsigned)CU_MEMORYTYPE_DEVICE,
+              attribute<unsigned>(ptr, CU_POINTER_ATTRIBUTE_MEMORY_TYPE));
+    res = TEST_CU_ENTRY(cuMemRetainAllocationHandle)(&handle, buf.ptr());
+    EXPECT_NE(CUDA_SUCCESS, res);
+    if (res == CUDA_SUCCESS) {
+        TEST_CU_ENTRY(cuMemRelease)(handle);
+    }
+
+    answer("RANGE_* of pool memory",
+           std::string((attribute<CUdeviceptr>(
+                   ptr, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) == ptr) ?
+                       "starts at the allocation" : "starts elsewhere") +
+           ", size " + std::to_string(attribute<size_t>(
+                   ptr, CU_POINTER_ATTRIBUTE_RANGE_SIZE)));
+    answer("MAPPING_* of pool memory",
+           std::string((attribute<CUdeviceptr>(
+                   ptr, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR) == ptr) ?
+                       "starts at the allocation" : "starts elsewhere") +
+           ", size " + std::to_string(attribute<size_t>(
+                   ptr, CU_POINTER_ATTRIBUTE_MAPPING_SIZE)));
+    answer("allowed handle types of POSIX-fd pool memory",
+           std::to_string(attribute<unsigned>(
+                   ptr, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES)));
+
+    uct_cuda_ipc_ns_ptr_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_ptr_attr_get(buf.ptr(), &attr));
+    EXPECT_EQ(buf.pool(), attr.pool);
+}

@@ -38,7 +38,10 @@ enum buffer_kind : uint32_t {
     BUF_VMM_CHUNKS = 3,
     /* cuMemCreate without a shareable handle type (vLLM's cumem allocator):
      * only its owner copies it (docs/owner-copies.md) */
-    BUF_VMM_NO_FD  = 4
+    BUF_VMM_NO_FD  = 4,
+    /* memory of a stream-ordered pool with POSIX-fd handles
+     * (cuda_pool_buffer): only its owner copies it */
+    BUF_POOL       = 5
 };
 
 /* Byte i of the pattern of @a seed */
@@ -56,6 +59,7 @@ public:
         std::unique_ptr<cuda_legacy_buffer> legacy;
         std::unique_ptr<cuda_vmm_buffer>    vmm;
         std::unique_ptr<cuda_vmm_chunks>    chunks;
+        std::unique_ptr<cuda_pool_buffer>   pool;
         void                                *ptr;
         size_t                              size;
         uct_mem_h                           memh;

@@ -83,6 +83,10 @@
     _F(cuStreamSynchronize,                   REQUIRED) \
     _F(cuStreamWaitEvent,                     REQUIRED) \
     _F(cuStreamAddCallback,                   REQUIRED) \
+    _F(cuMemPoolCreate,                       OPTIONAL) \
+    _F(cuMemPoolDestroy,                      OPTIONAL) \
+    _F(cuMemAllocFromPoolAsync,               OPTIONAL) \
+    _F(cuMemFreeAsync,                        OPTIONAL) \
     _F(cuLaunchHostFunc,                      OPTIONAL) \
     _F(cuMemcpy,                              REQUIRED) \
     _F(cuMemcpyAsync,                         REQUIRED) \

@@ -154,12 +154,13 @@ ucs_status_t uct_cuda_ipc_ns_ptr_attr_get(const void *address,
         CU_POINTER_ATTRIBUTE_RANGE_SIZE,
         CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
         CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES,
-        CU_POINTER_ATTRIBUTE_BUFFER_ID
+        CU_POINTER_ATTRIBUTE_BUFFER_ID,
+        CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE
     };
     void *values[] = {
         &attr->memory_type, &attr->device, &attr->context, &attr->base,
         &attr->size, &attr->legacy_capable, &attr->handle_types,
-        &attr->alloc_id
+        &attr->alloc_id, &attr->pool
     };
     ucs_status_t status;
 
@@ -174,6 +175,11 @@ ucs_status_t uct_cuda_ipc_ns_ptr_attr_get(const void *address,
 
     if (attr->memory_type != CU_MEMORYTYPE_DEVICE) {
         return UCS_ERR_INVALID_ADDR;
+    }
+    if (attr->pool != NULL) {
+        /* exported through its pool (cuMemPoolExportPointer), never as an
+         * allocation: cuMemRetainAllocationHandle refuses it (cuda.h) */
+        attr->handle_types = 0;
     }
     /* a cuMemAlloc allocation is its range and BUFFER_ID; anything else is
      * taken by its mapping */

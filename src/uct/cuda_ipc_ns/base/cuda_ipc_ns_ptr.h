@@ -50,9 +50,13 @@ typedef struct {
                                   * VMM mapping, never a whole reservation */
     size_t       size;
     int          legacy_capable;
-    uint64_t     handle_types;
+    uint64_t     handle_types;   /* the allocation's own shareable handle
+                                  * types (ALLOWED_HANDLE_TYPES); none for
+                                  * memory of a stream-ordered pool */
     uint64_t     alloc_id;       /* BUFFER_ID of legacy memory, the
                                   * MEMORY_BLOCK_ID of a VMM mapping */
+    CUmemoryPool pool;           /* the stream-ordered pool of the memory,
+                                  * NULL for none (MEMPOOL_HANDLE) */
 } uct_cuda_ipc_ns_ptr_attr_t;
 
 

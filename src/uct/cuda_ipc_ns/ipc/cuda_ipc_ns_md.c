@@ -473,6 +473,15 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
         return UCS_ERR_UNSUPPORTED;
     }
 
+    /* memory of a stream-ordered pool: cuMemRetainAllocationHandle refuses
+     * it and its mapping is the pool's, which may hold other allocations
+     * (docs/driver-contract.md): the key covers the registered bytes only */
+    if (attr.pool != NULL) {
+        attr.size = ucs_min((uintptr_t)address + length,
+                            attr.base + attr.size) - (uintptr_t)address;
+        attr.base = (uintptr_t)address;
+    }
+
     /* a range past the end of an exportable VMM allocation may span the
      * allocations a pool mapped after it: they are registered together when
      * our broker can export them (docs/framework-memory.md) */
@@ -557,7 +566,8 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
                 attr.legacy_capable ? "legacy IPC export is disabled" :
                 (attr.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ?
                 "POSIX fd export is disabled" :
-                "VMM allocation not created with POSIX fd handle type, and "
+                "VMM allocation not created with POSIX fd handle type (or "
+                "memory of a stream-ordered pool), and "
                 "owner copies are off (UCX_CUDA_IPC_NS_OWNER_COPY=n, or no "
                 "broker)");
         status = UCS_ERR_UNSUPPORTED;

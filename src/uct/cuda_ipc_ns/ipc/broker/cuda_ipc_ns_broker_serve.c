@@ -387,17 +387,21 @@ static void uct_cuda_ipc_ns_broker_serve_chunk_fds(uct_cuda_ipc_ns_broker_server
         len = uct_cuda_ipc_ns_broker_pack_fds_reply(buf, req->alloc_id,
                                                     req->index, out.count,
                                                     out.alloc_ids);
+        /* counted before the send: a peer that got them may read the
+         * count at once (the tests do) */
+        __atomic_fetch_add(&uct_cuda_ipc_ns_broker_stats.chunk_fds_sent,
+                           out.count, __ATOMIC_RELAXED);
         /* one small message on a fresh connection: fits the socket buffer */
         if (uct_cuda_ipc_ns_scm_send_fds(conn->fd, buf, len, out.fds,
                                          out.count,
                                          MSG_DONTWAIT | MSG_NOSIGNAL) ==
             UCS_OK) {
-            __atomic_fetch_add(&uct_cuda_ipc_ns_broker_stats.chunk_fds_sent,
-                               out.count, __ATOMIC_RELAXED);
             ucs_debug("cuda_ipc_ns: broker %s: sent chunks %u..+%u of 0x%"
                       PRIx64 " to pid %d", server->name, req->index,
                       out.count, req->alloc_id, (int)conn->pid);
         } else {
+            __atomic_fetch_sub(&uct_cuda_ipc_ns_broker_stats.chunk_fds_sent,
+                               out.count, __ATOMIC_RELAXED);
             ucs_debug("cuda_ipc_ns: broker %s: sending chunks %u..+%u of 0x%"
                       PRIx64 " to pid %d failed", server->name, req->index,
                       out.count, req->alloc_id, (int)conn->pid);
