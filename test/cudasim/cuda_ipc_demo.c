@@ -7,7 +7,11 @@
  * It behaves the same on the emulator (test/cudasim/.libs/libcudasim.so)
  * and on a real driver. The second process is this program fork()ed and
  * exec()ed (a CUDA driver cannot be used after fork()); the two talk over a
- * socketpair, passing the VMM fd with SCM_RIGHTS. Prints PASS and exits 0.
+ * socketpair, passing the VMM fd with SCM_RIGHTS. Then two points of the
+ * driver's contract (docs/driver-contract.md), checked without the module:
+ * over chunks mapped in a larger reservation, RANGE_* is the reservation
+ * and MAPPING_* the chunk, and an unmapped hole is MAPPED 0; a CPU load of
+ * device memory faults. Prints PASS and exits 0.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -18,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -40,7 +45,7 @@
     _F(cuMemImportFromShareableHandle) _F(cuStreamCreate) \
     _F(cuStreamDestroy) _F(cuStreamSynchronize) _F(cuMemcpyHtoD) \
     _F(cuMemcpyDtoH) _F(cuMemcpyHtoDAsync) _F(cuMemcpyDtoHAsync) \
-    _F(cuMemsetD8Async)
+    _F(cuMemsetD8Async) _F(cuPointerGetAttribute)
 
 #define DEMO_DECLARE(_name) static __typeof__(_name) *p_##_name;
 DEMO_FUNCS(DEMO_DECLARE)
@@ -142,6 +147,93 @@ static void demo_vmm_unmap(CUdeviceptr ptr, size_t size)
 {
     CHECK(p_cuMemUnmap(ptr, size));
     CHECK(p_cuMemAddressFree(ptr, size));
+}
+
+
+static uint64_t demo_attr(CUdeviceptr ptr, CUpointer_attribute attr)
+{
+    uint64_t value = 0;
+
+    CHECK(p_cuPointerGetAttribute(&value, attr, ptr));
+    return value;
+}
+
+
+/* Three chunks of the granularity mapped from the start of a reservation of
+ * six, as an expandable segment: at the middle chunk RANGE_* is the
+ * reservation and MAPPING_* the chunk (cuda.h); past the chunks, MAPPED 0 */
+static void demo_reservation_ranges(void)
+{
+    CUmemGenericAllocationHandle handles[3];
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    CUdeviceptr base, mid;
+    size_t gran;
+    int i;
+
+    demo_vmm_prop(&prop);
+    CHECK(p_cuMemGetAllocationGranularity(&gran, &prop,
+                                          CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CHECK(p_cuMemAddressReserve(&base, 6 * gran, 0, 0, 0));
+    memset(&access, 0, sizeof(access));
+    access.location = prop.location;
+    access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    for (i = 0; i < 3; ++i) {
+        CHECK(p_cuMemCreate(&handles[i], gran, &prop, 0));
+        CHECK(p_cuMemMap(base + i * gran, gran, 0, handles[i], 0));
+        CHECK(p_cuMemSetAccess(base + i * gran, gran, &access, 1));
+    }
+
+    mid = base + gran + 100;
+    if ((demo_attr(mid, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) != base) ||
+        (demo_attr(mid, CU_POINTER_ATTRIBUTE_RANGE_SIZE) != 6 * gran)) {
+        DIE("RANGE_* of a chunk is not its reservation");
+    }
+    if ((demo_attr(mid, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR) !=
+         base + gran) ||
+        (demo_attr(mid, CU_POINTER_ATTRIBUTE_MAPPING_SIZE) != gran)) {
+        DIE("MAPPING_* of a chunk is not the chunk");
+    }
+    if (demo_attr(base + 4 * gran, CU_POINTER_ATTRIBUTE_MAPPED) != 0) {
+        DIE("an unmapped hole of a reservation is MAPPED");
+    }
+
+    for (i = 0; i < 3; ++i) {
+        CHECK(p_cuMemUnmap(base + i * gran, gran));
+        CHECK(p_cuMemRelease(handles[i]));
+    }
+    CHECK(p_cuMemAddressFree(base, 6 * gran));
+    printf("reservation: RANGE_* the reservation, MAPPING_* the chunk, "
+           "a hole not mapped\n");
+}
+
+
+/* A CPU load of device memory faults (in a fork()ed child, which makes no
+ * CUDA call) */
+static void demo_cpu_access_faults(CUdeviceptr ptr)
+{
+    pid_t pid;
+    int status;
+
+    pid = fork();
+    if (pid < 0) {
+        DIE("fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        volatile unsigned char c = *(volatile unsigned char*)(uintptr_t)ptr;
+        (void)c;
+        _exit(0);
+    }
+    if (waitpid(pid, &status, 0) != pid) {
+        DIE("waitpid: %s", strerror(errno));
+    }
+    if (!WIFSIGNALED(status) ||
+        ((WTERMSIG(status) != SIGSEGV) && (WTERMSIG(status) != SIGBUS))) {
+        DIE("a CPU load of device memory did not fault (status 0x%x)",
+            status);
+    }
+    printf("device memory: a CPU load faults (signal %d)\n",
+           WTERMSIG(status));
 }
 
 
@@ -376,9 +468,12 @@ static int demo_parent(const char *self, const char *driver)
     }
     close(sv[0]);
 
+    demo_cpu_access_faults(legacy);
     if (vmm != 0) {
+        demo_cpu_access_faults(vmm);
         demo_vmm_unmap(vmm, msg.vmm_size);
         CHECK(p_cuMemRelease(vmm_handle));
+        demo_reservation_ranges();
     }
     CHECK(p_cuMemFree(legacy));
     CHECK(p_cuStreamDestroy(stream));
