@@ -46,56 +46,15 @@ protected:
         return value;
     }
 
+    /* the address of chunk @a i of @a chunks */
+    static CUdeviceptr chunk(const test::cuda_vmm_chunks &chunks, size_t i) {
+        return (CUdeviceptr)chunks.ptr() + i * chunks.chunk_size();
+    }
+
     static void answer(const char *name, const std::string &value) {
         printf("driver-answer: %s: %s\n", name, value.c_str());
         fflush(stdout);
     }
-};
-
-
-/* @a count allocations of the granularity mapped back to back from the
- * start of a reservation of @a reserved of them, as an expandable segment */
-class reservation {
-public:
-    reservation(size_t count, size_t reserved) : m_handles(count, 0) {
-        CUmemAllocationProp prop = {};
-        CUmemAccessDesc access   = {};
-
-        prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
-        prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
-        prop.location.id          = 0;
-        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-        access.location           = prop.location;
-        access.flags              = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        TEST_CU(cuMemGetAllocationGranularity, &m_chunk, &prop,
-                CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-        m_size = m_chunk * reserved;
-        TEST_CU(cuMemAddressReserve, &m_base, m_size, 0, 0, 0);
-        for (size_t i = 0; i < count; ++i) {
-            TEST_CU(cuMemCreate, &m_handles[i], m_chunk, &prop, 0);
-            TEST_CU(cuMemMap, chunk(i), m_chunk, 0, m_handles[i], 0);
-            TEST_CU(cuMemSetAccess, chunk(i), m_chunk, &access, 1);
-        }
-    }
-
-    ~reservation() {
-        for (size_t i = 0; i < m_handles.size(); ++i) {
-            uct_cuda_ipc_ns_drv.cuMemUnmap(chunk(i), m_chunk);
-            uct_cuda_ipc_ns_drv.cuMemRelease(m_handles[i]);
-        }
-        uct_cuda_ipc_ns_drv.cuMemAddressFree(m_base, m_size);
-    }
-
-    CUdeviceptr chunk(size_t i) const { return m_base + i * m_chunk; }
-    CUdeviceptr base() const { return m_base; }
-    size_t size() const { return m_size; }
-    size_t chunk_size() const { return m_chunk; }
-    CUmemGenericAllocationHandle handle(size_t i) const { return m_handles[i]; }
-
-private:
-    CUdeviceptr                               m_base = 0;
-    size_t                                    m_size = 0, m_chunk = 0;
-    std::vector<CUmemGenericAllocationHandle> m_handles;
 };
 
 
@@ -109,13 +68,14 @@ private:
  */
 TEST_F(driver_contract, vmm_range_is_the_reservation_mapping_the_chunk)
 {
-    reservation resv(3, 6);
-    const CUdeviceptr mid = resv.chunk(1) + 100;
+    test::cuda_vmm_chunks resv(3);
+    const CUdeviceptr mid = chunk(resv, 1) + 100;
 
-    EXPECT_EQ(resv.base(), attribute<CUdeviceptr>(
+    EXPECT_EQ((CUdeviceptr)resv.ptr(), attribute<CUdeviceptr>(
                       mid, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR));
-    EXPECT_EQ(resv.size(), attribute<size_t>(mid, CU_POINTER_ATTRIBUTE_RANGE_SIZE));
-    EXPECT_EQ(resv.chunk(1), attribute<CUdeviceptr>(
+    EXPECT_EQ(resv.reserved(),
+              attribute<size_t>(mid, CU_POINTER_ATTRIBUTE_RANGE_SIZE));
+    EXPECT_EQ(chunk(resv, 1), attribute<CUdeviceptr>(
                       mid, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR));
     EXPECT_EQ(resv.chunk_size(),
               attribute<size_t>(mid, CU_POINTER_ATTRIBUTE_MAPPING_SIZE));
@@ -127,7 +87,7 @@ TEST_F(driver_contract, vmm_range_is_the_reservation_mapping_the_chunk)
     unsigned long long ids[3];
     for (size_t i = 0; i < 3; ++i) {
         ids[i] = attribute<unsigned long long>(
-                resv.chunk(i), CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID);
+                chunk(resv, i), CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID);
         EXPECT_NE(0ull, ids[i]);
     }
     EXPECT_NE(ids[0], ids[1]);
@@ -140,12 +100,12 @@ TEST_F(driver_contract, vmm_range_is_the_reservation_mapping_the_chunk)
  * context (the fixture's) */
 TEST_F(driver_contract, vmm_address_range_is_the_mapping)
 {
-    reservation resv(3, 6);
+    test::cuda_vmm_chunks resv(3);
     CUdeviceptr base = 0;
     size_t size      = 0;
 
-    CU_OK(cuMemGetAddressRange, &base, &size, resv.chunk(2) + 4096);
-    EXPECT_EQ(resv.chunk(2), base);
+    CU_OK(cuMemGetAddressRange, &base, &size, chunk(resv, 2) + 4096);
+    EXPECT_EQ(chunk(resv, 2), base);
     EXPECT_EQ(resv.chunk_size(), size);
 }
 
@@ -156,8 +116,8 @@ TEST_F(driver_contract, vmm_address_range_is_the_mapping)
  * no mapping for memory to move. */
 TEST_F(driver_contract, vmm_hole_of_a_reservation_is_not_mapped)
 {
-    reservation resv(2, 4);
-    const CUdeviceptr hole = resv.chunk(3) + 64;
+    test::cuda_vmm_chunks resv(2);
+    const CUdeviceptr hole = chunk(resv, 3) + 64;
     CUpointer_attribute names[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
                                    CU_POINTER_ATTRIBUTE_RANGE_SIZE,
                                    CU_POINTER_ATTRIBUTE_MAPPED,
@@ -169,8 +129,8 @@ TEST_F(driver_contract, vmm_hole_of_a_reservation_is_not_mapped)
 
     CU_OK(cuPointerGetAttributes, 4, names, values, hole);
     EXPECT_EQ(0u, mapped);
-    EXPECT_EQ(resv.base(), start);
-    EXPECT_EQ(resv.size(), range);
+    EXPECT_EQ((CUdeviceptr)resv.ptr(), start);
+    EXPECT_EQ(resv.reserved(), range);
     answer("memory type of reserved, unmapped VA", std::to_string(type));
 
     /* the module sees no CUDA memory there */
@@ -227,11 +187,11 @@ TEST_F(driver_contract, legacy_range_is_the_allocation)
  * emulator answers the reservation's; the module uses MEMORY_BLOCK_ID. */
 TEST_F(driver_contract, buffer_id_of_chunks)
 {
-    reservation resv(2, 4);
+    test::cuda_vmm_chunks resv(2);
     unsigned long long a, b;
 
-    a = attribute<unsigned long long>(resv.chunk(0), CU_POINTER_ATTRIBUTE_BUFFER_ID);
-    b = attribute<unsigned long long>(resv.chunk(1), CU_POINTER_ATTRIBUTE_BUFFER_ID);
+    a = attribute<unsigned long long>(chunk(resv, 0), CU_POINTER_ATTRIBUTE_BUFFER_ID);
+    b = attribute<unsigned long long>(chunk(resv, 1), CU_POINTER_ATTRIBUTE_BUFFER_ID);
     answer("BUFFER_ID of two chunks of one reservation",
            (a == b) ? "the same (the reservation's)" : "different (the chunk's)");
     if (is_emulator()) {
@@ -239,10 +199,10 @@ TEST_F(driver_contract, buffer_id_of_chunks)
     }
 
     uct_cuda_ipc_ns_ptr_attr_t attr0, attr1;
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_ptr_attr_get((void*)resv.chunk(0), &attr0));
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_ptr_attr_get((void*)resv.chunk(1), &attr1));
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_ptr_attr_get((void*)chunk(resv, 0), &attr0));
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_ptr_attr_get((void*)chunk(resv, 1), &attr1));
     EXPECT_NE(attr0.alloc_id, attr1.alloc_id);
-    EXPECT_EQ(resv.chunk(1), attr1.base);
+    EXPECT_EQ(chunk(resv, 1), attr1.base);
     EXPECT_EQ(resv.chunk_size(), attr1.size);
 }
 
@@ -252,11 +212,14 @@ TEST_F(driver_contract, buffer_id_of_chunks)
  * handle; the module's exported fds are close-on-exec either way. */
 TEST_F(driver_contract, exported_fd_close_on_exec)
 {
-    reservation resv(1, 1);
+    test::cuda_vmm_chunks resv(1);
+    CUmemGenericAllocationHandle handle;
     int fd = -1, module_fd = -1, flags;
 
-    CU_OK(cuMemExportToShareableHandle, &fd, resv.handle(0),
+    CU_OK(cuMemRetainAllocationHandle, &handle, resv.ptr());
+    CU_OK(cuMemExportToShareableHandle, &fd, handle,
           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    CU_OK(cuMemRelease, handle);
     flags = fcntl(fd, F_GETFD);
     ASSERT_GE(flags, 0);
     answer("exported POSIX fd close-on-exec",
@@ -266,7 +229,7 @@ TEST_F(driver_contract, exported_fd_close_on_exec)
     }
     close(fd);
 
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_ptr_export_fd(resv.chunk(0),
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_ptr_export_fd(chunk(resv, 0),
                                                     UCS_LOG_LEVEL_ERROR,
                                                     &module_fd));
     flags = fcntl(module_fd, F_GETFD);
@@ -320,7 +283,10 @@ TEST_F(driver_contract, device_memory_faults_on_the_cpu)
 
         ASSERT_GE(pid, 0);
         if (pid == 0) {
-            /* no CUDA call in a fork child: only the load */
+            /* no CUDA call in a fork child: only the load, and no
+             * backtrace from UCX's handler */
+            signal(SIGSEGV, SIG_DFL);
+            signal(SIGBUS, SIG_DFL);
             volatile char c = *(volatile char*)ptr;
             (void)c;
             _exit(0);
