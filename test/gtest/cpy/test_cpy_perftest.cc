@@ -245,6 +245,33 @@ TEST_F(cpy_perftest_test, uct_alloc_legacy) {
     m_allocator->uct_free(m_perf.get(), &mem);
 }
 
+/* pool: memory of the device's stream-ordered pool, as cudaMallocAsync;
+ * bytes go in and out, and the free returns it */
+TEST_F(cpy_perftest_test, uct_alloc_pool) {
+    uct_allocated_memory_t mem;
+
+    setenv("UCX_CUDA_CPY_NS_MEM_ALLOC", "pool", 1);
+    ucs_status_t status = m_allocator->uct_alloc(m_perf.get(), 100000,
+                                                 UCT_MD_MEM_ACCESS_ALL, &mem);
+    unsetenv("UCX_CUDA_CPY_NS_MEM_ALLOC");
+    ASSERT_EQ(UCS_OK, status);
+
+    EXPECT_NE(nullptr, cpy_test::pointer_attribute<CUmemoryPool>(
+                               mem.address, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE));
+    bytes_t data = cpy_test::pattern(100000, 29), back(100000);
+    m_allocator->memcpy(mem.address, UCS_MEMORY_TYPE_CUDA, data.data(),
+                        UCS_MEMORY_TYPE_HOST, data.size());
+    m_allocator->memcpy(back.data(), UCS_MEMORY_TYPE_HOST, mem.address,
+                        UCS_MEMORY_TYPE_CUDA, back.size());
+    EXPECT_EQ(data, back);
+
+    void *address = mem.address;
+    m_allocator->uct_free(m_perf.get(), &mem);
+    ucs_memory_type_t type;
+    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, address, 8, &type));
+    EXPECT_EQ(UCS_MEMORY_TYPE_HOST, type) << "freed";
+}
+
 /* chunked: allocations of the granularity mapped back to back, one
  * registration of cu_ipc_ns over all of them (docs/framework-memory.md) */
 TEST_F(cpy_perftest_test, uct_alloc_chunked) {

@@ -86,7 +86,8 @@
     _F(cuMemPoolCreate,                       OPTIONAL) \
     _F(cuMemPoolDestroy,                      OPTIONAL) \
     _F(cuMemAllocFromPoolAsync,               OPTIONAL) \
-    _F(cuMemFreeAsync,                        OPTIONAL) \
+    _F(cuMemAllocAsync,                       REQUIRED) \
+    _F(cuMemFreeAsync,                        REQUIRED) \
     _F(cuLaunchHostFunc,                      OPTIONAL) \
     _F(cuMemcpy,                              REQUIRED) \
     _F(cuMemcpyAsync,                         REQUIRED) \

@@ -19,6 +19,7 @@ const char *uct_cuda_cpy_ns_alloc_mode_names[] = {
     [UCT_CUDA_CPY_NS_ALLOC_VMM]    = "vmm",
     [UCT_CUDA_CPY_NS_ALLOC_LEGACY] = "legacy",
     [UCT_CUDA_CPY_NS_ALLOC_CHUNKED] = "chunked",
+    [UCT_CUDA_CPY_NS_ALLOC_POOL]   = "pool",
     [UCT_CUDA_CPY_NS_ALLOC_LAST]   = NULL
 };
 
@@ -51,6 +52,28 @@ static ucs_status_t uct_cuda_cpy_ns_alloc_legacy(uct_cuda_cpy_ns_alloc_t *alloc)
     }
 
     status = UCT_CUDA_IPC_NS_CU(cuMemAlloc, &alloc->ptr, alloc->size);
+    uct_cuda_ipc_ns_ctx_pop(pushed);
+    return status;
+}
+
+
+/* from the device's current stream-ordered pool, as cudaMallocAsync, in its
+ * primary context on the default stream, ready when this returns */
+static ucs_status_t uct_cuda_cpy_ns_alloc_pool(uct_cuda_cpy_ns_alloc_t *alloc)
+{
+    ucs_status_t status;
+    int pushed;
+
+    status = uct_cuda_ipc_ns_ctx_push(NULL, alloc->device, &pushed);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = UCT_CUDA_IPC_NS_CU(cuMemAllocAsync, &alloc->ptr, alloc->size,
+                                NULL);
+    if (status == UCS_OK) {
+        status = UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, NULL);
+    }
     uct_cuda_ipc_ns_ctx_pop(pushed);
     return status;
 }
@@ -170,6 +193,8 @@ ucs_status_t uct_cuda_cpy_ns_mem_alloc(uct_cuda_cpy_ns_alloc_mode_t mode,
              uct_cuda_cpy_ns_alloc_vmm(alloc) :
              (mode == UCT_CUDA_CPY_NS_ALLOC_CHUNKED) ?
              uct_cuda_cpy_ns_alloc_chunked(alloc) :
+             (mode == UCT_CUDA_CPY_NS_ALLOC_POOL) ?
+             uct_cuda_cpy_ns_alloc_pool(alloc) :
              uct_cuda_cpy_ns_alloc_legacy(alloc);
     if (status != UCS_OK) {
         ucs_error("cuda_cpy_ns: failed to allocate %zu bytes of %s memory on "
@@ -191,10 +216,20 @@ ucs_status_t uct_cuda_cpy_ns_mem_free(const uct_cuda_cpy_ns_alloc_t *alloc)
     ucs_status_t status;
     int pushed;
 
-    if (alloc->mode == UCT_CUDA_CPY_NS_ALLOC_LEGACY) {
+    if ((alloc->mode == UCT_CUDA_CPY_NS_ALLOC_LEGACY) ||
+        (alloc->mode == UCT_CUDA_CPY_NS_ALLOC_POOL)) {
         status = uct_cuda_ipc_ns_ctx_push(NULL, alloc->device, &pushed);
-        if (status == UCS_OK) {
+        if (status != UCS_OK) {
+            /* logged below */
+        } else if (alloc->mode == UCT_CUDA_CPY_NS_ALLOC_LEGACY) {
             status = UCT_CUDA_IPC_NS_CU(cuMemFree, alloc->ptr);
+            uct_cuda_ipc_ns_ctx_pop(pushed);
+        } else {
+            /* freed in stream order, after the work queued before */
+            status = UCT_CUDA_IPC_NS_CU(cuMemFreeAsync, alloc->ptr, NULL);
+            if (status == UCS_OK) {
+                status = UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, NULL);
+            }
             uct_cuda_ipc_ns_ctx_pop(pushed);
         }
     } else if (alloc->mode == UCT_CUDA_CPY_NS_ALLOC_CHUNKED) {

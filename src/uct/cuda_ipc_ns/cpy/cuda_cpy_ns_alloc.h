@@ -21,6 +21,8 @@ typedef enum {
     UCT_CUDA_CPY_NS_ALLOC_LEGACY, /* cuMemAlloc, legacy IPC handles */
     UCT_CUDA_CPY_NS_ALLOC_CHUNKED, /* VMM allocations of the granularity,
                                      back to back in one reservation */
+    UCT_CUDA_CPY_NS_ALLOC_POOL,   /* cuMemAllocAsync from the device's
+                                   * stream-ordered pool (cudaMallocAsync) */
     UCT_CUDA_CPY_NS_ALLOC_LAST
 } uct_cuda_cpy_ns_alloc_mode_t;
 

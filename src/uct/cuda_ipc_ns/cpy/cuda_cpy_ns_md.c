@@ -52,6 +52,8 @@ ucs_config_field_t uct_cuda_cpy_ns_md_config_table[] = {
      " chunked - separate cuMemCreate allocations of the granularity (2 MiB\n"
      "          on a GPU) with POSIX file descriptor handles, mapped back to\n"
      "          back, as PyTorch's expandable segments map memory\n"
+     " pool   - cuMemAllocAsync from the device's stream-ordered pool, as\n"
+     "          cudaMallocAsync: its owner copies it for cu_ipc_ns peers\n"
      "The CUDA driver is the one named by UCX_CUDA_IPC_NS_DRIVER.",
      ucs_offsetof(uct_cuda_cpy_ns_md_config_t, mem_alloc),
      UCS_CONFIG_TYPE_ENUM(uct_cuda_cpy_ns_alloc_mode_names)},
