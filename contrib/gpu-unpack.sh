@@ -4,7 +4,7 @@
 # at its own path, never over a file the machine has; the repository's
 # copy reachable at the path it had where the archive was made (a link);
 # ip and ss from the archive when the machine has none. Then
-# contrib/gpu-check.sh --no-build runs. docs/testing.md, "On a GPU".
+# contrib/gpu-proof.sh runs (docs/gpu-results.md, "Running the proof").
 #
 # usage: contrib/gpu-unpack.sh ARCHIVE
 set -euo pipefail
@@ -40,6 +40,9 @@ fi
 # (a merged /usr's /lib, the link above) stay links
 say "unpack $archive into /"
 tar -C / --keep-directory-symlink --skip-old-files --exclude=./.gpu-bundle-top -xzf "$archive"
+# the record of this archive, over one an earlier archive left (an archive
+# older than the record has none)
+tar -C / -xzf "$archive" ".$tools/bundle-info" 2>/dev/null || true
 ldconfig
 
 for tool in ip ss; do

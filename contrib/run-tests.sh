@@ -13,8 +13,11 @@
 # BUILD-asan/ and BUILD-tsan/ beside the build dir; SKIP_SANITIZERS=1 skips),
 # the other-uid tests of each build with the clone closed to other uids
 # (test/other_uid/check_other_uid.sh: a tmpfs of mode 0700 over it in a
-# mount namespace, as a clone under /root is), the GPU command's dry run
-# (contrib/gpu-check.sh --dry: its steps on the emulator, short), and the
+# mount namespace, as a clone under /root is), the GPU proof's dry run
+# (contrib/gpu-proof.sh --dry: its steps on the emulator, short, archive in
+# BUILD/gpu-proof/, summary table in BUILD/logs/gpu-proof.log) and its check
+# that a hung or killed step still leaves the archive
+# (test/gpu/check_gpu_proof.sh, log BUILD/logs/gpu-proof-check.log), and the
 # mutation check
 # (test/mutation/run_mutations.sh, log BUILD/logs/mutation.log;
 # SKIP_MUTATIONS=1 skips).
@@ -142,10 +145,7 @@ else
     "$top/test/other_uid/check_other_uid.sh" "plain:$build" \
         "asan:$build-asan" "tsan:$build-tsan"
 fi
-# the GPU command's steps on the emulator, short, on this build
-say "the GPU command, dry run (contrib/gpu-check.sh --dry, logs in $build/gpu-check)"
-"$top/contrib/gpu-check.sh" --dry
-lap "other-uid and GPU dry run"
+lap "other-uid"
 # each mutation of test/mutation/mutations.list must turn the suite red
 if [ "${SKIP_MUTATIONS:-0}" = 1 ]; then
     say "mutation check: skipped (SKIP_MUTATIONS=1)"
@@ -214,6 +214,18 @@ else
         exit 1
     fi
 fi
+# the GPU proof's steps on the emulator, short, on the 1.13.1 build (and
+# NIXL between pods on the 1.22 one, built above): a progress line per
+# step here, the summary table in the log (shown when it fails)
+"$top/contrib/gpu-proof.sh" --dry "$build/gpu-proof" >"$build/logs/gpu-proof.log" ||
+    fail_log "$build/logs/gpu-proof.log" "the GPU proof, dry run (contrib/gpu-proof.sh --dry)"
+# its summary's last line names the archive it wrote
+proof_archive=$build/gpu-proof/$(sed -n 's/.*; archive \(gpu-proof-[^ ]*\.tgz\)$/\1/p' \
+                                     "$build/logs/gpu-proof.log" | tail -n 1)
+step "$build/logs/gpu-proof-check.log" \
+    "the GPU proof keeps its archive when a step hangs or the proof is killed (test/gpu/check_gpu_proof.sh)" \
+    "$top/test/gpu/check_gpu_proof.sh" "$proof_archive"
+lap "GPU proof dry run"
 # ---- UCX 1.22 built with CUDA as NIXL builds it, the ABI guard, the wheel ----
 # (README "With a UCX built with CUDA", "With NIXL's Python wheel"; docs/ucx-versions.md)
 if [ "${SKIP_UCX122:-0}" = 1 ] || [ "${SKIP_UCX122_CUDA:-0}" = 1 ] || [ ! -f "$build122/Makefile" ]; then

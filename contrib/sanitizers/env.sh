@@ -10,7 +10,8 @@
 #   san_env asan|tsan     sets the array san_env to the VAR=value words for
 #                         env(1), the suppressions taken from $san_supp_dir;
 #                         ASAN_EXTRA_OPTIONS is appended to ASAN_OPTIONS
-#                         (contrib/gpu-check.sh: protect_shadow_gap=0)
+#                         (on a GPU: protect_shadow_gap=0, where CUDA maps
+#                         memory into ASan's shadow gap)
 #
 # Why staged: the other-uid tests' peer drops to uid 65534, which may not
 # enter the clone (one under /root is 0700), and it inherits these variables;

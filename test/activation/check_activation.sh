@@ -143,7 +143,7 @@ perftest_cuda_uct() {
 
 check "module file is libuct_cuda_ipc_ns.so" test -f "$module"
 check "ucx_info -d lists cuda_ipc_ns with the emulator" lists_device "$cudasim"
-# the driver the caller uses (contrib/gpu-check.sh: the real one), when other
+# the driver the caller uses (contrib/gpu-proof.sh: the real one), when other
 if [ -n "${UCX_CUDA_IPC_NS_DRIVER:-}" ] &&
    [ "$(readlink -f "$UCX_CUDA_IPC_NS_DRIVER" 2>/dev/null)" != "$(readlink -f "$cudasim")" ]; then
     check "ucx_info -d lists cuda_ipc_ns with the driver in use ($UCX_CUDA_IPC_NS_DRIVER)" \

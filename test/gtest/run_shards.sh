@@ -13,7 +13,12 @@
 # usage: test/gtest/run_shards.sh GTEST [ARGS...]   (make check's
 #        LOG_COMPILER; the sanitizer runs)
 # environment: GTEST_SHARDS (default 2, or 1 on one CPU; 1 runs GTEST as
-#              is), GTEST_FILTER and every other variable reach each shard.
+#              is), GTEST_FILTER and every other variable reach each shard;
+#              SHARD_LOG_DIR: write each shard's log there (N, N.rc) as it
+#              runs and keep it, also when the runner is killed (by default
+#              the logs go to a temporary directory removed on exit), so
+#              that a run cut at a time limit still shows what each shard
+#              did (contrib/gpu-proof.sh).
 # Exit status: 0 when every shard passed, else the first shard's non-zero
 # status (1 when a shard's summary is missing).
 set -uo pipefail
@@ -25,11 +30,16 @@ case $shards in
 esac
 [ "$shards" -gt 1 ] || exec "$@"
 
-logs=$(mktemp -d "${TMPDIR:-/tmp}/gtest_shards.XXXXXX")
+if [ -n "${SHARD_LOG_DIR:-}" ]; then
+    logs=$SHARD_LOG_DIR keep_logs=1
+    mkdir -p "$logs" || exit 2
+else
+    logs=$(mktemp -d "${TMPDIR:-/tmp}/gtest_shards.XXXXXX") keep_logs=0
+fi
 pids=()
 cleanup() {
     [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null
-    rm -rf "$logs"
+    [ "$keep_logs" = 1 ] || rm -rf "$logs"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
