@@ -13,6 +13,7 @@ extern "C" {
 #include <gtest/gtest.h>
 #include <algorithm>
 #include <cstring>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -26,7 +27,7 @@ enum agent_op : uint32_t {
     AG_HELLO = 1, AG_ALLOC, AG_FILL, AG_CHECK, AG_FREE, AG_CONNECT, AG_COPY,
     AG_EXIT, AG_RKEY, AG_POST, AG_WAIT, AG_QUERY, AG_FDS, AG_IDLE, AG_HOLD,
     AG_BROKER_CONNECT, AG_REPLACE_CHUNK, AG_REREG, AG_NOFILE, AG_BROKER_STATS,
-    AG_FAULTS
+    AG_FAULTS, AG_ARM, AG_POLL
 };
 
 
@@ -275,6 +276,19 @@ TEST_PEER_ROLE(datapath_agent)
             r.status = fault_reload((const char*)c.rkey) ? UCS_OK :
                                                            UCS_ERR_UNSUPPORTED;
             break;
+        case AG_ARM:
+            r.status = uct_iface_event_arm(node.iface(), UCT_EVENT_SEND_COMP);
+            break;
+        case AG_POLL: {
+            /* whether the iface's event fd wakes within c.size ms */
+            struct pollfd pfd = {-1, POLLIN, 0};
+            r.status = uct_iface_event_fd_get(node.iface(), &pfd.fd);
+            if (r.status == UCS_OK) {
+                r.status = (poll(&pfd, 1, hang_guard_ms((int)c.size)) == 1) ?
+                           UCS_OK : UCS_ERR_TIMED_OUT;
+            }
+            break;
+        }
         case AG_NOFILE: {
             struct rlimit lim;
             getrlimit(RLIMIT_NOFILE, &lim);
@@ -420,6 +434,26 @@ bool agent::broker_served(broker_stats *stats)
     }
     memcpy(stats, r.rkey, sizeof(*stats));
     return true;
+}
+
+
+ucs_status_t agent::event_arm()
+{
+    cmd c = {};
+    reply r;
+
+    c.op = AG_ARM;
+    return call(c, &r) ? (ucs_status_t)r.status : UCS_ERR_IO_ERROR;
+}
+
+
+bool agent::event_wakes(int timeout_ms)
+{
+    cmd c = {};
+
+    c.op   = AG_POLL;
+    c.size = timeout_ms;
+    return call_ok(c);
 }
 
 

@@ -84,6 +84,11 @@ public:
     bool wait_broker_idle();
     /* what the agent's fd broker served so far */
     bool broker_served(broker_stats *stats);
+    /* uct_iface_event_arm(UCT_EVENT_SEND_COMP) of the agent's iface */
+    ucs_status_t event_arm();
+    /* whether the agent's iface event fd wakes within @a timeout_ms (a
+     * hang guard: test/gtest/common/hang_guard.h) */
+    bool event_wakes(int timeout_ms);
     /* the emulator's fault rules (CUDASIM_FAULTS), in the agent (false:
      * unsupported) */
     bool set_faults(const char *faults);

@@ -854,4 +854,38 @@ TEST_F(datapath_pair, pending_when_out_of_events) {
             << "events are available again";
 }
 
+/* The importer's copy fails as its stream runs it (an illegal address on a
+ * GPU: the context is lost) while a waiter sleeps, armed: the waiter wakes,
+ * from a stream callback, which the driver calls also after an error in the
+ * context (a host function it does not call, cuda.h), and the op fails.
+ * Both sides are agents: the failure poisons the importer's context. */
+TEST(waiter_after_a_context_error, failed_copy_wakes_the_waiter) {
+    if (!cuda_init()) {
+        GTEST_SKIP() << "no CUDA driver or device";
+    }
+    peer_options opts;
+    agent owner(opts), importer(opts);
+    ASSERT_TRUE(owner.ok());
+    ASSERT_TRUE(importer.ok());
+    agent_buffer remote = owner.alloc(BUF_VMM, MiB, 1);
+    agent_buffer local  = importer.alloc(BUF_VMM, MiB, 2);
+    ASSERT_GE(remote.index, 0);
+    ASSERT_GE(local.index, 0);
+    ASSERT_TRUE(importer.connect(owner));
+    int rkey = importer.rkey_unpack(remote.rkey);
+    ASSERT_GE(rkey, 0);
+
+    if (!importer.hold_copies(true) ||
+        !importer.set_faults("stream-copy:1:CUDA_ERROR_ILLEGAL_ADDRESS")) {
+        GTEST_SKIP() << "needs the emulator's copy-engine hold and faults";
+    }
+    ASSERT_TRUE(importer.post(false, local.index, MiB, remote.addr, rkey));
+    ASSERT_EQ(UCS_OK, importer.event_arm()) << "the copy is held";
+    ASSERT_TRUE(importer.hold_copies(false));
+    EXPECT_TRUE(importer.event_wakes(20000))
+            << "the failed copy did not wake the waiter";
+    std::vector<int> order;
+    EXPECT_NE(UCS_OK, importer.wait_posted(&order));
+}
+
 } // namespace
