@@ -41,7 +41,9 @@ typedef struct {
 static pthread_mutex_t cudasim_fault_lock = PTHREAD_MUTEX_INITIALIZER;
 static cudasim_fault_t cudasim_faults[CUDASIM_MAX_FAULTS];
 static int             cudasim_num_faults;   /* guarded by the lock */
-static volatile int    cudasim_faults_armed; /* fast path check */
+/* fast path check, read without the lock by every thread (atomics: a test
+ * reloads the rules while the emulator's and the module's threads run) */
+static int             cudasim_faults_armed;
 
 
 /* Parse CUDASIM_FAULTS; returns the number of rules or -1 on error */
@@ -152,7 +154,8 @@ CUDASIM_API int cudasim_fault_reload(void)
 
     pthread_mutex_lock(&cudasim_fault_lock);
     ret = cudasim_fault_parse();
-    cudasim_faults_armed = (cudasim_num_faults > 0);
+    __atomic_store_n(&cudasim_faults_armed, cudasim_num_faults > 0,
+                     __ATOMIC_RELEASE);
     pthread_mutex_unlock(&cudasim_fault_lock);
     return ret;
 }
@@ -171,7 +174,7 @@ CUresult cudasim_fault_check(const char *func)
     cudasim_fault_t *f;
     int i;
 
-    if (!cudasim_faults_armed) {
+    if (!__atomic_load_n(&cudasim_faults_armed, __ATOMIC_ACQUIRE)) {
         return CUDA_SUCCESS;
     }
 
