@@ -13,6 +13,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+#include <poll.h>
+#include <unistd.h>
 
 using namespace cudasim_test;
 
@@ -586,15 +588,27 @@ struct poison_reply {
 };
 
 
+/* What the host function and the callback queued after the failed copy
+ * saw; the callback's status comes back through a pipe, which also tells
+ * that the stream got past the host function (a synchronization of a
+ * stream that failed returns at once, before its callbacks ran) */
+struct poison_calls {
+    std::atomic<int> hostfn{0};
+    int              pipe[2] = {-1, -1};
+};
+
+
 static void CUDA_CB poison_hostfn(void *arg)
 {
-    ++*(int*)arg;
+    ++((poison_calls*)arg)->hostfn;
 }
 
 
 static void CUDA_CB poison_callback(CUstream stream, CUresult status, void *arg)
 {
-    *(int*)arg = status;
+    int value = status;
+
+    (void)!write(((poison_calls*)arg)->pipe[1], &value, sizeof(value));
 }
 
 TEST_PEER_ROLE(cudasim_poison_peer)
@@ -606,6 +620,7 @@ TEST_PEER_ROLE(cudasim_poison_peer)
     CUmemGenericAllocationHandle handle;
     std::vector<unsigned char> host(64, 1);
     poison_reply reply;
+    poison_calls calls;
     CUcontext ctx0, ctx1;
     CUdevice dev0, dev1;
     CUdeviceptr va, dev;
@@ -635,17 +650,23 @@ TEST_PEER_ROLE(cudasim_poison_peer)
     /* a copy held back, its destination unmapped before it runs: on a GPU
      * an illegal address in a kernel or copy */
     hold(-1, 1);
-    reply.hostfn_calls = 0;
-    if ((drv.cuMemcpyHtoDAsync(va, host.data(), host.size(), stream) !=
+    if ((pipe(calls.pipe) != 0) ||
+        (drv.cuMemcpyHtoDAsync(va, host.data(), host.size(), stream) !=
          CUDA_SUCCESS) ||
-        (drv.cuLaunchHostFunc(stream, poison_hostfn, &reply.hostfn_calls) !=
+        (drv.cuLaunchHostFunc(stream, poison_hostfn, &calls) !=
          CUDA_SUCCESS) ||
-        (drv.cuStreamAddCallback(stream, poison_callback, &reply.callback,
-                                 0) != CUDA_SUCCESS) ||
+        (drv.cuStreamAddCallback(stream, poison_callback, &calls, 0) !=
+         CUDA_SUCCESS) ||
         (drv.cuMemUnmap(va, gran) != CUDA_SUCCESS)) {
         return 2;
     }
     hold(-1, 0);
+    struct pollfd pfd = {calls.pipe[0], POLLIN, 0};
+    if ((poll(&pfd, 1, test::hang_guard_ms(30000)) == 1) &&
+        (read(calls.pipe[0], &reply.callback, sizeof(reply.callback)) ==
+         sizeof(reply.callback))) {
+        reply.hostfn_calls = calls.hostfn;
+    }
     reply.sync        = drv.cuStreamSynchronize(stream);
     reply.query       = drv.cuStreamQuery(stream);
     reply.alloc       = drv.cuMemAlloc(&dev, 4096);

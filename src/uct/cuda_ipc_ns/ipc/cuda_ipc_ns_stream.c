@@ -93,15 +93,25 @@ ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
         goto err_op_mp;
     }
 
+    cq->wakeup = ucs_malloc(sizeof(*cq->wakeup), "cuda_ipc_ns_cq_wakeup");
+    if (cq->wakeup == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate the completion wakeup");
+        status = UCS_ERR_NO_MEMORY;
+        goto err_flush_mp;
+    }
+
     cq->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (cq->event_fd < 0) {
         ucs_error("cuda_ipc_ns: eventfd() failed: %m");
         status = UCS_ERR_IO_ERROR;
-        goto err_flush_mp;
+        goto err_free_wakeup;
     }
-
+    cq->wakeup->fd   = cq->event_fd;
+    cq->wakeup->refs = 1;
     return UCS_OK;
 
+err_free_wakeup:
+    ucs_free(cq->wakeup);
 err_flush_mp:
     ucs_mpool_cleanup(&cq->flush_mp, 0);
 err_op_mp:
@@ -232,6 +242,15 @@ ucs_status_t uct_cuda_ipc_ns_cq_ep_flush(uct_cuda_ipc_ns_cq_t *cq,
 }
 
 
+static void uct_cuda_ipc_ns_cq_wakeup_put(uct_cuda_ipc_ns_cq_wakeup_t *wakeup)
+{
+    if (__atomic_sub_fetch(&wakeup->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        close(wakeup->fd);
+        ucs_free(wakeup);
+    }
+}
+
+
 void uct_cuda_ipc_ns_cq_cleanup(uct_cuda_ipc_ns_cq_t *cq)
 {
     uct_cuda_ipc_ns_stream_t *stream;
@@ -239,8 +258,9 @@ void uct_cuda_ipc_ns_cq_cleanup(uct_cuda_ipc_ns_cq_t *cq)
     unsigned i;
     int pushed;
 
-    /* host functions may still signal the eventfd, and copies use mappings
-     * that completion unpins: wait for everything enqueued */
+    /* copies use mappings that completion unpins: wait for everything
+     * enqueued (after an error in the context this returns at once; the
+     * callbacks still to come own the eventfd with us) */
     for (i = 0; i < cq->num_streams; ++i) {
         stream = cq->streams[i];
         if (uct_cuda_ipc_ns_ctx_push(stream->ctx, -1, &pushed) == UCS_OK) {
@@ -255,7 +275,7 @@ void uct_cuda_ipc_ns_cq_cleanup(uct_cuda_ipc_ns_cq_t *cq)
     }
 
     ucs_free(cq->streams);
-    close(cq->event_fd);
+    uct_cuda_ipc_ns_cq_wakeup_put(cq->wakeup);
     ucs_mpool_cleanup(&cq->flush_mp, 1);
     ucs_mpool_cleanup(&cq->op_mp, 1);
 }
@@ -349,13 +369,30 @@ ucs_status_t uct_cuda_ipc_ns_cq_stream(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
 static void CUDA_CB uct_cuda_ipc_ns_cq_signal(CUstream stream, CUresult result,
                                               void *arg)
 {
-    uct_cuda_ipc_ns_cq_t *cq = arg;
-    uint64_t one             = 1;
+    uct_cuda_ipc_ns_cq_wakeup_t *wakeup = arg;
+    uint64_t one                        = 1;
     ssize_t ret;
 
     do {
-        ret = write(cq->event_fd, &one, sizeof(one));
+        ret = write(wakeup->fd, &one, sizeof(one));
     } while ((ret < 0) && (errno == EINTR));
+    uct_cuda_ipc_ns_cq_wakeup_put(wakeup);
+}
+
+
+/* Queue a wakeup of the waiter on @a stream, after the work queued so far */
+static ucs_status_t uct_cuda_ipc_ns_cq_queue_signal(uct_cuda_ipc_ns_cq_t *cq,
+                                                   CUstream stream)
+{
+    ucs_status_t status;
+
+    __atomic_add_fetch(&cq->wakeup->refs, 1, __ATOMIC_RELAXED);
+    status = UCT_CUDA_IPC_NS_CU(cuStreamAddCallback, stream,
+                                uct_cuda_ipc_ns_cq_signal, cq->wakeup, 0);
+    if (status != UCS_OK) {
+        uct_cuda_ipc_ns_cq_wakeup_put(cq->wakeup);
+    }
+    return status;
 }
 
 
@@ -390,8 +427,7 @@ ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
 
     if (ucs_unlikely(cq->armed)) {
         /* a waiter sleeps on the eventfd: this op must wake it too */
-        status = UCT_CUDA_IPC_NS_CU(cuStreamAddCallback, stream->stream,
-                                    uct_cuda_ipc_ns_cq_signal, cq, 0);
+        status = uct_cuda_ipc_ns_cq_queue_signal(cq, stream->stream);
         if (status != UCS_OK) {
             goto err_sync;
         }
@@ -519,8 +555,7 @@ ucs_status_t uct_cuda_ipc_ns_cq_arm(uct_cuda_ipc_ns_cq_t *cq)
             status = UCS_ERR_BUSY;
         } else {
             /* runs when the stream has done all the work queued so far */
-            status = UCT_CUDA_IPC_NS_CU(cuStreamAddCallback, stream->stream,
-                                        uct_cuda_ipc_ns_cq_signal, cq, 0);
+            status = uct_cuda_ipc_ns_cq_queue_signal(cq, stream->stream);
         }
         uct_cuda_ipc_ns_ctx_pop(pushed);
         if (status != UCS_OK) {

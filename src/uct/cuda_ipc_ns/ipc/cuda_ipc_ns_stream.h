@@ -72,6 +72,19 @@ struct uct_cuda_ipc_ns_stream {
 };
 
 
+/*
+ * The eventfd the stream callbacks write, owned by the completion queue and
+ * by every callback queued: the last of them closes it. A callback may run
+ * after the interface is gone: after an error in the context
+ * cuStreamSynchronize returns at once, and the driver still calls the
+ * callbacks queued (cuda.h).
+ */
+typedef struct {
+    int      fd;
+    uint32_t refs;
+} uct_cuda_ipc_ns_cq_wakeup_t;
+
+
 typedef struct uct_cuda_ipc_ns_cq {
     unsigned                     max_streams; /* per context */
     unsigned                     max_poll;
@@ -82,7 +95,8 @@ typedef struct uct_cuda_ipc_ns_cq {
     ucs_list_link_t              active;      /* streams with queued ops */
     ucs_mpool_t                  op_mp;
     ucs_mpool_t                  flush_mp;    /* uct_cuda_ipc_ns_flush_req_t */
-    int                          event_fd;
+    int                          event_fd;    /* wakeup->fd */
+    uct_cuda_ipc_ns_cq_wakeup_t  *wakeup;
     int                          armed;       /* a waiter sleeps on event_fd */
 } uct_cuda_ipc_ns_cq_t;
 
