@@ -52,6 +52,19 @@ protected:
         ASSERT_EQ(UCS_OK, m_allocator->init(m_perf.get()));
     }
 
+    /* uct_alloc of @a length bytes with UCX_CUDA_CPY_NS_MEM_ALLOC=@a mode */
+    ucs_status_t alloc_mode(const char *mode, size_t length,
+                            uct_allocated_memory_t *mem)
+    {
+        ucs_status_t status;
+
+        setenv("UCX_CUDA_CPY_NS_MEM_ALLOC", mode, 1);
+        status = m_allocator->uct_alloc(m_perf.get(), length,
+                                        UCT_MD_MEM_ACCESS_ALL, mem);
+        unsetenv("UCX_CUDA_CPY_NS_MEM_ALLOC");
+        return status;
+    }
+
     struct free_delete {
         void operator()(void *ptr) const { free(ptr); }
     };
@@ -233,11 +246,7 @@ TEST_F(cpy_perftest_test, uct_alloc_memcpy_memset_free) {
 TEST_F(cpy_perftest_test, uct_alloc_legacy) {
     uct_allocated_memory_t mem;
 
-    setenv("UCX_CUDA_CPY_NS_MEM_ALLOC", "legacy", 1);
-    ucs_status_t status = m_allocator->uct_alloc(m_perf.get(), 4096,
-                                                 UCT_MD_MEM_ACCESS_ALL, &mem);
-    unsetenv("UCX_CUDA_CPY_NS_MEM_ALLOC");
-    ASSERT_EQ(UCS_OK, status);
+    ASSERT_EQ(UCS_OK, alloc_mode("legacy", 4096, &mem));
 
     EXPECT_EQ(1u, cpy_test::pointer_attribute<unsigned>(
                           mem.address,
@@ -250,11 +259,7 @@ TEST_F(cpy_perftest_test, uct_alloc_legacy) {
 TEST_F(cpy_perftest_test, uct_alloc_pool) {
     uct_allocated_memory_t mem;
 
-    setenv("UCX_CUDA_CPY_NS_MEM_ALLOC", "pool", 1);
-    ucs_status_t status = m_allocator->uct_alloc(m_perf.get(), 100000,
-                                                 UCT_MD_MEM_ACCESS_ALL, &mem);
-    unsetenv("UCX_CUDA_CPY_NS_MEM_ALLOC");
-    ASSERT_EQ(UCS_OK, status);
+    ASSERT_EQ(UCS_OK, alloc_mode("pool", 100000, &mem));
 
     EXPECT_NE(nullptr, cpy_test::pointer_attribute<CUmemoryPool>(
                                mem.address, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE));
@@ -278,11 +283,7 @@ TEST_F(cpy_perftest_test, uct_alloc_chunked) {
     uct_allocated_memory_t mem;
     size_t gran;
 
-    setenv("UCX_CUDA_CPY_NS_MEM_ALLOC", "chunked", 1);
-    ucs_status_t status = m_allocator->uct_alloc(m_perf.get(), 4ul << 20,
-                                                 UCT_MD_MEM_ACCESS_ALL, &mem);
-    unsetenv("UCX_CUDA_CPY_NS_MEM_ALLOC");
-    ASSERT_EQ(UCS_OK, status);
+    ASSERT_EQ(UCS_OK, alloc_mode("chunked", 4ul << 20, &mem));
 
     /* each chunk its own mapping of its own allocation (MAPPING_*,
      * MEMORY_BLOCK_ID); RANGE_* is the reservation they share (cuda.h) */
