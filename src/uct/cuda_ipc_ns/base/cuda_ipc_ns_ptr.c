@@ -190,8 +190,8 @@ ucs_status_t uct_cuda_ipc_ns_ptr_attr_get(const void *address,
             return status;
         }
     }
-    return ((attr->memory_type == CU_MEMORYTYPE_DEVICE) && (attr->size != 0)) ?
-           UCS_OK : UCS_ERR_INVALID_ADDR;
+    /* reserved but unmapped VA is no memory to move */
+    return (attr->size != 0) ? UCS_OK : UCS_ERR_INVALID_ADDR;
 }
 
 

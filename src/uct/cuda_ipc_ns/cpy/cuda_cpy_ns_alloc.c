@@ -38,10 +38,15 @@ static int uct_cuda_cpy_ns_alloc_device(void)
 }
 
 
-/* in the device's primary context, retained for the life of the process:
- * the memory does not depend on a context of the caller's staying alive,
- * and uct_cuda_cpy_ns_mem_free() frees it in the same context */
-static ucs_status_t uct_cuda_cpy_ns_alloc_legacy(uct_cuda_cpy_ns_alloc_t *alloc)
+/*
+ * cuMemAlloc (legacy), or cuMemAllocAsync from the device's current
+ * stream-ordered pool (pool, as cudaMallocAsync, on the default stream and
+ * ready when this returns), in the device's primary context, retained for
+ * the life of the process: the memory does not depend on a context of the
+ * caller's staying alive, and uct_cuda_cpy_ns_mem_free() frees it in the
+ * same context
+ */
+static ucs_status_t uct_cuda_cpy_ns_alloc_in_ctx(uct_cuda_cpy_ns_alloc_t *alloc)
 {
     ucs_status_t status;
     int pushed;
@@ -51,28 +56,14 @@ static ucs_status_t uct_cuda_cpy_ns_alloc_legacy(uct_cuda_cpy_ns_alloc_t *alloc)
         return status;
     }
 
-    status = UCT_CUDA_IPC_NS_CU(cuMemAlloc, &alloc->ptr, alloc->size);
-    uct_cuda_ipc_ns_ctx_pop(pushed);
-    return status;
-}
-
-
-/* from the device's current stream-ordered pool, as cudaMallocAsync, in its
- * primary context on the default stream, ready when this returns */
-static ucs_status_t uct_cuda_cpy_ns_alloc_pool(uct_cuda_cpy_ns_alloc_t *alloc)
-{
-    ucs_status_t status;
-    int pushed;
-
-    status = uct_cuda_ipc_ns_ctx_push(NULL, alloc->device, &pushed);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = UCT_CUDA_IPC_NS_CU(cuMemAllocAsync, &alloc->ptr, alloc->size,
-                                NULL);
-    if (status == UCS_OK) {
-        status = UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, NULL);
+    if (alloc->mode == UCT_CUDA_CPY_NS_ALLOC_LEGACY) {
+        status = UCT_CUDA_IPC_NS_CU(cuMemAlloc, &alloc->ptr, alloc->size);
+    } else {
+        status = UCT_CUDA_IPC_NS_CU(cuMemAllocAsync, &alloc->ptr, alloc->size,
+                                    NULL);
+        if (status == UCS_OK) {
+            status = UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, NULL);
+        }
     }
     uct_cuda_ipc_ns_ctx_pop(pushed);
     return status;
@@ -193,9 +184,7 @@ ucs_status_t uct_cuda_cpy_ns_mem_alloc(uct_cuda_cpy_ns_alloc_mode_t mode,
              uct_cuda_cpy_ns_alloc_vmm(alloc) :
              (mode == UCT_CUDA_CPY_NS_ALLOC_CHUNKED) ?
              uct_cuda_cpy_ns_alloc_chunked(alloc) :
-             (mode == UCT_CUDA_CPY_NS_ALLOC_POOL) ?
-             uct_cuda_cpy_ns_alloc_pool(alloc) :
-             uct_cuda_cpy_ns_alloc_legacy(alloc);
+             uct_cuda_cpy_ns_alloc_in_ctx(alloc);
     if (status != UCS_OK) {
         ucs_error("cuda_cpy_ns: failed to allocate %zu bytes of %s memory on "
                   "device %d: %s", length, uct_cuda_cpy_ns_alloc_mode_names[mode],
@@ -219,16 +208,15 @@ ucs_status_t uct_cuda_cpy_ns_mem_free(const uct_cuda_cpy_ns_alloc_t *alloc)
     if ((alloc->mode == UCT_CUDA_CPY_NS_ALLOC_LEGACY) ||
         (alloc->mode == UCT_CUDA_CPY_NS_ALLOC_POOL)) {
         status = uct_cuda_ipc_ns_ctx_push(NULL, alloc->device, &pushed);
-        if (status != UCS_OK) {
-            /* logged below */
-        } else if (alloc->mode == UCT_CUDA_CPY_NS_ALLOC_LEGACY) {
-            status = UCT_CUDA_IPC_NS_CU(cuMemFree, alloc->ptr);
-            uct_cuda_ipc_ns_ctx_pop(pushed);
-        } else {
-            /* freed in stream order, after the work queued before */
-            status = UCT_CUDA_IPC_NS_CU(cuMemFreeAsync, alloc->ptr, NULL);
-            if (status == UCS_OK) {
-                status = UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, NULL);
+        if (status == UCS_OK) {
+            if (alloc->mode == UCT_CUDA_CPY_NS_ALLOC_LEGACY) {
+                status = UCT_CUDA_IPC_NS_CU(cuMemFree, alloc->ptr);
+            } else {
+                /* freed in stream order, after the work queued before */
+                status = UCT_CUDA_IPC_NS_CU(cuMemFreeAsync, alloc->ptr, NULL);
+                if (status == UCS_OK) {
+                    status = UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, NULL);
+                }
             }
             uct_cuda_ipc_ns_ctx_pop(pushed);
         }

@@ -100,13 +100,12 @@ ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
         goto err_flush_mp;
     }
 
-    cq->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (cq->event_fd < 0) {
+    cq->wakeup->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (cq->wakeup->fd < 0) {
         ucs_error("cuda_ipc_ns: eventfd() failed: %m");
         status = UCS_ERR_IO_ERROR;
         goto err_free_wakeup;
     }
-    cq->wakeup->fd   = cq->event_fd;
     cq->wakeup->refs = 1;
     return UCS_OK;
 
@@ -362,10 +361,10 @@ ucs_status_t uct_cuda_ipc_ns_cq_stream(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
 }
 
 
-/* Runs on a driver thread once a stream has done the work before it */
-/* A stream callback, not a host function: cuda.h calls cuLaunchHostFunc's
- * function "not ... in the event of an error in the CUDA context", and a
- * waiter must wake to see the failed op */
+/* Runs on a driver thread once a stream has done the work before it, or
+ * failed it: a stream callback, not a host function, because cuda.h calls
+ * cuLaunchHostFunc's function "not ... in the event of an error in the CUDA
+ * context", and a waiter must wake to see the failed op */
 static void CUDA_CB uct_cuda_ipc_ns_cq_signal(CUstream stream, CUresult result,
                                               void *arg)
 {
@@ -540,7 +539,7 @@ ucs_status_t uct_cuda_ipc_ns_cq_arm(uct_cuda_ipc_ns_cq_t *cq)
     int pushed;
 
     /* consume old signals, so that a new one means new completions */
-    while (read(cq->event_fd, &value, sizeof(value)) > 0) {
+    while (read(cq->wakeup->fd, &value, sizeof(value)) > 0) {
     }
 
     ucs_list_for_each(stream, &cq->active, active) {

@@ -95,9 +95,8 @@ typedef struct uct_cuda_ipc_ns_cq {
     ucs_list_link_t              active;      /* streams with queued ops */
     ucs_mpool_t                  op_mp;
     ucs_mpool_t                  flush_mp;    /* uct_cuda_ipc_ns_flush_req_t */
-    int                          event_fd;    /* wakeup->fd */
-    uct_cuda_ipc_ns_cq_wakeup_t  *wakeup;
-    int                          armed;       /* a waiter sleeps on event_fd */
+    uct_cuda_ipc_ns_cq_wakeup_t  *wakeup;      /* its fd: the iface's event fd */
+    int                          armed;       /* a waiter sleeps on the fd */
 } uct_cuda_ipc_ns_cq_t;
 
 

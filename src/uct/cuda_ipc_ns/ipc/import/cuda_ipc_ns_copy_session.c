@@ -30,7 +30,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copies_t *copies,
                                          uct_cuda_ipc_ns_copy_ep_failed_func_t ep_failed)
 {
     struct epoll_event event = {.events = EPOLLIN};
-    int cq_event_fd          = cq->event_fd;
+    int cq_event_fd          = cq->wakeup->fd;
     ucs_status_t status;
 
     if (max_requests == 0) {
