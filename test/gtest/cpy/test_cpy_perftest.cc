@@ -65,6 +65,29 @@ protected:
         return status;
     }
 
+    /* @a length bytes of the pattern of @a seed written to @a mem and read
+     * back through the allocator */
+    void expect_round_trip(const uct_allocated_memory_t &mem, size_t length,
+                           unsigned seed)
+    {
+        bytes_t data = cpy_test::pattern(length, seed), back(length);
+
+        m_allocator->memcpy(mem.address, UCS_MEMORY_TYPE_CUDA, data.data(),
+                            UCS_MEMORY_TYPE_HOST, length);
+        m_allocator->memcpy(back.data(), UCS_MEMORY_TYPE_HOST, mem.address,
+                            UCS_MEMORY_TYPE_CUDA, length);
+        EXPECT_EQ(data, back);
+    }
+
+    /* @a address, of memory freed, is host memory again */
+    void expect_freed(const void *address)
+    {
+        ucs_memory_type_t type;
+
+        ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, address, 8, &type));
+        EXPECT_EQ(UCS_MEMORY_TYPE_HOST, type) << "freed";
+    }
+
     struct free_delete {
         void operator()(void *ptr) const { free(ptr); }
     };
@@ -217,18 +240,11 @@ TEST_F(cpy_perftest_test, uct_alloc_memcpy_memset_free) {
     EXPECT_EQ(mem.address, m_allocator->memset(mem.address, 0xab, length));
     EXPECT_EQ(bytes_t(length, 0xab), cpy_test::device_bytes(mem.address, length));
 
-    bytes_t data = cpy_test::pattern(length, 17), back(length);
-    m_allocator->memcpy(mem.address, UCS_MEMORY_TYPE_CUDA, data.data(),
-                        UCS_MEMORY_TYPE_HOST, length);
-    m_allocator->memcpy(back.data(), UCS_MEMORY_TYPE_HOST, mem.address,
-                        UCS_MEMORY_TYPE_CUDA, length);
-    EXPECT_EQ(data, back);
+    expect_round_trip(mem, length, 17);
 
     void *address = mem.address;
     m_allocator->uct_free(m_perf.get(), &mem);
-    ucs_memory_type_t type;
-    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, address, 8, &type));
-    EXPECT_EQ(UCS_MEMORY_TYPE_HOST, type) << "freed";
+    ASSERT_NO_FATAL_FAILURE(expect_freed(address));
 
     uct_component_h ipc = test::find_component("cuda_ipc_ns");
     uct_md_config_t *config;
@@ -263,18 +279,11 @@ TEST_F(cpy_perftest_test, uct_alloc_pool) {
 
     EXPECT_NE(nullptr, cpy_test::pointer_attribute<CUmemoryPool>(
                                mem.address, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE));
-    bytes_t data = cpy_test::pattern(100000, 29), back(100000);
-    m_allocator->memcpy(mem.address, UCS_MEMORY_TYPE_CUDA, data.data(),
-                        UCS_MEMORY_TYPE_HOST, data.size());
-    m_allocator->memcpy(back.data(), UCS_MEMORY_TYPE_HOST, mem.address,
-                        UCS_MEMORY_TYPE_CUDA, back.size());
-    EXPECT_EQ(data, back);
+    expect_round_trip(mem, 100000, 29);
 
     void *address = mem.address;
     m_allocator->uct_free(m_perf.get(), &mem);
-    ucs_memory_type_t type;
-    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, address, 8, &type));
-    EXPECT_EQ(UCS_MEMORY_TYPE_HOST, type) << "freed";
+    ASSERT_NO_FATAL_FAILURE(expect_freed(address));
 }
 
 /* chunked: allocations of the granularity mapped back to back, one
@@ -307,12 +316,7 @@ TEST_F(cpy_perftest_test, uct_alloc_chunked) {
     EXPECT_TRUE(cpy_test::posix_fd_exportable(second));
 
     /* bytes across the chunks */
-    bytes_t data = cpy_test::pattern(4ul << 20, 23), back(4ul << 20);
-    m_allocator->memcpy(mem.address, UCS_MEMORY_TYPE_CUDA, data.data(),
-                        UCS_MEMORY_TYPE_HOST, data.size());
-    m_allocator->memcpy(back.data(), UCS_MEMORY_TYPE_HOST, mem.address,
-                        UCS_MEMORY_TYPE_CUDA, back.size());
-    EXPECT_EQ(data, back);
+    expect_round_trip(mem, 4ul << 20, 23);
 
     /* cu_ipc_ns registers every chunk in one key */
     uct_component_h ipc = test::find_component("cuda_ipc_ns");
@@ -338,11 +342,8 @@ TEST_F(cpy_perftest_test, uct_alloc_chunked) {
 
     void *address = mem.address;
     m_allocator->uct_free(m_perf.get(), &mem);
-    ucs_memory_type_t type;
-    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, address, 8, &type));
-    EXPECT_EQ(UCS_MEMORY_TYPE_HOST, type) << "freed";
-    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, second, 8, &type));
-    EXPECT_EQ(UCS_MEMORY_TYPE_HOST, type) << "freed";
+    ASSERT_NO_FATAL_FAILURE(expect_freed(address));
+    ASSERT_NO_FATAL_FAILURE(expect_freed(second));
 }
 
 } // namespace
