@@ -123,7 +123,7 @@ cuda_pool_buffer::~cuda_pool_buffer()
 }
 
 
-static CUmemAllocationProp chunk_prop(int device)
+CUmemAllocationProp cuda_vmm_prop(int device)
 {
     CUmemAllocationProp prop = {};
 
@@ -137,7 +137,7 @@ static CUmemAllocationProp chunk_prop(int device)
 
 size_t cuda_vmm_granularity(int device)
 {
-    CUmemAllocationProp prop = chunk_prop(device);
+    CUmemAllocationProp prop = cuda_vmm_prop(device);
     size_t gran              = 0;
 
     TEST_CU(cuMemGetAllocationGranularity, &gran, &prop,
@@ -174,7 +174,7 @@ void *cuda_vmm_memory::ptr() const
 cuda_vmm_chunks::cuda_vmm_chunks(size_t num_chunks, int device) :
     m_ptr(0), m_chunk(0), m_device(device), m_handles(num_chunks, 0)
 {
-    CUmemAllocationProp prop = chunk_prop(device);
+    CUmemAllocationProp prop = cuda_vmm_prop(device);
 
     TEST_CU(cuMemGetAllocationGranularity, &m_chunk, &prop,
             CU_MEM_ALLOC_GRANULARITY_MINIMUM);
@@ -189,7 +189,7 @@ cuda_vmm_chunks::cuda_vmm_chunks(size_t num_chunks, int device) :
 
 void cuda_vmm_chunks::map_chunk(size_t index)
 {
-    CUmemAllocationProp prop = chunk_prop(m_device);
+    CUmemAllocationProp prop = cuda_vmm_prop(m_device);
     CUdeviceptr addr         = m_ptr + index * m_chunk;
     CUmemAccessDesc access   = {};
 

@@ -117,6 +117,10 @@ private:
     std::vector<CUmemGenericAllocationHandle> m_handles;
 };
 
+/* The properties of a pinned VMM allocation on @a device with the POSIX-fd
+ * handle type */
+CUmemAllocationProp cuda_vmm_prop(int device = 0);
+
 /* The minimal granularity of POSIX-fd VMM allocations on @a device */
 size_t cuda_vmm_granularity(int device = 0);
 

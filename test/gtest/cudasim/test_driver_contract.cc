@@ -27,15 +27,6 @@ using namespace cudasim_test;
 
 class driver_contract : public base {
 protected:
-    static CUmemAllocationProp posix_fd_prop() {
-        CUmemAllocationProp prop  = {};
-        prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
-        prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
-        prop.location.id          = 0;
-        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-        return prop;
-    }
-
     template <typename T>
     static T attribute(CUdeviceptr ptr, CUpointer_attribute name) {
         T value = T();
@@ -244,7 +235,7 @@ TEST_F(driver_contract, exported_fd_close_on_exec)
  * cuMemCreate and its first export add. */
 TEST_F(driver_contract, fds_a_vmm_allocation_opens)
 {
-    CUmemAllocationProp prop = posix_fd_prop();
+    CUmemAllocationProp prop = test::cuda_vmm_prop();
     CUmemGenericAllocationHandle handle;
     size_t gran = granularity();
     int before, created, exported, fd = -1;
