@@ -178,4 +178,23 @@ int cudasim_range_check(uintptr_t addr, size_t len, int need_write,
 /* wait for all streams of all contexts to drain (like cuCtxSynchronize) */
 void cudasim_streams_sync_all(void);
 
+/* The descriptor @a fd moved above the application's range where the limit
+ * allows (cudasim_vmm.c); returns the descriptor to keep */
+int cudasim_fd_out_of_range(int fd);
+
+/* Whether @a fd is a memfd the emulator named @a name (/proc may be absent:
+ * then yes, and the caller's header check decides) */
+int cudasim_memfd_name_ok(int fd, const char *name);
+
+/* A VMM allocation handle of @a size bytes of @a fd at @a offset, holding
+ * them through a mapping of its own and no descriptor, as an imported
+ * allocation (its memory is not counted against the device here) */
+CUresult cudasim_vmm_wrap(int fd, off_t offset, size_t size, int device,
+                          unsigned handle_types, uint64_t buffer_id,
+                          CUmemGenericAllocationHandle *handle);
+
+/* cuMemFree of memory of a stream-ordered pool (cudasim_pool.c):
+ * CUDA_ERROR_INVALID_VALUE when @a dptr is no pool allocation's start */
+CUresult cudasim_pool_free(CUdeviceptr dptr);
+
 #endif

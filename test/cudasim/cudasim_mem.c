@@ -229,7 +229,9 @@ CUDASIM_API CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
     region = cudasim_region_find_kind((uintptr_t)dptr, CUDASIM_REGION_LEGACY);
     if ((region == NULL) || (region->base != (uintptr_t)dptr)) {
         cudasim_registry_unlock();
-        return CUDA_ERROR_INVALID_VALUE;
+        /* cuda.h (cuMemPoolImportPointer): "The pointer may be freed with
+         * cuMemFree or cuMemFreeAsync"; so may a pool's own */
+        return cudasim_pool_free(dptr);
     }
     cudasim_region_remove(region);
     cudasim_registry_unlock();

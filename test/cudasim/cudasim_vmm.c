@@ -8,7 +8,7 @@
  *
  * A driver holds no descriptor per allocation: the application's fd range
  * and RLIMIT_NOFILE are its own. So the memfd that an allocation keeps is
- * moved out of that range (cudasim_vmm_fd_out_of_range()), and an imported
+ * moved out of that range (cudasim_fd_out_of_range()), and an imported
  * allocation keeps none: a shared mapping of the memfd holds its memory.
  */
 #include "cudasim_internal.h"
@@ -118,7 +118,7 @@ static void cudasim_vmm_put(cudasim_vmm_alloc_t *alloc)
  * it is, counting against the limit like the application's own (stricter
  * than the driver, never more lenient). Returns the descriptor to keep.
  */
-static int cudasim_vmm_fd_out_of_range(int fd)
+int cudasim_fd_out_of_range(int fd)
 {
     struct rlimit lim;
     int high;
@@ -230,7 +230,7 @@ CUDASIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle,
         cudasim_log("memfd_create failed: %m");
         goto err_free;
     }
-    fd = cudasim_vmm_fd_out_of_range(fd);
+    fd = cudasim_fd_out_of_range(fd);
     /* the driver allocates the memory here, not at first use */
     if ((ftruncate(fd, CUDASIM_VMM_HDR_SIZE + size) != 0) ||
         (cudasim_mem_commit(fd, 0, CUDASIM_VMM_HDR_SIZE + size) != 0)) {
@@ -772,12 +772,12 @@ cuMemExportToShareableHandle(void *shareableHandle,
 }
 
 
-/* Is fd one of our memfds? (/proc may be absent: the header decides) */
-static int cudasim_vmm_fd_name_ok(int fd)
+int cudasim_memfd_name_ok(int fd, const char *name)
 {
-    const char prefix[] = "/memfd:" CUDASIM_VMM_NAME;
-    char path[64], target[256];
+    char path[64], target[256], prefix[64];
     ssize_t len;
+
+    snprintf(prefix, sizeof(prefix), "/memfd:%s", name);
 
     snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
     len = readlink(path, target, sizeof(target) - 1);
@@ -785,7 +785,7 @@ static int cudasim_vmm_fd_name_ok(int fd)
         return 1;
     }
     target[len] = '\0';
-    return !strncmp(target, prefix, sizeof(prefix) - 1);
+    return !strncmp(target, prefix, strlen(prefix));
 }
 
 
@@ -845,16 +845,54 @@ static void cudasim_import_barrier_wait(void)
 }
 
 
+CUresult cudasim_vmm_wrap(int fd, off_t offset, size_t size, int device,
+                          unsigned handle_types, uint64_t buffer_id,
+                          CUmemGenericAllocationHandle *handle)
+{
+    cudasim_vmm_alloc_t *alloc;
+    void *backing;
+
+    alloc = calloc(1, sizeof(*alloc));
+    if (alloc == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    /* the caller keeps ownership of fd; we keep a mapping, no descriptor */
+    backing = mmap(NULL, size, PROT_NONE, MAP_SHARED, fd, offset);
+    if (backing == MAP_FAILED) {
+        cudasim_log("mapping %zu bytes of fd %d at %lld failed: %m", size, fd,
+                    (long long)offset);
+        free(alloc);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    alloc->magic        = CUDASIM_VMM_ALLOC_MAGIC;
+    alloc->fd           = -1;
+    alloc->backing      = backing;
+    alloc->size         = size;
+    alloc->device       = device;
+    alloc->handle_types = handle_types;
+    alloc->buffer_id    = buffer_id;
+    alloc->imported     = 1;
+    alloc->handle_refs  = 1;
+
+    pthread_mutex_lock(&cudasim_vmm_lock);
+    alloc->next        = cudasim_vmm_allocs;
+    cudasim_vmm_allocs = alloc;
+    pthread_mutex_unlock(&cudasim_vmm_lock);
+
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)alloc;
+    return CUDA_SUCCESS;
+}
+
+
 CUDASIM_API CUresult CUDAAPI
 cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
                                void *osHandle,
                                CUmemAllocationHandleType shHandleType)
 {
     int fd = (int)(intptr_t)osHandle;
-    cudasim_vmm_alloc_t *alloc;
     cudasim_vmm_hdr_t hdr;
     struct stat st;
-    void *backing;
+    CUresult res;
     int device;
 
     CUDASIM_ENTER("cuMemImportFromShareableHandle");
@@ -871,7 +909,7 @@ cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
         return CUDA_ERROR_INVALID_VALUE;
     }
     if ((fd < 0) || (fstat(fd, &st) != 0) || !S_ISREG(st.st_mode) ||
-        !cudasim_vmm_fd_name_ok(fd) ||
+        !cudasim_memfd_name_ok(fd, CUDASIM_VMM_NAME) ||
         (pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr)) ||
         strncmp(hdr.magic, CUDASIM_VMM_MAGIC, sizeof(hdr.magic)) ||
         ((uint64_t)st.st_size != CUDASIM_VMM_HDR_SIZE + hdr.size)) {
@@ -886,36 +924,13 @@ cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
         return CUDA_ERROR_NOT_SUPPORTED;
     }
 
-    alloc = calloc(1, sizeof(*alloc));
-    if (alloc == NULL) {
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    res = cudasim_vmm_wrap(fd, CUDASIM_VMM_HDR_SIZE, hdr.size, device,
+                           hdr.handle_types, hdr.buffer_id, handle);
+    if (res != CUDA_SUCCESS) {
+        return res;
     }
-    /* the caller keeps ownership of fd; we keep a mapping, no descriptor */
-    backing = mmap(NULL, hdr.size, PROT_NONE, MAP_SHARED, fd,
-                   CUDASIM_VMM_HDR_SIZE);
-    if (backing == MAP_FAILED) {
-        cudasim_log("cuMemImportFromShareableHandle(fd %d): mmap failed: %m",
-                    fd);
-        free(alloc);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    alloc->magic        = CUDASIM_VMM_ALLOC_MAGIC;
-    alloc->fd           = -1;
-    alloc->backing      = backing;
-    alloc->size         = hdr.size;
-    alloc->device       = device;
-    alloc->handle_types = hdr.handle_types;
-    alloc->buffer_id    = hdr.buffer_id;
-    alloc->imported     = 1;
-    alloc->handle_refs  = 1;
-
-    pthread_mutex_lock(&cudasim_vmm_lock);
-    alloc->next        = cudasim_vmm_allocs;
-    cudasim_vmm_allocs = alloc;
-    pthread_mutex_unlock(&cudasim_vmm_lock);
-
-    cudasim_log("imported VMM allocation %#llx (%zu bytes) from fd %d",
-                (unsigned long long)alloc->buffer_id, alloc->size, fd);
-    *handle = (CUmemGenericAllocationHandle)(uintptr_t)alloc;
+    cudasim_log("imported VMM allocation %#llx (%llu bytes) from fd %d",
+                (unsigned long long)hdr.buffer_id,
+                (unsigned long long)hdr.size, fd);
     return CUDA_SUCCESS;
 }

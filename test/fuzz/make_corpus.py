@@ -11,9 +11,9 @@ import struct
 import sys
 
 BASE_SIZE = 101
-PACKED_SIZE = 244
+PACKED_SIZE = 248
 EXT_FLAG = 0x80000000
-LEGACY, POSIX_FD, CHUNKS, COPY = 1, 2, 3, 4
+LEGACY, POSIX_FD, CHUNKS, COPY, POOL = 1, 2, 3, 4, 5
 BROKER_MAGIC = 0x736e6963
 
 
@@ -119,6 +119,16 @@ def corpus():
     c['copy_no_ext'] = pad(base_key(COPY, bytes(64), 0xabcdef, 0x7f0000200000,
                                     1 << 30, UUID, False))
     c['copy_no_addr'] = pad(kx + ext(1, 2, posix=(TOKEN, b'')))
+    # an allocation of a stream-ordered pool (handle type 5): its export
+    # data as handle, the pool's fd after the broker address
+    ox = base_key(POOL, bytes(range(0x80, 0xc0)), 0xabcdef, 0x7f0000200000,
+                  1 << 30, UUID, True)
+    c['pool_abstract'] = pad(ox + ext(0xf0000456, 0xabcdef,
+                                      posix=(TOKEN, ABSTRACT),
+                                      extra=struct.pack('<i', 1066)))
+    c['pool_addr_max'] = pad(ox + ext(1, 2, posix=(TOKEN, b'x' * 108),
+                                      extra=struct.pack('<i', 7)))
+    c['pool_no_fd'] = pad(ox + e_posix)
     # broker messages (the target parses them too)
     head = struct.pack('<IHH', BROKER_MAGIC, 1, 2) + \
         struct.pack('<Q', 0x0807060504030201)

@@ -100,8 +100,8 @@ cuda_vmm_buffer::~cuda_vmm_buffer()
 }
 
 
-cuda_pool_buffer::cuda_pool_buffer(size_t size, int device) :
-    m_ptr(0), m_size(size), m_pool(nullptr)
+cuda_pool_buffer::cuda_pool_buffer(size_t size, int device, bool shareable) :
+    m_ptr(0), m_size(size), m_pool(nullptr), m_own_pool(shareable)
 {
     CUmemPoolProps props = {};
 
@@ -109,7 +109,11 @@ cuda_pool_buffer::cuda_pool_buffer(size_t size, int device) :
     props.handleTypes   = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     props.location.id   = device;
-    TEST_CU(cuMemPoolCreate, &m_pool, &props);
+    if (shareable) {
+        TEST_CU(cuMemPoolCreate, &m_pool, &props);
+    } else {
+        TEST_CU(cuDeviceGetDefaultMemPool, &m_pool, device);
+    }
     TEST_CU(cuMemAllocFromPoolAsync, &m_ptr, size, m_pool, nullptr);
     TEST_CU(cuStreamSynchronize, nullptr);
 }
@@ -119,7 +123,9 @@ cuda_pool_buffer::~cuda_pool_buffer()
 {
     uct_cuda_ipc_ns_drv.cuMemFreeAsync(m_ptr, nullptr);
     uct_cuda_ipc_ns_drv.cuStreamSynchronize(nullptr);
-    uct_cuda_ipc_ns_drv.cuMemPoolDestroy(m_pool);
+    if (m_own_pool) {
+        uct_cuda_ipc_ns_drv.cuMemPoolDestroy(m_pool);
+    }
 }
 
 

@@ -76,12 +76,15 @@ private:
     CUmemGenericAllocationHandle m_handle;
 };
 
-/* Memory of a stream-ordered pool created with the POSIX-fd handle type
- * (cuMemPoolCreate, cuMemAllocFromPoolAsync: what cudaMallocAsync does with
- * a pool of its own), on @a device */
+/* Memory of a stream-ordered pool on @a device: with @a shareable, of a pool
+ * created with the POSIX-fd handle type (cuMemPoolCreate,
+ * cuMemAllocFromPoolAsync: what cudaMallocAsync does with a pool of its
+ * own); else of the device's default pool (cuMemAllocAsync, which exports
+ * nothing) */
 class cuda_pool_buffer {
 public:
-    explicit cuda_pool_buffer(size_t size, int device = 0);
+    explicit cuda_pool_buffer(size_t size, int device = 0,
+                              bool shareable = true);
     ~cuda_pool_buffer();
     void *ptr() const { return (void*)m_ptr; }
     size_t size() const { return m_size; }
@@ -90,6 +93,7 @@ private:
     CUdeviceptr  m_ptr;
     size_t       m_size;
     CUmemoryPool m_pool;
+    bool         m_own_pool; /* created here, destroyed with the buffer */
 };
 
 /* A range of separate cuMemCreate allocations (POSIX fd handle type) of the

@@ -20,7 +20,9 @@ extern "C" {
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 using namespace cudasim_test;
 
@@ -339,4 +341,176 @@ TEST_F(driver_contract, pool_memory_is_no_allocation_of_ours)
     uct_cuda_ipc_ns_ptr_attr_t attr;
     ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_ptr_attr_get(buf.ptr(), &attr));
     EXPECT_EQ(buf.pool(), attr.pool);
+}
+
+
+namespace {
+
+struct pool_share_msg {
+    CUmemPoolPtrExportData live;  /* an allocation of the pool */
+    CUmemPoolPtrExportData freed; /* one its owner freed */
+    uint64_t               size;  /* of the live one */
+};
+
+struct pool_share_reply {
+    CUresult import_pool;
+    CUresult set_access;
+    CUresult import_live;
+    CUresult import_freed;
+    bool     range_ok;    /* cuMemGetAddressRange: the allocation */
+    bool     attr_ok;     /* MEMPOOL_HANDLE: the imported pool */
+    bool     data_ok;     /* the owner's bytes */
+    bool     written;     /* ours, for the owner to see */
+};
+
+const uint8_t POOL_OWNER_BYTE = 0x5a, POOL_PEER_BYTE = 0xa5;
+
+
+/* @a size bytes at @a ptr all equal @a value */
+bool device_bytes_are(CUdeviceptr ptr, size_t size, uint8_t value)
+{
+    std::vector<uint8_t> host(size);
+
+    return (uct_cuda_ipc_ns_drv.cuMemcpyDtoH(host.data(), ptr, size) ==
+            CUDA_SUCCESS) &&
+           (std::count(host.begin(), host.end(), value) == (ssize_t)size);
+}
+
+} // namespace
+
+
+/* The importer of a pool allocation: the pool from the fd, the allocation
+ * from its export data, its bytes read and written */
+TEST_PEER_ROLE(driver_contract_pool_peer)
+{
+    CUmemAccessDesc access = {};
+    CUdeviceptr ptr = 0, freed, base = 0;
+    CUmemoryPool pool, attr_pool = nullptr;
+    pool_share_reply reply = {};
+    pool_share_msg msg;
+    size_t size = 0;
+    int fd      = -1;
+    char done;
+
+    if (!test::cuda_init()) {
+        return 10;
+    }
+    if (!chan.recv_obj(msg, 30000, &fd) || (fd < 0)) {
+        return 11;
+    }
+    reply.import_pool = uct_cuda_ipc_ns_drv.cuMemPoolImportFromShareableHandle(
+            &pool, (void*)(uintptr_t)fd,
+            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    close(fd);
+    if (reply.import_pool == CUDA_SUCCESS) {
+        access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        access.location.id   = 0;
+        access.flags         = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        reply.set_access  = uct_cuda_ipc_ns_drv.cuMemPoolSetAccess(pool,
+                                                                   &access, 1);
+        reply.import_live = uct_cuda_ipc_ns_drv.cuMemPoolImportPointer(
+                &ptr, pool, &msg.live);
+        reply.import_freed = uct_cuda_ipc_ns_drv.cuMemPoolImportPointer(
+                &freed, pool, &msg.freed);
+        if (reply.import_freed == CUDA_SUCCESS) {
+            uct_cuda_ipc_ns_drv.cuMemFree(freed);
+        }
+    }
+    if (reply.import_live == CUDA_SUCCESS) {
+        reply.range_ok = (uct_cuda_ipc_ns_drv.cuMemGetAddressRange(
+                                  &base, &size, ptr) == CUDA_SUCCESS) &&
+                         (base == ptr) && (size == msg.size);
+        reply.attr_ok  = (uct_cuda_ipc_ns_drv.cuPointerGetAttribute(
+                                  &attr_pool,
+                                  CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+                                  ptr) == CUDA_SUCCESS) &&
+                         (attr_pool == pool);
+        reply.data_ok  = device_bytes_are(ptr, msg.size, POOL_OWNER_BYTE);
+        reply.written  = (uct_cuda_ipc_ns_drv.cuMemsetD8(ptr, POOL_PEER_BYTE,
+                                                         msg.size) ==
+                          CUDA_SUCCESS);
+    }
+    if (!chan.send_obj(reply)) {
+        return 12;
+    }
+    /* cuda.h: the importers free an allocation before its owner does */
+    if (!chan.recv_obj(done)) {
+        return 13;
+    }
+    if (reply.import_live == CUDA_SUCCESS) {
+        uct_cuda_ipc_ns_drv.cuMemFree(ptr);
+    }
+    if (reply.import_pool == CUDA_SUCCESS) {
+        uct_cuda_ipc_ns_drv.cuMemPoolDestroy(pool);
+    }
+    return 0;
+}
+
+
+/*
+ * Stream-ordered pools between processes (cuda.h, cuMemPoolExportTo-
+ * ShareableHandle, cuMemPoolImportFromShareableHandle,
+ * cuMemPoolExportPointer, cuMemPoolImportPointer): a pool created with the
+ * POSIX-fd handle type exports as an fd, which imports in another process as
+ * a pool; an allocation's export data imports from it as that allocation
+ * (cuMemGetAddressRange: its size; MEMPOOL_HANDLE: the imported pool), whose
+ * bytes both sides read and write. A device's default pool is not "IPC
+ * capable": its export is refused, and the module copies its memory as the
+ * owner. Printed: whether the export data of a freed allocation still
+ * imports (the module checks the size of what it imports either way).
+ */
+TEST_F(driver_contract, pool_allocation_imports_in_another_process)
+{
+    const size_t size = 3 * granularity() + 4096;
+    test::cuda_pool_buffer buf(size);
+    test::cuda_pool_buffer default_buf(4096, 0, false);
+    CUdeviceptr ptr = (CUdeviceptr)buf.ptr(), base = 0;
+    pool_share_reply reply;
+    pool_share_msg msg = {};
+    size_t alloc_size  = 0;
+    int fd = -1, default_fd = -1;
+    char done = 1;
+
+    CU_EXPECT(CUDA_ERROR_INVALID_VALUE, cuMemPoolExportToShareableHandle,
+              &default_fd, default_buf.pool(),
+              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+
+    CU_OK(cuMemGetAddressRange, &base, &alloc_size, ptr);
+    EXPECT_EQ(ptr, base);
+    EXPECT_GE(alloc_size, size);
+    msg.size = alloc_size;
+    CU_OK(cuMemsetD8, ptr, POOL_OWNER_BYTE, alloc_size);
+    CU_OK(cuMemPoolExportPointer, &msg.live, ptr);
+    CU_OK(cuMemPoolExportToShareableHandle, &fd, buf.pool(),
+          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    ASSERT_GE(fd, 0);
+
+    /* an allocation of the same pool, freed before the peer imports it */
+    CUdeviceptr gone;
+    CU_OK(cuMemAllocFromPoolAsync, &gone, granularity(), buf.pool(), nullptr);
+    CU_OK(cuStreamSynchronize, nullptr);
+    CU_OK(cuMemPoolExportPointer, &msg.freed, gone);
+    CU_OK(cuMemFreeAsync, gone, nullptr);
+    CU_OK(cuStreamSynchronize, nullptr);
+
+    test::peer peer("driver_contract_pool_peer");
+    ASSERT_TRUE(peer.chan().send_obj(msg, fd));
+    close(fd);
+    ASSERT_TRUE(peer.chan().recv_obj(reply));
+    EXPECT_EQ(CUDA_SUCCESS, reply.import_pool);
+    EXPECT_EQ(CUDA_SUCCESS, reply.set_access);
+    EXPECT_EQ(CUDA_SUCCESS, reply.import_live);
+    EXPECT_TRUE(reply.range_ok) << "the import is the allocation";
+    EXPECT_TRUE(reply.attr_ok) << "MEMPOOL_HANDLE names the imported pool";
+    EXPECT_TRUE(reply.data_ok) << "the owner's bytes";
+    EXPECT_TRUE(reply.written);
+    EXPECT_TRUE(device_bytes_are(ptr, alloc_size, POOL_PEER_BYTE))
+            << "the peer's bytes";
+    answer("import of a freed pool allocation's export data",
+           uct_cuda_ipc_ns_cu_error_name(reply.import_freed));
+    if (is_emulator()) {
+        EXPECT_NE(CUDA_SUCCESS, reply.import_freed);
+    }
+    ASSERT_TRUE(peer.chan().send_obj(done));
+    EXPECT_EQ(0, peer.wait());
 }

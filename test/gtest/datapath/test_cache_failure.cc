@@ -287,7 +287,17 @@ INSTANTIATE_TEST_SUITE_P(
             fault{"cuEventCreate", "CUDA_ERROR_OUT_OF_MEMORY", BUF_VMM, 1},
             fault{"cuMemcpyDtoDAsync", "CUDA_ERROR_INVALID_VALUE", BUF_VMM, 1},
             fault{"cuEventRecord", "CUDA_ERROR_LAUNCH_FAILED", BUF_VMM, 1},
-            fault{"cuEventQuery", "CUDA_ERROR_ILLEGAL_ADDRESS", BUF_LEGACY, 1}),
+            fault{"cuEventQuery", "CUDA_ERROR_ILLEGAL_ADDRESS", BUF_LEGACY, 1},
+            /* an allocation of a pool: the pool, its access, the pointer,
+             * the pointer's range */
+            fault{"cuMemPoolImportFromShareableHandle",
+                  "CUDA_ERROR_INVALID_VALUE", BUF_POOL, 1},
+            fault{"cuMemPoolSetAccess", "CUDA_ERROR_INVALID_VALUE", BUF_POOL,
+                  1},
+            fault{"cuMemPoolImportPointer", "CUDA_ERROR_OUT_OF_MEMORY",
+                  BUF_POOL, 1},
+            fault{"cuMemGetAddressRange", "CUDA_ERROR_INVALID_VALUE",
+                  BUF_POOL, 1}),
         [](const ::testing::TestParamInfo<fault> &info) {
             return std::string(info.param.func) +
                    ((info.param.nth > 1) ?

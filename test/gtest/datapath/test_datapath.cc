@@ -1,6 +1,6 @@
 /*
  * Data path through the UCT API, between real processes on the emulator (or
- * a real driver): put/get of every size, legacy and VMM memory, across PID
+ * a real driver): put/get of every size, legacy, VMM and pool memory, across PID
  * and network namespaces and with pidfd_getfd blocked; completion by
  * progress and by eventfd; flush, fence and pending semantics; bytes checked
  * on both sides.
@@ -40,6 +40,18 @@ std::ostream &operator<<(std::ostream &os, const scenario &s)
 
 class datapath : public ::testing::TestWithParam<scenario> {
 protected:
+    /* memory the importer maps itself: a key of the memory's own handle */
+    static void expect_key_type(buffer_kind kind, const bytes_t &key) {
+        uct_cuda_ipc_ns_rkey_info_t info;
+
+        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_parse(key.data(), key.size(),
+                                                     &info));
+        EXPECT_EQ((kind == BUF_LEGACY) ? UCT_CUDA_IPC_NS_HANDLE_LEGACY :
+                  (kind == BUF_POOL)   ? UCT_CUDA_IPC_NS_HANDLE_POOL :
+                                         UCT_CUDA_IPC_NS_HANDLE_POSIX_FD,
+                  info.handle_type);
+    }
+
     void SetUp() override
     {
         if (!cuda_init()) {
@@ -84,6 +96,9 @@ TEST_P(datapath, put_get_all_sizes) {
         uct_rkey_bundle_t rkey;
         ASSERT_EQ(UCS_OK, uct_rkey_unpack(node.component(), remote.rkey.data(),
                                           &rkey));
+        expect_key_type(s.kind, remote.rkey);
+        uct_cuda_ipc_ns_cache_stats_t before, after;
+        uct_cuda_ipc_ns_cache_get_stats(&before);
 
         for (size_t size : SIZES) {
             SCOPED_TRACE(size);
@@ -100,6 +115,9 @@ TEST_P(datapath, put_get_all_sizes) {
                                         remote.addr, rkey.rkey));
             EXPECT_TRUE(node.check(local, seed, 0, size));
         }
+        /* the importer mapped the memory itself: nobody copied for it */
+        uct_cuda_ipc_ns_cache_get_stats(&after);
+        EXPECT_GT(after.misses, before.misses);
         uct_rkey_release(node.component(), &rkey);
     } else {
         ASSERT_TRUE(peer.connect(node));
@@ -107,6 +125,7 @@ TEST_P(datapath, put_get_all_sizes) {
         ASSERT_GE(exported, 0);
         bytes_t key         = node.rkey(exported);
         uint64_t addr       = (uint64_t)node.buf(exported).ptr;
+        expect_key_type(s.kind, key);
         agent_buffer local  = peer.alloc(s.kind, buf_size, 0);
         ASSERT_GE(local.index, 0);
 
@@ -135,7 +154,14 @@ INSTANTIATE_TEST_SUITE_P(
             scenario{"vmm_importer_pidfd_getfd_blocked", BUF_VMM, false, false,
                      true, true},
             scenario{"legacy_importer_other_net_ns", BUF_LEGACY, false, true,
-                     true, false}),
+                     true, false},
+            /* a stream-ordered pool of the POSIX-fd handle type: the pool's
+             * fd, then the allocation's export data */
+            scenario{"pool_same_ns", BUF_POOL, false, false, false, false},
+            scenario{"pool_other_pid_and_net_ns", BUF_POOL, true, true, false,
+                     false},
+            scenario{"pool_importer_pidfd_getfd_blocked", BUF_POOL, false,
+                     false, true, true}),
         [](const ::testing::TestParamInfo<scenario> &info) {
             return std::string(info.param.name);
         });
@@ -248,6 +274,37 @@ TEST_F(datapath_pair, out_of_range_is_refused) {
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               post(true, m_node->buf(local).ptr, 8, r.buf.addr - 8,
                    r.rkey.rkey, &comp));
+}
+
+
+/* A pool key is the allocation's: one that says another length (a forged
+ * or stale key) is refused at import, before any byte moves, and the true
+ * key still works */
+TEST_F(datapath_pair, pool_key_of_another_length_is_refused) {
+    start();
+    remote r  = export_buffer(BUF_POOL, 4 * MiB, 1);
+    int local = m_node->alloc(BUF_VMM, 4 * MiB);
+    uct_cuda_ipc_ns_rkey_info_t info;
+    uct_rkey_bundle_t forged;
+
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_parse(r.buf.rkey.data(),
+                                                 r.buf.rkey.size(), &info));
+    ASSERT_EQ(UCT_CUDA_IPC_NS_HANDLE_POOL, info.handle_type);
+    info.length -= MiB;
+    bytes_t key(r.buf.rkey.size());
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_pack(&info, key.data()));
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_node->component(), key.data(),
+                                      &forged));
+    m_rkeys.push_back(forged);
+
+    ucs_status_t status = m_node->copy(m_ep, false, m_node->buf(local).ptr,
+                                       MiB, r.buf.addr, forged.rkey);
+    EXPECT_NE(UCS_OK, status);
+    EXPECT_NE(UCS_INPROGRESS, status);
+
+    ASSERT_EQ(UCS_OK, m_node->copy(m_ep, false, m_node->buf(local).ptr,
+                                   4 * MiB, r.buf.addr, r.rkey.rkey));
+    EXPECT_TRUE(m_node->check(local, 1, 0, 4 * MiB));
 }
 
 

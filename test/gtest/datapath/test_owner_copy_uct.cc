@@ -340,23 +340,23 @@ void owner_copy_uct::unshareable_vmm_put_get()
 }
 
 
-/* Memory of a stream-ordered pool created with the POSIX-fd handle type
- * (cudaMallocAsync with a pool of its own): its allocation handle cannot be
- * retained, so the key is a copy key of exactly the registered bytes, and
- * put and get go through the owner's copies */
+/* Memory of a device's default stream-ordered pool (cudaMallocAsync): the
+ * pool exports nothing and its allocation handle cannot be retained, so the
+ * key is a copy key of exactly the registered bytes, and put and get go
+ * through the owner's copies */
 TEST_F(owner_copy_uct, put_get_zcopy_pool_owner) {
     const size_t size = 3 * MiB + 4096;
     uct_cuda_ipc_ns_rkey_info_t info;
     remote r;
 
-    ASSERT_NO_FATAL_FAILURE(export_copied(BUF_POOL, size, 1, &r));
+    ASSERT_NO_FATAL_FAILURE(export_copied(BUF_POOL_DEFAULT, size, 1, &r));
     ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_parse(r.buf.rkey.data(),
                                                  r.buf.rkey.size(), &info));
     EXPECT_EQ(UCT_CUDA_IPC_NS_HANDLE_COPY, info.handle_type);
     EXPECT_EQ(r.buf.addr, info.base);
     EXPECT_EQ(size, info.length);
 
-    int local = m_node->alloc(BUF_POOL, size);
+    int local = m_node->alloc(BUF_POOL_DEFAULT, size);
     ASSERT_GE(local, 0);
     put_get_ranges(local, r, size, 1, 100,
                    {{1, 1}, {4099, 4095}, {777, MiB + 3}, {3, 3 * MiB}});

@@ -126,8 +126,9 @@ int uct_node::alloc(buffer_kind kind, size_t size, CUdeviceptr hint,
     if (kind == BUF_LEGACY) {
         b->legacy.reset(new cuda_legacy_buffer(size, device));
         b->ptr = b->legacy->ptr();
-    } else if (kind == BUF_POOL) {
-        b->pool.reset(new cuda_pool_buffer(size, device));
+    } else if ((kind == BUF_POOL) || (kind == BUF_POOL_DEFAULT)) {
+        b->pool.reset(new cuda_pool_buffer(size, device,
+                                           kind == BUF_POOL));
         b->ptr = b->pool->ptr();
     } else if (kind == BUF_VMM_CHUNKS) {
         b->chunks.reset(new cuda_vmm_chunks(1, device));

@@ -40,8 +40,11 @@ enum buffer_kind : uint32_t {
      * only its owner copies it (docs/owner-copies.md) */
     BUF_VMM_NO_FD  = 4,
     /* memory of a stream-ordered pool with POSIX-fd handles
-     * (cuda_pool_buffer): only its owner copies it */
-    BUF_POOL       = 5
+     * (cuda_pool_buffer): exported through its pool */
+    BUF_POOL       = 5,
+    /* memory of a device's default pool (cuMemAllocAsync, cudaMallocAsync):
+     * no shareable handle, only its owner copies it */
+    BUF_POOL_DEFAULT = 6
 };
 
 /* Byte i of the pattern of @a seed */

@@ -190,6 +190,28 @@ const uint8_t golden_copy[] = {
     POSIX_EXT_V1_FIELDS
 };
 
+/* a pool key: the allocation's export data as handle, the pool's fd after
+ * the broker address */
+const uint8_t golden_pool[] = {
+    0x05,                                           /* handle type pool */
+    0x80, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87, /* export data 0x80.. */
+    0x88, 0x89, 0x8a, 0x8b, 0x8c, 0x8d, 0x8e, 0x8f,
+    0x90, 0x91, 0x92, 0x93, 0x94, 0x95, 0x96, 0x97,
+    0x98, 0x99, 0x9a, 0x9b, 0x9c, 0x9d, 0x9e, 0x9f,
+    0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,
+    0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf,
+    0xb0, 0xb1, 0xb2, 0xb3, 0xb4, 0xb5, 0xb6, 0xb7,
+    0xb8, 0xb9, 0xba, 0xbb, 0xbc, 0xbd, 0xbe, 0xbf,
+    0xef, 0xcd, 0xab, 0x80,                         /* pid 0xabcdef | ext */
+    0x00, 0x00, 0x20, 0x00, 0x00, 0x7f, 0x00, 0x00, /* base */
+    0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00, 0x00, /* length 1 GiB */
+    UUID_BYTES,
+    0x3c,                                           /* ext_length 60 */
+    0x01,                                           /* version 1 */
+    POSIX_EXT_V1_FIELDS,
+    0x2a, 0x04, 0x00, 0x00                          /* pool_fd 1066 */
+};
+
 const char golden_broker_addr[] = "\0cuda_ipc_ns-0123abcd";
 const uint8_t golden_broker_addr_len = sizeof(golden_broker_addr) - 1; /* 21 */
 
@@ -287,15 +309,29 @@ uct_cuda_ipc_ns_rkey_info_t expected_copy()
 }
 
 
+uct_cuda_ipc_ns_rkey_info_t expected_pool()
+{
+    uct_cuda_ipc_ns_rkey_info_t info = expected_posix();
+
+    info.handle_type = UCT_CUDA_IPC_NS_HANDLE_POOL;
+    for (int i = 0; i < UCT_CUDA_IPC_NS_HANDLE_SIZE; ++i) {
+        info.handle.bytes[i] = (uint8_t)(0x80 + i);
+    }
+    info.pool_fd = 1066;
+    return info;
+}
+
+
 /* Field by field, so union/padding bytes never matter */
 void expect_info_eq(const uct_cuda_ipc_ns_rkey_info_t &exp,
                     const uct_cuda_ipc_ns_rkey_info_t &act,
                     bool compare_version = true)
 {
     ASSERT_EQ(exp.handle_type, act.handle_type);
-    if (exp.handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) {
-        EXPECT_EQ(0, memcmp(exp.handle.legacy, act.handle.legacy,
+    if (uct_cuda_ipc_ns_handle_is_opaque(exp.handle_type)) {
+        EXPECT_EQ(0, memcmp(exp.handle.bytes, act.handle.bytes,
                             UCT_CUDA_IPC_NS_HANDLE_SIZE));
+        EXPECT_EQ(exp.pool_fd, act.pool_fd);
     } else {
         EXPECT_EQ(exp.handle.posix.fd, act.handle.posix.fd);
         EXPECT_EQ(exp.handle.posix.alloc_id, act.handle.posix.alloc_id);
@@ -374,8 +410,8 @@ const size_t ext_off = UCT_CUDA_IPC_NS_RKEY_BASE_SIZE;
 TEST(cuda_ipc_ns_rkey_format, sizes) {
     EXPECT_EQ(101, UCT_CUDA_IPC_NS_RKEY_BASE_SIZE);
     EXPECT_EQ(18, UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE);
-    EXPECT_EQ(143, UCT_CUDA_IPC_NS_RKEY_EXT_MAX_SIZE);
-    EXPECT_EQ(244, UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE);
+    EXPECT_EQ(147, UCT_CUDA_IPC_NS_RKEY_EXT_MAX_SIZE);
+    EXPECT_EQ(248, UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE);
     EXPECT_LT(UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE, 256);
     EXPECT_EQ(sizeof(golden_legacy_base), (size_t)101);
     EXPECT_EQ(sizeof(golden_legacy_ext), (size_t)101 + 18);
@@ -500,6 +536,36 @@ TEST(cuda_ipc_ns_rkey_format, golden_copy) {
     key[1]      = 0x5a;
     ASSERT_EQ(UCS_OK, parse_exact(key, &info));
     expect_info_eq(expected_copy(), info);
+}
+
+TEST(cuda_ipc_ns_rkey_format, golden_pool) {
+    uct_cuda_ipc_ns_rkey_info_t info;
+
+    EXPECT_EQ(sizeof(golden_pool), (size_t)101 + 60);
+    expect_pack_equals(expected_pool(), GOLDEN(golden_pool));
+    ASSERT_EQ(UCS_OK, parse_exact(GOLDEN(golden_pool), &info));
+    expect_info_eq(expected_pool(), info);
+}
+
+/* A pool key is useless without its extension and pool fd: refused */
+TEST(cuda_ipc_ns_rkey_format, pool_rejects) {
+    uint8_t buf[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
+    uct_cuda_ipc_ns_rkey_info_t info;
+    bytes_t key;
+
+    info         = expected_pool();
+    info.has_ext = 0;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_cuda_ipc_ns_rkey_pack(&info, buf));
+
+    key = padded(GOLDEN(golden_pool));
+    key[ext_off - 16 - 8 - 8 - 1] &= 0x7f; /* no extension */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, parse_exact(key, &info));
+    key = padded(GOLDEN(golden_pool));
+    key[ext_off] = 56; /* a posix key's extension: no pool fd */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, parse_exact(key, &info));
+    key = padded(GOLDEN(golden_pool));
+    key[ext_off] = 59; /* the pool fd cut short */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, parse_exact(key, &info));
 }
 
 /* A copy key is useless without its token and broker address: refused */
@@ -635,9 +701,18 @@ TEST(cuda_ipc_ns_rkey_format, round_trip_limits) {
     memset(in.broker_addr, 'x', sizeof(in.broker_addr));
     in.handle.posix.fd = -1;
     ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_pack(&in, buf));
-    EXPECT_EQ(UCT_CUDA_IPC_NS_RKEY_EXT_MAX_SIZE, buf[ext_off]);
+    EXPECT_EQ(UCT_CUDA_IPC_NS_RKEY_EXT_MAX_SIZE - 4, buf[ext_off]);
     ASSERT_EQ(UCS_OK, parse_exact(buf, sizeof(buf), &out));
     expect_info_eq(in, out);
+
+    /* the longest of all: a pool key, its pool fd after that address */
+    uct_cuda_ipc_ns_rkey_info_t pool = expected_pool();
+    pool.broker_addr_len = UCT_CUDA_IPC_NS_BROKER_ADDR_MAX;
+    memset(pool.broker_addr, 'x', sizeof(pool.broker_addr));
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_rkey_pack(&pool, buf));
+    EXPECT_EQ(UCT_CUDA_IPC_NS_RKEY_EXT_MAX_SIZE, buf[ext_off]);
+    ASSERT_EQ(UCS_OK, parse_exact(buf, sizeof(buf), &out));
+    expect_info_eq(pool, out);
 
     /* posix key with no broker address (broker disabled) */
     in.broker_addr_len = 0;

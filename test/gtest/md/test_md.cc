@@ -22,8 +22,13 @@ extern "C" {
 #include <memory>
 #include <random>
 #include <vector>
+#include <fcntl.h>
 #include <unistd.h>
 
+
+namespace test {
+bool fault_reload(const char *faults); /* datapath/uct_node.cc */
+}
 
 namespace {
 
@@ -251,6 +256,59 @@ TEST_F(md_test, reg_vmm_without_handle_types) {
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, key.data(), &bundle));
     EXPECT_TRUE(((uct_cuda_ipc_ns_rkey_t*)bundle.rkey)->owner_copy);
     uct_rkey_release(m_component, &bundle);
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+}
+
+
+/* Memory of a stream-ordered pool of the POSIX-fd handle type: a pool key
+ * naming the allocation (cuMemGetAddressRange), with its export data and
+ * the pool's fd, close-on-exec, held until the registration goes. Memory
+ * of a device's default pool, which exports nothing, gets a copy key of the
+ * registered bytes */
+TEST_F(md_test, reg_pool_through_its_pool) {
+    test::cuda_pool_buffer pool(3 << 20), default_pool(3 << 20, 0, false);
+    int fds_before = test::count_open_fds();
+    uct_mem_h memh, default_memh;
+
+    ASSERT_EQ(UCS_OK, reg((char*)pool.ptr() + 4096, 4096, &memh));
+    EXPECT_EQ(fds_before + 1, test::count_open_fds()) << "the pool's fd";
+    bytes_t key = pack(memh);
+    uct_cuda_ipc_ns_rkey_info_t info = parse(key);
+    EXPECT_EQ(UCT_CUDA_IPC_NS_HANDLE_POOL, info.handle_type);
+    EXPECT_TRUE(info.has_ext);
+    EXPECT_EQ((uint64_t)(uintptr_t)pool.ptr(), info.base);
+    EXPECT_GE(info.length, pool.size());
+    ASSERT_GE(info.pool_fd, 0);
+    EXPECT_EQ(FD_CLOEXEC, fcntl(info.pool_fd, F_GETFD) & FD_CLOEXEC);
+    EXPECT_EQ(UCS_OK, unpack(key));
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    EXPECT_EQ(fds_before, test::count_open_fds()) << "fd closed at dereg";
+
+    ASSERT_EQ(UCS_OK, reg((char*)default_pool.ptr() + 4096, 4096,
+                          &default_memh));
+    info = parse(pack(default_memh));
+    EXPECT_EQ(UCT_CUDA_IPC_NS_HANDLE_COPY, info.handle_type);
+    EXPECT_EQ((uint64_t)(uintptr_t)default_pool.ptr() + 4096, info.base);
+    EXPECT_EQ(4096u, info.length) << "the registered bytes";
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, default_memh));
+}
+
+
+/* A pool whose export the driver refuses is a pool that exports nothing:
+ * its owner copies its memory, which is never taken for an allocation of
+ * its own (cuMemRetainAllocationHandle refuses it) */
+TEST_F(md_test, reg_pool_export_refused_is_copied) {
+    test::cuda_pool_buffer pool(1 << 21);
+    uct_mem_h memh;
+
+    if (!test::fault_reload("cuMemPoolExportToShareableHandle:1:"
+                            "CUDA_ERROR_INVALID_VALUE")) {
+        GTEST_SKIP() << "fault injection needs the emulator";
+    }
+    ucs_status_t status = reg(pool.ptr(), 4096, &memh);
+    ASSERT_TRUE(test::fault_reload(""));
+    ASSERT_EQ(UCS_OK, status);
+    EXPECT_EQ(UCT_CUDA_IPC_NS_HANDLE_COPY, parse(pack(memh)).handle_type);
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
 }
 

@@ -57,7 +57,7 @@
     _F(cuCtxGetDevice,                        REQUIRED) \
     _F(cuMemAlloc,                            REQUIRED) \
     _F(cuMemFree,                             REQUIRED) \
-    _F(cuMemGetAddressRange,                  OPTIONAL) \
+    _F(cuMemGetAddressRange,                  REQUIRED) \
     _F(cuIpcGetMemHandle,                     REQUIRED) \
     _F(cuIpcOpenMemHandle,                    REQUIRED) \
     _F(cuIpcCloseMemHandle,                   REQUIRED) \
@@ -84,10 +84,16 @@
     _F(cuStreamWaitEvent,                     REQUIRED) \
     _F(cuStreamAddCallback,                   REQUIRED) \
     _F(cuMemPoolCreate,                       OPTIONAL) \
-    _F(cuMemPoolDestroy,                      OPTIONAL) \
+    _F(cuMemPoolDestroy,                      REQUIRED) \
+    _F(cuDeviceGetDefaultMemPool,             OPTIONAL) \
     _F(cuMemAllocFromPoolAsync,               OPTIONAL) \
     _F(cuMemAllocAsync,                       REQUIRED) \
     _F(cuMemFreeAsync,                        REQUIRED) \
+    _F(cuMemPoolSetAccess,                    REQUIRED) \
+    _F(cuMemPoolExportToShareableHandle,      REQUIRED) \
+    _F(cuMemPoolImportFromShareableHandle,    REQUIRED) \
+    _F(cuMemPoolExportPointer,                REQUIRED) \
+    _F(cuMemPoolImportPointer,                REQUIRED) \
     _F(cuLaunchHostFunc,                      OPTIONAL) \
     _F(cuMemcpy,                              REQUIRED) \
     _F(cuMemcpyAsync,                         REQUIRED) \

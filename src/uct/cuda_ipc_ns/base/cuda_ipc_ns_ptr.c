@@ -7,6 +7,7 @@
 
 #include "cuda_ipc_ns_ptr.h"
 #include "cuda_ipc_ns_driver.h"
+#include "cuda_ipc_ns_ctx.h"
 
 #include <uct/base/uct_md.h>
 #include <ucs/debug/log.h>
@@ -195,6 +196,25 @@ ucs_status_t uct_cuda_ipc_ns_ptr_attr_get(const void *address,
 }
 
 
+/*
+ * cuda.h does not say whether an exported fd is close-on-exec; we keep it
+ * for the registration's life, and an exec'd child must not inherit the
+ * memory (docs/driver-contract.md). On failure *fd_p is closed and -1.
+ */
+static ucs_status_t uct_cuda_ipc_ns_ptr_cloexec(int *fd_p, const char *what,
+                                                ucs_log_level_t log_level)
+{
+    if (fcntl(*fd_p, F_SETFD, FD_CLOEXEC) < 0) {
+        ucs_log(log_level, "cuda_ipc_ns: fcntl(fd %d, F_SETFD, FD_CLOEXEC) "
+                "of %s failed: %m", *fd_p, what);
+        close(*fd_p);
+        *fd_p = -1;
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+
 ucs_status_t uct_cuda_ipc_ns_ptr_export_handle(CUmemGenericAllocationHandle handle,
                                                ucs_log_level_t log_level,
                                                int *fd_p)
@@ -209,17 +229,8 @@ ucs_status_t uct_cuda_ipc_ns_ptr_export_handle(CUmemGenericAllocationHandle hand
         return status;
     }
 
-    /* cuda.h does not say whether the fd is close-on-exec; we keep it for
-     * the registration's life, and an exec'd child must not inherit the
-     * memory (docs/driver-contract.md) */
-    if (fcntl(*fd_p, F_SETFD, FD_CLOEXEC) < 0) {
-        ucs_log(log_level, "cuda_ipc_ns: fcntl(fd %d, F_SETFD, FD_CLOEXEC) "
-                "of an exported allocation failed: %m", *fd_p);
-        close(*fd_p);
-        *fd_p = -1;
-        return UCS_ERR_IO_ERROR;
-    }
-    return UCS_OK;
+    return uct_cuda_ipc_ns_ptr_cloexec(fd_p, "an exported allocation",
+                                       log_level);
 }
 
 
@@ -239,5 +250,54 @@ ucs_status_t uct_cuda_ipc_ns_ptr_export_fd(CUdeviceptr base,
     status = uct_cuda_ipc_ns_ptr_export_handle(handle, log_level, fd_p);
     /* the exported fd keeps the allocation alive; drop our retain */
     (void)UCT_CUDA_IPC_NS_CU(cuMemRelease, handle);
+    return status;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_ptr_export_pool(const void *address,
+                                             const uct_cuda_ipc_ns_ptr_attr_t *attr,
+                                             ucs_log_level_t log_level,
+                                             uct_cuda_ipc_ns_pool_export_t *exp)
+{
+    ucs_status_t status;
+    int pushed;
+
+    /* a pool of no shareable handle type is not "IPC capable" (cuda.h): its
+     * refusal is the answer, not a failure */
+    exp->fd = -1;
+    status  = UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG,
+                                      cuMemPoolExportToShareableHandle,
+                                      &exp->fd, attr->pool,
+                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                      0);
+    if (status != UCS_OK) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    status = uct_cuda_ipc_ns_ptr_cloexec(&exp->fd, "a pool", log_level);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    /* the allocation, not the pool's mapping that holds it: what
+     * cuMemPoolExportPointer exports (UCX's cuda_ipc does the same) */
+    status = uct_cuda_ipc_ns_ctx_push(attr->context, attr->device, &pushed);
+    if (status != UCS_OK) {
+        goto err_close;
+    }
+    status = UCT_CUDA_IPC_NS_CU_CALL(log_level, cuMemGetAddressRange,
+                                     &exp->base, &exp->size,
+                                     (CUdeviceptr)address);
+    if (status == UCS_OK) {
+        status = UCT_CUDA_IPC_NS_CU_CALL(log_level, cuMemPoolExportPointer,
+                                         &exp->data, exp->base);
+    }
+    uct_cuda_ipc_ns_ctx_pop(pushed);
+    if (status == UCS_OK) {
+        return UCS_OK;
+    }
+
+err_close:
+    close(exp->fd);
+    exp->fd = -1;
     return status;
 }

@@ -88,4 +88,28 @@ ucs_status_t uct_cuda_ipc_ns_ptr_export_fd(CUdeviceptr base,
                                            ucs_log_level_t log_level,
                                            int *fd_p);
 
+
+/* An allocation of a stream-ordered pool, exported (docs/driver-contract.md) */
+typedef struct {
+    int                    fd;   /* the pool's shareable handle */
+    CUdeviceptr            base; /* the allocation (cuMemGetAddressRange) */
+    size_t                 size;
+    CUmemPoolPtrExportData data; /* cuMemPoolExportPointer of base */
+} uct_cuda_ipc_ns_pool_export_t;
+
+
+/**
+ * Export the allocation holding @a address, memory of the stream-ordered
+ * pool @a attr->pool: the pool as a POSIX fd (close-on-exec; the caller
+ * closes it) and the allocation's export data.
+ *
+ * @return UCS_OK; UCS_ERR_UNSUPPORTED, logged at debug level, when the pool
+ *         does not export as a POSIX fd (no such handle type: the default
+ *         pool, cudaMallocAsync's); another error logged at @a log_level.
+ */
+ucs_status_t uct_cuda_ipc_ns_ptr_export_pool(const void *address,
+                                             const uct_cuda_ipc_ns_ptr_attr_t *attr,
+                                             ucs_log_level_t log_level,
+                                             uct_cuda_ipc_ns_pool_export_t *exp);
+
 #endif

@@ -250,7 +250,8 @@ uct_cuda_ipc_ns_memh_register_range(uct_cuda_ipc_ns_md_t *md,
  * (or denied pidfd_getfd) ask for it with the token */
 static ucs_status_t
 uct_cuda_ipc_ns_memh_broker_register(uct_cuda_ipc_ns_md_t *md,
-                                     uct_cuda_ipc_ns_memh_t *memh)
+                                     uct_cuda_ipc_ns_memh_t *memh,
+                                     uint64_t alloc_id)
 {
     uint8_t len;
     const char *addr;
@@ -260,8 +261,7 @@ uct_cuda_ipc_ns_memh_broker_register(uct_cuda_ipc_ns_md_t *md,
         return UCS_OK; /* FD_EXCHANGE=pidfd: same PID namespace only */
     }
 
-    status = uct_cuda_ipc_ns_broker_register(md->broker, memh->fd,
-                                             memh->info.handle.posix.alloc_id,
+    status = uct_cuda_ipc_ns_broker_register(md->broker, memh->fd, alloc_id,
                                              memh->info.token, &memh->reg);
     if (status != UCS_OK) {
         return status;
@@ -293,12 +293,56 @@ uct_cuda_ipc_ns_memh_export_posix_fd(uct_cuda_ipc_ns_md_t *md,
     memh->info.handle.posix.fd       = fd;
     memh->info.handle.posix.alloc_id = attr->alloc_id;
 
-    status = uct_cuda_ipc_ns_memh_broker_register(md, memh);
+    status = uct_cuda_ipc_ns_memh_broker_register(md, memh, attr->alloc_id);
     if (status != UCS_OK) {
         ucs_log(log_level, "cuda_ipc_ns: cannot register fd %d of allocation "
                 "0x%llx with the fd broker: %s", fd,
                 (unsigned long long)attr->base, ucs_status_string(status));
         close(fd);
+        memh->fd = -1;
+    }
+    return status;
+}
+
+
+/*
+ * Memory of a stream-ordered pool of the POSIX-fd handle type: the key names
+ * its allocation (base and length as cuMemGetAddressRange answers), carries
+ * its export data, and the pool's fd, which a peer takes by pidfd_getfd or
+ * from our broker (registered under the allocation's base). UCS_ERR_UNSUPPORTED:
+ * the pool exports nothing (docs/driver-contract.md); then only we can copy
+ * the memory.
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_memh_export_pool(uct_cuda_ipc_ns_md_t *md,
+                                 uct_cuda_ipc_ns_memh_t *memh,
+                                 const void *address,
+                                 const uct_cuda_ipc_ns_ptr_attr_t *attr,
+                                 ucs_log_level_t log_level)
+{
+    uct_cuda_ipc_ns_pool_export_t exp;
+    ucs_status_t status;
+
+    status = uct_cuda_ipc_ns_ptr_export_pool(address, attr, log_level, &exp);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    UCS_STATIC_ASSERT(sizeof(exp.data) == UCT_CUDA_IPC_NS_HANDLE_SIZE);
+    memh->fd               = exp.fd;
+    memh->info.handle_type = UCT_CUDA_IPC_NS_HANDLE_POOL;
+    memh->info.pool_fd     = exp.fd;
+    memh->info.base        = exp.base;
+    memh->info.length      = exp.size;
+    memh->info.has_ext     = 1;
+    memcpy(memh->info.handle.bytes, &exp.data, sizeof(exp.data));
+
+    status = uct_cuda_ipc_ns_memh_broker_register(md, memh, exp.base);
+    if (status != UCS_OK) {
+        ucs_log(log_level, "cuda_ipc_ns: cannot register the pool fd %d of "
+                "allocation 0x%llx with the fd broker: %s", exp.fd,
+                (unsigned long long)exp.base, ucs_status_string(status));
+        close(exp.fd);
         memh->fd = -1;
     }
     return status;
@@ -475,7 +519,8 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
 
     /* memory of a stream-ordered pool: cuMemRetainAllocationHandle refuses
      * it and its mapping is the pool's, which may hold other allocations
-     * (docs/driver-contract.md): the key covers the registered bytes only */
+     * (docs/driver-contract.md): the key covers the registered bytes only,
+     * unless the pool exports the allocation (the key then names it) */
     if (attr.pool != NULL) {
         attr.size = ucs_min((uintptr_t)address + length,
                             attr.base + attr.size) - (uintptr_t)address;
@@ -529,7 +574,15 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
         goto err_free;
     }
 
-    if (num_chunks > 1) {
+    status = UCS_ERR_UNSUPPORTED;
+    if ((attr.pool != NULL) && md->posix_fd) {
+        status = uct_cuda_ipc_ns_memh_export_pool(md, memh, address, &attr,
+                                                  log_level);
+    }
+
+    if (status != UCS_ERR_UNSUPPORTED) {
+        /* exported through its pool, or failed */
+    } else if (num_chunks > 1) {
         status = uct_cuda_ipc_ns_memh_export_chunks(md, memh, &attr, chunks,
                                                     num_chunks);
         memh->info.has_ext = 1;
@@ -567,7 +620,7 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
                 (attr.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ?
                 "POSIX fd export is disabled" :
                 "VMM allocation not created with POSIX fd handle type (or "
-                "memory of a stream-ordered pool), and "
+                "memory of a stream-ordered pool without it), and "
                 "owner copies are off (UCX_CUDA_IPC_NS_OWNER_COPY=n, or no "
                 "broker)");
         status = UCS_ERR_UNSUPPORTED;

@@ -114,8 +114,8 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
     /* base key */
     p[UCT_CUDA_IPC_NS_RKEY_OFF_TYPE] = info->handle_type;
     handle = p + UCT_CUDA_IPC_NS_RKEY_OFF_HANDLE;
-    if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) {
-        memcpy(handle, info->handle.legacy, UCT_CUDA_IPC_NS_HANDLE_SIZE);
+    if (uct_cuda_ipc_ns_handle_is_opaque(info->handle_type)) {
+        memcpy(handle, info->handle.bytes, UCT_CUDA_IPC_NS_HANDLE_SIZE);
     } else if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_CHUNKS) {
         /* no fd number: the owner's broker exports each chunk when asked */
         uct_cuda_ipc_ns_put_le32(handle + UCT_CUDA_IPC_NS_RKEY_HOFF_FD,
@@ -163,6 +163,10 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
                info->broker_addr_len);
         ext_length = UCT_CUDA_IPC_NS_RKEY_EXT_POSIX_FIXED_SIZE +
                      info->broker_addr_len;
+        if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_POOL) {
+            uct_cuda_ipc_ns_put_le32(ext + ext_length, (uint32_t)info->pool_fd);
+            ext_length += 4;
+        }
     } else {
         ext_length = UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE;
     }
@@ -195,7 +199,8 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
     handle            = p + UCT_CUDA_IPC_NS_RKEY_OFF_HANDLE;
     switch (info->handle_type) {
     case UCT_CUDA_IPC_NS_HANDLE_LEGACY:
-        memcpy(info->handle.legacy, handle, UCT_CUDA_IPC_NS_HANDLE_SIZE);
+    case UCT_CUDA_IPC_NS_HANDLE_POOL:
+        memcpy(info->handle.bytes, handle, UCT_CUDA_IPC_NS_HANDLE_SIZE);
         break;
     case UCT_CUDA_IPC_NS_HANDLE_POSIX_FD:
         /* reserved handle bytes are ignored so a later writer may use them */
@@ -309,6 +314,16 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
                   "without broker address", info->handle_type,
                   info->ext_version);
         return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_POOL) {
+        if ((required + addr_len + 4) > ext_length) {
+            ucs_debug("cuda_ipc_ns: rkey parse: pool key without its pool fd "
+                      "(extension length %zu)", ext_length);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        info->pool_fd = (int32_t)uct_cuda_ipc_ns_get_le32(
+                ext + UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR + addr_len);
     }
 
     memcpy(info->token, ext + UCT_CUDA_IPC_NS_RKEY_EOFF_TOKEN,

@@ -13,7 +13,8 @@
  *                             52 zero bytes;
  *                             chunks: i32 -1, u64 registration id,
  *                             u32 number of chunks, 48 zero bytes;
- *                             copy: 64 zero bytes (reserved)
+ *                             copy: 64 zero bytes (reserved);
+ *                             pool: CUmemPoolPtrExportData bytes
  *     u32  pid                bit 31 set: an extension follows
  *     u64  base               allocation base address in the owner
  *     u64  length             allocation length
@@ -29,10 +30,15 @@
  *     u8   broker_addr_len
  *     u8   broker_addr[broker_addr_len]  sockaddr_un path, abstract if
  *                                        it starts with '\0'
+ *     -- pool keys --
+ *     i32  pool_fd            the owner's fd of the pool's shareable handle
  *     -- fields of newer versions follow; readers skip them --
  *
  * A legacy key of version 2, and a copy key, name memory its owner's broker
- * copies to and from: its registration id there is the key's base.
+ * copies to and from: its registration id there is the key's base. A pool
+ * key names one allocation of a stream-ordered pool (its base and length);
+ * the pool's fd is at pool_fd in the owner and registered with its broker
+ * under the key's base.
  *
  * A packed key is padded with zeros to UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE (the
  * fixed rkey_packed_size of the MD), which stays below 256 bytes as UCP's
@@ -61,7 +67,7 @@
 #define UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE  (1 + 1 + 8 + 8)
 #define UCT_CUDA_IPC_NS_RKEY_EXT_MAX_SIZE \
     (UCT_CUDA_IPC_NS_RKEY_EXT_COMMON_SIZE + UCT_CUDA_IPC_NS_TOKEN_SIZE + 1 + \
-     UCT_CUDA_IPC_NS_BROKER_ADDR_MAX)
+     UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 4)
 #define UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE \
     (UCT_CUDA_IPC_NS_RKEY_BASE_SIZE + UCT_CUDA_IPC_NS_RKEY_EXT_MAX_SIZE)
 
@@ -75,7 +81,10 @@ typedef enum {
     /* memory with no handle to share (VMM without a shareable handle type:
      * vLLM's cumem allocator, stream-ordered pools): only its owner's
      * broker copies it, for every peer (docs/owner-copies.md) */
-    UCT_CUDA_IPC_NS_HANDLE_COPY     = 4
+    UCT_CUDA_IPC_NS_HANDLE_COPY     = 4,
+    /* an allocation of a stream-ordered pool created with the POSIX-fd
+     * handle type: the pool's fd, then cuMemPoolImportPointer */
+    UCT_CUDA_IPC_NS_HANDLE_POOL     = 5
 } uct_cuda_ipc_ns_handle_type_t;
 
 
@@ -83,7 +92,18 @@ typedef enum {
 static inline int uct_cuda_ipc_ns_handle_is_fd(unsigned handle_type)
 {
     return (handle_type == UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) ||
-           (handle_type == UCT_CUDA_IPC_NS_HANDLE_CHUNKS);
+           (handle_type == UCT_CUDA_IPC_NS_HANDLE_CHUNKS) ||
+           (handle_type == UCT_CUDA_IPC_NS_HANDLE_POOL);
+}
+
+
+/* Handle types whose key carries 64 bytes of the driver's (a legacy IPC
+ * handle, a pool allocation's export data): a mapping is the key's while
+ * they are the same */
+static inline int uct_cuda_ipc_ns_handle_is_opaque(unsigned handle_type)
+{
+    return (handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) ||
+           (handle_type == UCT_CUDA_IPC_NS_HANDLE_POOL);
 }
 
 
@@ -92,6 +112,8 @@ typedef struct uct_cuda_ipc_ns_rkey_info {
     uint8_t  handle_type;          /* uct_cuda_ipc_ns_handle_type_t */
     union {
         uint8_t  legacy[UCT_CUDA_IPC_NS_HANDLE_SIZE];
+        /* the driver's bytes of an opaque handle (legacy and pool keys) */
+        uint8_t  bytes[UCT_CUDA_IPC_NS_HANDLE_SIZE];
         struct {
             int32_t  fd;           /* fd number in the owner; -1: chunks */
             /* owner's allocation (buffer) id; chunks: of one chunk when
@@ -117,7 +139,24 @@ typedef struct uct_cuda_ipc_ns_rkey_info {
     uint8_t  token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
     uint8_t  broker_addr_len;
     char     broker_addr[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX];
+    int32_t  pool_fd;              /* pool keys: the pool's fd in the owner */
 } uct_cuda_ipc_ns_rkey_info_t;
+
+
+/* Where an importer gets the fd of a one-fd key (posix fd or pool): the
+ * owner's fd number, for pidfd_getfd (@a fd_p may be NULL), and the id its
+ * broker has it under */
+static inline void
+uct_cuda_ipc_ns_rkey_fd_source(const uct_cuda_ipc_ns_rkey_info_t *info,
+                               int32_t *fd_p, uint64_t *id_p)
+{
+    int pool = (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_POOL);
+
+    if (fd_p != NULL) {
+        *fd_p = pool ? info->pool_fd : info->handle.posix.fd;
+    }
+    *id_p = pool ? info->base : info->handle.posix.alloc_id;
+}
 
 
 /* Handle types useless without the owner's broker: a key of one always

@@ -134,6 +134,10 @@ uct_cuda_ipc_ns_fdx_pidfd_import(const uct_cuda_ipc_ns_rkey_info_t *key,
 {
     ucs_status_t status;
     int pidfd, fd, err;
+    uint64_t alloc_id;
+    int32_t owner_fd;
+
+    uct_cuda_ipc_ns_rkey_fd_source(key, &owner_fd, &alloc_id);
 
     status = uct_cuda_ipc_ns_pidfd_open_checked(key->pid, key->start_time,
                                                 &pidfd, &err);
@@ -143,12 +147,12 @@ uct_cuda_ipc_ns_fdx_pidfd_import(const uct_cuda_ipc_ns_rkey_info_t *key,
     } else if (status != UCS_OK) {
         ucs_debug("cuda_ipc_ns: owner pid %u (pid_ns %" PRIu64 ") of "
                   "alloc_id 0x%" PRIx64 " cannot be reached by pidfd: %s",
-                  key->pid, key->pid_ns, key->handle.posix.alloc_id,
+                  key->pid, key->pid_ns, alloc_id,
                   ucs_status_string(status));
         return status;
     }
 
-    fd = uct_cuda_ipc_ns_pidfd_getfd(pidfd, key->handle.posix.fd);
+    fd = uct_cuda_ipc_ns_pidfd_getfd(pidfd, owner_fd);
     if (fd < 0) {
         err = errno;
         if (uct_cuda_ipc_ns_pidfd_errno_is_blocked(err)) {
@@ -156,8 +160,8 @@ uct_cuda_ipc_ns_fdx_pidfd_import(const uct_cuda_ipc_ns_rkey_info_t *key,
             status = UCT_CUDA_IPC_NS_ERR_NO_PERMISSION;
         } else if (err == EBADF) {
             ucs_debug("cuda_ipc_ns: owner pid %u has no fd %d (alloc_id 0x%"
-                      PRIx64 " released?)", key->pid, key->handle.posix.fd,
-                      key->handle.posix.alloc_id);
+                      PRIx64 " released?)", key->pid, owner_fd,
+                      alloc_id);
             status = UCS_ERR_NO_ELEM;
         } else if (err == ESRCH) {
             ucs_debug("cuda_ipc_ns: owner pid %u exited during import",
@@ -165,14 +169,14 @@ uct_cuda_ipc_ns_fdx_pidfd_import(const uct_cuda_ipc_ns_rkey_info_t *key,
             status = UCS_ERR_UNREACHABLE;
         } else {
             ucs_error("cuda_ipc_ns: pidfd_getfd(pid %u, fd %d) failed: %s",
-                      key->pid, key->handle.posix.fd, strerror(err));
+                      key->pid, owner_fd, strerror(err));
             status = UCS_ERR_IO_ERROR;
         }
         goto out;
     }
 
     ucs_trace("cuda_ipc_ns: got fd %d of pid %u as fd %d via pidfd",
-              key->handle.posix.fd, key->pid, fd);
+              owner_fd, key->pid, fd);
     *fd_p = fd;
     uct_cuda_ipc_ns_fdx_give_pidfd(pidfd, owner_pidfd_p);
     return UCS_OK;
@@ -489,7 +493,6 @@ uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                                   int *fd_p, int *owner_pidfd_p)
 {
     double timeout    = (cfg->timeout > 0) ? cfg->timeout : 1.0;
-    uint64_t alloc_id = key->handle.posix.alloc_id;
     uint8_t reply[UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE];
     uint8_t req[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE];
     char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2];
@@ -498,8 +501,10 @@ uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     ucs_status_t status;
     unsigned bstatus, num_fds;
     int fd = -1, pidfd = -1;
+    uint64_t alloc_id;
     size_t len;
 
+    uct_cuda_ipc_ns_rkey_fd_source(key, NULL, &alloc_id);
     uct_cuda_ipc_ns_broker_pack_request(req, alloc_id, key->token);
 
     /* one deadline from connect to the fd */
@@ -591,13 +596,17 @@ ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
     int same_ns                            = (key->pid_ns == self->pid_ns);
     ucs_status_t status;
+    uint64_t alloc_id;
+    int32_t owner_fd;
 
     /* the chunks of a key of several allocations: uct_cuda_ipc_ns_fdx_chunk_fds() */
-    if ((key->handle_type != UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) ||
+    uct_cuda_ipc_ns_rkey_fd_source(key, &owner_fd, &alloc_id);
+    if (((key->handle_type != UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) &&
+         (key->handle_type != UCT_CUDA_IPC_NS_HANDLE_POOL)) ||
         (cfg->mode < 0) || (cfg->mode >= UCT_CUDA_IPC_NS_FDX_LAST) ||
-        (key->handle.posix.fd < 0)) {
+        (owner_fd < 0)) {
         ucs_error("cuda_ipc_ns: invalid fd import (handle type %u, mode %d, "
-                  "fd %d)", key->handle_type, cfg->mode, key->handle.posix.fd);
+                  "fd %d)", key->handle_type, cfg->mode, owner_fd);
         return UCS_ERR_INVALID_PARAM;
     }
 

@@ -681,8 +681,8 @@ static int uct_cuda_ipc_ns_region_matches(const uct_cuda_ipc_ns_region_t *region
         return 0;
     }
 
-    return (key->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) ?
-           !memcmp(region->handle, key->handle.legacy, sizeof(region->handle)) :
+    return uct_cuda_ipc_ns_handle_is_opaque(key->handle_type) ?
+           !memcmp(region->handle, key->handle.bytes, sizeof(region->handle)) :
            (region->alloc_id == key->handle.posix.alloc_id);
 }
 
@@ -786,8 +786,8 @@ uct_cuda_ipc_ns_cache_region_new(uct_cuda_ipc_ns_peer_t *peer,
     region->peer     = peer;
     region->base     = key->base;
     region->alloc_id = key->handle.posix.alloc_id;
-    if (key->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) {
-        memcpy(region->handle, key->handle.legacy, sizeof(region->handle));
+    if (uct_cuda_ipc_ns_handle_is_opaque(key->handle_type)) {
+        memcpy(region->handle, key->handle.bytes, sizeof(region->handle));
     }
     return region;
 }

@@ -58,7 +58,7 @@ struct uct_cuda_ipc_ns_region {
     uct_cuda_ipc_ns_peer_t    *peer;
     uint64_t                  base;       /* allocation base in the owner */
     ucs_list_link_t           lru;        /* cache LRU, while in the table */
-    uint8_t                   handle[UCT_CUDA_IPC_NS_HANDLE_SIZE]; /* legacy */
+    uint8_t                   handle[UCT_CUDA_IPC_NS_HANDLE_SIZE]; /* legacy, pool */
 };
 
 

@@ -7,6 +7,7 @@
 
 #include "cuda_ipc_ns_map.h"
 #include "cuda_ipc_ns_fd_map.h"
+#include "cuda_ipc_ns_pool_map.h"
 #include "cuda_ipc_ns_fdx.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
@@ -61,10 +62,16 @@ ucs_status_t uct_cuda_ipc_ns_map_fd_of(const uct_cuda_ipc_ns_rkey_info_t *key,
     mapping->length      = key->length;
     mapping->handle_type = key->handle_type;
     mapping->device      = device;
+    mapping->pool        = NULL;
 
     ucs_snprintf_safe(what, sizeof(what), "allocation 0x%" PRIx64 " of pid %u",
                       key->base, key->pid);
-    status = uct_cuda_ipc_ns_map_fd(fd, key->length, device, what, &dptr);
+    if (key->handle_type == UCT_CUDA_IPC_NS_HANDLE_POOL) {
+        status = uct_cuda_ipc_ns_pool_map(key, device, fd, &mapping->pool,
+                                          &dptr);
+    } else {
+        status = uct_cuda_ipc_ns_map_fd(fd, key->length, device, what, &dptr);
+    }
     /* the driver holds the memory through the mapping now */
     close(fd);
     if (status != UCS_OK) {
@@ -148,6 +155,8 @@ void uct_cuda_ipc_ns_unmap(uct_cuda_ipc_ns_mapping_t *mapping)
             (void)UCT_CUDA_IPC_NS_CU(cuIpcCloseMemHandle, dptr);
             uct_cuda_ipc_ns_ctx_pop(pushed);
         }
+    } else if (mapping->handle_type == UCT_CUDA_IPC_NS_HANDLE_POOL) {
+        uct_cuda_ipc_ns_pool_unmap(mapping->pool, dptr, mapping->device);
     } else {
         (void)UCT_CUDA_IPC_NS_CU(cuMemUnmap, dptr, mapping->length);
         (void)UCT_CUDA_IPC_NS_CU(cuMemAddressFree, dptr, mapping->length);

@@ -9,7 +9,9 @@
  *    (exportable device memory of exactly the key's length, or refused);
  *    then cuMemAddressReserve + cuMemMap + cuMemSetAccess for the local
  *    device; the handle and the fd are released at once (the mapping keeps
- *    the memory).
+ *    the memory);
+ *  - pool allocation: the pool's fd is imported through the fd exchange,
+ *    then the allocation from the pool (cuda_ipc_ns_pool_map.h).
  */
 #ifndef UCT_CUDA_IPC_NS_MAP_H
 #define UCT_CUDA_IPC_NS_MAP_H
@@ -25,6 +27,7 @@ typedef struct uct_cuda_ipc_ns_mapping {
     size_t    length;
     uint8_t   handle_type;  /* uct_cuda_ipc_ns_handle_type_t */
     int       device;       /* local device ordinal */
+    CUmemoryPool pool;      /* pool keys: the pool imported for it */
 } uct_cuda_ipc_ns_mapping_t;
 
 
