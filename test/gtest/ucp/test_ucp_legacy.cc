@@ -409,6 +409,10 @@ protected:
         /* both sides read it, the owner from its environment */
         m_owner_copy.reset(new test::scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY",
                                                 owner_copy()));
+        /* the owner's lane (or none), not our own open of its legacy
+         * memory: both sides read it */
+        m_direct.reset(new test::scoped_env("UCX_CUDA_IPC_NS_LEGACY_DIRECT",
+                                            "n"));
         if (!test::cuda_init()) {
             GTEST_SKIP() << "no CUDA driver or device";
         }
@@ -422,6 +426,7 @@ protected:
         unsetenv("UCX_NET_DEVICES");
         unsetenv("UCX_PROTO_ENABLE");
         copy_faults(false);
+        m_direct.reset();
         m_owner_copy.reset();
     }
 
@@ -429,6 +434,7 @@ protected:
     virtual const char *owner_copy() const { return "n"; }
 
     std::unique_ptr<test::scoped_env> m_owner_copy;
+    std::unique_ptr<test::scoped_env> m_direct;
 };
 
 

@@ -944,18 +944,24 @@ protected:
     {
         m_owner_copy.reset(new test::scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY",
                                                 "y"));
+        /* the owner's lane (or none), not our own open of its legacy
+         * memory: both sides read it */
+        m_direct.reset(new test::scoped_env("UCX_CUDA_IPC_NS_LEGACY_DIRECT",
+                                            "n"));
         ucp_nixl::SetUp();
     }
 
     void TearDown() override
     {
         ucp_nixl::TearDown();
+        m_direct.reset();
         m_owner_copy.reset();
     }
 
     bool owner_copy() const override { return true; }
 
     std::unique_ptr<test::scoped_env> m_owner_copy;
+    std::unique_ptr<test::scoped_env> m_direct;
 };
 
 
