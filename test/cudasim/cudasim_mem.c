@@ -381,6 +381,19 @@ CUDASIM_API CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle,
 }
 
 
+/*
+ * Whether legacy IPC handles of another PID namespace are refused, as older
+ * drivers are reported to do: CUDASIM_LEGACY_IPC_PIDNS=refuse (default
+ * open). Read at each open, so that a test sets it for one open.
+ */
+static int cudasim_legacy_pidns_refused(void)
+{
+    const char *value = getenv("CUDASIM_LEGACY_IPC_PIDNS");
+
+    return (value != NULL) && !strcmp(value, "refuse");
+}
+
+
 static CUresult cudasim_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle,
                                  unsigned int Flags)
 {
@@ -410,24 +423,41 @@ static CUresult cudasim_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle,
         (memchr(h.name, '\0', sizeof(h.name)) == NULL)) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    /* A PID namespace boundary makes the real driver fail to open the
-     * handle with "invalid device context"; so does the exporting process
-     * itself. */
-    if (h.pidns != cudasim_pidns_inode()) {
-        cudasim_log("cuIpcOpenMemHandle(%s): exporter in PID namespace %u, "
-                    "we are in %u", h.name, h.pidns, cudasim_pidns_inode());
+    /* The exporting process cannot open its own handle (cuda.h:
+     * CUDA_ERROR_INVALID_CONTEXT). The handle names its exporter by pid
+     * number: an importer in another PID namespace whose pid number there
+     * is the exporter's in its own is taken for the exporter too. vLLM
+     * users report 201 (invalid device context) between prefill and decode
+     * pods without hostPID (vllm#52607, #55906), where identical pods get
+     * identical pids (../shared/DESIGN.md section 14: the one explanation
+     * that fits every report, not yet verified on a GPU). */
+    if (h.pid == (uint32_t)getpid()) {
+        cudasim_log("cuIpcOpenMemHandle(%s): exporter pid %u is our pid "
+                    "number (PID namespaces %u and %u)", h.name, h.pid,
+                    h.pidns, cudasim_pidns_inode());
         return CUDA_ERROR_INVALID_CONTEXT;
     }
-    if (h.pid == (uint32_t)getpid()) {
+    /* Another PID namespace: driver 580.159.04 on an H200 opened a handle
+     * exported from the parent PID namespace in a process with its own
+     * /proc (docs/testing.md, "What a GPU showed"), and LMCache opens them
+     * between isolated pods (LMCache #4677, #4807). Older drivers are
+     * reported to refuse it with "invalid device context" (stock UCX's
+     * cuda_ipc never tries): CUDASIM_LEGACY_IPC_PIDNS=refuse. */
+    if ((h.pidns != cudasim_pidns_inode()) && cudasim_legacy_pidns_refused()) {
+        cudasim_log("cuIpcOpenMemHandle(%s): exporter in PID namespace %u, "
+                    "we are in %u (CUDASIM_LEGACY_IPC_PIDNS=refuse)", h.name,
+                    h.pidns, cudasim_pidns_inode());
         return CUDA_ERROR_INVALID_CONTEXT;
     }
     /* memory of a GPU this process cannot see (CUDASIM_VISIBLE_DEVICES)
-     * cannot be mapped here: as cuMemImportFromShareableHandle does */
+     * cannot be mapped here: users report "invalid argument" when the
+     * exporter's GPU is not visible in the importing container
+     * (../shared/DESIGN.md section 14), CUDA_ERROR_INVALID_VALUE's text */
     device = cudasim_device_ordinal(h.device);
     if (device < 0) {
         cudasim_log("cuIpcOpenMemHandle(%s): memory of GPU %d, not visible "
                     "to this process", h.name, h.device);
-        return CUDA_ERROR_NOT_SUPPORTED;
+        return CUDA_ERROR_INVALID_VALUE;
     }
 
     /* memory of another device: the real driver maps it only over peer
@@ -477,7 +507,8 @@ static CUresult cudasim_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle,
         }
     }
 
-    if (cudasim_process_exited(h.pid)) {
+    /* our /proc tells only of our PID namespace's processes */
+    if ((h.pidns == cudasim_pidns_inode()) && cudasim_process_exited(h.pid)) {
         /* a killed exporter's memory is gone with it, as on a GPU (one that
          * exited normally unlinked it at exit) */
         cudasim_log("cuIpcOpenMemHandle(%s): exporter pid %u exited", h.name,

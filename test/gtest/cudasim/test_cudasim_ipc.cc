@@ -1,7 +1,7 @@
 /*
  * cudasim tests: sharing memory between two processes - a legacy IPC handle
  * and a VMM allocation exported as a POSIX fd (passed with SCM_RIGHTS) -
- * also across a PID namespace boundary, where legacy IPC fails.
+ * also across a PID namespace boundary.
  */
 #include "cudasim_test.h"
 #include "common/scoped_env.h"
@@ -350,13 +350,18 @@ TEST_F(test_cudasim_ipc, pid_namespace)
     if (skipped) {
         GTEST_SKIP() << "cannot create a PID namespace here";
     }
-    /* the emulator refuses legacy IPC across PID namespaces, as the
-     * drivers that made stock UCX refuse it did; driver 580 on an H200
-     * opened it (docs/testing.md, "What a GPU showed"), so on a GPU the
-     * answer is reported, not checked */
+    /* the emulator opens a legacy handle of another PID namespace (the
+     * peer is pid 1 there, we are not), as driver 580 on an H200 did
+     * (docs/testing.md, "What a GPU showed"); on a GPU the answer is
+     * reported (driver_contract.legacy_handle_opens_from_another_pid_ns
+     * checks what the module relies on) */
     if (is_emulator()) {
-        EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, reply.legacy_open)
+        EXPECT_EQ(CUDA_SUCCESS, reply.legacy_open)
                 << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
+        EXPECT_TRUE(reply.legacy_data_ok);
+        EXPECT_EQ(CUDA_SUCCESS, reply.legacy_reopen);
+        EXPECT_TRUE(reply.legacy_reopen_same);
+        EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, reply.freed_open);
     } else {
         std::cout << "[ INFO     ] legacy IPC across PID namespaces: "
                   << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open)
@@ -369,13 +374,45 @@ TEST_F(test_cudasim_ipc, pid_namespace)
 }
 
 
+/* CUDASIM_LEGACY_IPC_PIDNS=refuse: the driver older reports describe, which
+ * refuses a legacy handle of another PID namespace ("invalid device
+ * context"); one of ours still opens */
+TEST_F(test_cudasim_ipc, pid_namespace_refusing_driver)
+{
+    SKIP_IF_NOT_EMULATOR();
+    test::scoped_env refuse("CUDASIM_LEGACY_IPC_PIDNS", "refuse");
+    test::peer_options opts;
+    share_reply reply;
+    bool skipped;
+
+    opts.new_pid_ns = true;
+    run(opts, &reply, &skipped);
+    if (skipped) {
+        GTEST_SKIP() << "cannot create a PID namespace here";
+    }
+    EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, reply.legacy_open)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
+    EXPECT_EQ(CUDA_SUCCESS, reply.vmm_import)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.vmm_import);
+
+    run(test::peer_options(), &reply, &skipped);
+    ASSERT_FALSE(skipped);
+    EXPECT_EQ(CUDA_SUCCESS, reply.legacy_open)
+            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
+    EXPECT_TRUE(reply.legacy_data_ok);
+}
+
+
 /*
  * Per-process visible GPUs (CUDASIM_VISIBLE_DEVICES, as CUDA_VISIBLE_DEVICES):
  * the test's memory is on GPU 0 of the machine; a peer on a machine of two
  * GPUs that sees GPU 0 under its ordinal 1 maps it (same UUID, its own
- * ordinal); a peer that sees only GPU 1 cannot: legacy open and VMM import
- * fail with CUDA_ERROR_NOT_SUPPORTED, as the driver refuses memory of a GPU
- * the process cannot use. In our PID namespace and another one.
+ * ordinal); a peer that sees only GPU 1 cannot: VMM import fails with
+ * CUDA_ERROR_NOT_SUPPORTED, as the driver refuses memory of a GPU the
+ * process cannot use, and legacy open with CUDA_ERROR_INVALID_VALUE
+ * ("invalid argument", what users report when the exporter's GPU is not
+ * visible in the importing container, ../shared/DESIGN.md section 14). In
+ * our PID namespace and another one.
  */
 class test_cudasim_visible : public test_cudasim_ipc,
                              public ::testing::WithParamInterface<bool> {
@@ -410,9 +447,6 @@ TEST_P(test_cudasim_visible, gpu_under_another_ordinal_maps)
             << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.vmm_import);
     EXPECT_TRUE(reply.vmm_data_ok);
     EXPECT_EQ(1, reply.vmm_ordinal) << "GPU 0 is the peer's ordinal 1";
-    if (GetParam()) {
-        return; /* legacy IPC does not cross PID namespaces */
-    }
     ASSERT_EQ(CUDA_SUCCESS, reply.legacy_open)
             << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
     EXPECT_TRUE(reply.legacy_data_ok);
@@ -435,8 +469,7 @@ TEST_P(test_cudasim_visible, gpu_not_visible_refuses_import)
     EXPECT_EQ(CUDA_ERROR_NOT_SUPPORTED, reply.vmm_import)
             << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.vmm_import);
     EXPECT_FALSE(reply.vmm_data_ok);
-    EXPECT_EQ(GetParam() ? CUDA_ERROR_INVALID_CONTEXT :
-                           CUDA_ERROR_NOT_SUPPORTED, reply.legacy_open)
+    EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, reply.legacy_open)
             << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
 }
 

@@ -244,7 +244,7 @@ TEST_PEER_ROLE(datapath_agent)
             uct_cuda_ipc_ns_broker_get_stats(&stats);
             broker_stats served = {stats.layout_requests,
                                    stats.chunk_fds_requests,
-                                   stats.chunk_fds_sent};
+                                   stats.chunk_fds_sent, stats.copies};
             static_assert(sizeof(served) <= sizeof(r.rkey), "reply room");
             memcpy(r.rkey, &served, sizeof(served));
             break;

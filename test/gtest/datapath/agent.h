@@ -19,6 +19,7 @@ struct broker_stats {
     uint64_t layout_requests;
     uint64_t chunk_fds_requests; /* one round trip each */
     uint64_t chunk_fds_sent;
+    uint64_t copies;             /* COPY requests its copiers launched */
 };
 
 

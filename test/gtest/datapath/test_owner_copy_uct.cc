@@ -80,6 +80,10 @@ public:
         }
         m_fds = count_open_fds();
         m_env.reset(new scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY", "y"));
+        /* the owner's lane even where we could open its legacy memory
+         * ourselves (our pid is not the agent's): test_legacy_direct.cc
+         * takes the direct path */
+        m_direct.reset(new scoped_env("UCX_CUDA_IPC_NS_LEGACY_DIRECT", "n"));
         peer_options opts;
         opts.new_pid_ns = new_pid_ns();
         std::unique_ptr<scoped_env> count, gpus;
@@ -197,6 +201,7 @@ public:
     {
         datapath_pair::TearDown();
         m_env.reset();
+        m_direct.reset();
     }
 
     /* a legacy buffer of the agent, its key unpacked as an owner copy key
@@ -277,6 +282,7 @@ public:
 
     int                         m_fds = -1;
     std::unique_ptr<scoped_env> m_env;
+    std::unique_ptr<scoped_env> m_direct;
 };
 
 
@@ -1286,6 +1292,10 @@ public:
             GTEST_SKIP() << "needs the emulator's copy-engine hold";
         }
         m_env.reset(new scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY", "y"));
+        /* the owner's lane even where we could open its legacy memory
+         * ourselves (our pid is not the agent's): test_legacy_direct.cc
+         * takes the direct path */
+        m_direct.reset(new scoped_env("UCX_CUDA_IPC_NS_LEGACY_DIRECT", "n"));
         m_node.reset(new uct_node());
         ASSERT_TRUE(m_node->ok());
     }
@@ -1294,6 +1304,7 @@ public:
     {
         datapath_pair::TearDown();
         m_env.reset();
+        m_direct.reset();
     }
 
     /* the copies our broker launched for importers */
@@ -1305,6 +1316,7 @@ public:
     }
 
     std::unique_ptr<scoped_env> m_env;
+    std::unique_ptr<scoped_env> m_direct;
 };
 
 

@@ -22,6 +22,7 @@
 
 extern "C" {
 #include "cuda_ipc_ns_broker_serve.h"
+#include "cuda_ipc_ns_cache.h"
 #include <ucs/debug/log_def.h>
 }
 
@@ -409,6 +410,9 @@ protected:
         /* both sides read it, the owner from its environment */
         m_owner_copy.reset(new test::scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY",
                                                 owner_copy()));
+        /* both sides read it */
+        m_direct.reset(new test::scoped_env("UCX_CUDA_IPC_NS_LEGACY_DIRECT",
+                                            legacy_direct()));
         if (!test::cuda_init()) {
             GTEST_SKIP() << "no CUDA driver or device";
         }
@@ -422,13 +426,19 @@ protected:
         unsetenv("UCX_NET_DEVICES");
         unsetenv("UCX_PROTO_ENABLE");
         copy_faults(false);
+        m_direct.reset();
         m_owner_copy.reset();
     }
 
     /* UCX_CUDA_IPC_NS_OWNER_COPY: off, the keys are refused */
     virtual const char *owner_copy() const { return "n"; }
 
+    /* UCX_CUDA_IPC_NS_LEGACY_DIRECT: the owner's lane (or none), not our
+     * own open of its legacy memory (ucp_legacy_direct takes that) */
+    virtual const char *legacy_direct() const { return "n"; }
+
     std::unique_ptr<test::scoped_env> m_owner_copy;
+    std::unique_ptr<test::scoped_env> m_direct;
 };
 
 
@@ -704,6 +714,94 @@ TEST_P(ucp_owner_copy, rma_through_the_owner)
 }
 
 INSTANTIATE_TEST_SUITE_P(proto, ucp_owner_copy,
+                         ::testing::Values("n", "y"),
+                         proto_name);
+
+
+/* Legacy memory on both sides, the pid numbers different (the owner pid 1
+ * of its own PID namespace, we are not), UCX_CUDA_IPC_NS_LEGACY_DIRECT=auto:
+ * each side opens the other's handle itself (docs/owner-copies.md, "Which
+ * path a legacy key takes"), so tag rendezvous and RMA of every size move
+ * the bytes with no copy by either broker; bytes checked on both sides */
+class ucp_legacy_direct : public ucp_owner_copy {
+protected:
+    const char *legacy_direct() const override { return "auto"; }
+
+    /* lookups in our mapping cache: what cu_ipc_ns mapped or found here */
+    static uint64_t cache_lookups()
+    {
+        uct_cuda_ipc_ns_cache_stats_t stats;
+
+        uct_cuda_ipc_ns_cache_get_stats(&stats);
+        return stats.hits + stats.misses;
+    }
+};
+
+
+TEST_P(ucp_legacy_direct, tag_both_ways_opened_here)
+{
+    log_counter logs;
+    owner_link owner(GetParam());
+    ASSERT_TRUE(owner.connected);
+    test_memory local(false);
+    uint32_t seed = 1;
+    int32_t before = copies(owner);
+    ASSERT_GE(before, 0);
+
+    for (size_t size : SIZES) {
+        SCOPED_TRACE(size);
+        ASSERT_NO_FATAL_FAILURE(owner.tag_to_owner(local.ptr(), size, ++seed));
+        uint64_t lookups = cache_lookups();
+        ASSERT_NO_FATAL_FAILURE(owner.tag_from_owner(local.ptr(), size,
+                                                     ++seed));
+        if (size == MAX_SIZE) { /* a rendezvous: we read the owner's memory */
+            EXPECT_GT(cache_lookups(), lookups)
+                    << "tag from the owner: not through our mapping cache";
+        }
+    }
+    EXPECT_EQ(before, copies(owner)) << "a broker copied";
+    EXPECT_EQ(0, log_counter::s_legacy) << log_counter::s_last;
+    EXPECT_EQ(0, owner.finish());
+}
+
+
+TEST_P(ucp_legacy_direct, rma_opened_here)
+{
+    unsigned major, minor, release;
+    ucp_get_version(&major, &minor, &release);
+    if ((GetParam()[0] == 'n') && ((major > 1) || (minor > 13))) {
+        GTEST_SKIP() << "UCX " << major << "." << minor << " has no RMA on "
+                     << "protocols v1 (ucp_put_nbx: UCS_ERR_UNSUPPORTED)";
+    }
+
+    log_counter logs;
+    owner_link owner(GetParam());
+    ASSERT_TRUE(owner.connected);
+    test_memory local(false);
+    ucp_rkey_h rkey;
+    uint32_t seed = 1;
+    int32_t before = copies(owner);
+    ASSERT_GE(before, 0);
+
+    ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(owner.side.ep, owner.hello.rkey,
+                                         &rkey));
+    for (size_t size : SIZES) {
+        SCOPED_TRACE(size);
+        uint64_t lookups = cache_lookups();
+        owner.put(local.ptr(), size, ++seed, rkey);
+        EXPECT_GT(cache_lookups(), lookups) << "put: not through cu_ipc_ns";
+        lookups = cache_lookups();
+        owner.get(local.ptr(), size, ++seed, rkey);
+        EXPECT_GT(cache_lookups(), lookups) << "get: not through cu_ipc_ns";
+    }
+    EXPECT_EQ(before, copies(owner)) << "a broker copied";
+    EXPECT_EQ(0, log_counter::s_legacy) << log_counter::s_last;
+
+    ucp_rkey_destroy(rkey);
+    EXPECT_EQ(0, owner.finish());
+}
+
+INSTANTIATE_TEST_SUITE_P(proto, ucp_legacy_direct,
                          ::testing::Values("n", "y"),
                          proto_name);
 

@@ -570,8 +570,15 @@ protected:
     /* legacy memory from another PID namespace, copied by its owner */
     virtual bool owner_copy() const { return false; }
 
+    /* legacy memory from another PID namespace, opened here (the pid
+     * numbers differ: UCX_CUDA_IPC_NS_LEGACY_DIRECT=auto) */
+    virtual bool legacy_direct() const { return false; }
+
     /* a cuMemAlloc buffer on each side besides the VMM one */
-    bool legacy() const { return (GetParam() == SAME_NS) || owner_copy(); }
+    bool legacy() const
+    {
+        return (GetParam() == SAME_NS) || owner_copy() || legacy_direct();
+    }
 
     /* progress @a ag until @a done holds, or past the hang guard (the
      * checks after it then say what did not happen) */
@@ -753,6 +760,10 @@ void ucp_nixl::bursts(bool chunked)
     EXPECT_GE(after.hits + after.misses, before.hits + before.misses + ops);
     /* and the owner copied every op on its legacy buffer, at least once */
     EXPECT_GE(call(ag, OP_COPIES, 0, 0, 0), copies_before + (int32_t)owner_ops);
+    if (legacy_direct()) {
+        EXPECT_EQ(copies_before, call(ag, OP_COPIES, 0, 0, 0))
+                << "the owner copied: its legacy buffer was not opened here";
+    }
     EXPECT_EQ(0, ag.ep_errors);
 
     stop_target(ag);
@@ -944,24 +955,74 @@ protected:
     {
         m_owner_copy.reset(new test::scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY",
                                                 "y"));
+        /* the owner's lane (or none), not our own open of its legacy
+         * memory: both sides read it */
+        m_direct.reset(new test::scoped_env("UCX_CUDA_IPC_NS_LEGACY_DIRECT",
+                                            "n"));
         ucp_nixl::SetUp();
     }
 
     void TearDown() override
     {
         ucp_nixl::TearDown();
+        m_direct.reset();
         m_owner_copy.reset();
     }
 
     bool owner_copy() const override { return true; }
 
     std::unique_ptr<test::scoped_env> m_owner_copy;
+    std::unique_ptr<test::scoped_env> m_direct;
 };
 
 
 TEST_P(ucp_nixl_owner_copy, put_get_bursts_flush_notify) {
     bursts(false);
 }
+
+
+/* The same bursts on legacy memory in both processes, across PID
+ * namespaces, the target pid 1 of its own and we not: we open its legacy
+ * handle ourselves (UCX_CUDA_IPC_NS_LEGACY_DIRECT=auto), every op goes
+ * through our mapping cache and its broker copies nothing; its copies are
+ * on (UCX_CUDA_IPC_NS_OWNER_COPY=y), there to fall back to */
+class ucp_nixl_legacy_direct : public ucp_nixl {
+protected:
+    void SetUp() override
+    {
+        m_owner_copy.reset(new test::scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY",
+                                                "y"));
+        m_direct.reset(new test::scoped_env("UCX_CUDA_IPC_NS_LEGACY_DIRECT",
+                                            "auto"));
+        ucp_nixl::SetUp();
+    }
+
+    void TearDown() override
+    {
+        ucp_nixl::TearDown();
+        m_direct.reset();
+        m_owner_copy.reset();
+    }
+
+    bool legacy_direct() const override { return true; }
+
+    std::unique_ptr<test::scoped_env> m_owner_copy;
+    std::unique_ptr<test::scoped_env> m_direct;
+};
+
+
+TEST_P(ucp_nixl_legacy_direct, put_get_bursts_flush_notify) {
+    bursts(false);
+}
+
+
+INSTANTIATE_TEST_SUITE_P(namespaces, ucp_nixl_legacy_direct,
+                         ::testing::Values(OTHER_PID_NS, OTHER_PID_AND_NET_NS),
+                         [](const ::testing::TestParamInfo<nixl_ns> &info) {
+                             return std::string(
+                                     (info.param == OTHER_PID_NS) ?
+                                     "other_pid_ns" : "other_pid_and_net_ns");
+                         });
 
 
 INSTANTIATE_TEST_SUITE_P(namespaces, ucp_nixl_owner_copy,

@@ -16,6 +16,7 @@
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_compat.h"
+#include "cuda_ipc_ns_legacy_direct.h"
 #include "cuda_ipc_ns_fdx.h"
 
 #include <uct/base/uct_iov.inl>
@@ -546,6 +547,23 @@ uct_cuda_ipc_ns_ep_map_chunks(uct_cuda_ipc_ns_ep_t *ep,
 
 
 /*
+ * Our open of legacy key @a key of another PID namespace failed with
+ * @a status (logged where the driver answered): the key, and the owner's
+ * later keys, go to the owner's copies (cuda_ipc_ns_legacy_direct.h). The
+ * caller sees key->owner_copy set and posts the op there.
+ */
+static void uct_cuda_ipc_ns_ep_direct_failed(uct_cuda_ipc_ns_rkey_t *key,
+                                             ucs_status_t status)
+{
+    /* remembered and logged already when the driver refused the open */
+    (void)uct_cuda_ipc_ns_legacy_direct_failed(&key->info,
+                                               ucs_status_string(status));
+    key->direct_fallback = 0;
+    key->owner_copy      = 1;
+}
+
+
+/*
  * Everything a copy between @a local and [remote_addr, +length) of @a key
  * needs: range check, the local context, the owner's cache entry (and its
  * watch), the mappings (pinned: the caller releases the target).
@@ -611,6 +629,8 @@ uct_cuda_ipc_ns_ep_resolve(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_rkey_t *key
             (peer == ep->peer)) {
             uct_cuda_ipc_ns_ep_set_failed(ep);
             status = UCS_ERR_CONNECTION_RESET;
+        } else if (ucs_unlikely(key->direct_fallback)) {
+            uct_cuda_ipc_ns_ep_direct_failed(key, status);
         }
         return status;
     }
@@ -874,6 +894,11 @@ err_unpin:
     uct_cuda_ipc_ns_ep_target_release(&target);
 err_put_op:
     uct_cuda_ipc_ns_cq_op_put(&iface->cq, op);
+    if (ucs_unlikely(key->owner_copy)) {
+        /* our open of a legacy key failed: its owner copies it */
+        return uct_cuda_ipc_ns_ep_owner_copy(ep, key, iov, iovcnt, length,
+                                             remote_addr, comp, is_put, NULL);
+    }
     return status;
 }
 
@@ -917,6 +942,13 @@ uct_cuda_ipc_ns_ep_copy_sync(uct_ep_h tl_ep, void *local, size_t length,
     status = uct_cuda_ipc_ns_ep_resolve(ep, key, local, length, remote_addr, 1,
                                         &target);
     if (status != UCS_OK) {
+        if (ucs_unlikely(key->owner_copy) && is_put) {
+            /* our open of a legacy key failed: its owner copies it (a get
+             * bcopy goes there from its caller) */
+            bcopy.buffer = local;
+            return uct_cuda_ipc_ns_ep_owner_copy(ep, key, NULL, 0, length,
+                                                 remote_addr, NULL, 1, &bcopy);
+        }
         return status;
     }
 
@@ -997,26 +1029,32 @@ ucs_status_t uct_cuda_ipc_ns_ep_get_bcopy(uct_ep_h tl_ep,
     }
 
     if (ucs_unlikely(key->owner_copy) && (length > 0)) {
-        /* through the staging ring, unpacked when it came */
-        bcopy.unpack_cb = unpack_cb;
-        bcopy.arg       = arg;
-        status = uct_cuda_ipc_ns_ep_owner_copy(ep, key, NULL, 0, length,
-                                               remote_addr, comp, 0, &bcopy);
-        if (status == UCS_INPROGRESS) {
-            UCT_TL_EP_STAT_OP(&ep->super.super, GET, BCOPY, length);
-        }
-        return status;
+        goto owner_copy;
     }
 
     status = uct_cuda_ipc_ns_ep_copy_sync(tl_ep, iface->bounce, length,
                                           remote_addr, rkey, 0);
     if (status != UCS_OK) {
+        if (ucs_unlikely(key->owner_copy)) {
+            goto owner_copy; /* our open of a legacy key failed */
+        }
         return status;
     }
 
     unpack_cb(arg, iface->bounce, length);
     UCT_TL_EP_STAT_OP(&ep->super.super, GET, BCOPY, length);
     return UCS_OK; /* done: the completion is not called */
+
+owner_copy:
+    /* through the staging ring, unpacked when it came */
+    bcopy.unpack_cb = unpack_cb;
+    bcopy.arg       = arg;
+    status = uct_cuda_ipc_ns_ep_owner_copy(ep, key, NULL, 0, length,
+                                           remote_addr, comp, 0, &bcopy);
+    if (status == UCS_INPROGRESS) {
+        UCT_TL_EP_STAT_OP(&ep->super.super, GET, BCOPY, length);
+    }
+    return status;
 }
 
 

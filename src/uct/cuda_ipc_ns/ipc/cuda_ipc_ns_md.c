@@ -15,6 +15,7 @@
 #include "cuda_ipc_ns_addr.h"
 #include "cuda_ipc_ns_ptr.h"
 #include "cuda_ipc_ns_compat.h"
+#include "cuda_ipc_ns_legacy_direct.h"
 
 #include <uct/base/uct_iface.h>
 #include <ucs/debug/log.h>
@@ -33,8 +34,7 @@ ucs_config_field_t uct_cuda_ipc_ns_md_config_table[] = {
      UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
 
     {"LEGACY", "y",
-     "Export memory allocated with cuMemAlloc as legacy CUDA IPC handles.\n"
-     "Legacy handles cannot be opened from another PID namespace.",
+     "Export memory allocated with cuMemAlloc as legacy CUDA IPC handles.",
      ucs_offsetof(uct_cuda_ipc_ns_md_config_t, legacy),
      UCS_CONFIG_TYPE_BOOL},
 
@@ -45,13 +45,27 @@ ucs_config_field_t uct_cuda_ipc_ns_md_config_table[] = {
 
     {"OWNER_COPY", "y",
      "Register memory allocated with cuMemAlloc with the fd broker too, so\n"
-     "that peers in other PID namespaces, which cannot open its legacy IPC\n"
-     "handle, ask this process to copy to and from it, and VMM memory\n"
+     "that peers in other PID namespaces that cannot open its legacy IPC\n"
+     "handle (LEGACY_DIRECT) ask this process to copy to and from it, and VMM memory\n"
      "without a shareable handle type, which no peer can map, for every\n"
      "peer (docs/owner-copies.md). With n, UCP moves such memory without\n"
      "cu_ipc_ns (over the network, staged through the driver).",
      ucs_offsetof(uct_cuda_ipc_ns_md_config_t, owner_copy),
      UCS_CONFIG_TYPE_BOOL},
+
+    {"LEGACY_DIRECT", "auto",
+     "How a legacy key (cuMemAlloc memory) of a peer in another PID namespace\n"
+     "is accessed:\n"
+     " auto - opened here (cuIpcOpenMemHandle, one copy by our copy engine)\n"
+     "        unless the driver would refuse it: the owner's pid number is ours\n"
+     "        (the driver takes us for the exporter), its GPU is not one we can\n"
+     "        use, or an open of that owner's memory failed before; then, and\n"
+     "        when the open fails, copies its owner makes (OWNER_COPY at the\n"
+     "        owner), logged once per owner\n"
+     " y    - always opened here; a failed open is an error\n"
+     " n    - always copies its owner makes",
+     ucs_offsetof(uct_cuda_ipc_ns_md_config_t, legacy_direct),
+     UCS_CONFIG_TYPE_TERNARY_AUTO},
 
     {"FD_EXCHANGE", "auto",
      "How a peer's POSIX fd is imported:\n"
@@ -816,6 +830,65 @@ uct_cuda_ipc_ns_rkey_check_owner_copy(const uct_cuda_ipc_ns_rkey_info_t *info)
 }
 
 
+/*
+ * A legacy key of another PID namespace: opened here, or copied by its
+ * owner (cuda_ipc_ns_legacy_direct.h), or neither (UCS_ERR_UNREACHABLE:
+ * UCP drops us from the key).
+ */
+static ucs_status_t uct_cuda_ipc_ns_rkey_legacy_path(uct_cuda_ipc_ns_rkey_t *rkey)
+{
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    uct_cuda_ipc_ns_legacy_path_t path;
+    int usable, has_broker;
+    ucs_status_t status;
+
+    usable     = (uct_cuda_ipc_ns_gpu_usable(rkey->info.dev_uuid,
+                                             &usable) == UCS_OK) && usable;
+    has_broker = rkey->info.broker_addr_len > 0;
+    path       = uct_cuda_ipc_ns_legacy_direct_path(&rkey->info, usable);
+    if (path == UCT_CUDA_IPC_NS_LEGACY_PATH_DIRECT) {
+        return UCS_OK;
+    }
+
+    if (has_broker) {
+        /* its owner copies it for us (docs/owner-copies.md), at once or
+         * when our open fails */
+        status = uct_cuda_ipc_ns_rkey_check_owner_copy(&rkey->info);
+        if (status != UCS_OK) {
+            return status;
+        }
+        rkey->owner_gpu_usable = usable;
+        rkey->owner_copy       = (path == UCT_CUDA_IPC_NS_LEGACY_PATH_OWNER);
+        rkey->direct_fallback  = !rkey->owner_copy;
+        return UCS_OK;
+    }
+
+    /* UCP drops us from the key: tag and stream stage the data through
+     * the driver (cu_cpy_ns), but UCP's software RMA of protocols v1
+     * copies with the CPU (ucp/rma/rma_sw.c assumes host memory) */
+    if (uct_cuda_ipc_ns_legacy_warn_first(&rkey->info)) {
+        ucs_warn("cuda_ipc_ns: memory of pid %u in PID namespace %" PRIu64
+                 " comes from cuMemAlloc (legacy CUDA IPC handle), which "
+                 "is not opened from PID namespace %" PRIu64 " (see "
+                 "UCX_CUDA_IPC_NS_LEGACY_DIRECT), and its key names no "
+                 "broker to copy it (the owner runs with "
+                 "UCX_CUDA_IPC_NS_OWNER_COPY=n, or without a broker): UCP "
+                 "moves it without cu_ipc_ns. Tag and stream messages are "
+                 "staged through the CUDA driver; UCP RMA (put/get) with "
+                 "protocols v1 (UCX_PROTO_ENABLE=n, the default of UCX "
+                 "1.13) falls back to software RMA, which copies device "
+                 "memory with the CPU (wrong data or a crash on a GPU). "
+                 "Remedies: UCX_CUDA_IPC_NS_OWNER_COPY=y (the default) "
+                 "at the owner, export VMM memory (cuMemCreate with "
+                 "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), or set "
+                 "UCX_PROTO_ENABLE=y, whose RMA copies through the driver. "
+                 "(once per peer process)",
+                 rkey->info.pid, rkey->info.pid_ns, self->pid_ns);
+    }
+    return UCS_ERR_UNREACHABLE;
+}
+
+
 static ucs_status_t
 uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
                             UCT_CUDA_IPC_NS_RKEY_UNPACK_PARAMS_ARG
@@ -843,41 +916,19 @@ uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
         rkey->info.pid_ns = UCT_CUDA_IPC_NS_INIT_PID_NS;
     }
 
-    if ((rkey->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_COPY) ||
-        ((rkey->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
-         (rkey->info.pid_ns != self->pid_ns) &&
-         (rkey->info.broker_addr_len > 0))) {
+    if ((rkey->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
+        (rkey->info.pid_ns != self->pid_ns)) {
+        status = uct_cuda_ipc_ns_rkey_legacy_path(rkey);
+        if (status != UCS_OK) {
+            goto err_free;
+        }
+    } else if (rkey->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_COPY) {
         /* its owner copies it for us (docs/owner-copies.md) */
         status = uct_cuda_ipc_ns_rkey_check_owner_copy(&rkey->info);
         if (status != UCS_OK) {
             goto err_free;
         }
         rkey->owner_copy = 1;
-    } else if ((rkey->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
-               (rkey->info.pid_ns != self->pid_ns)) {
-        /* UCP drops us from the key: tag and stream stage the data through
-         * the driver (cu_cpy_ns), but UCP's software RMA of protocols v1
-         * copies with the CPU (ucp/rma/rma_sw.c assumes host memory) */
-        if (uct_cuda_ipc_ns_legacy_warn_first(&rkey->info)) {
-            ucs_warn("cuda_ipc_ns: memory of pid %u in PID namespace %" PRIu64
-                     " comes from cuMemAlloc (legacy CUDA IPC handle), which "
-                     "cannot be opened from PID namespace %" PRIu64 ", and "
-                     "its key names no broker to copy it (the owner runs with "
-                     "UCX_CUDA_IPC_NS_OWNER_COPY=n, or without a broker): UCP "
-                     "moves it without cu_ipc_ns. Tag and stream messages are "
-                     "staged through the CUDA driver; UCP RMA (put/get) with "
-                     "protocols v1 (UCX_PROTO_ENABLE=n, the default of UCX "
-                     "1.13) falls back to software RMA, which copies device "
-                     "memory with the CPU (wrong data or a crash on a GPU). "
-                     "Remedies: UCX_CUDA_IPC_NS_OWNER_COPY=y (the default) "
-                     "at the owner, export VMM memory (cuMemCreate with "
-                     "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), or set "
-                     "UCX_PROTO_ENABLE=y, whose RMA copies through the driver. "
-                     "(once per peer process)",
-                     rkey->info.pid, rkey->info.pid_ns, self->pid_ns);
-        }
-        status = UCS_ERR_UNREACHABLE;
-        goto err_free;
     }
 
     /* memory its owner copies needs no GPU of ours: on one we cannot use,
@@ -956,6 +1007,7 @@ static ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
     md->posix_fd        = config->posix_fd &&
                           uct_cuda_ipc_ns_md_posix_fd_supported();
     md->owner_copy      = config->owner_copy;
+    uct_cuda_ipc_ns_legacy_direct_configure(config->legacy_direct);
     md->addr_flags      = (md->legacy ? UCT_CUDA_IPC_NS_ADDR_FLAG_LEGACY : 0) |
                           (md->posix_fd ? UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD : 0);
 

@@ -20,6 +20,7 @@ typedef struct uct_cuda_ipc_ns_md_config {
     int                      legacy;        /* export legacy IPC handles */
     int                      posix_fd;      /* export VMM POSIX fds */
     int                      owner_copy;    /* copy unshareable memory for peers */
+    int                      legacy_direct; /* ucs_ternary_auto_value_t */
     int                      fdx_mode;      /* uct_cuda_ipc_ns_fdx_mode_t */
     char                     *sock_dir;     /* broker socket directory */
     double                   sock_timeout;  /* fd exchange timeout, seconds */
@@ -69,6 +70,10 @@ typedef struct uct_cuda_ipc_ns_rkey {
     /* owner_copy: the key's GPU is one we can use (else the copies stage
      * through pinned host memory), asked once here, not on each post */
     int                         owner_gpu_usable;
+    /* a legacy key of another PID namespace that we open ourselves, and
+     * whose owner copies it for us if the open fails: owner_copy is set
+     * then (cuda_ipc_ns_legacy_direct.h) */
+    int                         direct_fallback;
 } uct_cuda_ipc_ns_rkey_t;
 
 

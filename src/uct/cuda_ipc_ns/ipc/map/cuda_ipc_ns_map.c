@@ -11,6 +11,8 @@
 #include "cuda_ipc_ns_fdx.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
+#include "cuda_ipc_ns_legacy_direct.h"
+#include "cuda_ipc_ns_nsid.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/compiler_def.h>
@@ -21,6 +23,13 @@
 #include <unistd.h>
 
 
+/*
+ * A legacy key: the driver opens its handle in our PID namespace, and in
+ * another one unless it takes us for the exporter or refuses such opens
+ * (cuda_ipc_ns_legacy_direct.h). A failed open of another PID namespace's
+ * key is reported there, once per owner when its keys fall back to the
+ * owner's copies.
+ */
 static ucs_status_t
 uct_cuda_ipc_ns_map_legacy(const uct_cuda_ipc_ns_rkey_info_t *key, int device,
                            uct_cuda_ipc_ns_mapping_t *mapping)
@@ -28,6 +37,7 @@ uct_cuda_ipc_ns_map_legacy(const uct_cuda_ipc_ns_rkey_info_t *key, int device,
     CUipcMemHandle handle;
     CUdeviceptr dptr;
     ucs_status_t status;
+    CUresult res;
     int pushed;
 
     status = uct_cuda_ipc_ns_ctx_push(NULL, device, &pushed);
@@ -36,18 +46,30 @@ uct_cuda_ipc_ns_map_legacy(const uct_cuda_ipc_ns_rkey_info_t *key, int device,
     }
 
     memcpy(&handle, key->handle.legacy, sizeof(handle));
-    status = UCT_CUDA_IPC_NS_CU(cuIpcOpenMemHandle, &dptr, handle,
-                                CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    res = uct_cuda_ipc_ns_drv.cuIpcOpenMemHandle(
+            &dptr, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
     uct_cuda_ipc_ns_ctx_pop(pushed);
-    if (status != UCS_OK) {
-        ucs_error("cuda_ipc_ns: cannot open the IPC handle of allocation "
-                  "0x%" PRIx64 " (%" PRIu64 " bytes) of pid %u: %s",
-                  key->base, key->length, key->pid, ucs_status_string(status));
+    if (res == CUDA_SUCCESS) {
+        mapping->addr = (void*)dptr;
+        return UCS_OK;
+    }
+
+    status = uct_cuda_ipc_ns_cu_status(res);
+    if (key->pid_ns != uct_cuda_ipc_ns_self()->pid_ns) {
+        ucs_debug("cuda_ipc_ns: cuIpcOpenMemHandle() of allocation 0x%" PRIx64
+                  " of pid %u in PID namespace %" PRIu64 " failed: %s",
+                  key->base, key->pid, key->pid_ns,
+                  uct_cuda_ipc_ns_cu_error_name(res));
+        (void)uct_cuda_ipc_ns_legacy_direct_failed(
+                key, uct_cuda_ipc_ns_cu_error_name(res));
         return status;
     }
 
-    mapping->addr = (void*)dptr;
-    return UCS_OK;
+    ucs_error("cuda_ipc_ns: cuIpcOpenMemHandle() failed: %s: cannot open the "
+              "IPC handle of allocation 0x%" PRIx64 " (%" PRIu64 " bytes) of "
+              "pid %u", uct_cuda_ipc_ns_cu_error_name(res), key->base,
+              key->length, key->pid);
+    return status;
 }
 
 
