@@ -16,11 +16,16 @@
 #   peer errors    tag_bw, ucp_put_bw, ucp_get at 4 MiB between two pods
 #                  with ucx_perftest -e (peer error handling, NIXL's mode)
 #                  vs without, interleaved rounds (goal >= 0.8)
-#   owner copies   legacy cuMemAlloc memory (copied by its owner through the
-#                  importer's staging ring: two copies) vs VMM memory
-#                  (zero copy), both sides alike, between two pods:
-#                  tag_bw, ucp_put_bw, ucp_get at 4 and 64 MiB (goal >=
-#                  0.45), ucp_put_lat 8 B (printed); and the one copy into
+#   legacy memory  legacy cuMemAlloc memory between two pods whose pid
+#                  numbers differ (the pod's server is pid 1, the client
+#                  is not), both sides alike, tag_bw, ucp_put_bw, ucp_get
+#                  at 4 and 64 MiB: opened by the importer itself
+#                  (UCX_CUDA_IPC_NS_LEGACY_DIRECT=auto: one copy) vs VMM
+#                  memory (goal >= 0.95), copied by its owner through the
+#                  importer's staging ring (LEGACY_DIRECT=n: two copies)
+#                  vs VMM (goal >= 0.45), direct vs owner copies
+#                  (printed); ucp_put_lat 8 B owner copies vs VMM
+#                  (printed); and the one copy into
 #                  the importer's VMM buffer vs zero copy, get and put, 8
 #                  in flight, 4 and 64 MiB (test/bench/bench_owner_copy,
 #                  goal >= 0.85)
@@ -115,19 +120,26 @@ bench() {
             "$top/contrib/perftest-ns.sh" >"$out/errh-peer-$round.log" 2>&1
     done
 
-    # copies by the owner (docs/owner-copies.md): ucx_perftest's buffers
-    # allocated with cuMemAlloc (legacy: the owner copies, through the
-    # importer's staging ring) or cuMemCreate (VMM: mapped), interleaved
-    echo "== UCX $ver: legacy memory (copies by the owner) vs VMM, between two pods, $rounds rounds"
-    local mem
+    # legacy memory between pods (docs/owner-copies.md, "Which path a legacy
+    # key takes"): ucx_perftest's buffers allocated with cuMemCreate (VMM:
+    # mapped) or cuMemAlloc, opened by the importer itself (direct) or
+    # copied by its owner through the importer's staging ring (copy),
+    # interleaved
+    echo "== UCX $ver: legacy memory (direct, copies by the owner) vs VMM, between two pods, $rounds rounds"
+    local mem env
     for ((round = 1; round <= rounds; round++)); do
-        for mem in vmm legacy; do
+        for mem in vmm direct copy; do
+            case $mem in
+            vmm) env="UCX_CUDA_CPY_NS_MEM_ALLOC=vmm" ;;
+            direct) env="UCX_CUDA_CPY_NS_MEM_ALLOC=legacy UCX_CUDA_IPC_NS_LEGACY_DIRECT=y" ;;
+            copy) env="UCX_CUDA_CPY_NS_MEM_ALLOC=legacy UCX_CUDA_IPC_NS_LEGACY_DIRECT=n" ;;
+            esac
             OUT_DIR=$out/ocopy-$mem-$round ITER_BYTES=4G SIZES=4M,64M \
-                TESTS=ucp:tag_bw,ucp:ucp_put_bw,ucp:ucp_get \
-                EXTRA_ENV="UCX_CUDA_CPY_NS_MEM_ALLOC=$mem" \
+                TESTS=ucp:tag_bw,ucp:ucp_put_bw,ucp:ucp_get EXTRA_ENV="$env" \
                 "$top/contrib/perftest-ns.sh" >"$out/ocopy-$mem-$round.log" 2>&1
+            [ $mem != direct ] || continue
             OUT_DIR=$out/ocopy-lat-$mem-$round SIZES=8 TESTS=ucp:ucp_put_lat \
-                EXTRA_ENV="UCX_CUDA_CPY_NS_MEM_ALLOC=$mem" \
+                EXTRA_ENV="$env" \
                 "$top/contrib/perftest-ns.sh" >"$out/ocopy-lat-$mem-$round.log" 2>&1
         done
     done
@@ -141,7 +153,7 @@ bench() {
         for path in ring tcp; do
             OUT_DIR=$out/hostring-$path-$round ITER_BYTES=1G SIZES=4M \
                 TESTS=ucp:tag_bw,ucp:ucp_get \
-                EXTRA_ENV="UCX_CUDA_CPY_NS_MEM_ALLOC=legacy $([ $path = ring ] &&
+                EXTRA_ENV="UCX_CUDA_CPY_NS_MEM_ALLOC=legacy UCX_CUDA_IPC_NS_LEGACY_DIRECT=n $([ $path = ring ] &&
                            echo UCX_CUDA_IPC_NS_OWNER_COPY_STAGING=host ||
                            echo UCX_CUDA_IPC_NS_OWNER_COPY=n)" \
                 "$top/contrib/perftest-ns.sh" >"$out/hostring-$path-$round.log" 2>&1
@@ -171,25 +183,28 @@ bench() {
                 "$out"/errh-*/results.tsv |
                 ratio_line "$t -e / no -e 4 MiB" "MB/s -e / none"
         done
-        local size
+        local size pair a b
         for t in ucp:tag_bw ucp:ucp_put_bw ucp:ucp_get; do
             for size in 4194304 67108864; do
-                awk -F'\t' -v t="$t" -v size=$size '$1 == t && $2 == size {
-                        split(FILENAME, p, "/ocopy-"); split(p[2], q, "[-/]"); r = q[2] + 0
-                        if (q[1] == "legacy") leg[r] = $4; else { vmm[r] = $4; n[r] = $6 } }
-                    END { for (r in leg) if (vmm[r] && leg[r]) {
-                              printf "%s %s %s %s\n", leg[r] / vmm[r], leg[r], vmm[r], n[r] } }' \
-                    "$out"/ocopy-legacy-*/results.tsv "$out"/ocopy-vmm-*/results.tsv |
-                    ratio_line "$t legacy/VMM $((size >> 20)) MiB" "MB/s legacy / VMM"
+                for pair in direct/vmm copy/vmm direct/copy; do
+                    a=${pair%/*} b=${pair#*/}
+                    awk -F'\t' -v t="$t" -v size=$size -v a=$a '$1 == t && $2 == size {
+                            split(FILENAME, p, "/ocopy-"); split(p[2], q, "[-/]"); r = q[2] + 0
+                            if (q[1] == a) num[r] = $4; else { den[r] = $4; n[r] = $6 } }
+                        END { for (r in num) if (den[r] && num[r]) {
+                                  printf "%s %s %s %s\n", num[r] / den[r], num[r], den[r], n[r] } }' \
+                        "$out"/ocopy-$a-*/results.tsv "$out"/ocopy-$b-*/results.tsv |
+                        ratio_line "$t legacy $pair $((size >> 20)) MiB" "MB/s $a / $b"
+                done
             done
         done
         awk -F'\t' '$1 == "ucp:ucp_put_lat" && $2 == 8 {
                 split(FILENAME, p, "/ocopy-lat-"); split(p[2], q, "[-/]"); r = q[2] + 0
-                if (q[1] == "legacy") leg[r] = $3; else { vmm[r] = $3; n[r] = $6 } }
+                if (q[1] == "copy") leg[r] = $3; else { vmm[r] = $3; n[r] = $6 } }
             END { for (r in leg) if (vmm[r] && leg[r]) {
                       printf "%s %s %s %s\n", leg[r] / vmm[r], leg[r], vmm[r], n[r] } }' \
             "$out"/ocopy-lat-*/results.tsv |
-            ratio_line "ucp_put_lat 8 B legacy/VMM" "us legacy / VMM"
+            ratio_line "ucp_put_lat 8 B legacy copy/vmm" "us copy / VMM"
         for t in ucp:tag_bw ucp:ucp_get; do
             awk -F'\t' -v t="$t" '$1 == t && $2 == 4194304 {
                     split(FILENAME, p, "/hostring-"); split(p[2], q, "[-/]"); r = q[2] + 0

@@ -41,7 +41,10 @@ median_past_goal_range_across() {
     expect 'goal >= 0.95: inconclusive (spread 0.900-1.010 spans the goal)' \
         'put chunks/single 16 MiB' 0.990 0.900 1.010 &&
     expect 'goal >= 0.45: inconclusive (spread 0.300-0.500 spans the goal)' \
-        'ucp:tag_bw legacy/VMM 4 MiB' 0.350 0.300 0.500
+        'ucp:tag_bw legacy copy/vmm 4 MiB' 0.350 0.300 0.500 &&
+    expect 'goal >= 0.95: FAIL' 'ucp:ucp_get legacy direct/vmm 64 MiB' 0.90 \
+        0.85 0.94 &&
+    expect '(no goal)' 'ucp:ucp_get legacy direct/copy 64 MiB' 2.0 1.9 2.1
 }
 
 at_most_goal() {

@@ -24,18 +24,38 @@ const char *mem_kind_name(mem_kind kind)
         return "vmm";
     case MEM_VMM_CHUNKS:
         return "vmm_chunks";
+    case MEM_LEGACY:
+        return "legacy";
+    case MEM_POOL:
+        return "pool";
     }
     return "unknown";
 }
 
 
-device_buffer::device_buffer(mem_kind kind, size_t size)
+device_buffer::device_buffer(mem_kind kind, size_t size) : m_size(size)
 {
-    if ((kind != MEM_VMM) && (kind != MEM_VMM_CHUNKS)) {
+    switch (kind) {
+    case MEM_VMM:
+    case MEM_VMM_CHUNKS:
+        m_vmm.reset(new test::cuda_vmm_memory(size, kind == MEM_VMM_CHUNKS));
+        break;
+    case MEM_LEGACY:
+        m_legacy.reset(new test::cuda_legacy_buffer(size));
+        break;
+    case MEM_POOL:
+        m_pool.reset(new test::cuda_pool_buffer(size));
+        break;
+    default:
         throw std::runtime_error("no allocator for memory kind " +
                                  std::to_string(kind));
     }
-    m_vmm.reset(new test::cuda_vmm_memory(size, kind == MEM_VMM_CHUNKS));
+}
+
+
+void *device_buffer::ptr() const
+{
+    return m_vmm ? m_vmm->ptr() : m_legacy ? m_legacy->ptr() : m_pool->ptr();
 }
 
 

@@ -29,11 +29,16 @@ namespace nixl_side {
 /* The kinds of device memory a side transfers: VMM memory (cuMemCreate with
  * POSIX-fd handles) in one allocation, and in the expandable-segments layout
  * (allocations of the granularity mapped back to back, registered as one
- * range: docs/framework-memory.md). Legacy cuMemAlloc memory gets its kind
- * here when the module moves it between pods (docs/owner-copies.md) */
+ * range: docs/framework-memory.md); legacy cuMemAlloc memory (PyTorch's
+ * default allocator), opened by the importer itself between pods whose
+ * pid numbers differ (docs/owner-copies.md, "Which path a legacy key
+ * takes"); memory of a stream-ordered pool of the POSIX-fd handle type
+ * (docs/driver-contract.md) */
 enum mem_kind : int32_t {
     MEM_VMM        = 0,
-    MEM_VMM_CHUNKS = 1
+    MEM_VMM_CHUNKS = 1,
+    MEM_LEGACY     = 2,
+    MEM_POOL       = 3
 };
 
 const char *mem_kind_name(mem_kind kind);
@@ -42,10 +47,13 @@ const char *mem_kind_name(mem_kind kind);
 class device_buffer {
 public:
     device_buffer(mem_kind kind, size_t size);
-    void *ptr() const { return m_vmm->ptr(); }
-    size_t size() const { return m_vmm->size(); }
+    void *ptr() const;
+    size_t size() const { return m_size; }
 private:
-    std::unique_ptr<test::cuda_vmm_memory> m_vmm;
+    size_t                                   m_size;
+    std::unique_ptr<test::cuda_vmm_memory>   m_vmm;
+    std::unique_ptr<test::cuda_legacy_buffer> m_legacy;
+    std::unique_ptr<test::cuda_pool_buffer>  m_pool;
 };
 
 

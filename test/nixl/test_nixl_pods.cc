@@ -346,7 +346,8 @@ TEST_P(nixl_pods, write_and_read_descriptor_lists) {
         /* cu_ipc_ns moved every descriptor: each one a lookup of its
          * mapping cache, which another transport never makes */
         EXPECT_GE(lookups(), before + 2 * lay.count)
-                << "the transfers did not go through cu_ipc_ns";
+                << "the transfers did not map the target's memory here "
+                   "(cu_ipc_ns's mapping cache)";
     }
     /* the target's memory: one allocation imported, or its chunks one by
      * one (the descriptors cover every chunk) */
@@ -408,11 +409,14 @@ TEST_P(nixl_pods, killed_target_fails_the_transfer) {
 }
 
 
-/* VMM memory in one allocation and in the expandable-segments layout; the
- * legacy kind joins when the module moves it between pods (nixl_side.h) */
+/* VMM memory in one allocation and in the expandable-segments layout,
+ * legacy memory (opened by the initiator itself: its pid number is not the
+ * target's 1) and memory of a shareable stream-ordered pool (nixl_side.h) */
 INSTANTIATE_TEST_SUITE_P(memory, nixl_pods,
                          ::testing::Values(nixl_side::MEM_VMM,
-                                           nixl_side::MEM_VMM_CHUNKS),
+                                           nixl_side::MEM_VMM_CHUNKS,
+                                           nixl_side::MEM_LEGACY,
+                                           nixl_side::MEM_POOL),
                          [](const ::testing::TestParamInfo<mem_kind> &info) {
                              return std::string(nixl_side::mem_kind_name(info.param));
                          });
