@@ -806,6 +806,64 @@ INSTANTIATE_TEST_SUITE_P(proto, ucp_legacy_direct,
                          proto_name);
 
 
+/* UCX_CUDA_IPC_NS_LEGACY_DIRECT=auto on a driver that refuses legacy
+ * handles of another PID namespace (the emulator's
+ * CUDASIM_LEGACY_IPC_PIDNS=refuse, as older drivers are reported to): each
+ * side's first open fails, and the owner's copies move every tag rendezvous
+ * and RMA, bytes checked on both sides, no key refused */
+class ucp_legacy_direct_refused : public ucp_owner_copy {
+protected:
+    void SetUp() override
+    {
+        /* both sides read it at each open, the owner from its environment */
+        m_refuse.reset(new test::scoped_env("CUDASIM_LEGACY_IPC_PIDNS",
+                                            "refuse"));
+        ucp_owner_copy::SetUp();
+        if (!IsSkipped() && !cudasim_test_is_emulator()) {
+            GTEST_SKIP() << "the refusing driver is the emulator's setting";
+        }
+    }
+
+    void TearDown() override
+    {
+        ucp_owner_copy::TearDown();
+        m_refuse.reset();
+    }
+
+    const char *legacy_direct() const override { return "auto"; }
+
+    static bool cudasim_test_is_emulator()
+    {
+        void *dl = dlopen(getenv("UCX_CUDA_IPC_NS_DRIVER"),
+                          RTLD_NOW | RTLD_NOLOAD);
+        bool emulator = (dl != nullptr) &&
+                        (dlsym(dl, "cudasim_is_emulator") != nullptr);
+        if (dl != nullptr) {
+            dlclose(dl);
+        }
+        return emulator;
+    }
+
+    std::unique_ptr<test::scoped_env> m_refuse;
+};
+
+
+TEST_P(ucp_legacy_direct_refused, tag_both_ways_through_the_owner)
+{
+    tag_both_ways_through_the_owner();
+}
+
+
+TEST_P(ucp_legacy_direct_refused, rma_through_the_owner)
+{
+    rma_through_the_owner();
+}
+
+INSTANTIATE_TEST_SUITE_P(proto, ucp_legacy_direct_refused,
+                         ::testing::Values("n", "y"),
+                         proto_name);
+
+
 /* The same on VMM memory without a shareable handle type on both sides
  * (vLLM's cumem allocator): only its owner can copy it */
 class ucp_owner_copy_unshareable : public ucp_owner_copy {
