@@ -507,6 +507,116 @@ static ucs_status_t uct_cuda_ipc_ns_memh_set_uuid(uct_cuda_ipc_ns_memh_t *memh,
 }
 
 
+/* Whether our broker copies memory for peers that cannot map it */
+static int uct_cuda_ipc_ns_md_copies(const uct_cuda_ipc_ns_md_t *md)
+{
+    return md->owner_copy && (md->broker != NULL);
+}
+
+
+/*
+ * How the allocation of @a attr (@a num_chunks allocations from it) is
+ * offered to peers: a uct_cuda_ipc_ns_handle_type_t, or 0 when it cannot be
+ * with this configuration. Memory of a pool is a pool key when the pool
+ * exports (found out by exporting it), else a copy key.
+ */
+static unsigned
+uct_cuda_ipc_ns_md_export_kind(const uct_cuda_ipc_ns_md_t *md,
+                               const uct_cuda_ipc_ns_ptr_attr_t *attr,
+                               uint32_t num_chunks)
+{
+    int posix_fd = !!(attr->handle_types &
+                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+
+    if ((attr->pool != NULL) && md->posix_fd) {
+        return UCT_CUDA_IPC_NS_HANDLE_POOL;
+    } else if (num_chunks > 1) {
+        return UCT_CUDA_IPC_NS_HANDLE_CHUNKS;
+    } else if (attr->legacy_capable && md->legacy) {
+        return UCT_CUDA_IPC_NS_HANDLE_LEGACY;
+    } else if (posix_fd && md->posix_fd) {
+        return UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
+    } else if (!attr->legacy_capable && !posix_fd &&
+               uct_cuda_ipc_ns_md_copies(md)) {
+        /* VMM memory without a shareable handle type, memory of a pool
+         * that exports nothing: only we can copy it */
+        return UCT_CUDA_IPC_NS_HANDLE_COPY;
+    }
+    return 0;
+}
+
+
+/* Why the allocation of @a attr cannot be offered to peers */
+static void uct_cuda_ipc_ns_md_log_refusal(const void *address,
+                                           const uct_cuda_ipc_ns_ptr_attr_t *attr,
+                                           ucs_log_level_t log_level)
+{
+    ucs_log(log_level, "cuda_ipc_ns: cannot register %p (allocation 0x%llx, "
+            "%zu bytes): %s", address, (unsigned long long)attr->base,
+            attr->size,
+            attr->legacy_capable ? "legacy IPC export is disabled" :
+            (attr->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ?
+            "POSIX fd export is disabled" :
+            "VMM allocation not created with POSIX fd handle type (or "
+            "memory of a stream-ordered pool without it), and owner copies "
+            "are off (UCX_CUDA_IPC_NS_OWNER_COPY=n, or no broker)");
+}
+
+
+/* Export the allocation of @a attr as the key of @a memh says peers get it */
+static ucs_status_t
+uct_cuda_ipc_ns_memh_export(uct_cuda_ipc_ns_md_t *md,
+                            uct_cuda_ipc_ns_memh_t *memh, const void *address,
+                            const uct_cuda_ipc_ns_ptr_attr_t *attr,
+                            const uct_cuda_ipc_ns_chunk_t *chunks,
+                            uint32_t num_chunks, ucs_log_level_t log_level)
+{
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    ucs_status_t status;
+
+    switch (uct_cuda_ipc_ns_md_export_kind(md, attr, num_chunks)) {
+    case UCT_CUDA_IPC_NS_HANDLE_POOL:
+        status = uct_cuda_ipc_ns_memh_export_pool(md, memh, address, attr,
+                                                  log_level);
+        if (status != UCS_ERR_UNSUPPORTED) {
+            return status;
+        } else if (!uct_cuda_ipc_ns_md_copies(md)) {
+            break;
+        }
+        /* the pool exports nothing: a copy key */
+        /* fall through */
+    case UCT_CUDA_IPC_NS_HANDLE_COPY:
+        memh->info.handle_type = UCT_CUDA_IPC_NS_HANDLE_COPY;
+        return uct_cuda_ipc_ns_memh_register_range(md, memh, attr, log_level);
+    case UCT_CUDA_IPC_NS_HANDLE_CHUNKS:
+        memh->info.has_ext = 1;
+        status = uct_cuda_ipc_ns_memh_export_chunks(md, memh, attr, chunks,
+                                                    num_chunks);
+        if (status != UCS_OK) {
+            ucs_log(log_level, "cuda_ipc_ns: cannot register %u allocations "
+                    "from 0x%llx with the fd broker: %s", num_chunks,
+                    (unsigned long long)attr->base, ucs_status_string(status));
+        }
+        return status;
+    case UCT_CUDA_IPC_NS_HANDLE_LEGACY:
+        status = uct_cuda_ipc_ns_memh_export_legacy(memh, attr, log_level);
+        /* the base key alone describes a legacy handle of the default ns */
+        memh->info.has_ext = (self->pid_ns != UCT_CUDA_IPC_NS_INIT_PID_NS);
+        if ((status == UCS_OK) && uct_cuda_ipc_ns_md_copies(md)) {
+            status = uct_cuda_ipc_ns_memh_register_range(md, memh, attr,
+                                                         log_level);
+        }
+        return status;
+    case UCT_CUDA_IPC_NS_HANDLE_POSIX_FD:
+        memh->info.has_ext = 1;
+        return uct_cuda_ipc_ns_memh_export_posix_fd(md, memh, attr, log_level);
+    }
+
+    uct_cuda_ipc_ns_md_log_refusal(address, attr, log_level);
+    return UCS_ERR_UNSUPPORTED;
+}
+
+
 static ucs_status_t
 uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
                         uct_cuda_ipc_ns_mem_reg_arg_t reg_arg, uct_mem_h *memh_p)
@@ -588,57 +698,8 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
         goto err_free;
     }
 
-    status = UCS_ERR_UNSUPPORTED;
-    if ((attr.pool != NULL) && md->posix_fd) {
-        status = uct_cuda_ipc_ns_memh_export_pool(md, memh, address, &attr,
-                                                  log_level);
-    }
-
-    if (status != UCS_ERR_UNSUPPORTED) {
-        /* exported through its pool, or failed */
-    } else if (num_chunks > 1) {
-        status = uct_cuda_ipc_ns_memh_export_chunks(md, memh, &attr, chunks,
-                                                    num_chunks);
-        memh->info.has_ext = 1;
-        if (status != UCS_OK) {
-            ucs_log(log_level, "cuda_ipc_ns: cannot register %u allocations "
-                    "from 0x%llx with the fd broker: %s", num_chunks,
-                    (unsigned long long)attr.base, ucs_status_string(status));
-        }
-    } else if (attr.legacy_capable && md->legacy) {
-        status = uct_cuda_ipc_ns_memh_export_legacy(memh, &attr, log_level);
-        /* the base key alone describes a legacy handle of the default ns */
-        memh->info.has_ext = (self->pid_ns != UCT_CUDA_IPC_NS_INIT_PID_NS);
-        if ((status == UCS_OK) && md->owner_copy && (md->broker != NULL)) {
-            status = uct_cuda_ipc_ns_memh_register_range(md, memh, &attr,
-                                                         log_level);
-        }
-    } else if ((attr.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) &&
-               md->posix_fd) {
-        status = uct_cuda_ipc_ns_memh_export_posix_fd(md, memh, &attr,
-                                                      log_level);
-        memh->info.has_ext = 1;
-    } else if (!attr.legacy_capable &&
-               !(attr.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) &&
-               md->owner_copy && (md->broker != NULL)) {
-        /* VMM memory without a shareable handle type: nothing to export,
-         * only we can copy it */
-        memh->info.handle_type = UCT_CUDA_IPC_NS_HANDLE_COPY;
-        status = uct_cuda_ipc_ns_memh_register_range(md, memh, &attr,
-                                                     log_level);
-    } else {
-        ucs_log(log_level, "cuda_ipc_ns: cannot register %p (allocation "
-                "0x%llx, %zu bytes): %s", address,
-                (unsigned long long)attr.base, attr.size,
-                attr.legacy_capable ? "legacy IPC export is disabled" :
-                (attr.handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ?
-                "POSIX fd export is disabled" :
-                "VMM allocation not created with POSIX fd handle type (or "
-                "memory of a stream-ordered pool without it), and "
-                "owner copies are off (UCX_CUDA_IPC_NS_OWNER_COPY=n, or no "
-                "broker)");
-        status = UCS_ERR_UNSUPPORTED;
-    }
+    status = uct_cuda_ipc_ns_memh_export(md, memh, address, &attr, chunks,
+                                         num_chunks, log_level);
     if (status != UCS_OK) {
         goto err_free;
     }
