@@ -48,20 +48,20 @@ typedef struct {
     unsigned                      in_flight; /* copies running */
     int                           closing;   /* closed once none runs */
     uct_cuda_ipc_ns_copy_buffer_t buffers[UCT_CUDA_IPC_NS_COPY_BUFFERS_MAX];
-} uct_cuda_ipc_ns_copy_client_t;
+} uct_cuda_ipc_ns_broker_copy_client_t;
 
 
 /* A copy running, from launch to its answer */
-typedef struct uct_cuda_ipc_ns_copy_op {
-    struct uct_cuda_ipc_ns_copy_op  *next;  /* in the done list */
+typedef struct uct_cuda_ipc_ns_broker_copy_op {
+    struct uct_cuda_ipc_ns_broker_copy_op  *next;  /* in the done list */
     uct_cuda_ipc_ns_broker_copier_t *copier;
-    uct_cuda_ipc_ns_copy_client_t   *client;
+    uct_cuda_ipc_ns_broker_copy_client_t   *client;
     uct_cuda_ipc_ns_copy_buffer_t   *buffer;
     uct_cuda_ipc_ns_copy_range_t    range;
     uint64_t                        reg_id;
     uint64_t                        seq;
     CUresult                        result; /* the stream's, at the end */
-} uct_cuda_ipc_ns_copy_op_t;
+} uct_cuda_ipc_ns_broker_copy_op_t;
 
 
 /* A connection handed over by the serving loop, with its first request */
@@ -93,14 +93,14 @@ struct uct_cuda_ipc_ns_broker_copier {
     /* shared with the serving loop and the driver's callbacks */
     pthread_mutex_t                   lock;
     uct_cuda_ipc_ns_copy_adopted_t    *adopted;
-    uct_cuda_ipc_ns_copy_op_t         *done;
+    uct_cuda_ipc_ns_broker_copy_op_t         *done;
     int                               stop;
 
     /* the copier's thread only */
     uint64_t                          clock;
     unsigned                          num_streams;
     uct_cuda_ipc_ns_copy_stream_t     *streams;
-    uct_cuda_ipc_ns_copy_client_t     clients[UCT_CUDA_IPC_NS_COPY_CLIENTS_MAX];
+    uct_cuda_ipc_ns_broker_copy_client_t     clients[UCT_CUDA_IPC_NS_COPY_CLIENTS_MAX];
 };
 
 
@@ -137,7 +137,7 @@ static void uct_cuda_ipc_ns_copier_wake(uct_cuda_ipc_ns_broker_copier_t *copier)
 
 /* Answer a COPY; a client that cannot take it is closed */
 static void uct_cuda_ipc_ns_copier_reply(uct_cuda_ipc_ns_broker_copier_t *copier,
-                                         uct_cuda_ipc_ns_copy_client_t *client,
+                                         uct_cuda_ipc_ns_broker_copy_client_t *client,
                                          uct_cuda_ipc_ns_broker_status_t status,
                                          uint64_t reg_id, uint64_t seq)
 {
@@ -210,7 +210,7 @@ uct_cuda_ipc_ns_copier_map(uct_cuda_ipc_ns_copy_buffer_t *buffer, int buf_fd,
  */
 static uct_cuda_ipc_ns_copy_buffer_t *
 uct_cuda_ipc_ns_copier_buffer(uct_cuda_ipc_ns_broker_copier_t *copier,
-                              uct_cuda_ipc_ns_copy_client_t *client,
+                              uct_cuda_ipc_ns_broker_copy_client_t *client,
                               const uct_cuda_ipc_ns_copy_args_t *copy,
                               int device, int buf_fd)
 {
@@ -319,7 +319,7 @@ uct_cuda_ipc_ns_copier_stream(uct_cuda_ipc_ns_broker_copier_t *copier,
 static void CUDA_CB uct_cuda_ipc_ns_copier_done_cb(CUstream stream,
                                                    CUresult result, void *arg)
 {
-    uct_cuda_ipc_ns_copy_op_t *op           = arg;
+    uct_cuda_ipc_ns_broker_copy_op_t *op           = arg;
     uct_cuda_ipc_ns_broker_copier_t *copier = op->copier;
 
     op->result = result;
@@ -335,7 +335,7 @@ static void CUDA_CB uct_cuda_ipc_ns_copier_done_cb(CUstream stream,
  * memory's context is current */
 static ucs_status_t
 uct_cuda_ipc_ns_copier_launch(uct_cuda_ipc_ns_broker_copier_t *copier,
-                              uct_cuda_ipc_ns_copy_op_t *op,
+                              uct_cuda_ipc_ns_broker_copy_op_t *op,
                               const uct_cuda_ipc_ns_copy_args_t *copy)
 {
     CUdeviceptr buf = op->buffer->dptr + copy->buf_offset;
@@ -377,13 +377,13 @@ uct_cuda_ipc_ns_copier_launch(uct_cuda_ipc_ns_broker_copier_t *copier,
 
 /* Serve one well-formed COPY request of @a client */
 static void uct_cuda_ipc_ns_copier_request(uct_cuda_ipc_ns_broker_copier_t *copier,
-                                           uct_cuda_ipc_ns_copy_client_t *client,
+                                           uct_cuda_ipc_ns_broker_copy_client_t *client,
                                            uint64_t reg_id, const uint8_t *token,
                                            const uct_cuda_ipc_ns_copy_args_t *copy,
                                            int buf_fd)
 {
     uct_cuda_ipc_ns_broker_status_t status;
-    uct_cuda_ipc_ns_copy_op_t *op;
+    uct_cuda_ipc_ns_broker_copy_op_t *op;
     int pushed;
 
     op = ucs_calloc(1, sizeof(*op), "cuda_ipc_ns_copy_op");
@@ -457,7 +457,7 @@ err:
 /* Answer the copies the driver reported done */
 static void uct_cuda_ipc_ns_copier_complete(uct_cuda_ipc_ns_broker_copier_t *copier)
 {
-    uct_cuda_ipc_ns_copy_op_t *op, *next;
+    uct_cuda_ipc_ns_broker_copy_op_t *op, *next;
 
     pthread_mutex_lock(&copier->lock);
     op           = copier->done;
@@ -491,7 +491,7 @@ static void uct_cuda_ipc_ns_copier_complete(uct_cuda_ipc_ns_broker_copier_t *cop
 static void uct_cuda_ipc_ns_copier_take_adopted(uct_cuda_ipc_ns_broker_copier_t *copier)
 {
     uct_cuda_ipc_ns_copy_adopted_t *adopted, *next;
-    uct_cuda_ipc_ns_copy_client_t *client;
+    uct_cuda_ipc_ns_broker_copy_client_t *client;
     unsigned i;
 
     pthread_mutex_lock(&copier->lock);
@@ -533,7 +533,7 @@ static void uct_cuda_ipc_ns_copier_take_adopted(uct_cuda_ipc_ns_broker_copier_t 
 
 /* Read one request of @a client, and serve it */
 static void uct_cuda_ipc_ns_copier_read(uct_cuda_ipc_ns_broker_copier_t *copier,
-                                        uct_cuda_ipc_ns_copy_client_t *client)
+                                        uct_cuda_ipc_ns_broker_copy_client_t *client)
 {
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_REQ_MAX];
     uct_cuda_ipc_ns_broker_status_t bstatus;
@@ -580,7 +580,7 @@ static void uct_cuda_ipc_ns_copier_read(uct_cuda_ipc_ns_broker_copier_t *copier,
 
 /* Close @a client once no copy of it runs: its buffers are unmapped */
 static void uct_cuda_ipc_ns_copier_reap(uct_cuda_ipc_ns_broker_copier_t *copier,
-                                        uct_cuda_ipc_ns_copy_client_t *client)
+                                        uct_cuda_ipc_ns_broker_copy_client_t *client)
 {
     unsigned i;
 
