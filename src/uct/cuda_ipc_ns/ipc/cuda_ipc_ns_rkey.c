@@ -52,15 +52,10 @@
 #endif
 
 
-ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
-                                       void *buffer)
+/* Whether @a info can be packed: a debug line names what cannot */
+static ucs_status_t
+uct_cuda_ipc_ns_rkey_pack_check(const uct_cuda_ipc_ns_rkey_info_t *info)
 {
-    uint8_t *p = buffer;
-    uint8_t *handle, *ext;
-    uint8_t version;
-    size_t ext_length;
-
-    /* Validate everything first so a failed pack leaves no half key */
     if ((info->handle_type != UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
         !uct_cuda_ipc_ns_handle_needs_broker(info->handle_type)) {
         ucs_debug("cuda_ipc_ns: rkey pack: unknown handle type %u",
@@ -107,6 +102,25 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
         (info->broker_addr_len == 0)) {
         ucs_debug("cuda_ipc_ns: rkey pack: copy key without broker address");
         return UCS_ERR_INVALID_PARAM;
+    }
+
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
+                                       void *buffer)
+{
+    uint8_t *p = buffer;
+    uint8_t *handle, *ext;
+    uint8_t version;
+    size_t ext_length;
+    ucs_status_t status;
+
+    /* validate everything first so a failed pack leaves no half key */
+    status = uct_cuda_ipc_ns_rkey_pack_check(info);
+    if (status != UCS_OK) {
+        return status;
     }
 
     memset(p, 0, UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE);
@@ -176,27 +190,11 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
-                                        uct_cuda_ipc_ns_rkey_info_t *info)
+/* The 64 handle bytes at @a handle of a key of @a info->handle_type */
+static ucs_status_t
+uct_cuda_ipc_ns_rkey_parse_handle(const uint8_t *handle,
+                                  uct_cuda_ipc_ns_rkey_info_t *info)
 {
-    const uint8_t *p = buffer;
-    const uint8_t *handle, *ext;
-    size_t remaining, required, ext_length;
-    uint32_t packed_pid;
-    uint8_t addr_len;
-    int has_broker;
-
-    /* fields absent from the wire read as zero */
-    memset(info, 0, sizeof(*info));
-
-    if (length < UCT_CUDA_IPC_NS_RKEY_BASE_SIZE) {
-        ucs_debug("cuda_ipc_ns: rkey parse: short buffer: %zu bytes, base key "
-                  "needs %d", length, UCT_CUDA_IPC_NS_RKEY_BASE_SIZE);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    info->handle_type = p[UCT_CUDA_IPC_NS_RKEY_OFF_TYPE];
-    handle            = p + UCT_CUDA_IPC_NS_RKEY_OFF_HANDLE;
     switch (info->handle_type) {
     case UCT_CUDA_IPC_NS_HANDLE_LEGACY:
     case UCT_CUDA_IPC_NS_HANDLE_POOL:
@@ -228,6 +226,85 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
         ucs_debug("cuda_ipc_ns: rkey parse: unknown handle type %u",
                   info->handle_type);
         return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+}
+
+
+/* The token, broker address and pool fd of extension @a ext
+ * (@a ext_length bytes, of which @a required are the fixed fields) */
+static ucs_status_t
+uct_cuda_ipc_ns_rkey_parse_broker(const uint8_t *ext, size_t ext_length,
+                                  size_t required,
+                                  uct_cuda_ipc_ns_rkey_info_t *info)
+{
+    uint8_t addr_len;
+
+    addr_len = ext[UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR_LEN];
+    if (addr_len > UCT_CUDA_IPC_NS_BROKER_ADDR_MAX) {
+        ucs_debug("cuda_ipc_ns: rkey parse: broker address length %u exceeds "
+                  "%d", addr_len, UCT_CUDA_IPC_NS_BROKER_ADDR_MAX);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((required + addr_len) > ext_length) {
+        ucs_debug("cuda_ipc_ns: rkey parse: broker address length %u exceeds "
+                  "extension length %zu", addr_len, ext_length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (((info->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) ||
+         (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_COPY)) &&
+        (addr_len == 0)) {
+        /* version 2 of a legacy key, and a copy key, exist for their broker
+         * address */
+        ucs_debug("cuda_ipc_ns: rkey parse: key of handle type %u version %u "
+                  "without broker address", info->handle_type,
+                  info->ext_version);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_POOL) {
+        if ((required + addr_len + 4) > ext_length) {
+            ucs_debug("cuda_ipc_ns: rkey parse: pool key without its pool fd "
+                      "(extension length %zu)", ext_length);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        info->pool_fd = (int32_t)uct_cuda_ipc_ns_get_le32(
+                ext + UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR + addr_len);
+    }
+
+    memcpy(info->token, ext + UCT_CUDA_IPC_NS_RKEY_EOFF_TOKEN,
+           UCT_CUDA_IPC_NS_TOKEN_SIZE);
+    info->broker_addr_len = addr_len;
+    memcpy(info->broker_addr, ext + UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR, addr_len);
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
+                                        uct_cuda_ipc_ns_rkey_info_t *info)
+{
+    const uint8_t *p = buffer;
+    size_t remaining, required, ext_length;
+    const uint8_t *ext;
+    uint32_t packed_pid;
+    ucs_status_t status;
+    int has_broker;
+
+    /* fields absent from the wire read as zero */
+    memset(info, 0, sizeof(*info));
+
+    if (length < UCT_CUDA_IPC_NS_RKEY_BASE_SIZE) {
+        ucs_debug("cuda_ipc_ns: rkey parse: short buffer: %zu bytes, base key "
+                  "needs %d", length, UCT_CUDA_IPC_NS_RKEY_BASE_SIZE);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    info->handle_type = p[UCT_CUDA_IPC_NS_RKEY_OFF_TYPE];
+    status = uct_cuda_ipc_ns_rkey_parse_handle(
+            p + UCT_CUDA_IPC_NS_RKEY_OFF_HANDLE, info);
+    if (status != UCS_OK) {
+        return status;
     }
 
     packed_pid    = uct_cuda_ipc_ns_get_le32(p + UCT_CUDA_IPC_NS_RKEY_OFF_PID);
@@ -293,43 +370,7 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
         return UCS_OK;
     }
 
-    addr_len = ext[UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR_LEN];
-    if (addr_len > UCT_CUDA_IPC_NS_BROKER_ADDR_MAX) {
-        ucs_debug("cuda_ipc_ns: rkey parse: broker address length %u exceeds "
-                  "%d", addr_len, UCT_CUDA_IPC_NS_BROKER_ADDR_MAX);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if ((required + addr_len) > ext_length) {
-        ucs_debug("cuda_ipc_ns: rkey parse: broker address length %u exceeds "
-                  "extension length %zu", addr_len, ext_length);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    if (((info->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) ||
-         (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_COPY)) &&
-        (addr_len == 0)) {
-        /* version 2 of a legacy key, and a copy key, exist for their broker
-         * address */
-        ucs_debug("cuda_ipc_ns: rkey parse: key of handle type %u version %u "
-                  "without broker address", info->handle_type,
-                  info->ext_version);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_POOL) {
-        if ((required + addr_len + 4) > ext_length) {
-            ucs_debug("cuda_ipc_ns: rkey parse: pool key without its pool fd "
-                      "(extension length %zu)", ext_length);
-            return UCS_ERR_INVALID_PARAM;
-        }
-        info->pool_fd = (int32_t)uct_cuda_ipc_ns_get_le32(
-                ext + UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR + addr_len);
-    }
-
-    memcpy(info->token, ext + UCT_CUDA_IPC_NS_RKEY_EOFF_TOKEN,
-           UCT_CUDA_IPC_NS_TOKEN_SIZE);
-    info->broker_addr_len = addr_len;
-    memcpy(info->broker_addr, ext + UCT_CUDA_IPC_NS_RKEY_EOFF_ADDR, addr_len);
-    /* bytes up to ext_length beyond this are a newer writer's: skipped */
-    return UCS_OK;
+    /* bytes up to ext_length beyond the broker fields are a newer
+     * writer's: skipped */
+    return uct_cuda_ipc_ns_rkey_parse_broker(ext, ext_length, required, info);
 }
