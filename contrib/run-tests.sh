@@ -118,6 +118,10 @@ say "activation checks (installed ucx_info, module preloaded)"
 step "$build/logs/bench-verdicts.log" \
     "the benchmark's verdict rule and run comparison (test/bench/check_bench_verdicts.sh)" \
     "$top/test/bench/check_bench_verdicts.sh"
+step "$build/logs/icount.log" \
+    "instruction counts of the hot paths vs test/bench/icount.expected (test/bench/check_icount.sh)" \
+    env BUILD_DIR="$build" "$top/test/bench/check_icount.sh"
+grep -E '^icount:   ' "$build/logs/icount.log" | sed "s/^icount:/$prog:/" >&2 || true
 say "the plain driver-API program (no module) on the emulator"
 "$build/test/cudasim/cuda_ipc_demo" "$build/test/cudasim/.libs/libcudasim.so"
 # the demo, short: every run must cross PID and network namespaces and pass

@@ -25,7 +25,7 @@ sudo_cmd=""
 pkgs="libucx-dev libucx0 ucx-utils libgtest-dev autoconf automake libtool
       pkg-config make gcc g++ dpkg-dev libibverbs-dev librdmacm-dev
       libnuma-dev util-linux iproute2 clang libclang-rt-14-dev gnuplot-nox
-      python3-yaml"
+      python3-yaml valgrind"
 
 missing=()
 for p in $pkgs; do

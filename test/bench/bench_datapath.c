@@ -15,9 +15,11 @@
  * The exporter is this program again (fork + exec: a CUDA driver cannot be
  * used in a forked child), talking over a socketpair.
  *
- * Usage: bench_datapath [-n iterations]     (driver: UCX_CUDA_IPC_NS_DRIVER)
+ * Usage: bench_datapath [-c] [-n iterations] (driver: UCX_CUDA_IPC_NS_DRIVER)
  *   -n: the fewest iterations of a bandwidth round (default 5); a latency
  *   round runs at least 200 times as many
+ *   -c: instead, the phases contrib/icount.sh counts the instructions of
+ *   under callgrind (-n: the repetitions of a phase)
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -30,6 +32,7 @@
 #include "bench_cpu_cache.h"
 #include "bench_cpu_pin.h"
 #include "bench_uct.h"
+#include "bench_callgrind.h"
 
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
@@ -423,9 +426,98 @@ static void bench_latency(bench_node_t *node, uct_ep_h ep,
 }
 
 
+/* a completion counted down by the module */
+static void bench_icount_done(uct_completion_t *comp)
+{
+}
+
+
+/*
+ * One 8-byte put (@a is_put) or get, counted as two parts: the post, and
+ * the progress that completes it. The copy itself is waited for between
+ * them, outside the count (cuCtxSynchronize), so one progress call finds
+ * it done whatever time it took: the count is the same from run to run.
+ */
+static void bench_icount_op(bench_node_t *node, uct_ep_h ep, int is_put,
+                            void *local, uint64_t remote, uct_rkey_t rkey)
+{
+    uct_completion_t comp = {bench_icount_done, 1, UCS_OK};
+    uct_iov_t iov         = {local, 8, NULL, 0, 1};
+    ucs_status_t status;
+    unsigned calls = 0;
+
+    bench_callgrind_toggle();
+    status = is_put ? uct_ep_put_zcopy(ep, &iov, 1, remote, rkey, &comp) :
+                      uct_ep_get_zcopy(ep, &iov, 1, remote, rkey, &comp);
+    bench_callgrind_toggle();
+    BENCH_CHECK(!UCS_STATUS_IS_ERR(status), "put/get zcopy");
+    BENCH_CU(cuCtxSynchronize);
+    bench_callgrind_toggle();
+    while ((status == UCS_INPROGRESS) && (comp.count > 0)) {
+        uct_worker_progress(node->worker);
+        ++calls;
+    }
+    bench_callgrind_toggle();
+    BENCH_CHECK(calls <= 1, "completion by the first progress call");
+    BENCH_CHECK(comp.status == UCS_OK, "copy completion");
+}
+
+
+/*
+ * -c: the phases whose instructions contrib/icount.sh counts, run under
+ * callgrind with collection off at start: each phase collects only the
+ * module's calls and is dumped under its name ("icount-phase NAME REPS" on
+ * stdout gives the count to divide by). A first use maps the exporter's
+ * memory (the fd import, the driver's import and mapping); the hits find
+ * it in the mapping cache.
+ */
+static void bench_icount(bench_node_t *node, uct_ep_h ep,
+                         const bench_export_t *exp, uct_rkey_t rkey,
+                         unsigned reps)
+{
+    void *local = bench_vmm_alloc(1ul << 21, NULL);
+    uct_rkey_bundle_t bundle;
+    unsigned i;
+
+    /* system calls are counted also while collection is off: from here */
+    bench_callgrind_zero();
+    bench_icount_op(node, ep, 1, local, exp->addr, rkey);
+    bench_callgrind_dump("first_use");
+    printf("icount-phase first_use 1\n");
+
+    /* the first hits warm what they touch (UCX's mpools, the streams) */
+    for (i = 0; i < reps; ++i) {
+        bench_icount_op(node, ep, 1, local, exp->addr, rkey);
+        bench_icount_op(node, ep, 0, local, exp->addr, rkey);
+    }
+    bench_callgrind_zero();
+    for (i = 0; i < reps; ++i) {
+        bench_icount_op(node, ep, 1, local, exp->addr, rkey);
+    }
+    bench_callgrind_dump("put_hit");
+    printf("icount-phase put_hit %u\n", reps);
+    for (i = 0; i < reps; ++i) {
+        bench_icount_op(node, ep, 0, local, exp->addr, rkey);
+    }
+    bench_callgrind_dump("get_hit");
+    printf("icount-phase get_hit %u\n", reps);
+
+    for (i = 0; i < reps; ++i) {
+        bench_callgrind_toggle();
+        BENCH_CHECK(uct_rkey_unpack(node->component, exp->rkey, &bundle) ==
+                    UCS_OK, "uct_rkey_unpack");
+        uct_rkey_release(node->component, &bundle);
+        bench_callgrind_toggle();
+    }
+    bench_callgrind_dump("rkey_unpack");
+    printf("icount-phase rkey_unpack %u\n", reps);
+    fflush(stdout);
+}
+
+
 int main(int argc, char **argv)
 {
-    int iters = 5, chan, opt;
+    int iters = 5, icount = 0, chan, opt;
     uct_ep_params_t ep_params = {};
     uct_rkey_bundle_t rkey;
     bench_export_t exp;
@@ -437,11 +529,13 @@ int main(int argc, char **argv)
     if ((argc == 3) && !strcmp(argv[1], "--exporter")) {
         return bench_exporter(atoi(argv[2]));
     }
-    while ((opt = getopt(argc, argv, "n:")) != -1) {
+    while ((opt = getopt(argc, argv, "cn:")) != -1) {
         if (opt == 'n') {
             iters = atoi(optarg);
+        } else if (opt == 'c') {
+            icount = 1;
         } else {
-            fprintf(stderr, "usage: %s [-n iterations]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-c] [-n iterations]\n", argv[0]);
             return 2;
         }
     }
@@ -462,10 +556,14 @@ int main(int argc, char **argv)
 
     printf("cuda_ipc_ns data path, driver %s\n",
            getenv("UCX_CUDA_IPC_NS_DRIVER") ?: "libcuda.so.1");
-    bench_print_settings("bench_datapath");
-    printf("\n");
-    bench_bandwidth(&node, ep, &exp, rkey.rkey, peer_mem, iters);
-    bench_latency(&node, ep, &exp, rkey.rkey, iters * 200);
+    if (icount) {
+        bench_icount(&node, ep, &exp, rkey.rkey, iters);
+    } else {
+        bench_print_settings("bench_datapath");
+        printf("\n");
+        bench_bandwidth(&node, ep, &exp, rkey.rkey, peer_mem, iters);
+        bench_latency(&node, ep, &exp, rkey.rkey, iters * 200);
+    }
 
     uct_rkey_release(node.component, &rkey);
     uct_ep_destroy(ep);

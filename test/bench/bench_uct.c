@@ -8,6 +8,8 @@
 
 #include "bench_uct.h"
 
+#include <limits.h>
+
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -160,17 +162,24 @@ void bench_copy(bench_node_t *node, uct_ep_h ep, int is_put, void *local,
 
 pid_t bench_start_exporter(const char *argv0, int *chan_p)
 {
-    char fd_str[16];
+    char fd_str[16], self[PATH_MAX];
+    ssize_t len;
     int sv[2];
     pid_t pid;
 
+    /* this program's path, not /proc/self/exe itself: under valgrind that
+     * is the tool, which refuses to run as a client (readlink answers the
+     * client's path) */
+    len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    BENCH_CHECK(len > 0, "readlink(/proc/self/exe)");
+    self[len] = '\0';
     BENCH_CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) == 0, "socketpair");
     pid = fork();
     BENCH_CHECK(pid >= 0, "fork");
     if (pid == 0) {
         close(sv[0]);
         snprintf(fd_str, sizeof(fd_str), "%d", sv[1]);
-        execl("/proc/self/exe", argv0, "--exporter", fd_str, (char*)NULL);
+        execl(self, argv0, "--exporter", fd_str, (char*)NULL);
         _exit(127);
     }
     close(sv[1]);

@@ -108,6 +108,7 @@ static const cudasim_proc_t cudasim_procs[] = {
     CUDASIM_PROC("cuStreamDestroy", 4000, cuStreamDestroy),
     CUDASIM_PROC("cuStreamQuery", 2000, cuStreamQuery),
     CUDASIM_PROC("cuStreamSynchronize", 2000, cuStreamSynchronize),
+    CUDASIM_PROC("cuCtxSynchronize", 2000, cuCtxSynchronize),
     CUDASIM_PROC("cuStreamWaitEvent", 3020, cuStreamWaitEvent),
     CUDASIM_PROC("cuStreamAddCallback", 5000, cuStreamAddCallback),
     CUDASIM_PROC("cuLaunchHostFunc", 10000, cuLaunchHostFunc),

@@ -777,6 +777,29 @@ CUDASIM_API CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
 }
 
 
+/*
+ * cuda.h, cuCtxSynchronize: "Blocks until the device has completed all
+ * preceding requested tasks", those of every stream of the current context,
+ * non-blocking ones too; "returns an error if one of the preceding tasks
+ * failed" (the context's sticky error).
+ */
+CUDASIM_API CUresult CUDAAPI cuCtxSynchronize(void)
+{
+    CUcontext ctx;
+    CUresult res;
+
+    CUDASIM_ENTER("cuCtxSynchronize");
+    res = cudasim_current_ctx(&ctx);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    pthread_mutex_lock(&cudasim_lock);
+    cudasim_wait_streams(ctx, 0);
+    pthread_mutex_unlock(&cudasim_lock);
+    return __atomic_load_n(&ctx->sticky, __ATOMIC_ACQUIRE);
+}
+
+
 CUDASIM_API CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream,
                                                CUevent hEvent,
                                                unsigned int Flags)

@@ -46,7 +46,10 @@ typedef struct {
 
 typedef struct cudasim_vmm_alloc {
     uint32_t                 magic;
-    int                      fd;      /* created: the memfd; imported: -1 */
+    int                      fd;      /* created: the memfd; imported: -1,
+                                       * or a descriptor of the memfd with
+                                       * CUDASIM_IMPORT_KEEPS_FD */
+    off_t                    fd_offset; /* where the bytes start in fd */
     void                     *backing; /* imported: a PROT_NONE shared
                                         * mapping of the bytes, which keeps
                                         * them alive; cuMemMap duplicates it */
@@ -249,7 +252,8 @@ CUDASIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle,
     if (pwrite(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr)) {
         goto err_close;
     }
-    alloc->fd = fd;
+    alloc->fd        = fd;
+    alloc->fd_offset = CUDASIM_VMM_HDR_SIZE;
 
     pthread_mutex_lock(&cudasim_vmm_lock);
     alloc->next        = cudasim_vmm_allocs;
@@ -488,7 +492,7 @@ CUDASIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size,
      * again, with its protection) */
     if (alloc->fd >= 0) {
         p = mmap((void*)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED,
-                 alloc->fd, CUDASIM_VMM_HDR_SIZE + offset);
+                 alloc->fd, alloc->fd_offset + offset);
     } else {
         /* the system call, not mremap(): UCX's memory hooks (UCM) replace
          * mremap() and dropped the new address of MREMAP_FIXED (seen with
@@ -506,7 +510,10 @@ CUDASIM_API CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size,
     /* the emulator's copies use an alias of the same bytes; the mapping at
      * ptr stays PROT_NONE whatever access cuMemSetAccess grants: device
      * memory is not CPU memory (docs/driver-contract.md) */
-    region->alias = (void*)syscall(SYS_mremap, p, (size_t)0, size,
+    region->alias = (alloc->fd >= 0) ?
+                    mmap(NULL, size, PROT_NONE, MAP_SHARED, alloc->fd,
+                         alloc->fd_offset + offset) :
+                    (void*)syscall(SYS_mremap, p, (size_t)0, size,
                                    MREMAP_MAYMOVE);
     if ((region->alias == MAP_FAILED) ||
         (mprotect(region->alias, size, PROT_READ | PROT_WRITE) != 0)) {
@@ -753,7 +760,7 @@ cuMemExportToShareableHandle(void *shareableHandle,
         pthread_mutex_unlock(&cudasim_vmm_lock);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (alloc->fd < 0) {
+    if (alloc->imported) {
         /* imported: the emulator keeps no descriptor to export it again */
         pthread_mutex_unlock(&cudasim_vmm_lock);
         return CUDA_ERROR_NOT_SUPPORTED;
@@ -856,16 +863,27 @@ CUresult cudasim_vmm_wrap(int fd, off_t offset, size_t size, int device,
     if (alloc == NULL) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    /* the caller keeps ownership of fd; we keep a mapping, no descriptor */
-    backing = mmap(NULL, size, PROT_NONE, MAP_SHARED, fd, offset);
-    if (backing == MAP_FAILED) {
-        cudasim_log("mapping %zu bytes of fd %d at %lld failed: %m", size, fd,
+    /* the caller keeps ownership of fd; we keep a mapping, no descriptor,
+     * unless told to: a tool that runs the process (valgrind) cannot map a
+     * mapping again (mremap of 0 bytes), a descriptor it can */
+    alloc->fd = -1;
+    backing   = NULL;
+    if (cudasim_env_u64("CUDASIM_IMPORT_KEEPS_FD", 0)) {
+        alloc->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (alloc->fd >= 0) {
+            alloc->fd = cudasim_fd_out_of_range(alloc->fd);
+        }
+    } else {
+        backing = mmap(NULL, size, PROT_NONE, MAP_SHARED, fd, offset);
+    }
+    if ((backing == MAP_FAILED) || ((backing == NULL) && (alloc->fd < 0))) {
+        cudasim_log("keeping %zu bytes of fd %d at %lld failed: %m", size, fd,
                     (long long)offset);
         free(alloc);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     alloc->magic        = CUDASIM_VMM_ALLOC_MAGIC;
-    alloc->fd           = -1;
+    alloc->fd_offset    = offset;
     alloc->backing      = backing;
     alloc->size         = size;
     alloc->device       = device;

@@ -454,6 +454,29 @@ TEST_F(test_cudasim_stream, legacy_stream_waits_for_blocking_streams)
 }
 
 
+/* cuCtxSynchronize waits for every stream of the context, a non-blocking
+ * one too: a host function held at a gate has run by its return */
+TEST_F(test_cudasim_stream, context_synchronize_waits_for_every_stream)
+{
+    CUstream nonblocking;
+    bool ran = false;
+    gate g;
+
+    CU_OK(cuStreamCreate, &nonblocking, CU_STREAM_NON_BLOCKING);
+    CU_OK(cuLaunchHostFunc, nonblocking, gate_func, &g);
+    CU_OK(cuLaunchHostFunc, nonblocking,
+          [](void *arg) { *(bool*)arg = true; }, &ran);
+    std::thread opener([&g] {
+        g.wait_reached();
+        g.set_open(true);
+    });
+    CU_OK(cuCtxSynchronize);
+    EXPECT_TRUE(ran) << "returned before the stream's work";
+    opener.join();
+    CU_OK(cuStreamDestroy, nonblocking);
+}
+
+
 /* read device memory through a non-blocking stream, which does not wait for
  * the default stream */
 static std::vector<unsigned char> read_beside(CUdeviceptr dev, size_t size,

@@ -922,3 +922,24 @@ TEST_F(test_fdx, mode_names)
 }
 
 } // namespace
+
+
+/* Our identity is read once per process and again in a child of fork():
+ * the child's keys must name the child (its pid), not the parent */
+TEST(fdx_identity, a_forked_child_reads_its_own)
+{
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    int status;
+
+    ASSERT_EQ((uint32_t)getpid(), self->pid);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        const uct_cuda_ipc_ns_identity_t *child = uct_cuda_ipc_ns_self();
+        _exit((child->pid == (uint32_t)getpid()) ? 0 : 1);
+    }
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+    EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0))
+            << "the child took its parent's identity";
+    EXPECT_EQ((uint32_t)getpid(), uct_cuda_ipc_ns_self()->pid);
+}

@@ -81,6 +81,7 @@
     _F(cuStreamDestroy,                       REQUIRED) \
     _F(cuStreamQuery,                         OPTIONAL) \
     _F(cuStreamSynchronize,                   REQUIRED) \
+    _F(cuCtxSynchronize,                      OPTIONAL) \
     _F(cuStreamWaitEvent,                     REQUIRED) \
     _F(cuStreamAddCallback,                   REQUIRED) \
     _F(cuMemPoolCreate,                       OPTIONAL) \

@@ -8,6 +8,7 @@
 #include "cuda_ipc_ns_nsid.h"
 
 #include <ucs/debug/log.h>
+#include <ucs/sys/compiler_def.h>
 #include <ucs/sys/uid.h>
 #include <sys/stat.h>
 #include <pthread.h>
@@ -20,6 +21,8 @@
 
 static pthread_mutex_t uct_cuda_ipc_ns_self_lock = PTHREAD_MUTEX_INITIALIZER;
 static uct_cuda_ipc_ns_identity_t uct_cuda_ipc_ns_self_id;
+static int uct_cuda_ipc_ns_self_valid;  /* self_id is this process's */
+static int uct_cuda_ipc_ns_self_atfork; /* the fork handler is installed */
 
 
 ucs_status_t uct_cuda_ipc_ns_read_proc_file(const char *path, char *buf,
@@ -103,15 +106,33 @@ ucs_status_t uct_cuda_ipc_ns_proc_pid_ns(pid_t pid, uint64_t *pid_ns_p)
 }
 
 
+/* A forked child is another process: its identity is read again */
+static void uct_cuda_ipc_ns_self_atfork_child(void)
+{
+    __atomic_store_n(&uct_cuda_ipc_ns_self_valid, 0, __ATOMIC_RELEASE);
+}
+
+
 const uct_cuda_ipc_ns_identity_t *uct_cuda_ipc_ns_self(void)
 {
-    pid_t pid = getpid();
     uct_cuda_ipc_ns_identity_t id;
 
+    /* read once per process: no lock, no system call after the first
+     * (rkey_unpack calls it for every key) */
+    if (ucs_likely(__atomic_load_n(&uct_cuda_ipc_ns_self_valid,
+                                   __ATOMIC_ACQUIRE))) {
+        return &uct_cuda_ipc_ns_self_id;
+    }
+
     pthread_mutex_lock(&uct_cuda_ipc_ns_self_lock);
-    if (uct_cuda_ipc_ns_self_id.pid != (uint32_t)pid) {
+    if (!uct_cuda_ipc_ns_self_valid) {
+        if (!uct_cuda_ipc_ns_self_atfork) {
+            uct_cuda_ipc_ns_self_atfork =
+                    (pthread_atfork(NULL, NULL,
+                                    uct_cuda_ipc_ns_self_atfork_child) == 0);
+        }
         id.system_id  = ucs_get_system_id();
-        id.pid        = pid;
+        id.pid        = getpid();
         id.pid_ns     = 0;
         id.start_time = 0;
         if (uct_cuda_ipc_ns_proc_pid_ns(0, &id.pid_ns) != UCS_OK) {
@@ -123,8 +144,10 @@ const uct_cuda_ipc_ns_identity_t *uct_cuda_ipc_ns_self(void)
             ucs_warn("cuda_ipc_ns: cannot read own start time");
         }
         uct_cuda_ipc_ns_self_id = id;
+        /* without the fork handler (ENOMEM), each call reads it again */
+        __atomic_store_n(&uct_cuda_ipc_ns_self_valid,
+                         uct_cuda_ipc_ns_self_atfork, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&uct_cuda_ipc_ns_self_lock);
-
     return &uct_cuda_ipc_ns_self_id;
 }

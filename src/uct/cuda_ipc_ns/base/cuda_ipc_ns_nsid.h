@@ -27,8 +27,9 @@ typedef struct uct_cuda_ipc_ns_identity {
 
 
 /**
- * Identity of the calling process. Computed on first use and again after
- * fork() (the pid changes), so it is always this process's.
+ * Identity of the calling process. Computed on first use and again in a
+ * child of fork() (a fork handler), so it is always this process's; after
+ * the first call no lock and no system call.
  */
 const uct_cuda_ipc_ns_identity_t *uct_cuda_ipc_ns_self(void);
 
