@@ -783,6 +783,8 @@ CUDASIM_API CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
  * non-blocking ones too; "returns an error if one of the preceding tasks
  * failed" (the context's sticky error).
  */
+static int cudasim_ctx_sync_waiters; /* threads in cuCtxSynchronize */
+
 CUDASIM_API CUresult CUDAAPI cuCtxSynchronize(void)
 {
     CUcontext ctx;
@@ -793,10 +795,19 @@ CUDASIM_API CUresult CUDAAPI cuCtxSynchronize(void)
     if (res != CUDA_SUCCESS) {
         return res;
     }
+    __atomic_add_fetch(&cudasim_ctx_sync_waiters, 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&cudasim_lock);
     cudasim_wait_streams(ctx, 0);
     pthread_mutex_unlock(&cudasim_lock);
+    __atomic_sub_fetch(&cudasim_ctx_sync_waiters, 1, __ATOMIC_RELEASE);
     return __atomic_load_n(&ctx->sticky, __ATOMIC_ACQUIRE);
+}
+
+
+/* Exported for tests: the threads in cuCtxSynchronize now */
+CUDASIM_API int cudasim_ctx_sync_waiting(void)
+{
+    return __atomic_load_n(&cudasim_ctx_sync_waiters, __ATOMIC_ACQUIRE);
 }
 
 

@@ -458,21 +458,33 @@ TEST_F(test_cudasim_stream, legacy_stream_waits_for_blocking_streams)
  * one too: a host function held at a gate has run by its return */
 TEST_F(test_cudasim_stream, context_synchronize_waits_for_every_stream)
 {
+    auto waiting = (int (*)(void))driver_sym("cudasim_ctx_sync_waiting");
+    std::atomic<bool> ran(false), returned(false);
     CUstream nonblocking;
-    bool ran = false;
     gate g;
 
+    if (waiting == nullptr) {
+        GTEST_SKIP() << "needs the emulator's cudasim_ctx_sync_waiting";
+    }
     CU_OK(cuStreamCreate, &nonblocking, CU_STREAM_NON_BLOCKING);
     CU_OK(cuLaunchHostFunc, nonblocking, gate_func, &g);
     CU_OK(cuLaunchHostFunc, nonblocking,
-          [](void *arg) { *(bool*)arg = true; }, &ran);
-    std::thread opener([&g] {
+          [](void *arg) { *(std::atomic<bool>*)arg = true; }, &ran);
+    /* the gate opens once we wait in cuCtxSynchronize, or once it returned
+     * (then without waiting: the stream's work is still held) */
+    std::thread opener([&] {
         g.wait_reached();
+        while (!returned && (waiting() == 0)) {
+            std::this_thread::yield();
+        }
         g.set_open(true);
     });
-    CU_OK(cuCtxSynchronize);
-    EXPECT_TRUE(ran) << "returned before the stream's work";
+    CUresult res = uct_cuda_ipc_ns_drv.cuCtxSynchronize();
+    bool ran_at_return = ran;
+    returned = true;
     opener.join();
+    EXPECT_EQ(CUDA_SUCCESS, res);
+    EXPECT_TRUE(ran_at_return) << "returned before the stream's work";
     CU_OK(cuStreamDestroy, nonblocking);
 }
 
