@@ -53,10 +53,10 @@
 
 /* What the exporter sends: its addresses, buffer address and key */
 typedef struct {
-    uint8_t  dev_addr[UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE];
-    uint8_t  iface_addr[UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE];
+    uint8_t  dev_addr[BENCH_ADDR_MAX];
+    uint8_t  iface_addr[BENCH_ADDR_MAX];
     uint64_t addr;
-    uint8_t  rkey[UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE];
+    uint8_t  rkey[BENCH_RKEY_MAX];
 } bench_export_t;
 
 

@@ -44,6 +44,10 @@ CUmemAllocationProp bench_vmm_prop(void)
 
 void bench_node_open(bench_node_t *node)
 {
+    const char *tl         = getenv("BENCH_TL") ?: "cu_ipc_ns";
+    /* the memory domain (and component) of cu_ipc_ns is cuda_ipc_ns; UCX's
+     * transports are named as their component */
+    const char *md_name    = strcmp(tl, "cu_ipc_ns") ? tl : "cuda_ipc_ns";
     uct_iface_params_t params = {};
     uct_component_attr_t attr;
     uct_component_h *components;
@@ -57,36 +61,38 @@ void bench_node_open(bench_node_t *node)
     for (i = 0; i < count; ++i) {
         attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
         if ((uct_component_query(components[i], &attr) == UCS_OK) &&
-            !strcmp(attr.name, "cuda_ipc_ns")) {
+            !strcmp(attr.name, md_name)) {
             node->component = components[i];
         }
     }
     uct_release_component_list(components);
-    BENCH_CHECK(node->component != NULL, "finding component cuda_ipc_ns");
+    BENCH_CHECK(node->component != NULL, "finding the transport's component");
 
     BENCH_CHECK(uct_md_config_read(node->component, NULL, NULL, &md_config) ==
                 UCS_OK, "uct_md_config_read");
-    BENCH_CHECK(uct_md_open(node->component, "cuda_ipc_ns", md_config,
+    BENCH_CHECK(uct_md_open(node->component, md_name, md_config,
                             &node->md) == UCS_OK, "uct_md_open");
     uct_config_release(md_config);
     BENCH_CHECK(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
                                          &node->async) == UCS_OK, "async");
     BENCH_CHECK(uct_worker_create(node->async, UCS_THREAD_MODE_SINGLE,
                                   &node->worker) == UCS_OK, "worker");
-    BENCH_CHECK(uct_md_iface_config_read(node->md, "cu_ipc_ns", NULL, NULL,
+    BENCH_CHECK(uct_md_iface_config_read(node->md, tl, NULL, NULL,
                                          &iface_config) == UCS_OK,
                 "iface config");
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
                                   UCT_IFACE_PARAM_FIELD_DEVICE;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = "cu_ipc_ns";
-    params.mode.device.dev_name = "cuda";
+    params.mode.device.tl_name  = tl;
+    params.mode.device.dev_name = getenv("BENCH_DEV") ?: "cuda";
     BENCH_CHECK(uct_iface_open(node->md, node->worker, &params, iface_config,
                                &node->iface) == UCS_OK, "uct_iface_open");
     uct_config_release(iface_config);
     uct_iface_progress_enable(node->iface, UCT_PROGRESS_SEND);
-    BENCH_CHECK(uct_iface_event_fd_get(node->iface, &node->event_fd) == UCS_OK,
-                "uct_iface_event_fd_get");
+    if (uct_iface_event_fd_get(node->iface, &node->event_fd) != UCS_OK) {
+        BENCH_CHECK(!strcmp(tl, "cu_ipc_ns"), "uct_iface_event_fd_get");
+        node->event_fd = -1; /* progress alone completes the copies */
+    }
 }
 
 
@@ -145,7 +151,8 @@ void bench_copy_window(bench_node_t *node, uct_ep_h ep, int is_put,
         if (uct_worker_progress(node->worker) || (size < (1ul << 20))) {
             continue;
         }
-        if (uct_iface_event_arm(node->iface, UCT_EVENT_SEND_COMP) == UCS_OK) {
+        if ((node->event_fd >= 0) &&
+            (uct_iface_event_arm(node->iface, UCT_EVENT_SEND_COMP) == UCS_OK)) {
             poll(&pfd, 1, 1000);
         }
     }

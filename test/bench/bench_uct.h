@@ -32,13 +32,18 @@
     BENCH_CHECK(uct_cuda_ipc_ns_drv._func(__VA_ARGS__) == CUDA_SUCCESS, #_func)
 
 
+/* room for any transport's addresses and packed key */
+#define BENCH_ADDR_MAX 256
+#define BENCH_RKEY_MAX 256
+
+
 typedef struct {
     uct_component_h     component;
     uct_md_h            md;
     ucs_async_context_t *async;
     uct_worker_h        worker;
     uct_iface_h         iface;
-    int                 event_fd;
+    int                 event_fd;   /* -1: the transport has none */
 } bench_node_t;
 
 
@@ -50,7 +55,9 @@ void bench_cuda_init(void);
  * across PID namespaces */
 CUmemAllocationProp bench_vmm_prop(void);
 
-/* md, worker and iface of cu_ipc_ns on device "cuda", send progress on */
+/* md, worker and iface of a transport on device "cuda", send progress on:
+ * cu_ipc_ns, or the one BENCH_TL names (UCX's cuda_ipc: the peer that
+ * figures stand beside, on a UCX built with CUDA) */
 void bench_node_open(bench_node_t *node);
 
 void bench_node_close(bench_node_t *node);
