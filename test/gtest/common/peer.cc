@@ -204,6 +204,36 @@ peer_staging::~peer_staging()
 }
 
 
+/* In pid 1 of a new PID namespace: go on as its pid @a number (the next
+ * pid the kernel gives there is ns_last_pid + 1), pid 1 relaying its exit
+ * status as the namespace's init */
+static void spawn_with_pid_number(uint32_t number)
+{
+    FILE *f = fopen("/proc/sys/kernel/ns_last_pid", "w");
+    pid_t child;
+    int status;
+
+    if ((f == nullptr) || (fprintf(f, "%u", number - 1) < 0) || fclose(f)) {
+        perror("writing /proc/sys/kernel/ns_last_pid");
+        _exit(120);
+    }
+    child = fork();
+    if (child < 0) {
+        _exit(124);
+    } else if (child == 0) {
+        if ((uint32_t)getpid() != number) {
+            fprintf(stderr, "peer: pid %d, not %u\n", (int)getpid(), number);
+            _exit(120);
+        }
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        return;
+    }
+    while ((waitpid(child, &status, 0) < 0) && (errno == EINTR)) {
+    }
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
+
 /* Runs in the forked child: never returns */
 static void peer_exec(const std::string &exe, const std::string &role,
                       const peer_options &opts, int fd,
@@ -257,6 +287,9 @@ static void peer_exec(const std::string &exe, const std::string &role,
                   NULL)) {
             perror("mounting a /proc of the new PID namespace");
             _exit(126);
+        }
+        if (opts.pid_number > 1) {
+            spawn_with_pid_number(opts.pid_number);
         }
     }
     if (opts.block_pidfd_getfd) {

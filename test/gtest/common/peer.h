@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,6 +22,9 @@ namespace test {
 
 struct peer_options {
     bool new_pid_ns        = false; /* peer is pid 1 of a new PID namespace */
+    /* with new_pid_ns: the peer's pid there instead of 1 (0: 1), as pods
+     * started alike get alike pids; pid 1 then waits for it */
+    uint32_t pid_number    = 0;
     bool new_net_ns        = false; /* peer gets a new network namespace */
     bool new_user_ns       = false; /* peer gets a new user namespace */
     bool block_pidfd_getfd = false; /* seccomp: pidfd_getfd fails with EPERM */

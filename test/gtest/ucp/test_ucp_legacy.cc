@@ -286,8 +286,9 @@ TEST_PEER_ROLE(ucp_legacy_owner)
 
 /* One owner in its own PID namespace, connected to a UCP side of ours */
 struct owner_link {
-    explicit owner_link(const char *proto) :
-        peer("ucp_legacy_owner", options(proto)), side(nullptr, proto)
+    explicit owner_link(const char *proto, uint32_t pid_number = 0) :
+        peer("ucp_legacy_owner", options(proto, pid_number)),
+        side(nullptr, proto)
     {
         char owner_addr[4096];
         ssize_t len = peer.chan().recv(owner_addr, sizeof(owner_addr), 60000);
@@ -300,9 +301,10 @@ struct owner_link {
     }
 
     /* the owner takes the same protocols from its environment */
-    static test::peer_options options(const char *proto)
+    static test::peer_options options(const char *proto, uint32_t pid_number)
     {
         test::peer_options opts;
+        opts.pid_number = pid_number;
         if (proto != nullptr) {
             setenv("UCX_PROTO_ENABLE", proto, 1);
         } else {
@@ -618,6 +620,9 @@ protected:
     /* both sides' memory: VMM without a shareable handle type, else legacy */
     virtual bool unshareable() const { return false; }
 
+    /* the owner's pid in its PID namespace (0: 1) */
+    virtual uint32_t owner_pid_number() const { return 0; }
+
     /* copies launched by both brokers, ours and the owner's */
     static int32_t copies(owner_link &owner)
     {
@@ -637,7 +642,7 @@ protected:
 void ucp_owner_copy::tag_both_ways_through_the_owner()
 {
     log_counter logs;
-    owner_link owner(GetParam());
+    owner_link owner(GetParam(), owner_pid_number());
     ASSERT_TRUE(owner.connected);
     test_memory local(unshareable());
     uint32_t seed = 1;
@@ -676,7 +681,7 @@ void ucp_owner_copy::rma_through_the_owner()
     }
 
     log_counter logs;
-    owner_link owner(GetParam());
+    owner_link owner(GetParam(), owner_pid_number());
     ASSERT_TRUE(owner.connected);
     test_memory local(unshareable());
     ucp_rkey_h rkey;
@@ -802,6 +807,34 @@ TEST_P(ucp_legacy_direct, rma_opened_here)
 }
 
 INSTANTIATE_TEST_SUITE_P(proto, ucp_legacy_direct,
+                         ::testing::Values("n", "y"),
+                         proto_name);
+
+
+/* UCX_CUDA_IPC_NS_LEGACY_DIRECT=auto between processes whose pid numbers
+ * are equal in their PID namespaces (the owner gets ours in its own, as
+ * pods started alike get alike pids): each side predicts the driver's
+ * refusal from the other's key and never tries; the owner's copies move
+ * every tag rendezvous and RMA, bytes checked on both sides */
+class ucp_legacy_direct_equal_pid : public ucp_owner_copy {
+protected:
+    const char *legacy_direct() const override { return "auto"; }
+    uint32_t owner_pid_number() const override { return getpid(); }
+};
+
+
+TEST_P(ucp_legacy_direct_equal_pid, tag_both_ways_through_the_owner)
+{
+    tag_both_ways_through_the_owner();
+}
+
+
+TEST_P(ucp_legacy_direct_equal_pid, rma_through_the_owner)
+{
+    rma_through_the_owner();
+}
+
+INSTANTIATE_TEST_SUITE_P(proto, ucp_legacy_direct_equal_pid,
                          ::testing::Values("n", "y"),
                          proto_name);
 
