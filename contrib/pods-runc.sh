@@ -75,6 +75,7 @@ ALLOCS=${ALLOCS:-vmm,chunked,legacy,pool}
 TESTS=${TESTS:-uct:put_bw,uct:get_bw,ucp:tag_bw,ucp:ucp_put_bw}
 SIZES=${SIZES:-8,64K,4M}
 ITERS=${ITERS:-200}
+CHECK_SIZES=${CHECK_SIZES:-8,65536,4194317}
 RUN_TIMEOUT=${RUN_TIMEOUT:-60}
 PORT=${PORT:-13337}
 EXTRA_ENV=${EXTRA_ENV:-}
@@ -89,7 +90,7 @@ containerd_caps=00000000a80425fb   # CapEff of containerd's default set
 
 # --- can runc start a pod here? ------------------------------------------
 [ "$(id -u)" -eq 0 ] || skip "needs root (runc, ip netns); nothing was changed"
-for tool in runc ip ss timeout python3 ucx_perftest; do
+for tool in runc ip ss timeout python3 ucx_perftest cc; do
     command -v "$tool" >/dev/null ||
         skip "'$tool' is not installed (contrib/setup-deps.sh installs it)"
 done
@@ -117,6 +118,9 @@ bytes() {
 }
 sizes=() allocs=() specs=()
 for s in ${SIZES//,/ }; do sizes+=("$(bytes "$s")"); done
+check_sizes=()
+for s in ${CHECK_SIZES//,/ }; do check_sizes+=("$(bytes "$s")"); done
+CHECK_SIZES=$(IFS=,; echo "${check_sizes[*]}")
 for a in ${ALLOCS//,/ }; do
     case $a in vmm | chunked | legacy | pool) allocs+=("$a") ;; *) die "bad allocator '$a'" ;; esac
 done
@@ -161,15 +165,15 @@ trap 'echo "$prog: interrupted" >&2; exit 130' INT
 trap 'echo "$prog: terminated" >&2; exit 143' TERM
 
 work=$(mktemp -d /tmp/pods-runc.XXXXXX)
-mkdir -p "$work/state" "$work/srv" "$work/cli" "$work/sock"
+mkdir -p "$work/state" "$work/srv" "$work/cli" "$work/sock" "$work/bin"
 chmod 0700 "$work/sock"   # the broker refuses a directory others can enter
 rootfs=$work/rootfs
 mkdir -p "$rootfs"/{usr,etc,proc,dev,sys,tmp,run/cuda-ipc-ns}
 for l in bin lib lib32 lib64 sbin; do
     [ ! -L "/$l" ] || ln -s "$(readlink "/$l")" "$rootfs/$l"
 done
-mounts=(--ro /usr --ro /etc --ro "$top" --rw "$work/sock:/run/cuda-ipc-ns")
-mkdir -p "$rootfs$top"
+mounts=(--ro /usr --ro /etc --ro "$top" --ro "$work/bin" --rw "$work/sock:/run/cuda-ipc-ns")
+mkdir -p "$rootfs$top" "$rootfs$work/bin"
 case $build/ in
 "$top"/*) ;;
 *) mounts+=(--ro "$build"); mkdir -p "$rootfs$build" ;;
@@ -206,6 +210,15 @@ config() {
     python3 "$top/contrib/pods/runc-config.py" "$work/$side/config.json" "$rootfs" \
         "/run/netns/$id-$side" "$top/contrib/pods/seccomp.json" "pod-$side" \
         "${opts[@]}" "${mounts[@]}" -- "$@"
+}
+
+# the byte check (test/pods/ucp_pods_check.c), built against this UCX
+checker=$work/bin/ucp_pods_check
+cc -O2 -Wall -Wextra -Werror -o "$checker" "$top/test/pods/ucp_pods_check.c" \
+    -lucp -lucs -ldl >"$logs/ucp_pods_check-build.log" 2>&1 || {
+    echo "$prog: building test/pods/ucp_pods_check.c FAILED:" >&2
+    sed 's/^/    /' "$logs/ucp_pods_check-build.log" >&2
+    exit 1
 }
 
 say "runc $(runc --version | sed -n 's/^runc version //p'), UCX $ucx_version, module LD_PRELOAD=$module"
@@ -251,43 +264,22 @@ nsprint='echo ns: $(LD_PRELOAD= readlink /proc/self/ns/pid /proc/self/ns/net /pr
 failures=0
 printf 'alloc\ttest\tsize\tbandwidth_MBs\tlatency_us\tstatus\n' >"$OUT_DIR/results.tsv"
 srv_pid=""
-run_one() {
-    local alloc=$1 api=${2%%:*} name=${2#*:} size=$3 tag slog clog status=ok rc=0 i
-    local args cenv_side sns cns a b h line pat
-    tag=$alloc-$name-$size
-    slog=$logs/$tag.server.log clog=$logs/$tag.client.log
-    args=(-t "$name" -s "$size" -n "$ITERS" -w $((ITERS / 10 + 1)) -p "$PORT" -m cuda)
-    cenv_side=("${env_common[@]}" "UCX_CUDA_CPY_NS_MEM_ALLOC=$alloc" "UCX_LOG_LEVEL=$LOG_LEVEL")
-    if [ "$api" = uct ]; then
-        args+=(-x cu_ipc_ns -d cuda -D zcopy)
-    else
-        # cu_ipc_ns moves the data, cu_cpy_ns detects the memory type, tcp
-        # carries UCP's messages (and eager tag messages)
-        cenv_side+=("UCX_TLS=cu_ipc_ns,cu_cpy_ns,tcp")
-    fi
-    cenv=("${cenv_side[@]}")
-    case $alloc in
-    # zero copy: the importer got the fd from the owner's broker (no
-    # pidfd_getfd between pods) and mapped the allocation (each chunk)
-    vmm) path_lines=("watching peer pid .* through its broker" "mapped allocation") ;;
-    chunked)
-        path_lines=("watching peer pid .* through its broker" "mapped allocation")
-        # one chunk below the granularity (2 MiB): a layout above it
-        [ "$size" -le $((2 << 20)) ] || path_lines+=(": [0-9]* chunks")
-        ;;
-    # both pid 1: the importer's open would find its own pid in the key
-    legacy) path_lines=("copies made by its owner") ;;
-    pool) path_lines=("unshareable VMM allocation .*: copies made by its owner") ;;
-    esac
+# pair TAG: a server container running "${srv_cmd[@]}" (which listens on
+# $PORT), then a client container running "${cli_cmd[@]}", both with the
+# environment "${cenv[@]}"; logs/TAG.{server,client}.log, and in $status
+# "ok" or what failed. Each prints its namespaces and pid first.
+pair() {
+    local tag=$1 rc=0 i slog=$logs/$1.server.log clog=$logs/$1.client.log
+    status=ok
     if [ "$SERVER_PID1" = 1 ]; then
-        config srv /bin/sh -c "$nsprint; exec \"\$@\"" sh ucx_perftest -p "$PORT"
+        config srv /bin/sh -c "$nsprint; exec \"\$@\"" sh "${srv_cmd[@]}"
     else
-        config srv /bin/sh -c "$nsprint; \"\$@\" & wait \$!" sh ucx_perftest -p "$PORT"
+        config srv /bin/sh -c "$nsprint; \"\$@\" & wait \$!" sh "${srv_cmd[@]}"
     fi
-    config cli /bin/sh -c "$nsprint; exec \"\$@\"" sh ucx_perftest "$srv_ip" "${args[@]}"
+    config cli /bin/sh -c "$nsprint; exec \"\$@\"" sh "${cli_cmd[@]}"
     {
-        echo "server container: ${cenv_side[*]} ucx_perftest -p $PORT"
-        echo "client container: ${cenv_side[*]} ucx_perftest $srv_ip ${args[*]}"
+        echo "server container: ${cenv[*]} ${srv_cmd[*]}"
+        echo "client container: ${cenv[*]} ${cli_cmd[*]}"
     } >"$logs/$tag.cmd"
 
     timeout -s KILL $((RUN_TIMEOUT + 15)) runc --root "$work/state" run --no-pivot \
@@ -325,23 +317,75 @@ run_one() {
     grep -v 'recvmsg(socket [0-9]*) failed: Resource temporarily unavailable' \
         "$work/cli.log" >"$clog" || true
     rm -f "$work/srv.log" "$work/cli.log"
+    [ "$status" = ok ] || return 0
+    # neither process shares a namespace with the other or with this shell
+    local sns cns a b h
+    sns=$(ns_of "$slog") cns=$(ns_of "$clog")
+    # shellcheck disable=SC2206
+    a=($sns) b=($cns) h=($host_ns)
+    if [ ${#a[@]} -ne 5 ] || [ ${#b[@]} -ne 5 ]; then
+        status="FAIL(no namespaces printed)"
+        return 0
+    fi
+    for i in 0 1 2 3 4; do
+        if [ "${a[i]}" = "${b[i]}" ] || [ "${a[i]}" = "${h[i]}" ] || [ "${b[i]}" = "${h[i]}" ]; then
+            status="FAIL(a shared namespace: ${a[i]} ${b[i]})"
+        fi
+    done
+}
 
+# the lines of the path the allocator's memory must take
+# (docs/owner-copies.md), seen in the importer's debug lines, into
+# path_lines; $2 the size
+set_path_lines() {
+    case $1 in
+    # zero copy: the importer got the fd from the owner's broker (no
+    # pidfd_getfd between pods) and mapped the allocation (each chunk)
+    vmm) path_lines=("watching peer pid .* through its broker" "mapped allocation") ;;
+    chunked)
+        path_lines=("watching peer pid .* through its broker" "mapped allocation")
+        # one chunk below the granularity (2 MiB): a layout above it
+        [ "$2" -le $((2 << 20)) ] || path_lines+=(": [0-9]* chunks")
+        ;;
+    # both pid 1: the importer's open would find its own pid in the key
+    legacy) path_lines=("copies made by its owner") ;;
+    pool) path_lines=("unshareable VMM allocation .*: copies made by its owner") ;;
+    esac
+}
+
+# the failure of run TAG: the commands, each side's namespaces, UCX's
+# errors and last lines
+report() {
+    local f
+    echo "$prog: FAILED $1: $status"
+    sed "s/^/$prog:   /" "$logs/$2.cmd"
+    for f in "$logs/$2.client.log" "$logs/$2.server.log"; do
+        echo "---- $f: its namespaces, UCX's errors, warnings and diag lines, its own lines"
+        grep -E '^(ns|pid):|UCX +(ERROR|WARN|DIAG)|^Final:|^ucp_pods_check' "$f" | tail -n 12
+    done
+    echo "----"
+}
+
+run_one() {
+    local alloc=$1 api=${2%%:*} name=${2#*:} size=$3 tag slog clog
+    local args cenv_side line pat
+    tag=$alloc-$name-$size
+    slog=$logs/$tag.server.log clog=$logs/$tag.client.log
+    args=(-t "$name" -s "$size" -n "$ITERS" -w $((ITERS / 10 + 1)) -p "$PORT" -m cuda)
+    cenv_side=("${env_common[@]}" "UCX_CUDA_CPY_NS_MEM_ALLOC=$alloc" "UCX_LOG_LEVEL=$LOG_LEVEL")
+    if [ "$api" = uct ]; then
+        args+=(-x cu_ipc_ns -d cuda -D zcopy)
+    else
+        # cu_ipc_ns moves the data, cu_cpy_ns detects the memory type, tcp
+        # carries UCP's messages (and eager tag messages)
+        cenv_side+=("UCX_TLS=cu_ipc_ns,cu_cpy_ns,tcp")
+    fi
+    cenv=("${cenv_side[@]}")
+    set_path_lines "$alloc" "$size"
+    srv_cmd=(ucx_perftest -p "$PORT") cli_cmd=(ucx_perftest "$srv_ip" "${args[@]}")
+    pair "$tag"
     line=$(awk '$1 == "Final:" {l = $0} END {print l}' "$clog")
     [ "$status" != ok ] || [ -n "$line" ] || status="FAIL(no 'Final:' line)"
-    if [ "$status" = ok ]; then
-        sns=$(ns_of "$slog") cns=$(ns_of "$clog")
-        # shellcheck disable=SC2206
-        a=($sns) b=($cns) h=($host_ns)
-        if [ ${#a[@]} -ne 5 ] || [ ${#b[@]} -ne 5 ]; then
-            status="FAIL(no namespaces printed)"
-        else
-            for i in 0 1 2 3 4; do
-                if [ "${a[i]}" = "${b[i]}" ] || [ "${a[i]}" = "${h[i]}" ] || [ "${b[i]}" = "${h[i]}" ]; then
-                    status="FAIL(a shared namespace: ${a[i]} ${b[i]})"
-                fi
-            done
-        fi
-    fi
     # the lane: UCP's endpoint configuration (UCT tests name the transport)
     if [ "$status" = ok ] && [ "$api" = ucp ] &&
         ! grep -q 'ep_cfg\[[0-9]*\]: .*cu_ipc_ns/cuda' "$clog"; then
@@ -364,15 +408,7 @@ run_one() {
     fi
     printf '%s\t%s\t%s\t\t\t%s\n' "$alloc" "$api:$name" "$size" "${status%%(*}" >>"$OUT_DIR/results.tsv"
     failures=$((failures + 1))
-    {
-        echo "$prog: FAILED $alloc $api:$name size $size: $status"
-        sed "s/^/$prog:   /" "$logs/$tag.cmd"
-        for f in "$clog" "$slog"; do
-            echo "---- $f: its namespaces, UCX's errors, warnings and diag lines, Final:"
-            grep -E '^(ns|pid):|UCX +(ERROR|WARN|DIAG)|^Final:' "$f" | tail -n 12
-        done
-        echo "----"
-    } >&2
+    report "$alloc $api:$name size $size" "$tag" >&2
     return 1
 }
 
@@ -392,14 +428,50 @@ for alloc in "${allocs[@]}"; do
     fi
 done
 
-# which path legacy memory took between the pods (docs/owner-copies.md)
-if [[ " ${allocs[*]} " == *" legacy "* ]]; then
-    if grep -qs 'cuIpcOpenMemHandle\|open of .* failed' "$logs"/legacy-*.log; then
-        say "legacy: the importer's open failed; the owner's copies moved it (a diag line in logs/legacy-*)"
+# --- step 3: the bytes, UCP put, get and tag between the pods ----------------
+# the path memory of allocator $1 took, from the logs of run $2
+path_taken() {
+    local f=("$logs/$2.server.log" "$logs/$2.client.log")
+    case $1 in
+    vmm | chunked) echo "zero copy, the fd from the owner's broker" ;;
+    pool) echo "the owner's copies (the default pool exports no handle)" ;;
+    legacy)
+        if grep -q "not opened here, its pid is ours" "${f[@]}"; then
+            echo "the owner's copies: both pid 1, the importer's open predicted to fail"
+        elif grep -q "copies made by its owner" "${f[@]}"; then
+            echo "the owner's copies after the importer's open failed"
+        else
+            echo "the importer's own open"
+        fi
+        ;;
+    esac
+}
+for alloc in "${allocs[@]}"; do
+    tag=$alloc-bytes
+    cenv=("${env_common[@]}" "UCX_CUDA_CPY_NS_MEM_ALLOC=$alloc" "UCX_LOG_LEVEL=$LOG_LEVEL"
+          "UCX_TLS=cu_ipc_ns,cu_cpy_ns,tcp")
+    srv_cmd=("$checker" -l "$PORT" -s "$CHECK_SIZES")
+    cli_cmd=("$checker" "$srv_ip" "$PORT" -s "$CHECK_SIZES")
+    pair "$tag"
+    for f in server client; do
+        [ "$status" != ok ] || grep -q "^ucp_pods_check: $f: all bytes as expected" "$logs/$tag.$f.log" ||
+            status="FAIL(the $f found other bytes)"
+    done
+    set_path_lines "$alloc" "${check_sizes[-1]}"
+    for pat in "${path_lines[@]}"; do
+        [ "$status" != ok ] || grep -q -- "$pat" "$logs/$tag.server.log" "$logs/$tag.client.log" ||
+            status="FAIL(no line '$pat': not the path of $alloc memory)"
+    done
+    if [ "$status" = ok ]; then
+        say "$alloc: bytes as expected after UCP put, get and tag of $CHECK_SIZES B ($(path_taken "$alloc" "$tag"))"
+    else
+        failures=$((failures + 1))
+        report "$alloc: UCP bytes (test/pods/ucp_pods_check.c)" "$tag" >&2
     fi
-fi
+done
+
 if [ $failures -gt 0 ]; then
     say "$failures run(s) FAILED (logs in $logs)"
     exit 1
 fi
-say "all runs passed: ${#allocs[@]} allocators x ${#specs[@]} tests x ${#sizes[@]} sizes in $SECONDS s"
+say "all runs passed: ${#allocs[@]} allocators x (${#specs[@]} tests x ${#sizes[@]} sizes + the byte check) in $SECONDS s"
