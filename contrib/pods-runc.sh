@@ -27,10 +27,13 @@
 # when both exit 0, the client prints its "Final:" line, the two processes
 # share none of the five namespaces (each prints its own before it starts
 # ucx_perftest) and neither shares one with this shell; and for UCP tests
-# the rendezvous lane is cu_ipc_ns (UCX's "rma_bw(cu_ipc_ns/cuda)" line of
-# the endpoint configuration, UCX_LOG_LEVEL=info; UCT tests name the
-# transport). One line per step; the tools' output goes to OUT_DIR/logs/;
-# results in OUT_DIR/results.tsv.
+# UCP's endpoint configuration puts cu_ipc_ns on the data lanes (UCT tests
+# name the transport), and the importer's debug lines show the path the
+# allocator's memory must take (zero copy through the broker, or the
+# owner's copies); then, per allocator, test/pods/ucp_pods_check.c checks
+# every byte of a UCP put, get and tagged message between the two. One
+# line per step and allocator; the tools' output goes to OUT_DIR/logs/;
+# figures in OUT_DIR/results.tsv. docs/testing.md ("Pods on runc").
 #
 # Usage: contrib/pods-runc.sh [options]     (as root)
 #   -a ALLOCS  memory of ucx_perftest -m cuda, the module's allocator
@@ -43,9 +46,11 @@
 #   TESTS=uct:put_bw,uct:get_bw,ucp:tag_bw,ucp:ucp_put_bw  SIZES=8,64K,4M
 # More environment: BUILD_DIR (default build/ of the source tree, a UCX
 #   1.13.1 build: the module is preloaded in both containers), ITERS (200),
-#   RUN_TIMEOUT (60 s per run), EXTRA_ENV ("VAR=value ..." for both sides),
-#   SERVER_PID1=0 (the server's ucx_perftest runs as pid 2 under a shell:
-#   the two pid numbers differ), PORT (13337).
+#   CHECK_SIZES (the byte check's, 8,65536,4194317), RUN_TIMEOUT (60 s per
+#   run), EXTRA_ENV ("VAR=value ..." for both sides), LOG_LEVEL (UCX's,
+#   debug: the path checks read it), SERVER_PID1=0 (the server's process
+#   runs under a shell, not as pid 1: the two pid numbers differ), PORT
+#   (13337).
 # Exit status: 0 all passed, 1 a run failed, 2 bad usage, 77 cannot run here
 # (not root, no runc, no cgroup file system, runc cannot start a container:
 # the line says which).
