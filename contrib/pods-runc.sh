@@ -4,7 +4,7 @@
 # CLIENT container, each with
 #  - its own PID, IPC, UTS and mount namespaces, and a network namespace of
 #    its own (ip netns add, as the CNI plugin makes the pod's) joined to the
-#    other's by a veth pair (eth0 in both, 10.214.X.1 and .2/30);
+#    other's by a veth pair (eth0 in both, 10.214.0.1 and .2/30);
 #  - containerd's default capability set (pkg/oci/spec.go, defaultUnixCaps:
 #    CHOWN DAC_OVERRIDE FSETID FOWNER MKNOD NET_RAW SETGID SETUID SETFCAP
 #    SETPCAP NET_BIND_SERVICE SYS_CHROOT KILL AUDIT_WRITE; no SYS_PTRACE, no
@@ -184,9 +184,9 @@ case $build/ in
 *) mounts+=(--ro "$build"); mkdir -p "$rootfs$build" ;;
 esac
 
-x=0
-while [[ $(ip -4 -o addr show; ip netns list) == *10.214.$x.* ]]; do x=$((x + 1)); done
-srv_ip=10.214.$x.1 cli_ip=10.214.$x.2
+# both ends live in the pods' namespaces: no clash with the host's
+# addresses or another pair's
+srv_ip=10.214.0.1 cli_ip=10.214.0.2
 nets=("$id-srv" "$id-cli")
 ip netns add "$id-srv"
 ip netns add "$id-cli"
