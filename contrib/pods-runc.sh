@@ -50,7 +50,10 @@
 #   run), EXTRA_ENV ("VAR=value ..." for both sides), LOG_LEVEL (UCX's,
 #   debug: the path checks read it), SERVER_PID1=0 (the server's process
 #   runs under a shell, not as pid 1: the two pid numbers differ), PORT
-#   (13337).
+#   (13337); USERNS=1: each container in a user namespace of its own,
+#   container uids 0-65535 on host uids USERNS_SRV+ (1000000) and
+#   USERNS_CLI+ (2000000), as hostUsers: false gives, the socket volume
+#   owned by SOCK_OWNER's root (srv, cli, or root: the host's).
 # Exit status: 0 all passed, 1 a run failed, 2 bad usage, 77 cannot run here
 # (not root, no runc, no cgroup file system, runc cannot start a container:
 # the line says which).
@@ -86,6 +89,9 @@ PORT=${PORT:-13337}
 EXTRA_ENV=${EXTRA_ENV:-}
 SERVER_PID1=${SERVER_PID1:-1}
 LOG_LEVEL=${LOG_LEVEL:-debug}
+USERNS=${USERNS:-0}
+USERNS_SRV=${USERNS_SRV:-1000000} USERNS_CLI=${USERNS_CLI:-2000000}
+SOCK_OWNER=${SOCK_OWNER:-srv}
 build=$(cd "${BUILD_DIR:-$top/build}" 2>/dev/null && pwd) ||
     skip "no build at ${BUILD_DIR:-$top/build} (run contrib/build.sh)"
 OUT_DIR=${OUT_DIR:-$build/pods-runc}
@@ -172,6 +178,17 @@ trap 'echo "$prog: terminated" >&2; exit 143' TERM
 work=$(mktemp -d /tmp/pods-runc.XXXXXX)
 mkdir -p "$work/state" "$work/srv" "$work/cli" "$work/sock" "$work/bin"
 chmod 0700 "$work/sock"   # the broker refuses a directory others can enter
+# user-namespaced pods (USERNS=1): disjoint host uid ranges, as
+# hostUsers: false gives; the volume belongs to one of them (SOCK_OWNER)
+declare -A userns_base=([srv]=$USERNS_SRV [cli]=$USERNS_CLI)
+if [ "$USERNS" = 1 ]; then
+    chmod 0755 "$work"
+    case $SOCK_OWNER in
+    srv | cli) chown "${userns_base[$SOCK_OWNER]}:${userns_base[$SOCK_OWNER]}" "$work/sock" ;;
+    root) ;;
+    *) die "SOCK_OWNER=$SOCK_OWNER: srv, cli or root" ;;
+    esac
+fi
 rootfs=$work/rootfs
 mkdir -p "$rootfs"/{usr,etc,proc,dev,sys,tmp,run/cuda-ipc-ns}
 for l in bin lib lib32 lib64 sbin; do
@@ -183,6 +200,15 @@ case $build/ in
 "$top"/*) ;;
 *) mounts+=(--ro "$build"); mkdir -p "$rootfs$build" ;;
 esac
+# a root of each pod's own; a user-namespaced pod's belongs to its root, as
+# the runtime makes the image's (the broker checks the directories above
+# its socket directory)
+for side in srv cli; do
+    cp -a "$rootfs" "$work/rootfs-$side"
+    if [ "$USERNS" = 1 ]; then
+        chown -R -h "${userns_base[$side]}:${userns_base[$side]}" "$work/rootfs-$side"
+    fi
+done
 
 # both ends live in the pods' namespaces: no clash with the host's
 # addresses or another pair's
@@ -212,7 +238,10 @@ config() {
     local side=$1 e opts=()
     shift
     for e in "${cenv[@]}"; do opts+=(--env "$e"); done
-    python3 "$top/contrib/pods/runc-config.py" "$work/$side/config.json" "$rootfs" \
+    if [ "$USERNS" = 1 ]; then
+        opts+=(--userns "${userns_base[$side]}")
+    fi
+    python3 "$top/contrib/pods/runc-config.py" "$work/$side/config.json" "$work/rootfs-$side" \
         "/run/netns/$id-$side" "$top/contrib/pods/seccomp.json" "pod-$side" \
         "${opts[@]}" "${mounts[@]}" -- "$@"
 }
@@ -245,7 +274,9 @@ probe() {
         sed 's/^/    /' "$log" >&2
         exit 1
     fi
-    for line in "pid 1" "CapEff $containerd_caps" "Seccomp 2" "pidfd_getfd EPERM" \
+    local uid_map="uid_map 0 0 4294967295"
+    [ "$USERNS" != 1 ] || uid_map="uid_map 0 ${userns_base[$side]} 65536"
+    for line in "pid 1" "$uid_map" "CapEff $containerd_caps" "Seccomp 2" "pidfd_getfd EPERM" \
             "ptrace EPERM" "process_vm_readv EPERM" "process_vm_writev EPERM" \
             "unshare EPERM" "mount EPERM" "setns EPERM"; do
         grep -qx "$line" "$log" || {
@@ -257,6 +288,8 @@ probe() {
 }
 probe srv
 probe cli
+[ "$USERNS" != 1 ] ||
+    say "user namespaces: uids 0-65535 are host uids $USERNS_SRV+ (server) and $USERNS_CLI+ (client); the socket volume belongs to $SOCK_OWNER"
 say "probe: both pid 1, CapEff ${containerd_caps#00000000} (containerd's), seccomp refuses" \
     "pidfd_getfd ptrace process_vm_* unshare mount setns"
 

@@ -4,6 +4,7 @@ contrib/pods-runc.sh to compare with what a pod's container must be.
 
   pid N                       its pid in its PID namespace
   ns pid:[..] net:[..] ...    its namespaces
+  uid_map IN OUT COUNT        its user namespace's first uid range
   CapEff HEX                  its effective capabilities
   Seccomp N                   2: a seccomp filter is applied
   SYSCALL allowed|EPERM|...   each call the runtime's profile refuses,
@@ -86,6 +87,8 @@ def main():
     print("pid", os.getpid())
     print("ns", " ".join(os.readlink(f"/proc/self/ns/{n}") for n in
                          ("pid", "net", "ipc", "uts", "mnt")))
+    with open("/proc/self/uid_map") as f:
+        print("uid_map", " ".join(f.readline().split()))
     with open("/proc/self/status") as f:
         for line in f:
             key, _, val = line.partition(":")

@@ -5,6 +5,9 @@ Usage: runc-config.py OUT.json ROOTFS NETNS SECCOMP.json HOSTNAME [options] -- A
   --env VAR=value      (repeatable) the process's environment
   --ro SRC[:DST]       (repeatable) a read-only bind mount (DST defaults to SRC)
   --rw SRC:DST         (repeatable) a read-write bind mount (a volume)
+  --userns HOSTID      a user namespace of its own: container uids and gids
+                       0-65535 are HOSTID-HOSTID+65535 on the host, as
+                       Kubernetes gives a pod with hostUsers: false
 
 The container is what containerd makes of a pod's container by default:
 its own PID, IPC, UTS and mount namespaces, the network namespace NETNS
@@ -31,11 +34,13 @@ def main(argv):
     sep = argv.index("--")
     out, rootfs, netns, seccomp, hostname = argv[1:6]
     opts, args = argv[6:sep], argv[sep + 1:]
-    env, mounts = [], []
+    env, mounts, userns = [], [], None
     for i in range(0, len(opts), 2):
         opt, val = opts[i], opts[i + 1]
         if opt == "--env":
             env.append(val)
+        elif opt == "--userns":
+            userns = int(val)
         elif opt in ("--ro", "--rw"):
             src, _, dst = val.partition(":")
             mounts.append({"destination": dst or src, "type": "bind",
@@ -95,6 +100,18 @@ def main(argv):
                               "/proc/sys", "/proc/sysrq-trigger"],
         },
     }
+    if userns is not None:
+        linux = config["linux"]
+        linux["namespaces"].insert(0, {"type": "user"})
+        linux["uidMappings"] = [{"containerID": 0, "hostID": userns,
+                                 "size": 65536}]
+        linux["gidMappings"] = linux["uidMappings"]
+        # the network namespace (ip netns add) belongs to the host's user
+        # namespace: sysfs cannot be mounted from ours; bind the host's
+        for m in config["mounts"]:
+            if m["destination"] == "/sys":
+                m.update(type="bind", source="/sys",
+                         options=["rbind", "nosuid", "noexec", "nodev", "ro"])
     with open(out, "w") as f:
         json.dump(config, f, indent=1)
 
