@@ -17,7 +17,8 @@
  *  - tag: the server sends G, the client receives it into its buffer of
  *    pattern 1 and finds pattern 2.
  * Device memory is filled and read with the driver UCX_CUDA_IPC_NS_DRIVER
- * names (cuMemcpyHtoD and cuCtxSynchronize, cuMemcpyDtoH). Prints one line per size and side; exit 0
+ * names (cuMemcpyHtoD on the default stream and its cuStreamSynchronize,
+ * cuMemcpyDtoH). Prints one line per size and side; exit 0
  * when every byte is as expected, 1 otherwise.
  */
 #define _GNU_SOURCE
@@ -51,7 +52,7 @@ static struct {
     CUresult (*ctx_set_current)(void *);
     CUresult (*htod)(CUdeviceptr, const void *, size_t);
     CUresult (*dtoh)(void *, CUdeviceptr, size_t);
-    CUresult (*ctx_synchronize)(void);
+    CUresult (*stream_synchronize)(void *);
 } cu;
 
 static const char *side = "client";
@@ -94,7 +95,7 @@ static void cu_load(void)
     cu.ctx_set_current    = sym(lib, "cuCtxSetCurrent");
     cu.htod               = sym(lib, "cuMemcpyHtoD_v2");
     cu.dtoh               = sym(lib, "cuMemcpyDtoH_v2");
-    cu.ctx_synchronize    = sym(lib, "cuCtxSynchronize");
+    cu.stream_synchronize = sym(lib, "cuStreamSynchronize");
     if ((cu.init(0) != 0) || (cu.device_get(&dev, 0) != 0) ||
         (cu.primary_ctx_retain(&ctx, dev) != 0) ||
         (cu.ctx_set_current(ctx) != 0)) {
@@ -290,7 +291,8 @@ static void buf_alloc(struct buf *b, size_t size, int seed)
     /* a pageable cuMemcpyHtoD may return before the copy lands (as the
      * emulator's does): the bytes must be there before a peer reads them
      * or a transfer writes them */
-    if ((cu.htod(b->ptr, host, size) != 0) || (cu.ctx_synchronize() != 0)) {
+    if ((cu.htod(b->ptr, host, size) != 0) ||
+        (cu.stream_synchronize(NULL) != 0)) {
         fail("cuMemcpyHtoD failed");
     }
     free(host);
