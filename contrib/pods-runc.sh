@@ -28,10 +28,10 @@
 # share none of the five namespaces (each prints its own before it starts
 # ucx_perftest) and neither shares one with this shell; and for UCP tests
 # UCP's endpoint configuration puts cu_ipc_ns on the data lanes (UCT tests
-# name the transport), and the importer's debug lines show the path the
-# allocator's memory must take (zero copy through the broker, or the
-# owner's copies); then, per allocator, test/pods/ucp_pods_check.c checks
-# every byte of a UCP put, get and tagged message between the two. One
+# name the transport); then, per allocator, test/pods/ucp_pods_check.c
+# checks every byte of a UCP put, get and tagged message between the two,
+# and the importer's debug lines show the path the allocator's memory must
+# take (zero copy through the broker, or the owner's copies). One
 # line per step and allocator; the tools' output goes to OUT_DIR/logs/;
 # figures in OUT_DIR/results.tsv. docs/testing.md ("Pods on runc").
 #
@@ -47,8 +47,10 @@
 # More environment: BUILD_DIR (default build/ of the source tree, a UCX
 #   1.13.1 build: the module is preloaded in both containers), ITERS (200),
 #   CHECK_SIZES (the byte check's, 8,65536,4194317), RUN_TIMEOUT (60 s per
-#   run), EXTRA_ENV ("VAR=value ..." for both sides), LOG_LEVEL (UCX's,
-#   debug: the path checks read it), SERVER_PID1=0 (the server's process
+#   run), EXTRA_ENV ("VAR=value ..." for both sides), LOG_LEVEL (UCX's in
+#   the byte check, debug: its path check reads it), PERF_LOG_LEVEL (UCX's
+#   in ucx_perftest, info: the lane check reads it; debug adds the path
+#   check to every run, and time), SERVER_PID1=0 (the server's process
 #   runs under a shell, not as pid 1: the two pid numbers differ), PORT
 #   (13337); USERNS=1: each container in a user namespace of its own,
 #   container uids 0-65535 on host uids USERNS_SRV+ (1000000) and
@@ -89,6 +91,7 @@ PORT=${PORT:-13337}
 EXTRA_ENV=${EXTRA_ENV:-}
 SERVER_PID1=${SERVER_PID1:-1}
 LOG_LEVEL=${LOG_LEVEL:-debug}
+PERF_LOG_LEVEL=${PERF_LOG_LEVEL:-info}
 USERNS=${USERNS:-0}
 USERNS_SRV=${USERNS_SRV:-1000000} USERNS_CLI=${USERNS_CLI:-2000000}
 SOCK_OWNER=${SOCK_OWNER:-srv}
@@ -410,7 +413,7 @@ run_one() {
     tag=$alloc-$name-$size
     slog=$logs/$tag.server.log clog=$logs/$tag.client.log
     args=(-t "$name" -s "$size" -n "$ITERS" -w $((ITERS / 10 + 1)) -p "$PORT" -m cuda)
-    cenv_side=("${env_common[@]}" "UCX_CUDA_CPY_NS_MEM_ALLOC=$alloc" "UCX_LOG_LEVEL=$LOG_LEVEL")
+    cenv_side=("${env_common[@]}" "UCX_CUDA_CPY_NS_MEM_ALLOC=$alloc" "UCX_LOG_LEVEL=$PERF_LOG_LEVEL")
     if [ "$api" = uct ]; then
         args+=(-x cu_ipc_ns -d cuda -D zcopy)
     else
@@ -430,9 +433,10 @@ run_one() {
         status="FAIL(no cu_ipc_ns lane in the client's endpoint configuration)"
     fi
     # the path the allocator's memory must take (docs/owner-copies.md), seen
-    # in the importer's debug lines; a small tagged message goes eagerly
-    # over tcp and takes none
-    if [ "$status" = ok ] && { [ "$size" -ge 65536 ] || [ "$name" != tag_bw ]; }; then
+    # in the importer's debug lines (the byte check's always); a small
+    # tagged message goes eagerly over tcp and takes none
+    if [ "$status" = ok ] && [ "$PERF_LOG_LEVEL" = debug ] &&
+        { [ "$size" -ge 65536 ] || [ "$name" != tag_bw ]; }; then
         for pat in "${path_lines[@]}"; do
             grep -q -- "$pat" "$slog" "$clog" ||
                 status="FAIL(no line '$pat': not the path of $alloc memory)"
