@@ -129,11 +129,24 @@ pod_tests=uct:put_bw,uct:get_bw,uct:put_lat,ucp:tag_bw,ucp:tag_lat,ucp:stream_bw
 say "ucx_perftest between two pods, short"
 SHORT=1 BUILD_DIR=$build OUT_DIR=$build/perftest-ci TESTS=$pod_tests \
     "$top/contrib/perftest-ns.sh"
+lap "1.13.1 build and suite"
+# the same between two pods as Kubernetes makes them: runc containers with
+# containerd's capabilities and seccomp profile (contrib/pods-runc.sh);
+# skipped with its reason where runc cannot start one
+say "ucx_perftest between two runc pods (containerd's capabilities and seccomp profile), short"
+pods_rc=0
+"$top/contrib/pods-runc.sh" >"$build/logs/pods-runc.log" 2>&1 || pods_rc=$?
+case $pods_rc in
+0) grep -E '^pods-runc: (probe|all runs passed)' "$build/logs/pods-runc.log" ;;
+77) sed -n 's/^pods-runc: skipped: /tests: runc pods skipped: /p' "$build/logs/pods-runc.log" ;;
+*) fail_log "$build/logs/pods-runc.log" "ucx_perftest between two runc pods" ;;
+esac
+lap "runc pods"
 step "$build/logs/fuzz.log" "fuzz run of the rkey parser (${FUZZ_SECONDS:-30} s)" \
     make -s fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
 grep -E '^(#[0-9]+.*DONE|Done [0-9]+ runs|== corpus)' logs/fuzz.log | sed "s/^/$prog: /" || true
 say "fuzz run OK (log: $build/logs/fuzz.log)"
-lap "1.13.1 build and suite"
+lap "fuzz run"
 # the suite again under ASan+UBSan and under TSan (contrib/run-sanitizers.sh)
 if [ "${SKIP_SANITIZERS:-0}" = 1 ]; then
     say "sanitizer runs: skipped (SKIP_SANITIZERS=1)"

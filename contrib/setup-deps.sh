@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepare everything cuda_ipc_ns builds against, with no hand steps:
-#  - the Debian packages (UCX 1.13.1 runtime/dev/utils, gtest, autotools, ...)
+#  - the Debian packages (UCX 1.13.1 runtime/dev/utils, gtest, autotools,
+#    runc for the container pods, ...)
 #  - the bookworm deb-src source, if absent
 #  - the UCX source package of exactly the installed version, configured with
 #    the flags the installed build reports (ucx_info -v), so that internal
@@ -39,6 +40,11 @@ apt_install() {
 if [ ${#missing[@]} -gt 0 ]; then
     step "$logs/apt.log" "installing ${#missing[@]} Debian packages (${missing[*]})" \
         apt_install "${missing[@]}"
+fi
+# runc starts the pods of contrib/pods-runc.sh; without its recommends (criu)
+if ! dpkg-query -W -f='${Status}' runc 2>/dev/null | grep -q "ok installed"; then
+    step "$logs/apt-runc.log" "installing runc (Debian's, for the pods of contrib/pods-runc.sh)" \
+        apt_install --no-install-recommends runc
 fi
 
 ucx_ver=$(dpkg-query -W -f='${Version}' libucx0)   # e.g. 1.13.1-1
