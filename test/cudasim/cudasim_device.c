@@ -17,6 +17,8 @@ typedef struct {
 
 static cudasim_device_t cudasim_devices[CUDASIM_MAX_DEVICES];
 static pthread_mutex_t  cudasim_device_lock = PTHREAD_MUTEX_INITIALIZER;
+/* the last context id given (cuCtxGetId), under cudasim_device_lock */
+static unsigned long long cudasim_ctx_last_id;
 
 static __thread CUcontext cudasim_ctx_stack[CUDASIM_CTX_STACK_MAX];
 static __thread int       cudasim_ctx_depth;
@@ -202,6 +204,23 @@ CUDASIM_API CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 }
 
 
+/* cuda.h 13.0 line 5412: "Returns in *bytes the total amount of memory
+ * available on the device dev in bytes": CUDASIM_DEVICE_MEM, the bound of
+ * cuMemAlloc/cuMemCreate (cuDeviceTotalMem_v2 by cuda.h's macro) */
+CUDASIM_API CUresult CUDAAPI cuDeviceTotalMem(size_t *bytes, CUdevice dev)
+{
+    CUDASIM_ENTER("cuDeviceTotalMem");
+    if (bytes == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!cudasim_device_valid(dev)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    *bytes = cudasim_cfg.device_mem;
+    return CUDA_SUCCESS;
+}
+
+
 CUDASIM_API CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 {
     CUDASIM_ENTER("cuDeviceGetName");
@@ -305,9 +324,11 @@ CUDASIM_API CUresult CUDAAPI cuDeviceGetAttribute(int *pi,
     case CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED:         *pi = 1; break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *pi = 167936; break;
     case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: *pi = 65536; break;
-    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:                   *pi = 1; break;
+    /* no managed memory: cuMemAllocManaged answers CUDA_ERROR_NOT_SUPPORTED
+     * (cudasim_mem.c) */
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:                   *pi = 0; break;
     case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD:                  *pi = 0; break;
-    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:        *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:        *pi = 0; break;
     case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: *pi = 1; break;
     case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED:          *pi = 1; break;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *pi = 1; break;
@@ -409,9 +430,35 @@ CUDASIM_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx,
     if (!cudasim_device_valid(dev)) {
         return CUDA_ERROR_INVALID_DEVICE;
     }
-    __atomic_add_fetch(&cudasim_devices[dev].ctx.refcount, 1,
-                       __ATOMIC_ACQ_REL);
+    pthread_mutex_lock(&cudasim_device_lock);
+    if (__atomic_add_fetch(&cudasim_devices[dev].ctx.refcount, 1,
+                           __ATOMIC_ACQ_REL) == 1) {
+        /* a new primary context: a new id (cuCtxGetId) */
+        cudasim_devices[dev].ctx.id = ++cudasim_ctx_last_id;
+    }
+    pthread_mutex_unlock(&cudasim_device_lock);
     *pctx = &cudasim_devices[dev].ctx;
+    return CUDA_SUCCESS;
+}
+
+
+/* cuda.h 13.0 line 6046: "Returns in *flags the flags for the primary
+ * context of dev, and in *active whether it is active". The emulator has no
+ * cuDevicePrimaryCtxSetFlags: the flags are always 0 (CU_CTX_SCHED_AUTO);
+ * active: retained and not released to 0 since */
+CUDASIM_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev,
+                                                        unsigned int *flags,
+                                                        int *active)
+{
+    CUDASIM_ENTER("cuDevicePrimaryCtxGetState");
+    if ((flags == NULL) || (active == NULL)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (!cudasim_device_valid(dev)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    *flags  = 0;
+    *active = cudasim_ctx_active(&cudasim_devices[dev].ctx);
     return CUDA_SUCCESS;
 }
 
@@ -540,6 +587,38 @@ CUresult CUDAAPI cudasim_cuCtxPopCurrent_v1(CUcontext *pctx)
 {
     CUDASIM_ENTER("cuCtxPopCurrent");
     return cudasim_ctx_pop(pctx);
+}
+
+
+/* cuda.h 13.0 line 6562: "Returns in ctxId the unique Id which is
+ * associated with a given context. The Id is unique for the life of the
+ * program for this instance of CUDA. If context is supplied as NULL and
+ * there is one current, the Id of the current context is returned." A
+ * primary context released to 0 is destroyed (CUDA_ERROR_CONTEXT_IS_DESTROYED,
+ * in the list of cuda.h); the next retain makes one with a new id */
+CUDASIM_API CUresult CUDAAPI cuCtxGetId(CUcontext ctx,
+                                        unsigned long long *ctxId)
+{
+    CUresult res;
+
+    CUDASIM_ENTER("cuCtxGetId");
+    if (ctxId == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (ctx == NULL) {
+        res = cudasim_current_ctx(&ctx);
+        if (res != CUDA_SUCCESS) {
+            return res;
+        }
+    } else if (!cudasim_ctx_valid(ctx)) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    pthread_mutex_lock(&cudasim_device_lock);
+    res = cudasim_ctx_active(ctx) ? CUDA_SUCCESS :
+                                    CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    *ctxId = ctx->id;
+    pthread_mutex_unlock(&cudasim_device_lock);
+    return res;
 }
 
 

@@ -50,6 +50,8 @@ struct CUctx_st {
     int      refcount; /* primary context retain count; 0: inactive */
     CUresult sticky;   /* a fatal error that poisoned it, until it is
                         * released to 0 (a new context then) */
+    unsigned long long id; /* cuCtxGetId: a new one each time the primary
+                            * context is made (retained from 0) */
 };
 
 /* A fatal error (an illegal address in a stream) poisons the whole context
@@ -144,6 +146,9 @@ typedef struct cudasim_region {
     void                   *alias;
     CUmemoryPool           pool;     /* VMM maps: the stream-ordered pool
                                       * the memory is of (cudasim_pool.c) */
+    /* CU_POINTER_ATTRIBUTE_SYNC_MEMOPS (cuPointerSetAttribute): the
+     * synchronous memory operations on this memory return once done */
+    int                    sync_memops;
     struct cudasim_region  *next;
 } cudasim_region_t;
 
@@ -175,6 +180,9 @@ int cudasim_range_check(uintptr_t addr, size_t len, int need_write,
                         int device);
 
 /* --- streams --- */
+/* wait for the work queued on the legacy default stream of the current
+ * context (and its blocking streams), as cuStreamSynchronize(NULL) */
+CUresult cudasim_default_stream_sync(void);
 /* wait for all streams of all contexts to drain (like cuCtxSynchronize) */
 void cudasim_streams_sync_all(void);
 

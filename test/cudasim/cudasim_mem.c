@@ -210,6 +210,77 @@ err_free:
 }
 
 
+/*
+ * Managed memory: the emulated device has none (CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY
+ * and ..._CONCURRENT_MANAGED_ACCESS answer 0, cudasim_device.c), so
+ * cuMemAllocManaged answers CUDA_ERROR_NOT_SUPPORTED (cuda.h 13.0 line 9080,
+ * in its list of results) once its arguments and context are checked:
+ * "flags - Must be one of CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST"
+ * (line 9071).
+ */
+CUDASIM_API CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr,
+                                               size_t bytesize,
+                                               unsigned int flags)
+{
+    CUresult res;
+
+    CUDASIM_ENTER("cuMemAllocManaged");
+    if ((dptr == NULL) || (bytesize == 0) ||
+        ((flags != CU_MEM_ATTACH_GLOBAL) && (flags != CU_MEM_ATTACH_HOST))) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_current_ctx(NULL);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+
+/*
+ * cuda.h 13.0 line 14685: "The memory range must refer to managed memory
+ * allocated via cuMemAllocManaged or declared via __managed__ variables".
+ * There is none here (cuMemAllocManaged above), so every range is refused
+ * with CUDA_ERROR_INVALID_VALUE, after the size checks of each attribute
+ * (4 bytes, a non-zero multiple of 4 for ACCESSED_BY, sizeof(CUmemLocationType)
+ * for the *_TYPE ones).
+ */
+CUDASIM_API CUresult CUDAAPI cuMemRangeGetAttribute(void *data,
+                                                    size_t dataSize,
+                                                    CUmem_range_attribute attribute,
+                                                    CUdeviceptr devPtr,
+                                                    size_t count)
+{
+    size_t need;
+
+    CUDASIM_ENTER("cuMemRangeGetAttribute");
+    switch (attribute) {
+    case CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY:
+        need = ((dataSize != 0) && (dataSize % 4 == 0)) ? dataSize : 0;
+        break;
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE:
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE:
+        need = sizeof(CUmemLocationType);
+        break;
+    case CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID:
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID:
+        need = 4;
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if ((data == NULL) || (dataSize != need) || (devPtr == 0) ||
+        (count == 0)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* not managed memory */
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+
 CUDASIM_API CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
 {
     cudasim_legacy_t *owner;
@@ -976,8 +1047,8 @@ static CUresult cudasim_ptr_attr(const cudasim_region_t *r,
         CUDASIM_PUT(void*, NULL);
         break;
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
-        /* an attribute of device memory (cuPointerSetAttribute) */
-        CUDASIM_PUT(unsigned int, (r != NULL) && !host);
+        /* set by cuPointerSetAttribute, 0 until then */
+        CUDASIM_PUT(unsigned int, (r != NULL) && r->sync_memops);
         break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
         /* cuda.h: "A process-wide unique ID for an allocated memory
@@ -1112,6 +1183,46 @@ CUDASIM_API CUresult CUDAAPI cuPointerGetAttribute(void *data,
     cudasim_ptr_region_done(region);
     cudasim_registry_unlock();
     return res;
+}
+
+
+/*
+ * cuda.h 13.0 line 14803: the one attribute that can be set is
+ * CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: "When set, the region of memory that ptr
+ * points to is guaranteed to always synchronize memory operations that are
+ * synchronous. If there are some previously initiated synchronous memory
+ * operations that are pending when this attribute is set, the function does
+ * not return until those memory operations are complete." The region is an
+ * allocation of cuMemAlloc or a mapping of cuIpcOpenMemHandle (a legacy
+ * allocation: "ptr - Pointer to a memory region allocated using CUDA memory
+ * allocation APIs"); the synchronous calls on it (cuMemcpyDtoD, cuMemsetD8,
+ * cuMemcpyHtoD, cuMemcpy) then return once done (cudasim_stream.c). Other
+ * memory (VMM mappings, registered host memory, unknown pointers): the
+ * emulator answers CUDA_ERROR_INVALID_VALUE (undocumented).
+ */
+CUDASIM_API CUresult CUDAAPI cuPointerSetAttribute(const void *value,
+                                                   CUpointer_attribute attribute,
+                                                   CUdeviceptr ptr)
+{
+    cudasim_region_t *r;
+    int set;
+
+    CUDASIM_ENTER("cuPointerSetAttribute");
+    if ((value == NULL) || (attribute != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    set = (*(const unsigned int*)value != 0);
+    cudasim_registry_wrlock();
+    r = cudasim_region_find((uintptr_t)ptr);
+    if ((r == NULL) || ((r->kind != CUDASIM_REGION_LEGACY) &&
+                        (r->kind != CUDASIM_REGION_IPC_IMPORT))) {
+        cudasim_registry_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    r->sync_memops = set;
+    cudasim_registry_unlock();
+    /* the synchronous operations already queued complete first */
+    return set ? cudasim_default_stream_sync() : CUDA_SUCCESS;
 }
 
 

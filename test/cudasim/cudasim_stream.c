@@ -752,6 +752,23 @@ CUDASIM_API CUresult CUDAAPI cuStreamQuery(CUstream hStream)
 }
 
 
+CUresult cudasim_default_stream_sync(void)
+{
+    CUresult res;
+    CUstream s;
+
+    res = cudasim_stream_get(NULL, &s);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    pthread_mutex_lock(&cudasim_lock);
+    cudasim_wait_streams(s->ctx, 1);
+    res = s->error;
+    pthread_mutex_unlock(&cudasim_lock);
+    return res;
+}
+
+
 CUDASIM_API CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
 {
     CUresult res;
@@ -926,6 +943,20 @@ static int cudasim_op_waits(cudasim_op_type_t type, int dev_sides,
 }
 
 
+/* whether device memory @a p (@a is_dev) has SYNC_MEMOPS set (registry
+ * lock held) */
+static int cudasim_op_sync_memops(const void *p, int is_dev)
+{
+    const cudasim_region_t *r;
+
+    if (!is_dev) {
+        return 0;
+    }
+    r = cudasim_region_find((uintptr_t)p);
+    return (r != NULL) && r->sync_memops;
+}
+
+
 /*
  * Validate and queue a copy or memset. need_dev: sides that must be device
  * memory; other sides are classified (unknown = host memory). host_sync: a
@@ -941,7 +972,7 @@ static CUresult cudasim_mem_op(cudasim_op_type_t type, void *dst,
                                unsigned char value, int need_dev,
                                CUstream hStream, int host_sync)
 {
-    int chk, dev_sides = 0, device, wait;
+    int chk, dev_sides = 0, device, wait, sync_memops;
     cudasim_op_t *op;
     uint64_t seq;
     CUresult res;
@@ -974,6 +1005,11 @@ static CUresult cudasim_mem_op(cudasim_op_type_t type, void *dst,
         }
         dev_sides |= (chk > 0) ? CUDASIM_SRC_DEV : 0;
     }
+    /* a synchronous call on memory with CU_POINTER_ATTRIBUTE_SYNC_MEMOPS
+     * set returns once done (cuPointerSetAttribute, cudasim_mem.c) */
+    sync_memops = host_sync &&
+                  (cudasim_op_sync_memops(dst, dev_sides & CUDASIM_DST_DEV) ||
+                   cudasim_op_sync_memops(src, dev_sides & CUDASIM_SRC_DEV));
     cudasim_registry_unlock();
 
     op = calloc(1, sizeof(*op));
@@ -988,7 +1024,7 @@ static CUresult cudasim_mem_op(cudasim_op_type_t type, void *dst,
     op->dev_sides = dev_sides;
     op->device    = device;
 
-    wait = cudasim_op_waits(type, dev_sides, host_sync);
+    wait = cudasim_op_waits(type, dev_sides, host_sync) || sync_memops;
     if (host_sync && (type == CUDASIM_OP_COPY) &&
         (dev_sides == CUDASIM_DST_DEV)) {
         /* pageable host to device: a stream synchronization, then the source

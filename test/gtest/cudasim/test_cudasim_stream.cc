@@ -1020,3 +1020,70 @@ TEST_F(test_cudasim_stream, cross_stream_mixes_in_a_loop)
     EXPECT_EQ(0, reply.stage) << "mix " << reply.stage << " read "
                               << reply.got << ", expected " << reply.expected;
 }
+
+
+/*
+ * cuda.h, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS (cuPointerSetAttribute): "the
+ * region of memory that ptr points to is guaranteed to always synchronize
+ * memory operations that are synchronous". A default-stream cuMemcpyDtoD
+ * to such memory, queued behind a blocking stream's closed gate, returns
+ * only once the gate opened and the copy landed. The opener opens the gate
+ * once the copy is queued (the default stream is not ready), and notes
+ * whether the call had returned by then; the caller reads the bytes beside
+ * the default stream as soon as the call returns.
+ */
+TEST_F(test_cudasim_stream, sync_memops_makes_synchronous_calls_wait)
+{
+    typedef __typeof__(cuPointerSetAttribute) set_attr_t;
+    typedef __typeof__(cuGetProcAddress) get_proc_t;
+    get_proc_t *get_proc = (get_proc_t*)driver_sym("cuGetProcAddress_v2");
+    const size_t size = 4096;
+    const std::vector<unsigned char> set(size, 0x5a);
+    CUdriverProcAddressQueryResult status;
+    std::atomic<bool> returned(false), returned_before_open(false);
+    set_attr_t *set_attr = nullptr;
+    CUstream blocking, nonblocking;
+    CUdeviceptr a, b;
+    unsigned one = 1;
+    CUcontext ctx;
+    gate g;
+
+    ASSERT_NE(nullptr, get_proc);
+    ASSERT_EQ(CUDA_SUCCESS, get_proc("cuPointerSetAttribute", (void**)&set_attr,
+                                     12000, CU_GET_PROC_ADDRESS_DEFAULT,
+                                     &status));
+    CU_OK(cuCtxGetCurrent, &ctx);
+    CU_OK(cuMemAlloc, &a, size);
+    CU_OK(cuMemAlloc, &b, size);
+    CU_OK(cuMemsetD8, a, 0x5a, size);
+    CU_OK(cuMemsetD8, b, 0, size);
+    CU_OK(cuStreamSynchronize, nullptr);
+    ASSERT_EQ(CUDA_SUCCESS,
+              set_attr(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, b));
+    CU_OK(cuStreamCreate, &blocking, CU_STREAM_DEFAULT);
+    CU_OK(cuStreamCreate, &nonblocking, CU_STREAM_NON_BLOCKING);
+
+    CU_OK(cuLaunchHostFunc, blocking, gate_func, &g);
+    g.wait_reached();
+    std::thread opener([&] {
+        EXPECT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxSetCurrent(ctx));
+        /* the copy is queued: the legacy stream waits for the gate */
+        while (uct_cuda_ipc_ns_drv.cuStreamQuery(nullptr) == CUDA_SUCCESS) {
+            std::this_thread::yield();
+        }
+        returned_before_open = returned.load();
+        g.set_open(true);
+    });
+    CU_OK(cuMemcpyDtoD, b, a, size);
+    returned = true;
+    EXPECT_EQ(set, read_beside(b, size, nonblocking))
+            << "cuMemcpyDtoD returned before its copy landed";
+    opener.join();
+    EXPECT_FALSE(returned_before_open)
+            << "cuMemcpyDtoD to SYNC_MEMOPS memory returned before its copy";
+
+    CU_OK(cuStreamDestroy, blocking);
+    CU_OK(cuStreamDestroy, nonblocking);
+    CU_OK(cuMemFree, a);
+    CU_OK(cuMemFree, b);
+}
