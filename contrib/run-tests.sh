@@ -41,7 +41,10 @@
 # build dir ${BUILD_DIR_122_CUDA:-build-1.22-cuda/}; SKIP_UCX122_CUDA=1 skips):
 # make check on the suite's UCX-dependent part (GTEST_FILTER_CUDA), the
 # activation checks, the module beside UCX's own CUDA modules
-# (test/activation/check_cuda_ucx.sh), the ABI guard across the three builds
+# (test/activation/check_cuda_ucx.sh: not loaded, and loaded with the
+# emulator as libcuda.so.1, where the suite's UCP, NIXL-pattern and pod tests
+# run again with UCX's cuda_copy and cuda_ipc, log
+# BUILD/logs/check-cuda-ucx.log), the ABI guard across the three builds
 # (test/activation/check_abi_guard.sh), contrib/install-into-wheel.sh on a
 # directory laid out as NIXL's wheel (test/wheel/check_wheel.sh) and, when
 # the NIXL step passed, NIXL between pods in that layout (its nixl_pods and
@@ -260,8 +263,10 @@ else
     say "activation checks (the CUDA-built UCX's ucx_info, UCX_PLUGIN_PATH; make install)"
     "$top/test/activation/check_activation.sh" "$build122c" plugin ||
         failed+=("activation checks (CUDA)")
-    say "beside UCX's own CUDA modules (loaded, not loaded)"
+    lap "CUDA-built UCX suite"
+    say "beside UCX's own CUDA modules (not loaded; loaded: the UCP, NIXL-pattern and pod tests with UCX's cuda_copy and cuda_ipc)"
     "$top/test/activation/check_cuda_ucx.sh" "$build122c" || failed+=("beside UCX's CUDA modules")
+    lap "beside UCX's CUDA modules"
     say "ABI guard: each module loaded by another version and another configuration"
     for pair in "$build122 $build" "$build $build122" "$build122 $build122c"; do
         # shellcheck disable=SC2086

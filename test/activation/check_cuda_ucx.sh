@@ -4,24 +4,39 @@
 # CUDA"; docs/ucx-versions.md, "Beside a UCX built with CUDA").
 #
 # Usage: check_cuda_ucx.sh BUILD_DIR     (a build against that UCX,
-#                                        UCX=1.22-cuda contrib/build.sh)
-# UCX's libuct_cuda needs libcuda.so.1 to load. The emulator lacks 14 of the
-# driver entries it imports, so it is not offered as libcuda.so.1 for real
-# work; both states are checked:
+#                                        UCX=1.22-cuda contrib/build.sh,
+#                                        its gtest built: make check)
+# UCX's libuct_cuda needs libcuda.so.1 to load. The emulator has every
+# driver entry libuct_cuda and libucm_cuda import or look up
+# (test/cudasim/README.md, "UCX's own CUDA modules"), so it stands in for
+# libcuda.so.1 as on a GPU node. Both states are checked:
 #  not loaded (no libcuda.so.1, as on a host without a GPU driver):
 #   - UCX's log says why libuct_cuda was not loaded (libcuda.so.1);
 #   - ucx_info -d lists cu_ipc_ns and cu_cpy_ns, no cuda_copy: our two
 #     transports carry the traffic (check_activation.sh and the pod run
 #     exercise them);
-#  loaded (the emulator on the library path as libcuda.so.1, for listing
-#  only: ucx_info does not call the entries the emulator lacks):
+#  loaded (the emulator on the library path as libcuda.so.1):
+#   - no driver entry UCX's CUDA modules import is missing from it;
 #   - ucx_info -d lists UCX's cuda_copy and cuda_ipc beside cu_ipc_ns, and
 #     cu_cpy_ns steps aside (UCX_CUDA_CPY_NS_ENABLE=auto);
-#   - with UCX_CUDA_CPY_NS_ENABLE=y it is listed again.
+#   - with UCX_CUDA_CPY_NS_ENABLE=y it is listed again;
+#   - the suite's UCP, NIXL-pattern and pod tests (CUDA_UCX_GTEST_FILTER)
+#     pass with UCX's cuda_copy doing the copies of CUDA memory, and stock
+#     cuda_ipc carrying RMA in one PID namespace, failing between pods
+#     (stock/ucp_pair_stock.*); the tests that check cu_cpy_ns itself skip,
+#     saying so. Log: BUILD_DIR/logs/check-cuda-ucx.log.
 set -u
 build=$(cd "${1:?build dir}" && pwd)
 mkvar() { sed -n "s/^$1 = //p" "$build/Makefile"; }
 ucx_info=$(mkvar UCX_INFO)
+ucx_libdir=$(mkvar UCX_LIBDIR)
+top=$(cd "$(dirname "$0")/../.." && pwd)
+# the suite's part that UCX's own CUDA modules change: UCP, the NIXL
+# pattern, the pods. Not namespaces/ucp_pair_chunks: with UCX's cuda_copy
+# loaded, a tag message across the boundary of two cuMemCreate chunks
+# reaches cu_ipc_ns as one copy past its chunk (docs/testing.md, "UCX built
+# with CUDA": an open gap)
+filter=${CUDA_UCX_GTEST_FILTER:-*ucp*:*nixl*:pod_net.*-namespaces/ucp_pair_chunks.*}
 cudasim=$build/test/cudasim/.libs/libcudasim.so
 plugin=UCX_PLUGIN_PATH=$build/src/uct/cuda_ipc_ns/plugin
 unset LD_PRELOAD UCX_PLUGIN_PATH
@@ -50,6 +65,28 @@ not_loaded_ours_carry() {
     ! tl_listed cuda_copy "$out" && ! tl_listed cuda_ipc "$out"
 }
 
+no_entry_missing() {
+    local missing
+    missing=$(comm -23 \
+        <(nm -D --undefined-only "$ucx_libdir"/ucx/libuct_cuda.so "$ucx_libdir"/ucx/libucm_cuda.so |
+          awk '$2 ~ /^cu[A-Z]/ {print $2}' | sort -u) \
+        <(nm -D --defined-only "$cudasim" | awk '{print $3}' | sort -u))
+    [ -z "$missing" ] || { echo "    missing: $missing"; return 1; }
+}
+
+loaded_suite_passes() {
+    local log=$build/logs/check-cuda-ucx.log
+    mkdir -p "$build/logs"
+    if ! (cd "$build/test/gtest" && env LD_LIBRARY_PATH="$ldir" \
+              UCX_CUDA_IPC_NS_DRIVER="$cudasim" GTEST_FILTER="$filter" \
+              "$top/test/gtest/run_shards.sh" ./gtest) >"$log" 2>&1; then
+        grep -E '^\[  FAILED  \] ' "$log" | sed 's/^/    /'
+        echo "    log: $log"
+        return 1
+    fi
+    grep -E '^\[  (PASSED|SKIPPED) +\] [0-9]+ tests' "$log" | sed 's/^/    /'
+}
+
 loaded_cu_cpy_ns_steps_aside() {
     local out
     out=$(env "$plugin" LD_LIBRARY_PATH="$ldir" UCX_CUDA_IPC_NS_DRIVER="$cudasim" \
@@ -68,8 +105,11 @@ loaded_cu_cpy_ns_forced() {
 check "not loaded: UCX's log says libuct_cuda needs libcuda.so.1" no_driver_reason_logged
 check "not loaded: ucx_info -d lists cu_ipc_ns and cu_cpy_ns, no cuda_copy/cuda_ipc" \
     not_loaded_ours_carry
+check "the emulator has every driver entry libuct_cuda and libucm_cuda import" no_entry_missing
 check "loaded (emulator as libcuda.so.1): cuda_copy, cuda_ipc and cu_ipc_ns listed, cu_cpy_ns steps aside" \
     loaded_cu_cpy_ns_steps_aside
 check "loaded, UCX_CUDA_CPY_NS_ENABLE=y: cu_cpy_ns listed beside cuda_copy" \
     loaded_cu_cpy_ns_forced
+check "loaded: the UCP, NIXL-pattern and pod tests pass with UCX's cuda_copy and cuda_ipc ($filter)" \
+    loaded_suite_passes
 checks_summary

@@ -443,9 +443,10 @@ CUDASIM_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx,
 
 
 /* cuda.h 13.0 line 6046: "Returns in *flags the flags for the primary
- * context of dev, and in *active whether it is active". The emulator has no
- * cuDevicePrimaryCtxSetFlags: the flags are always 0 (CU_CTX_SCHED_AUTO);
- * active: retained and not released to 0 since */
+ * context of dev, and in *active whether it is active". The flags are those
+ * cuCtxSetFlags set on it (0, CU_CTX_SCHED_AUTO, until then; the emulator
+ * has no cuDevicePrimaryCtxSetFlags); active: retained and not released to
+ * 0 since */
 CUDASIM_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev,
                                                         unsigned int *flags,
                                                         int *active)
@@ -457,7 +458,8 @@ CUDASIM_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev,
     if (!cudasim_device_valid(dev)) {
         return CUDA_ERROR_INVALID_DEVICE;
     }
-    *flags  = 0;
+    *flags  = __atomic_load_n(&cudasim_devices[dev].ctx.flags,
+                              __ATOMIC_ACQUIRE);
     *active = cudasim_ctx_active(&cudasim_devices[dev].ctx);
     return CUDA_SUCCESS;
 }
@@ -619,6 +621,54 @@ CUDASIM_API CUresult CUDAAPI cuCtxGetId(CUcontext ctx,
     *ctxId = ctx->id;
     pthread_mutex_unlock(&cudasim_device_lock);
     return res;
+}
+
+
+/* cuda.h 13.0 line 6528: "Returns in *flags the flags of the current
+ * context" */
+CUDASIM_API CUresult CUDAAPI cuCtxGetFlags(unsigned int *flags)
+{
+    CUcontext ctx;
+    CUresult res;
+
+    CUDASIM_ENTER("cuCtxGetFlags");
+    if (flags == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_current_ctx(&ctx);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    *flags = __atomic_load_n(&ctx->flags, __ATOMIC_ACQUIRE);
+    return CUDA_SUCCESS;
+}
+
+
+/* cuda.h 13.0 line 6536: "Sets the flags for the current context overwriting
+ * previously set ones. See cuDevicePrimaryCtxSetFlags for flag values"
+ * (CUctx_flags, at most one scheduling flag). The one that changes what the
+ * emulator does: CU_CTX_SYNC_MEMOPS (line 6226: "Ensures that synchronous
+ * memory operations initiated on this context will always synchronize";
+ * cudasim_stream.c) */
+CUDASIM_API CUresult CUDAAPI cuCtxSetFlags(unsigned int flags)
+{
+    unsigned sched = flags & CU_CTX_SCHED_MASK;
+    CUcontext ctx;
+    CUresult res;
+
+    CUDASIM_ENTER("cuCtxSetFlags");
+    if ((flags & ~(unsigned)CU_CTX_FLAGS_MASK) ||
+        ((sched != CU_CTX_SCHED_AUTO) && (sched != CU_CTX_SCHED_SPIN) &&
+         (sched != CU_CTX_SCHED_YIELD) &&
+         (sched != CU_CTX_SCHED_BLOCKING_SYNC))) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    res = cudasim_current_ctx(&ctx);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    __atomic_store_n(&ctx->flags, flags, __ATOMIC_RELEASE);
+    return CUDA_SUCCESS;
 }
 
 

@@ -52,6 +52,9 @@ struct CUctx_st {
                         * released to 0 (a new context then) */
     unsigned long long id; /* cuCtxGetId: a new one each time the primary
                             * context is made (retained from 0) */
+    unsigned flags;        /* cuCtxSetFlags (CU_CTX_SYNC_MEMOPS: every
+                            * synchronous memory operation of the context
+                            * returns once done) */
 };
 
 /* A fatal error (an illegal address in a stream) poisons the whole context

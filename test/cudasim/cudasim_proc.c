@@ -55,6 +55,8 @@ static const cudasim_proc_t cudasim_procs[] = {
     CUDASIM_PROC("cuDevicePrimaryCtxGetState", 7000,
                  cuDevicePrimaryCtxGetState),
     CUDASIM_PROC("cuCtxGetId", 12000, cuCtxGetId),
+    CUDASIM_PROC("cuCtxGetFlags", 7000, cuCtxGetFlags),
+    CUDASIM_PROC("cuCtxSetFlags", 12010, cuCtxSetFlags),
     CUDASIM_PROC("cuCtxGetCurrent", 4000, cuCtxGetCurrent),
     CUDASIM_PROC("cuCtxSetCurrent", 4000, cuCtxSetCurrent),
     CUDASIM_PROC("cuCtxPushCurrent", 2000, cudasim_cuCtxPushCurrent_v1),

@@ -1005,10 +1005,14 @@ static CUresult cudasim_mem_op(cudasim_op_type_t type, void *dst,
         }
         dev_sides |= (chk > 0) ? CUDASIM_SRC_DEV : 0;
     }
-    /* a synchronous call on memory with CU_POINTER_ATTRIBUTE_SYNC_MEMOPS
-     * set returns once done (cuPointerSetAttribute, cudasim_mem.c) */
+    /* a synchronous call in a context with CU_CTX_SYNC_MEMOPS
+     * (cuCtxSetFlags, cudasim_device.c), or on memory with
+     * CU_POINTER_ATTRIBUTE_SYNC_MEMOPS (cuPointerSetAttribute,
+     * cudasim_mem.c), returns once done */
     sync_memops = host_sync &&
-                  (cudasim_op_sync_memops(dst, dev_sides & CUDASIM_DST_DEV) ||
+                  ((__atomic_load_n(&s->ctx->flags, __ATOMIC_ACQUIRE) &
+                    CU_CTX_SYNC_MEMOPS) ||
+                   cudasim_op_sync_memops(dst, dev_sides & CUDASIM_DST_DEV) ||
                    cudasim_op_sync_memops(src, dev_sides & CUDASIM_SRC_DEV));
     cudasim_registry_unlock();
 

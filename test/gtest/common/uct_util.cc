@@ -32,6 +32,34 @@ uct_component_h find_component(const char *name)
 }
 
 
+bool ucx_cuda_copy_loaded()
+{
+    return find_component("cuda_cpy") != nullptr;
+}
+
+
+const char *cuda_copy_tl()
+{
+    return ucx_cuda_copy_loaded() ? "cuda_copy" : "cu_cpy_ns";
+}
+
+
+std::string module_tls()
+{
+    return std::string("cu_ipc_ns,") + cuda_copy_tl() + ",tcp";
+}
+
+
+std::string cu_cpy_ns_absent_reason()
+{
+    if (!ucx_cuda_copy_loaded()) {
+        return "";
+    }
+    return "checks cu_cpy_ns, which steps aside for UCX's own cuda_copy "
+           "(loaded here: a UCX built with CUDA and a libcuda.so.1)";
+}
+
+
 ucs_status_t config_modify(void *config, const std::string &name,
                            const std::string &value)
 {

@@ -19,6 +19,23 @@ namespace test {
 /* the registered component called @a name, or nullptr */
 uct_component_h find_component(const char *name);
 
+/* UCX's own CUDA copy is loaded (component "cuda_cpy", transport
+ * cuda_copy): a UCX built with CUDA that found libcuda.so.1, as on a GPU
+ * node. cu_cpy_ns then steps aside (UCX_CUDA_CPY_NS_ENABLE=auto) */
+bool ucx_cuda_copy_loaded();
+
+/* The transport that copies CUDA memory in this UCX: UCX's cuda_copy when
+ * loaded, else cu_cpy_ns */
+const char *cuda_copy_tl();
+
+/* UCX_TLS of the UCP tests: cu_ipc_ns, the CUDA copy transport
+ * (cuda_copy_tl()) and tcp */
+std::string module_tls();
+
+/* Why a test that needs cu_cpy_ns skips where UCX's own cuda_copy is
+ * loaded; empty where cu_cpy_ns is offered */
+std::string cu_cpy_ns_absent_reason();
+
 /* Changes to a UCX configuration: variable (without prefix) -> value */
 typedef std::map<std::string, std::string> config_changes_t;
 

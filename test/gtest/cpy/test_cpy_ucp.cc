@@ -6,6 +6,7 @@
  */
 #include "cpy_test.h"
 #include "common/peer.h"
+#include "common/uct_util.h"
 #include "common/ucp_side.h"
 
 extern "C" {
@@ -42,6 +43,9 @@ protected:
     {
         if (!test::cuda_init()) {
             GTEST_SKIP() << "no CUDA driver or device";
+        }
+        if (!test::cu_cpy_ns_absent_reason().empty()) {
+            GTEST_SKIP() << test::cu_cpy_ns_absent_reason();
         }
         if (memtype_cache_configured()) {
             GTEST_SKIP() << "UCX_MEMTYPE_CACHE is set: the tests check the "

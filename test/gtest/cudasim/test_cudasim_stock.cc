@@ -1,8 +1,10 @@
 /*
  * cudasim tests: the driver entries UCX's own CUDA modules (libuct_cuda,
  * libucm_cuda of a UCX built with CUDA) import beyond the module's driver
- * table: cuCtxGetId, cuDevicePrimaryCtxGetState, cuDeviceTotalMem,
- * cuMemAllocManaged, cuMemRangeGetAttribute, cuPointerSetAttribute. Each
+ * table or look up: cuCtxGetId, cuDevicePrimaryCtxGetState, cuDeviceTotalMem,
+ * cuMemAllocManaged, cuMemRangeGetAttribute, cuPointerSetAttribute
+ * (cuCtxSetFlags/cuCtxGetFlags and what SYNC_MEMOPS does:
+ * test_cudasim_sync_memops in test_cudasim_stream.cc). Each
  * is reached through cuGetProcAddress, as the module's table reaches the
  * others, so the same checks run on a real driver; what the emulator
  * answers where a GPU may differ (managed memory) skips there.

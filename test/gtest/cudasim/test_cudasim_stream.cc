@@ -6,6 +6,7 @@
 #include "common/hang_guard.h"
 
 #include <atomic>
+#include <functional>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -1022,68 +1023,128 @@ TEST_F(test_cudasim_stream, cross_stream_mixes_in_a_loop)
 }
 
 
+
 /*
  * cuda.h, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS (cuPointerSetAttribute): "the
  * region of memory that ptr points to is guaranteed to always synchronize
- * memory operations that are synchronous". A default-stream cuMemcpyDtoD
- * to such memory, queued behind a blocking stream's closed gate, returns
- * only once the gate opened and the copy landed. The opener opens the gate
- * once the copy is queued (the default stream is not ready), and notes
- * whether the call had returned by then; the caller reads the bytes beside
- * the default stream as soon as the call returns.
+ * memory operations that are synchronous"; CU_CTX_SYNC_MEMOPS
+ * (cuCtxSetFlags): "synchronous memory operations initiated on this context
+ * will always synchronize". A default-stream cuMemcpyDtoD to such memory,
+ * or in such a context, queued behind a blocking stream's closed gate,
+ * returns only once the gate opened and the copy landed. The opener opens
+ * the gate once the copy is queued (the default stream is not ready), and
+ * notes whether the call had returned by then; the caller reads the bytes
+ * beside the default stream as soon as the call returns.
  */
-TEST_F(test_cudasim_stream, sync_memops_makes_synchronous_calls_wait)
+static void *driver_entry(const char *name)
 {
-    typedef __typeof__(cuPointerSetAttribute) set_attr_t;
     typedef __typeof__(cuGetProcAddress) get_proc_t;
     get_proc_t *get_proc = (get_proc_t*)driver_sym("cuGetProcAddress_v2");
-    const size_t size = 4096;
-    const std::vector<unsigned char> set(size, 0x5a);
     CUdriverProcAddressQueryResult status;
-    std::atomic<bool> returned(false), returned_before_open(false);
-    set_attr_t *set_attr = nullptr;
-    CUstream blocking, nonblocking;
-    CUdeviceptr a, b;
+    void *func = nullptr;
+
+    if ((get_proc == nullptr) ||
+        (get_proc(name, &func, 12010, CU_GET_PROC_ADDRESS_DEFAULT,
+                  &status) != CUDA_SUCCESS)) {
+        return nullptr;
+    }
+    return func;
+}
+
+class test_cudasim_sync_memops : public test_cudasim_stream {
+protected:
+    /* cuMemcpyDtoD(b, a) once make_sync(b) made it synchronous */
+    void check_dtod_waits(const std::function<void(CUdeviceptr)> &make_sync)
+    {
+        const size_t size = 4096;
+        const std::vector<unsigned char> set(size, 0x5a);
+        std::atomic<bool> returned(false), returned_before_open(false);
+        CUstream blocking, nonblocking;
+        CUdeviceptr a, b;
+        CUcontext ctx;
+        gate g;
+
+        CU_OK(cuCtxGetCurrent, &ctx);
+        CU_OK(cuMemAlloc, &a, size);
+        CU_OK(cuMemAlloc, &b, size);
+        CU_OK(cuMemsetD8, a, 0x5a, size);
+        CU_OK(cuMemsetD8, b, 0, size);
+        CU_OK(cuStreamSynchronize, nullptr);
+        make_sync(b);
+        CU_OK(cuStreamCreate, &blocking, CU_STREAM_DEFAULT);
+        CU_OK(cuStreamCreate, &nonblocking, CU_STREAM_NON_BLOCKING);
+
+        CU_OK(cuLaunchHostFunc, blocking, gate_func, &g);
+        g.wait_reached();
+        std::thread opener([&] {
+            EXPECT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxSetCurrent(ctx));
+            /* the copy is queued: the legacy stream waits for the gate */
+            while (uct_cuda_ipc_ns_drv.cuStreamQuery(nullptr) ==
+                   CUDA_SUCCESS) {
+                std::this_thread::yield();
+            }
+            returned_before_open = returned.load();
+            g.set_open(true);
+        });
+        CU_OK(cuMemcpyDtoD, b, a, size);
+        returned = true;
+        EXPECT_EQ(set, read_beside(b, size, nonblocking))
+                << "cuMemcpyDtoD returned before its copy landed";
+        opener.join();
+        EXPECT_FALSE(returned_before_open)
+                << "a synchronous cuMemcpyDtoD returned before its copy";
+
+        CU_OK(cuStreamDestroy, blocking);
+        CU_OK(cuStreamDestroy, nonblocking);
+        CU_OK(cuMemFree, a);
+        CU_OK(cuMemFree, b);
+    }
+};
+
+
+TEST_F(test_cudasim_sync_memops, pointer_attribute_makes_calls_wait)
+{
+    typedef __typeof__(cuPointerSetAttribute) set_attr_t;
+    set_attr_t *set_attr = (set_attr_t*)driver_entry("cuPointerSetAttribute");
     unsigned one = 1;
-    CUcontext ctx;
-    gate g;
 
-    ASSERT_NE(nullptr, get_proc);
-    ASSERT_EQ(CUDA_SUCCESS, get_proc("cuPointerSetAttribute", (void**)&set_attr,
-                                     12000, CU_GET_PROC_ADDRESS_DEFAULT,
-                                     &status));
-    CU_OK(cuCtxGetCurrent, &ctx);
-    CU_OK(cuMemAlloc, &a, size);
-    CU_OK(cuMemAlloc, &b, size);
-    CU_OK(cuMemsetD8, a, 0x5a, size);
-    CU_OK(cuMemsetD8, b, 0, size);
-    CU_OK(cuStreamSynchronize, nullptr);
-    ASSERT_EQ(CUDA_SUCCESS,
-              set_attr(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, b));
-    CU_OK(cuStreamCreate, &blocking, CU_STREAM_DEFAULT);
-    CU_OK(cuStreamCreate, &nonblocking, CU_STREAM_NON_BLOCKING);
-
-    CU_OK(cuLaunchHostFunc, blocking, gate_func, &g);
-    g.wait_reached();
-    std::thread opener([&] {
-        EXPECT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxSetCurrent(ctx));
-        /* the copy is queued: the legacy stream waits for the gate */
-        while (uct_cuda_ipc_ns_drv.cuStreamQuery(nullptr) == CUDA_SUCCESS) {
-            std::this_thread::yield();
-        }
-        returned_before_open = returned.load();
-        g.set_open(true);
+    ASSERT_NE(nullptr, set_attr);
+    check_dtod_waits([&](CUdeviceptr b) {
+        ASSERT_EQ(CUDA_SUCCESS,
+                  set_attr(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, b));
     });
-    CU_OK(cuMemcpyDtoD, b, a, size);
-    returned = true;
-    EXPECT_EQ(set, read_beside(b, size, nonblocking))
-            << "cuMemcpyDtoD returned before its copy landed";
-    opener.join();
-    EXPECT_FALSE(returned_before_open)
-            << "cuMemcpyDtoD to SYNC_MEMOPS memory returned before its copy";
+}
 
-    CU_OK(cuStreamDestroy, blocking);
-    CU_OK(cuStreamDestroy, nonblocking);
-    CU_OK(cuMemFree, a);
-    CU_OK(cuMemFree, b);
+
+TEST_F(test_cudasim_sync_memops, context_flag_makes_calls_wait)
+{
+    typedef __typeof__(cuCtxSetFlags) set_flags_t;
+    typedef __typeof__(cuCtxGetFlags) get_flags_t;
+    typedef __typeof__(cuDevicePrimaryCtxGetState) state_t;
+    set_flags_t *set_flags = (set_flags_t*)driver_entry("cuCtxSetFlags");
+    get_flags_t *get_flags = (get_flags_t*)driver_entry("cuCtxGetFlags");
+    state_t *state = (state_t*)driver_entry("cuDevicePrimaryCtxGetState");
+    unsigned before = 0, flags = 0;
+    int active;
+
+    ASSERT_NE(nullptr, set_flags);
+    ASSERT_NE(nullptr, get_flags);
+    ASSERT_NE(nullptr, state);
+    ASSERT_EQ(CUDA_SUCCESS, get_flags(&before));
+    EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, set_flags(0x100)) << "not a flag";
+    EXPECT_EQ(CUDA_ERROR_INVALID_VALUE,
+              set_flags(CU_CTX_SCHED_SPIN | CU_CTX_SCHED_YIELD))
+            << "two scheduling flags";
+    EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, get_flags(nullptr));
+    check_dtod_waits([&](CUdeviceptr) {
+        ASSERT_EQ(CUDA_SUCCESS, set_flags(before | CU_CTX_SYNC_MEMOPS));
+    });
+    EXPECT_EQ(CUDA_SUCCESS, get_flags(&flags));
+    EXPECT_EQ(before | CU_CTX_SYNC_MEMOPS, flags);
+    EXPECT_EQ(CUDA_SUCCESS, state(0, &flags, &active));
+    EXPECT_EQ(before | CU_CTX_SYNC_MEMOPS, flags) << "the primary context's";
+    EXPECT_EQ(CUDA_SUCCESS, set_flags(before));
+    std::thread([&] {
+        EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, set_flags(0)) << "no context";
+    }).join();
 }

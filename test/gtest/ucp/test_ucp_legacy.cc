@@ -15,6 +15,7 @@
  * allocator), which nobody but its owner can map, in any namespace.
  */
 #include "common/cuda_alloc.h"
+#include "common/uct_util.h"
 #include "common/peer.h"
 #include "common/pod_net.h"
 #include "common/scoped_env.h"
@@ -45,7 +46,8 @@ typedef std::vector<uint8_t> bytes_t;
 const size_t MiB      = 1ul << 20;
 const size_t MAX_SIZE = 4 * MiB + 8192 + 8;
 const size_t SIZES[]  = {8, 64 * 1024, MAX_SIZE};
-const char *LEGACY_TLS = "cu_ipc_ns,cu_cpy_ns,tcp";
+/* UCX_TLS: cu_ipc_ns, the CUDA copy transport (cu_cpy_ns, or UCX's own
+ * cuda_copy where it is loaded) and tcp: test::module_tls() */
 /* what cu_cpy_ns copies with; the test helpers use HtoD/DtoH */
 const char *COPY_FAULT = "cuMemcpy:*:CUDA_ERROR_ILLEGAL_ADDRESS";
 
@@ -418,7 +420,7 @@ protected:
         if (!test::cuda_init()) {
             GTEST_SKIP() << "no CUDA driver or device";
         }
-        setenv("UCX_TLS", LEGACY_TLS, 1);
+        setenv("UCX_TLS", test::module_tls().c_str(), 1);
         test::use_pod_network_device();
     }
 

@@ -21,6 +21,7 @@
  * (UCX_CUDA_IPC_NS_OWNER_COPY=y, docs/owner-copies.md).
  */
 #include "common/cuda_alloc.h"
+#include "common/uct_util.h"
 #include "common/peer.h"
 #include "common/pod_net.h"
 #include "common/scoped_env.h"
@@ -57,7 +58,8 @@ typedef std::vector<uint8_t> bytes_t;
 const size_t   MiB        = 1ul << 20;
 const size_t   MAX_SIZE   = 64 * MiB;
 const size_t   SIZES[]    = {8, 4096, 65536 + 8, MiB, 64 * MiB};
-const char     *NIXL_TLS  = "cu_ipc_ns,cu_cpy_ns,tcp";
+/* UCX_TLS: cu_ipc_ns, the CUDA copy transport (cu_cpy_ns, or UCX's own
+ * cuda_copy where it is loaded) and tcp: test::module_tls() */
 const unsigned NOTIF_ID   = 7;
 const unsigned BURST      = 4;  /* ops per burst */
 const int      WAIT_MS    = 60000; /* hang guard only */
@@ -148,7 +150,7 @@ public:
         if (ucp_config_read(NULL, NULL, &config) != UCS_OK) {
             return;
         }
-        ucp_config_modify(config, "TLS", NIXL_TLS);
+        ucp_config_modify(config, "TLS", test::module_tls().c_str());
         /* NIXL's default unless the environment says otherwise */
         ucp_config_modify(config, "RNDV_THRESH",
                           rndv_thresh ? rndv_thresh : "inf");

@@ -16,6 +16,7 @@
  *   (docs/architecture.md, "GPU visibility").
  */
 #include "common/cuda_alloc.h"
+#include "common/uct_util.h"
 #include "common/peer.h"
 #include "common/pod_net.h"
 #include "common/scoped_env.h"
@@ -33,6 +34,7 @@ extern "C" {
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -47,7 +49,8 @@ typedef std::vector<uint8_t> bytes_t;
 const size_t MiB         = 1ul << 20;
 const size_t MAX_SIZE    = 64 * MiB;
 const size_t SIZES[]     = {8, 64 * 1024, 4 * MiB, 64 * MiB};
-const char   *PAIR_TLS   = "cu_ipc_ns,cu_cpy_ns,tcp";
+/* UCX_TLS: cu_ipc_ns, the CUDA copy transport (cu_cpy_ns, or UCX's own
+ * cuda_copy where it is loaded) and tcp: test::module_tls() */
 /* without cu_ipc_ns, RMA goes in active messages of a few KiB: slow */
 const size_t FALLBACK_SIZES[] = {8, 64 * 1024, 4 * MiB + 8192 + 8};
 
@@ -116,8 +119,15 @@ TEST_PEER_ROLE(ucp_pair_server)
                               go.num_chunks * gran : MAX_SIZE,
                               go.chunked, go.device);
     ucp_side side;
+    CUcontext buf_ctx;
+    /* the buffer's device has its primary context active, as in a program
+     * that works on that GPU: UCX's own cuda_copy (where it is loaded)
+     * copies VMM memory in the primary context of its device, and refuses
+     * an inactive one */
     if (!side.ok() ||
         (uct_cuda_ipc_ns_drv.cuDeviceGet(&device, go.device) != CUDA_SUCCESS) ||
+        (uct_cuda_ipc_ns_drv.cuDevicePrimaryCtxRetain(&buf_ctx, device) !=
+         CUDA_SUCCESS) ||
         (uct_cuda_ipc_ns_drv.cuDeviceGetUuid((CUuuid*)hello.gpu_uuid,
                                              device) != CUDA_SUCCESS)) {
         return 2;
@@ -246,6 +256,8 @@ struct pair_setup {
                           * many as MAX_SIZE holds */
     unsigned nofile;     /* the server's soft RLIMIT_NOFILE while the test
                           * runs; 0: ours */
+    const char *tls;     /* UCX_TLS of both sides; nullptr:
+                          * test::module_tls() */
 };
 
 
@@ -282,7 +294,8 @@ protected:
         test::peer_options opts;
         char server_addr[4096];
 
-        setenv("UCX_TLS", PAIR_TLS, 1);
+        setenv("UCX_TLS", (setup.tls != nullptr) ? setup.tls :
+                          test::module_tls().c_str(), 1);
         test::use_pod_network_device();
         if (setup.other_net_ns) {
             char tmpl[] = "/tmp/cuda_ipc_ns_ucp.XXXXXX";
@@ -466,6 +479,157 @@ INSTANTIATE_TEST_SUITE_P(namespaces, ucp_pair, ::testing::Values(false, true),
                                                 "other_pid_and_net_ns" :
                                                 "other_pid_ns");
                          });
+
+
+
+/*
+ * Beside UCX's own CUDA transports (a UCX built with CUDA that found
+ * libcuda.so.1, the emulator there), on the server's cuMemCreate buffer and
+ * ours, tag and RMA of every size, bytes checked: within one PID namespace
+ * stock cuda_ipc carries RMA. Between pods (same machine: the same system
+ * id) UCP still picks stock cuda_ipc for an RMA lane, whose import refuses a
+ * key of another PID namespace (UCS_ERR_UNREACHABLE): a put then fails, or
+ * UCP carries it another way (runs differ; the test prints which), while tag
+ * messages pass; with
+ * UCX_TLS=cuda_copy,tcp UCP moves RMA another way (active messages over
+ * tcp, cuda_copy staging); named beside it, cu_ipc_ns carries RMA. The lane
+ * is read from ucp_ep_print_info and from our mapping cache.
+ */
+struct stock_setup {
+    const char *name;
+    bool       other_pid_ns;
+    bool       other_net_ns;
+    const char *tls;
+    const char *rma_tl;  /* the transport of an RMA lane; nullptr: neither
+                          * cuda_ipc nor cu_ipc_ns has one */
+    bool       rma_fails; /* puts fail with UCS_ERR_UNREACHABLE */
+};
+
+
+class ucp_pair_stock : public ucp_pair_base,
+                       public ::testing::WithParamInterface<stock_setup> {
+protected:
+    void SetUp() override
+    {
+        ucp_pair_base::SetUp();
+        if (IsSkipped()) {
+            return;
+        }
+        if (!test::ucx_cuda_copy_loaded()) {
+            GTEST_SKIP() << "needs UCX's own cuda_copy and cuda_ipc: a UCX "
+                            "built with CUDA, libcuda.so.1 on the library "
+                            "path";
+        }
+    }
+
+    /* the transports of our endpoint's RMA lanes ("rma_bw" in
+     * ucp_ep_print_info), one per line */
+    std::string rma_lanes()
+    {
+        char *buf = nullptr;
+        size_t len = 0;
+        FILE *stream = open_memstream(&buf, &len);
+        std::string lanes, line;
+
+        ucp_ep_print_info(m_side->ep, stream);
+        fclose(stream);
+        std::istringstream in(std::string(buf, len));
+        free(buf);
+        while (std::getline(in, line)) {
+            if ((line.find("lane[") != std::string::npos) &&
+                (line.find("rma_bw") != std::string::npos)) {
+                lanes += line + "\n";
+            }
+        }
+        return lanes;
+    }
+};
+
+
+TEST_P(ucp_pair_stock, tag_and_rma_on_the_lane_ucp_picks) {
+    const stock_setup &param = GetParam();
+
+    start({param.other_pid_ns, param.other_net_ns, false, nullptr, 0, 0, 0,
+           param.tls});
+    if (HasFatalFailure()) {
+        return;
+    }
+    test::cuda_vmm_buffer local(MAX_SIZE);
+    ucp_rkey_h rkey;
+    ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(m_side->ep, m_hello.rkey, &rkey));
+
+    const std::string lanes = rma_lanes();
+    uint64_t before = cache_uses();
+    uint32_t seed = 1;
+    if (param.rma_tl == nullptr) {
+        /* RMA in active messages of a few KiB: slow */
+        for (size_t size : FALLBACK_SIZES) {
+            tag_and_rma((uint8_t*)local.ptr(), rkey, size, 0, &seed);
+        }
+    } else {
+        for (size_t size : SIZES) {
+            tag_and_rma((uint8_t*)local.ptr(), rkey, size, 0, &seed,
+                        !param.rma_fails);
+        }
+    }
+    if (param.rma_fails) {
+        /* stock cuda_ipc's import refuses a key of another PID namespace
+         * (UCS_ERR_UNREACHABLE): the put fails, when posted or at the
+         * flush, or UCP carries it another way; never does it report
+         * success with its bytes missing */
+        ucp_request_param_t req = {};
+        seed_fill((uint8_t*)local.ptr(), ++seed, 65536);
+        ucs_status_t put = m_side->wait(ucp_put_nbx(m_side->ep, local.ptr(),
+                                                    65536, m_hello.addr, rkey,
+                                                    &req),
+                                        nullptr);
+        ucs_status_t flushed = flush();
+        int32_t landed = call(OP_CHECK, seed, 65536);
+        EXPECT_TRUE((put != UCS_OK) || (flushed != UCS_OK) ||
+                    (landed == UCS_OK))
+                << "a put through stock cuda_ipc between pods reported "
+                   "success, its bytes missing";
+        printf("stock cuda_ipc between pods: put %s, flush %s, bytes %s\n",
+               ucs_status_string(put), ucs_status_string(flushed),
+               (landed == UCS_OK) ? "landed" : "missing");
+    }
+
+    for (const char *tl : {"cuda_ipc/", "cu_ipc_ns/"}) {
+        bool expected = (param.rma_tl != nullptr) &&
+                        !strncmp(tl, param.rma_tl, strlen(param.rma_tl)) &&
+                        (tl[strlen(param.rma_tl)] == '/');
+        EXPECT_EQ(expected, lanes.find(tl) != std::string::npos)
+                << tl << " RMA lane; UCX_TLS=" << param.tls << "; RMA lanes:\n"
+                << lanes;
+    }
+    if ((param.rma_tl != nullptr) && !strcmp(param.rma_tl, "cu_ipc_ns")) {
+        EXPECT_GT(cache_uses(), before + 4) << "through our mapping cache";
+    } else {
+        EXPECT_EQ(before, cache_uses()) << "our mapping cache not used";
+    }
+
+    ucp_rkey_destroy(rkey);
+    stop();
+}
+
+
+INSTANTIATE_TEST_SUITE_P(
+        stock, ucp_pair_stock,
+        ::testing::Values(
+                stock_setup{"cuda_ipc_one_pid_ns", false, false,
+                            "cuda_copy,cuda_ipc,tcp", "cuda_ipc", false},
+                stock_setup{"cuda_ipc_fails_other_pid_ns", true, false,
+                            "cuda_copy,cuda_ipc,tcp", "cuda_ipc", true},
+                stock_setup{"fallback_other_pid_ns", true, false,
+                            "cuda_copy,tcp", nullptr, false},
+                stock_setup{"fallback_other_pid_and_net_ns", true, true,
+                            "cuda_copy,tcp", nullptr, false},
+                stock_setup{"cu_ipc_ns_beside_stock_other_pid_ns", true,
+                            false, "cu_ipc_ns,cuda_copy,cuda_ipc,tcp",
+                            "cu_ipc_ns", false}),
+        [](const ::testing::TestParamInfo<stock_setup> &info) {
+            return std::string(info.param.name);
+        });
 
 
 /* The emulator's configuration of GPUs (CUDASIM_*) takes effect */

@@ -13,6 +13,7 @@
  * of every slice. The TSan run of contrib/run-sanitizers.sh runs these.
  */
 #include "common/cuda_alloc.h"
+#include "common/uct_util.h"
 #include "common/peer.h"
 #include "common/pod_net.h"
 #include "common/ucp_side.h"
@@ -39,7 +40,8 @@ const int    NUM_THREADS = 4;
 const int    ROUNDS      = 8;
 const size_t SLICE       = 4 * MiB;
 const int    WAIT_MS     = 60000;
-const char  *THREADS_TLS = "cu_ipc_ns,cu_cpy_ns,tcp";
+/* UCX_TLS: cu_ipc_ns, the CUDA copy transport (cu_cpy_ns, or UCX's own
+ * cuda_copy where it is loaded) and tcp: test::module_tls() */
 
 
 enum threads_op : uint32_t {
@@ -219,7 +221,7 @@ protected:
         ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuCtxGetCurrent(&m_ctx));
         m_src_buf.reset(new test::cuda_vmm_buffer(NUM_THREADS * SLICE));
         m_dst_buf.reset(new test::cuda_vmm_buffer(NUM_THREADS * SLICE));
-        setenv("UCX_TLS", THREADS_TLS, 1);
+        setenv("UCX_TLS", test::module_tls().c_str(), 1);
         test::use_pod_network_device();
         test::peer_options opts;
         opts.new_pid_ns = true;
