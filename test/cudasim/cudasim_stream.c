@@ -800,6 +800,7 @@ CUDASIM_API CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
  * non-blocking ones too; "returns an error if one of the preceding tasks
  * failed" (the context's sticky error).
  */
+static int cudasim_sync_op_waiters;  /* threads in a synchronous memop */
 static int cudasim_ctx_sync_waiters; /* threads in cuCtxSynchronize */
 
 CUDASIM_API CUresult CUDAAPI cuCtxSynchronize(void)
@@ -1050,7 +1051,18 @@ static CUresult cudasim_mem_op(cudasim_op_type_t type, void *dst,
     if ((res != CUDA_SUCCESS) || !wait) {
         return res;
     }
-    return cudasim_stream_wait_seq(s, seq);
+    __atomic_add_fetch(&cudasim_sync_op_waiters, 1, __ATOMIC_RELEASE);
+    res = cudasim_stream_wait_seq(s, seq);
+    __atomic_sub_fetch(&cudasim_sync_op_waiters, 1, __ATOMIC_RELEASE);
+    return res;
+}
+
+
+/* Exported for tests: the threads waiting in a synchronous copy or memset
+ * for it to land */
+CUDASIM_API int cudasim_sync_op_waiting(void)
+{
+    return __atomic_load_n(&cudasim_sync_op_waiters, __ATOMIC_ACQUIRE);
 }
 
 
