@@ -15,6 +15,7 @@
 
 #include <ucs/config/types.h>
 #include <ucs/debug/log.h>
+#include <ucs/sys/string.h>
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -30,6 +31,8 @@ static int uct_cuda_ipc_ns_legacy_direct_mode = UCS_AUTO;
 static struct {
     pthread_mutex_t lock;
     unsigned        next;
+    uint64_t        logged;          /* failures logged: one per owner */
+    char            last_answer[64]; /* the driver's, of the last one */
     struct {
         uint64_t pid_ns;
         uint64_t start_time;
@@ -141,6 +144,18 @@ uct_cuda_ipc_ns_legacy_direct_path(const uct_cuda_ipc_ns_rkey_info_t *key,
 }
 
 
+/* Count a failure logged, with the driver's @a answer (the tests read them:
+ * uct_cuda_ipc_ns_legacy_direct_get_stats) */
+static void uct_cuda_ipc_ns_legacy_failed_logged(const char *answer)
+{
+    pthread_mutex_lock(&uct_cuda_ipc_ns_legacy_failed.lock);
+    ++uct_cuda_ipc_ns_legacy_failed.logged;
+    ucs_strncpy_safe(uct_cuda_ipc_ns_legacy_failed.last_answer, answer,
+                     sizeof(uct_cuda_ipc_ns_legacy_failed.last_answer));
+    pthread_mutex_unlock(&uct_cuda_ipc_ns_legacy_failed.lock);
+}
+
+
 int uct_cuda_ipc_ns_legacy_direct_failed(const uct_cuda_ipc_ns_rkey_info_t *key,
                                          const char *answer)
 {
@@ -157,10 +172,22 @@ int uct_cuda_ipc_ns_legacy_direct_failed(const uct_cuda_ipc_ns_rkey_info_t *key,
     }
 
     if (uct_cuda_ipc_ns_legacy_failed_add(key)) {
+        uct_cuda_ipc_ns_legacy_failed_logged(answer);
         ucs_diag("cuda_ipc_ns: the driver does not open legacy memory of pid "
                  "%u in PID namespace %" PRIu64 " here (cuIpcOpenMemHandle: "
                  "%s): its memory goes through copies its owner makes (once "
                  "per peer process)", key->pid, key->pid_ns, answer);
     }
     return 1;
+}
+
+
+void uct_cuda_ipc_ns_legacy_direct_get_stats(uint64_t *logged_p,
+                                             char *last_answer, size_t max)
+{
+    pthread_mutex_lock(&uct_cuda_ipc_ns_legacy_failed.lock);
+    *logged_p = uct_cuda_ipc_ns_legacy_failed.logged;
+    ucs_strncpy_safe(last_answer, uct_cuda_ipc_ns_legacy_failed.last_answer,
+                     max);
+    pthread_mutex_unlock(&uct_cuda_ipc_ns_legacy_failed.lock);
 }

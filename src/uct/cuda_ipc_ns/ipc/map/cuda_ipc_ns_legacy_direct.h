@@ -27,6 +27,9 @@
 
 #include "cuda_ipc_ns_rkey.h"
 
+#include <stddef.h>
+#include <stdint.h>
+
 
 typedef enum {
     /* copies made by the owner (docs/owner-copies.md) */
@@ -63,5 +66,13 @@ uct_cuda_ipc_ns_legacy_direct_path(const uct_cuda_ipc_ns_rkey_info_t *key,
  */
 int uct_cuda_ipc_ns_legacy_direct_failed(const uct_cuda_ipc_ns_rkey_info_t *key,
                                          const char *answer);
+
+
+/**
+ * The failures logged so far (one per owner) and the driver's answer to the
+ * last one (for the tests: the log line is at diag level)
+ */
+void uct_cuda_ipc_ns_legacy_direct_get_stats(uint64_t *logged_p,
+                                             char *last_answer, size_t max);
 
 #endif
