@@ -123,7 +123,7 @@ step "$build/logs/bench-verdicts.log" \
     "$top/test/bench/check_bench_verdicts.sh"
 step "$build/logs/icount.log" \
     "instruction counts of the hot paths vs test/bench/icount.expected (test/bench/check_icount.sh)" \
-    env BUILD_DIR="$build" "$top/test/bench/check_icount.sh"
+    env ICOUNT_BUILD_DIR="$build" "$top/test/bench/check_icount.sh"
 grep -E '^icount:   ' "$build/logs/icount.log" | sed "s/^icount:/$prog:/" >&2 || true
 say "the plain driver-API program (no module) on the emulator"
 "$build/test/cudasim/cuda_ipc_demo" "$build/test/cudasim/.libs/libcudasim.so"

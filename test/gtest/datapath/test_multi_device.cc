@@ -136,6 +136,8 @@ TEST_F(multi_device, owner_copy_put_get_between_devices) {
     peer_options opts;
     opts.new_pid_ns = true;
     m_env.emplace_back(new scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY", "y"));
+    /* the owner's copies, not the importer's own open of its handle */
+    m_env.emplace_back(new scoped_env("UCX_CUDA_IPC_NS_LEGACY_DIRECT", "n"));
     start(NUM_DEVICES, opts);
     put_get_all_pairs(BUF_LEGACY);
 }
@@ -148,6 +150,8 @@ TEST_F(multi_device, owner_copy_ring_per_device) {
     peer_options opts;
     opts.new_pid_ns = true;
     m_env.emplace_back(new scoped_env("UCX_CUDA_IPC_NS_OWNER_COPY", "y"));
+    /* the owner's copies, not the importer's own open of its handle */
+    m_env.emplace_back(new scoped_env("UCX_CUDA_IPC_NS_LEGACY_DIRECT", "n"));
     m_env.emplace_back(new scoped_env("CUDASIM_PEER_ACCESS", "0"));
     start(2, opts);
 
