@@ -144,7 +144,7 @@ fails_with() {
 }
 
 lane_check_fails_over_tcp() {
-    fails_with "the transfers did not go through cu_ipc_ns" \
+    fails_with "the transfers did not map the target's memory here" \
         UCX_TLS=cu_cpy_ns,tcp GTEST_FILTER='*write_and_read*'
 }
 
