@@ -500,7 +500,7 @@ static CUresult cudasim_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle,
      * is the exporter's in its own is taken for the exporter too. vLLM
      * users report 201 (invalid device context) between prefill and decode
      * pods without hostPID (vllm#52607, #55906), where identical pods get
-     * identical pids (../shared/DESIGN.md section 14: the one explanation
+     * identical pids (docs/driver-contract.md: the one explanation
      * that fits every report, not yet verified on a GPU). */
     if (h.pid == (uint32_t)getpid()) {
         cudasim_log("cuIpcOpenMemHandle(%s): exporter pid %u is our pid "
@@ -523,7 +523,7 @@ static CUresult cudasim_ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle,
     /* memory of a GPU this process cannot see (CUDASIM_VISIBLE_DEVICES)
      * cannot be mapped here: users report "invalid argument" when the
      * exporter's GPU is not visible in the importing container
-     * (../shared/DESIGN.md section 14), CUDA_ERROR_INVALID_VALUE's text */
+     * (docs/driver-contract.md), CUDA_ERROR_INVALID_VALUE's text */
     device = cudasim_device_ordinal(h.device);
     if (device < 0) {
         cudasim_log("cuIpcOpenMemHandle(%s): memory of GPU %d, not visible "

@@ -411,7 +411,7 @@ TEST_F(test_cudasim_ipc, pid_namespace_refusing_driver)
  * CUDA_ERROR_NOT_SUPPORTED, as the driver refuses memory of a GPU the
  * process cannot use, and legacy open with CUDA_ERROR_INVALID_VALUE
  * ("invalid argument", what users report when the exporter's GPU is not
- * visible in the importing container, ../shared/DESIGN.md section 14). In
+ * visible in the importing container, docs/driver-contract.md). In
  * our PID namespace and another one.
  */
 class test_cudasim_visible : public test_cudasim_ipc,
