@@ -20,6 +20,9 @@
 #   - ucx_info -d lists UCX's cuda_copy and cuda_ipc beside cu_ipc_ns, and
 #     cu_cpy_ns steps aside (UCX_CUDA_CPY_NS_ENABLE=auto);
 #   - with UCX_CUDA_CPY_NS_ENABLE=y it is listed again;
+#   - UCT: UCX's cuda_ipc, as cu_ipc_ns, puts and gets VMM and legacy
+#     (cuMemAlloc) memory of another process in this PID namespace, bytes
+#     checked (test/bench/bench_datapath -v);
 #   - the suite's UCP, NIXL-pattern and pod tests (CUDA_UCX_GTEST_FILTER)
 #     pass with UCX's cuda_copy doing the copies of CUDA memory, and stock
 #     cuda_ipc carrying RMA in one PID namespace, failing between pods
@@ -74,6 +77,16 @@ no_entry_missing() {
     [ -z "$missing" ] || { echo "    missing: $missing"; return 1; }
 }
 
+# stock_uct_moves_bytes TL MEM: bench_datapath -v through TL on MEM memory
+stock_uct_moves_bytes() {
+    local out
+    out=$(env LD_LIBRARY_PATH="$ldir" UCX_CUDA_IPC_NS_DRIVER="$cudasim" \
+          BENCH_TL="$1" BENCH_MEM="$2" timeout 120 \
+          "$build/test/bench/bench_datapath" -v 2>&1) ||
+        { tail -5 <<<"$out" | sed 's/^/    /'; return 1; }
+    grep -q '^bytes checked' <<<"$out"
+}
+
 loaded_suite_passes() {
     local log=$build/logs/check-cuda-ucx.log
     mkdir -p "$build/logs"
@@ -110,6 +123,12 @@ check "loaded (emulator as libcuda.so.1): cuda_copy, cuda_ipc and cu_ipc_ns list
     loaded_cu_cpy_ns_steps_aside
 check "loaded, UCX_CUDA_CPY_NS_ENABLE=y: cu_cpy_ns listed beside cuda_copy" \
     loaded_cu_cpy_ns_forced
+for tl in cuda_ipc cu_ipc_ns; do
+    for mem in vmm legacy; do
+        check "loaded, UCT: $tl puts and gets $mem memory of another process, bytes checked" \
+            stock_uct_moves_bytes $tl $mem
+    done
+done
 check "loaded: the UCP, NIXL-pattern and pod tests pass with UCX's cuda_copy and cuda_ipc ($filter)" \
     loaded_suite_passes
 checks_summary

@@ -120,8 +120,7 @@ static uct_mem_h bench_reg_pack(bench_node_t *node, void *ptr, uint8_t *rkey)
     BENCH_CHECK(uct_md_mem_reg(node->md, ptr, BENCH_SIZE,
                                UCT_MD_MEM_ACCESS_ALL, &memh) == UCS_OK,
                 "uct_md_mem_reg");
-    BENCH_CHECK(uct_md_mkey_pack(node->md, memh, rkey) == UCS_OK,
-                "uct_md_mkey_pack");
+    bench_mkey_pack(node, memh, ptr, BENCH_SIZE, rkey);
     return memh;
 }
 

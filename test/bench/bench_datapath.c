@@ -15,11 +15,18 @@
  * The exporter is this program again (fork + exec: a CUDA driver cannot be
  * used in a forked child), talking over a socketpair.
  *
- * Usage: bench_datapath [-c] [-n iterations] (driver: UCX_CUDA_IPC_NS_DRIVER)
+ * Usage: bench_datapath [-c|-v] [-n iterations] (driver: UCX_CUDA_IPC_NS_DRIVER)
  *   -n: the fewest iterations of a bandwidth round (default 5); a latency
  *   round runs at least 200 times as many
  *   -c: instead, the phases contrib/icount.sh counts the instructions of
  *   under callgrind (-n: the repetitions of a phase)
+ *   -v: instead, put and get a pattern of 8 B, 64 KiB and 4 MiB + 8 and
+ *   check its bytes on the other side
+ * Environment: BENCH_TL (cu_ipc_ns, or UCX's cuda_ipc: bench_uct.h),
+ *   BENCH_MEM (vmm, default: cuMemCreate with POSIX fd handles; legacy:
+ *   cuMemAlloc, exported with cuIpcGetMemHandle), both sides alike;
+ *   BENCH_SIZES (bandwidth sizes, comma separated, K/M suffixes; default
+ *   1M,16M,64M)
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -57,7 +64,19 @@ typedef struct {
     uint8_t  iface_addr[BENCH_ADDR_MAX];
     uint64_t addr;
     uint8_t  rkey[BENCH_RKEY_MAX];
+    CUipcMemHandle ipc;  /* BENCH_MEM=legacy: the buffer's handle */
 } bench_export_t;
+
+
+/* BENCH_MEM=legacy: cuMemAlloc memory on both sides, else VMM */
+static int bench_mem_legacy(void)
+{
+    const char *mem = getenv("BENCH_MEM") ?: "vmm";
+
+    BENCH_CHECK(!strcmp(mem, "vmm") || !strcmp(mem, "legacy"),
+                "BENCH_MEM: vmm or legacy");
+    return !strcmp(mem, "legacy");
+}
 
 
 /* map @a handle of @a size bytes read-write on device 0 */
@@ -96,6 +115,19 @@ static void *bench_vmm_alloc(size_t size,
 }
 
 
+/* a buffer of the kind BENCH_MEM names */
+static void *bench_mem_alloc(size_t size)
+{
+    CUdeviceptr ptr;
+
+    if (!bench_mem_legacy()) {
+        return bench_vmm_alloc(size, NULL);
+    }
+    BENCH_CU(cuMemAlloc, &ptr, size);
+    return (void*)ptr;
+}
+
+
 /* Exporter: a registered VMM buffer until the parent closes the channel */
 static int bench_exporter(int chan)
 {
@@ -107,38 +139,50 @@ static int bench_exporter(int chan)
     bench_export_t msg;
     bench_node_t node;
     uct_mem_h memh;
+    CUdeviceptr dptr;
     void *buf;
-    int fd;
+    int fd = -1;
     char c;
 
     bench_cuda_init();
     bench_node_open(&node);
-    buf = bench_vmm_alloc(BENCH_MAX_SIZE, &handle);
-    BENCH_CU(cuMemExportToShareableHandle, &fd, handle,
-             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    memset(&msg, 0, sizeof(msg));
+    if (bench_mem_legacy()) {
+        BENCH_CU(cuMemAlloc, &dptr, BENCH_MAX_SIZE);
+        BENCH_CU(cuIpcGetMemHandle, &msg.ipc, dptr);
+        buf = (void*)dptr;
+    } else {
+        buf = bench_vmm_alloc(BENCH_MAX_SIZE, &handle);
+        BENCH_CU(cuMemExportToShareableHandle, &fd, handle,
+                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    }
     BENCH_CHECK(uct_md_mem_reg(node.md, buf, BENCH_MAX_SIZE,
                                UCT_MD_MEM_ACCESS_ALL, &memh) == UCS_OK,
                 "uct_md_mem_reg");
-    BENCH_CHECK(uct_md_mkey_pack(node.md, memh, msg.rkey) == UCS_OK,
-                "uct_md_mkey_pack");
+    bench_mkey_pack(&node, memh, buf, BENCH_MAX_SIZE, msg.rkey);
     uct_iface_get_device_address(node.iface, (uct_device_addr_t*)msg.dev_addr);
     uct_iface_get_address(node.iface, (uct_iface_addr_t*)msg.iface_addr);
     msg.addr = (uintptr_t)buf;
-    /* with the memory's fd: the importer's own single-process reference
-     * copies use the very pages the transport copies to and from */
+    /* with the memory's fd (VMM) or handle (legacy): the importer's own
+     * single-process reference copies use the very pages the transport
+     * copies to and from */
     iov.iov_base       = &msg;
     iov.iov_len        = sizeof(msg);
     mh.msg_iov         = &iov;
     mh.msg_iovlen      = 1;
-    mh.msg_control     = cbuf;
-    mh.msg_controllen  = sizeof(cbuf);
-    cmsg               = CMSG_FIRSTHDR(&mh);
-    cmsg->cmsg_level   = SOL_SOCKET;
-    cmsg->cmsg_type    = SCM_RIGHTS;
-    cmsg->cmsg_len     = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+    if (fd >= 0) {
+        mh.msg_control     = cbuf;
+        mh.msg_controllen  = sizeof(cbuf);
+        cmsg               = CMSG_FIRSTHDR(&mh);
+        cmsg->cmsg_level   = SOL_SOCKET;
+        cmsg->cmsg_type    = SCM_RIGHTS;
+        cmsg->cmsg_len     = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+    }
     BENCH_CHECK(sendmsg(chan, &mh, 0) == sizeof(msg), "send");
-    close(fd);
+    if (fd >= 0) {
+        close(fd);
+    }
     while (recv(chan, &c, 1, 0) > 0) {
     }
     uct_md_mem_dereg(node.md, memh);
@@ -213,6 +257,39 @@ static void bench_warmup(const bench_bw_ctx_t *c, size_t size)
 }
 
 
+/* a size as the figures name it: "64 MiB", "64 KiB" or "8 B" */
+static void bench_size_name(size_t size, char *buf, size_t max)
+{
+    if (size % (1ul << 20) == 0) {
+        snprintf(buf, max, "%zu MiB", size >> 20);
+    } else if (size % 1024 == 0) {
+        snprintf(buf, max, "%zu KiB", size >> 10);
+    } else {
+        snprintf(buf, max, "%zu B", size);
+    }
+}
+
+
+/* BENCH_SIZES into @a sizes (at most @a max); returns how many */
+static size_t bench_sizes(size_t *sizes, size_t max)
+{
+    char *list = strdup(getenv("BENCH_SIZES") ?: "1M,16M,64M"), *tok, *end;
+    size_t n   = 0;
+
+    for (tok = strtok(list, ","); (tok != NULL) && (n < max);
+         tok = strtok(NULL, ",")) {
+        sizes[n] = strtoul(tok, &end, 0);
+        sizes[n] <<= (*end == 'K') ? 10 : (*end == 'M') ? 20 : 0;
+        BENCH_CHECK((sizes[n] > 0) && (sizes[n] <= BENCH_MAX_SIZE),
+                    "BENCH_SIZES: sizes of 1 B to 64M");
+        ++n;
+    }
+    free(list);
+    BENCH_CHECK(n > 0, "BENCH_SIZES");
+    return n;
+}
+
+
 /*
  * The reference copies are single-process cuMemcpyDtoD between the same
  * pages as the put and the get: the local buffer and the exporter's buffer,
@@ -225,7 +302,7 @@ static void bench_bandwidth(bench_node_t *node, uct_ep_h ep,
                             const bench_export_t *exp, uct_rkey_t rkey,
                             void *peer_mem, int min_iters)
 {
-    static const size_t sizes[] = {1ul << 20, 16ul << 20, 64ul << 20};
+    size_t sizes[16], nsizes = bench_sizes(sizes, 16);
     static const char *op_names[] = {"DtoD", "DtoD reverse", "async", "put",
                                      "get"};
     const int rounds        = bench_rounds();
@@ -238,7 +315,7 @@ static void bench_bandwidth(bench_node_t *node, uct_ep_h ep,
     bench_range_t it_range, b[BENCH_OP_LAST];
     bench_bw_ctx_t c;
     cpu_set_t cpus;
-    char name[64];
+    char name[64], size_name[32];
     size_t i;
     long it;
     int r, k, op, cpu;
@@ -247,7 +324,7 @@ static void bench_bandwidth(bench_node_t *node, uct_ep_h ep,
     c.ep       = ep;
     c.remote   = exp->addr;
     c.rkey     = rkey;
-    c.local    = bench_vmm_alloc(BENCH_MAX_SIZE, NULL);
+    c.local    = bench_mem_alloc(BENCH_MAX_SIZE);
     c.peer_mem = peer_mem;
     cpu        = bench_pin_threads(&cpus);
     BENCH_CU(cuStreamCreate, &c.stream, CU_STREAM_NON_BLOCKING);
@@ -262,7 +339,7 @@ static void bench_bandwidth(bench_node_t *node, uct_ep_h ep,
     printf("%-10s %9s %10s %10s %10s %10s %10s %8s %8s %9s\n", "size", "iters",
            "DtoD MB/s", "DtoD-r", "async MB/s", "put MB/s", "get MB/s",
            "put/DtoD", "get/DtoD", "put/async");
-    for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+    for (i = 0; i < nsizes; ++i) {
         bench_warmup(&c, sizes[i]);
         for (r = 0; r < rounds; ++r) {
             /* interleaved, so all of them see the same machine state; the
@@ -309,13 +386,14 @@ static void bench_bandwidth(bench_node_t *node, uct_ep_h ep,
             printf("  %-12s MB/s over the rounds: min %.1f, max %.1f\n",
                    op_names[op], b[op].min, b[op].max);
         }
-        snprintf(name, sizeof(name), "put/DtoD %zu MiB", sizes[i] >> 20);
+        bench_size_name(sizes[i], size_name, sizeof(size_name));
+        snprintf(name, sizeof(name), "put/DtoD %s", size_name);
         bench_print_ratio(name, put_dtod, rounds);
-        snprintf(name, sizeof(name), "get/DtoD %zu MiB", sizes[i] >> 20);
+        snprintf(name, sizeof(name), "get/DtoD %s", size_name);
         bench_print_ratio(name, get_dtod, rounds);
-        snprintf(name, sizeof(name), "put/async %zu MiB", sizes[i] >> 20);
+        snprintf(name, sizeof(name), "put/async %s", size_name);
         bench_print_ratio(name, put_async, rounds);
-        snprintf(name, sizeof(name), "get/put %zu MiB", sizes[i] >> 20);
+        snprintf(name, sizeof(name), "get/put %s", size_name);
         bench_print_ratio(name, get_put, rounds);
     }
     for (op = 0; op < BENCH_OP_LAST; ++op) {
@@ -344,6 +422,13 @@ static void *bench_recv_export(int chan, bench_export_t *exp)
     mh.msg_control    = cbuf;
     mh.msg_controllen = sizeof(cbuf);
     BENCH_CHECK(recvmsg(chan, &mh, 0) == sizeof(*exp), "exporter message");
+    if (bench_mem_legacy()) {
+        /* the transport's own open of the handle, in this context, gets
+         * the same mapping (cuIpcOpenMemHandle: reference counted) */
+        BENCH_CU(cuIpcOpenMemHandle, (CUdeviceptr*)&ptr, exp->ipc,
+                 CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        return ptr;
+    }
     cmsg = CMSG_FIRSTHDR(&mh);
     BENCH_CHECK((cmsg != NULL) && (cmsg->cmsg_type == SCM_RIGHTS),
                 "exporter's fd");
@@ -363,8 +448,8 @@ static void bench_latency(bench_node_t *node, uct_ep_h ep,
 {
     const int rounds        = bench_rounds();
     const double round_time = bench_round_time();
-    void *local = bench_vmm_alloc(1ul << 21, NULL);
-    void *other = bench_vmm_alloc(1ul << 21, NULL);
+    void *local = bench_mem_alloc(1ul << 21);
+    void *other = bench_mem_alloc(1ul << 21);
     double t, ours, ref, ratio[BENCH_MAX_ROUNDS], us[BENCH_MAX_ROUNDS];
     double ref_us[BENCH_MAX_ROUNDS], iters[BENCH_MAX_ROUNDS], dt;
     bench_samples_t s_ours = {}, s_ref = {};
@@ -426,6 +511,59 @@ static void bench_latency(bench_node_t *node, uct_ep_h ep,
 }
 
 
+/* @a size bytes of a pattern of @a seed at @a buf (host memory) */
+static void bench_pattern(uint8_t *buf, size_t size, unsigned seed)
+{
+    size_t i;
+
+    for (i = 0; i < size; ++i) {
+        buf[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 8));
+    }
+}
+
+
+/*
+ * -v: a pattern put to the exporter's buffer and got back from it at
+ * several sizes, its bytes checked through this process's own mapping of
+ * that buffer (@a peer_mem): the transport moved them, not only completed
+ */
+static void bench_verify(bench_node_t *node, uct_ep_h ep,
+                         const bench_export_t *exp, uct_rkey_t rkey,
+                         void *peer_mem)
+{
+    static const size_t sizes[] = {8, 64ul << 10, (4ul << 20) + 8};
+    const size_t max = sizes[2];
+    uint8_t *want    = malloc(max), *got = malloc(max);
+    void *local      = bench_mem_alloc(8ul << 20);
+    unsigned seed    = 1;
+    size_t i;
+
+    BENCH_CHECK((want != NULL) && (got != NULL), "malloc");
+    for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i, seed += 2) {
+        bench_pattern(want, sizes[i], seed);
+        BENCH_CU(cuMemcpyHtoD, (CUdeviceptr)local, want, sizes[i]);
+        BENCH_CU(cuMemsetD8, (CUdeviceptr)peer_mem, 0, sizes[i]);
+        BENCH_CU(cuCtxSynchronize);
+        bench_copy(node, ep, 1, local, sizes[i], exp->addr, rkey);
+        BENCH_CU(cuMemcpyDtoH, got, (CUdeviceptr)peer_mem, sizes[i]);
+        BENCH_CHECK(!memcmp(want, got, sizes[i]), "the bytes of a put");
+
+        bench_pattern(want, sizes[i], seed + 1);
+        BENCH_CU(cuMemcpyHtoD, (CUdeviceptr)peer_mem, want, sizes[i]);
+        BENCH_CU(cuMemsetD8, (CUdeviceptr)local, 0, sizes[i]);
+        BENCH_CU(cuCtxSynchronize);
+        bench_copy(node, ep, 0, local, sizes[i], exp->addr, rkey);
+        BENCH_CU(cuMemcpyDtoH, got, (CUdeviceptr)local, sizes[i]);
+        BENCH_CHECK(!memcmp(want, got, sizes[i]), "the bytes of a get");
+    }
+    printf("bytes checked: put and get of 8 B, 64 KiB, 4 MiB + 8 through %s, "
+           "%s memory\n", getenv("BENCH_TL") ?: "cu_ipc_ns",
+           bench_mem_legacy() ? "legacy" : "VMM");
+    free(want);
+    free(got);
+}
+
+
 /* a completion counted down by the module */
 static void bench_icount_done(uct_completion_t *comp)
 {
@@ -475,7 +613,7 @@ static void bench_icount(bench_node_t *node, uct_ep_h ep,
                          const bench_export_t *exp, uct_rkey_t rkey,
                          unsigned reps)
 {
-    void *local = bench_vmm_alloc(1ul << 21, NULL);
+    void *local = bench_mem_alloc(1ul << 21);
     uct_rkey_bundle_t bundle;
     unsigned i;
 
@@ -517,7 +655,7 @@ static void bench_icount(bench_node_t *node, uct_ep_h ep,
 
 int main(int argc, char **argv)
 {
-    int iters = 5, icount = 0, chan, opt;
+    int iters = 5, icount = 0, verify = 0, chan, opt;
     uct_ep_params_t ep_params = {};
     uct_rkey_bundle_t rkey;
     bench_export_t exp;
@@ -529,13 +667,15 @@ int main(int argc, char **argv)
     if ((argc == 3) && !strcmp(argv[1], "--exporter")) {
         return bench_exporter(atoi(argv[2]));
     }
-    while ((opt = getopt(argc, argv, "cn:")) != -1) {
+    while ((opt = getopt(argc, argv, "cvn:")) != -1) {
         if (opt == 'n') {
             iters = atoi(optarg);
         } else if (opt == 'c') {
             icount = 1;
+        } else if (opt == 'v') {
+            verify = 1;
         } else {
-            fprintf(stderr, "usage: %s [-c] [-n iterations]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-c|-v] [-n iterations]\n", argv[0]);
             return 2;
         }
     }
@@ -554,9 +694,13 @@ int main(int argc, char **argv)
     BENCH_CHECK(uct_rkey_unpack(node.component, exp.rkey, &rkey) == UCS_OK,
                 "uct_rkey_unpack");
 
-    printf("cuda_ipc_ns data path, driver %s\n",
+    printf("cuda_ipc_ns data path through %s, %s memory, driver %s\n",
+           getenv("BENCH_TL") ?: "cu_ipc_ns",
+           bench_mem_legacy() ? "legacy" : "VMM",
            getenv("UCX_CUDA_IPC_NS_DRIVER") ?: "libcuda.so.1");
-    if (icount) {
+    if (verify) {
+        bench_verify(&node, ep, &exp, rkey.rkey, peer_mem);
+    } else if (icount) {
         bench_icount(&node, ep, &exp, rkey.rkey, iters);
     } else {
         bench_print_settings("bench_datapath");

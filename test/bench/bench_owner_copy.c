@@ -90,8 +90,7 @@ static int bench_exporter(int chan)
     vmm = bench_vmm_alloc(BENCH_SIZE, &handle);
     BENCH_CHECK(uct_md_mem_reg(node.md, vmm, BENCH_SIZE, UCT_MD_MEM_ACCESS_ALL,
                                &memh) == UCS_OK, "uct_md_mem_reg");
-    BENCH_CHECK(uct_md_mkey_pack(node.md, memh, msg.vmm_rkey) == UCS_OK,
-                "uct_md_mkey_pack");
+    bench_mkey_pack(&node, memh, vmm, BENCH_SIZE, msg.vmm_rkey);
     uct_iface_get_device_address(node.iface, (uct_device_addr_t*)msg.dev_addr);
     uct_iface_get_address(node.iface, (uct_iface_addr_t*)msg.iface_addr);
     msg.vmm_addr = (uintptr_t)vmm;

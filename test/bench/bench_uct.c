@@ -8,6 +8,9 @@
 
 #include "bench_uct.h"
 
+#include <uct/api/v2/uct_v2.h>
+#include <uct/api/version.h>
+
 #include <limits.h>
 
 #include <poll.h>
@@ -102,6 +105,21 @@ void bench_node_close(bench_node_t *node)
     uct_worker_destroy(node->worker);
     ucs_async_context_destroy(node->async);
     uct_md_close(node->md);
+}
+
+
+void bench_mkey_pack(bench_node_t *node, uct_mem_h memh, void *address,
+                     size_t length, void *buffer)
+{
+#if UCT_API >= UCT_VERSION(1, 16)
+    uct_md_mkey_pack_params_t params = {};
+
+    BENCH_CHECK(uct_md_mkey_pack_v2(node->md, memh, address, length, &params,
+                                    buffer) == UCS_OK, "uct_md_mkey_pack_v2");
+#else
+    BENCH_CHECK(uct_md_mkey_pack(node->md, memh, buffer) == UCS_OK,
+                "uct_md_mkey_pack");
+#endif
 }
 
 

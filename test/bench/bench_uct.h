@@ -62,6 +62,13 @@ void bench_node_open(bench_node_t *node);
 
 void bench_node_close(bench_node_t *node);
 
+/* pack the key of @a memh for the @a length bytes at @a address: UCX's
+ * cuda_ipc finds the allocation from the address (uct_md_mkey_pack passes
+ * none from UCX 1.16 on: the driver then answers CU_DEVICE_INVALID as the
+ * pointer's device, cuda.h cuPointerGetAttributes) */
+void bench_mkey_pack(bench_node_t *node, uct_mem_h memh, void *address,
+                     size_t length, void *buffer);
+
 /* this program again as the exporter (`argv0 --exporter FD`: fork + exec,
  * since a CUDA driver cannot be used in a forked child), talking over a
  * socketpair whose other end goes to @a chan_p; returns its pid */
