@@ -16,6 +16,8 @@ awk '
 function goal(name) {
     if (name ~ /^(put|get)\/DtoD (16|64) MiB/) return ">= 0.90"
     if (name ~ /^get\/put (16|64) MiB/) return "within 0.85 1.15"
+    if (name ~ /^(put|get) (vmm|legacy) cu_ipc_ns\/cuda_ipc /) return ">= 0.95"
+    if (name ~ /^8 B put latency (vmm|legacy) cu_ipc_ns\/cuda_ipc/) return "<= 1.0"
     if (name ~ /^8 B put latency/) return "<= 1.5"
     if (name ~ /^cache hit 100,000/) return "<= 2"
     if (name ~ /^fd import/) return "<= 10"

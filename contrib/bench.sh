@@ -33,6 +33,22 @@
 #                  path of pods whose GPUs cannot see each other) vs UCP's
 #                  fallback without cu_ipc_ns (TCP): tag_bw, ucp_get at 4
 #                  MiB between two pods, interleaved (goal >= 5)
+#   side by side   (a build against the CUDA-built UCX 1.22, BUILD_DIR_122C,
+#                  default build-1.22-cuda/, made by `UCX=1.22-cuda
+#                  contrib/build.sh`; brought up to date, not created):
+#                  the emulator as libcuda.so.1, so UCX's own cuda_copy and
+#                  cuda_ipc load as on a GPU node. In one PID namespace:
+#                  cu_ipc_ns vs UCX's cuda_ipc on the same memory, VMM and
+#                  legacy, put/get bandwidth 64 KiB-64 MiB and the 8 B put
+#                  latency (test/bench/bench_datapath, BENCH_TL; goals >=
+#                  0.95 and <= 1.0); between two pods: cu_ipc_ns vs what
+#                  stock UCX does there (UCX_TLS=cuda_copy,tcp: its fallback,
+#                  cuda_ipc refusing another PID namespace's keys), UCP
+#                  tag_bw 64 KiB and 4 MiB, tag_lat 8 B (printed). Runs
+#                  alternate, SBS_ROUNDS of each (default PT_ROUNDS, else
+#                  3; a bench_datapath run takes about 2 min on a 2-vCPU
+#                  VM); the instruction counts (contrib/icount.sh) come
+#                  with them. SIDE_BY_SIDE_ONLY=1: this part alone
 #   NIXL           (UCX 1.22) NIXL WRITE / UCP put and NIXL READ / UCP get
 #                  bandwidth on the same buffers between two pods, 4 and 64
 #                  MiB (test/nixl/bench_nixl; NIXL from contrib/setup-nixl.sh)
@@ -285,18 +301,119 @@ ratio_line() {
         }'
 }
 
+# side_by_side BUILD_DIR OUT_DIR: the module beside UCX's own cuda_ipc, and
+# beside stock UCX's fallback between pods, on a UCX built with CUDA
+side_by_side() {
+    local BUILD_DIR=$1 out=$2 ldir round mem tl t size op col
+    local rounds=${SBS_ROUNDS:-${PT_ROUNDS:-3}}
+    export BUILD_DIR
+    mkdir -p "$out"
+    ldir=$(mktemp -d /tmp/cuda_ipc_ns_libcuda.XXXXXX)
+    ln -s "$BUILD_DIR/test/cudasim/.libs/libcudasim.so" "$ldir/libcuda.so.1"
+    local drv=$BUILD_DIR/test/cudasim/.libs/libcudasim.so
+    [ -z "$user_driver" ] || drv=$user_driver
+    echo "== side by side, UCX built with CUDA ($BUILD_DIR): cu_ipc_ns vs UCX's cuda_ipc in one PID namespace, $rounds rounds (test/bench/bench_datapath)"
+    for ((round = 1; round <= rounds; round++)); do
+        for mem in vmm legacy; do
+            for tl in cu_ipc_ns cuda_ipc; do
+                LD_LIBRARY_PATH=$ldir UCX_CUDA_IPC_NS_DRIVER=$drv BENCH_TL=$tl \
+                    BENCH_MEM=$mem BENCH_ROUNDS=1 BENCH_MIN_TIME=${BENCH_MIN_TIME:-0.4} \
+                    BENCH_SIZES=64K,1M,16M,64M "$BUILD_DIR/test/bench/bench_datapath" \
+                    >"$out/sbs-$mem-$tl-$round.txt" 2>&1 ||
+                    echo "bench_datapath through $tl on $mem memory failed (round $round)"
+            done
+        done
+    done
+    echo "== side by side: between two pods, cu_ipc_ns vs stock UCX's fallback (UCX_TLS=cuda_copy,tcp), $rounds rounds"
+    for ((round = 1; round <= rounds; round++)); do
+        for tl in ns stock; do
+            OUT_DIR=$out/pods-$tl-$round ITER_BYTES=1G SIZES=64K,4M \
+                TESTS=ucp:tag_bw UCP_TLS=$([ $tl = ns ] && echo cu_ipc_ns,cuda_copy,tcp || echo cuda_copy,tcp) \
+                EXTRA_ENV="LD_LIBRARY_PATH=$ldir" \
+                "$top/contrib/perftest-ns.sh" >"$out/pods-$tl-$round.log" 2>&1
+            OUT_DIR=$out/podslat-$tl-$round SIZES=8 TESTS=ucp:tag_lat \
+                UCP_TLS=$([ $tl = ns ] && echo cu_ipc_ns,cuda_copy,tcp || echo cuda_copy,tcp) \
+                EXTRA_ENV="LD_LIBRARY_PATH=$ldir" \
+                "$top/contrib/perftest-ns.sh" >"$out/podslat-$tl-$round.log" 2>&1
+        done
+    done
+    rm -rf "$ldir"
+    {
+        # bench_datapath's table: size iters DtoD DtoD-r async put get ...
+        for mem in vmm legacy; do
+            for size in 65536 1048576 16777216 67108864; do
+                for op in put get; do
+                    col=$([ $op = put ] && echo 6 || echo 7)
+                    awk -v size=$size -v col=$col '$1 == size && NF == 10 {
+                            split(FILENAME, p, "/sbs-"); split(p[2], q, "[-.]")
+                            r = q[3] + 0
+                            if (q[2] == "cu_ipc_ns") ns[r] = $col; else st[r] = $col }
+                        END { for (r in ns) if (ns[r] && st[r]) {
+                                  printf "%s %s %s 1\n", ns[r] / st[r], ns[r], st[r] } }' \
+                        "$out"/sbs-$mem-*.txt |
+                        ratio_line "$op $mem cu_ipc_ns/cuda_ipc $((size >> 10)) KiB" \
+                                   "MB/s cu_ipc_ns / cuda_ipc"
+                done
+            done
+            awk '/^8-byte put latency:/ {
+                    split(FILENAME, p, "/sbs-"); split(p[2], q, "[-.]"); r = q[3] + 0
+                    if (q[2] == "cu_ipc_ns") ns[r] = $4; else st[r] = $4 }
+                END { for (r in ns) if (ns[r] && st[r]) {
+                          printf "%s %s %s 1\n", ns[r] / st[r], ns[r], st[r] } }' \
+                "$out"/sbs-$mem-*.txt |
+                ratio_line "8 B put latency $mem cu_ipc_ns/cuda_ipc" "us cu_ipc_ns / cuda_ipc"
+        done
+        for size in 65536 4194304; do
+            awk -F'\t' -v size=$size '$1 == "ucp:tag_bw" && $2 == size {
+                    split(FILENAME, p, "/pods-"); split(p[2], q, "[-/]"); r = q[2] + 0
+                    if (q[1] == "ns") ns[r] = $4; else { st[r] = $4; n[r] = $6 } }
+                END { for (r in ns) if (ns[r] && st[r]) {
+                          printf "%s %s %s %s\n", ns[r] / st[r], ns[r], st[r], n[r] } }' \
+                "$out"/pods-*/results.tsv |
+                ratio_line "ucp:tag_bw pods cu_ipc_ns/fallback $((size >> 10)) KiB" \
+                           "MB/s cu_ipc_ns / stock fallback"
+        done
+        awk -F'\t' '$1 == "ucp:tag_lat" && $2 == 8 {
+                split(FILENAME, p, "/podslat-"); split(p[2], q, "[-/]"); r = q[2] + 0
+                if (q[1] == "ns") ns[r] = $3; else { st[r] = $3; n[r] = $6 } }
+            END { for (r in ns) if (ns[r] && st[r]) {
+                      printf "%s %s %s %s\n", ns[r] / st[r], ns[r], st[r], n[r] } }' \
+            "$out"/podslat-*/results.tsv |
+            ratio_line "ucp:tag_lat 8 B pods cu_ipc_ns/fallback" "us cu_ipc_ns / stock fallback"
+    } >"$out/side-by-side.txt"
+    echo "== side by side: instruction counts (contrib/icount.sh)"
+    ICOUNT_STOCK_BUILD=$BUILD_DIR "$top/contrib/icount.sh" "$build113" 2>&1 |
+        grep -v '^==' | tee "$out/icount.txt"
+    {
+        echo "== summary, side by side (UCX built with CUDA): median [min-max] over the rounds"
+        "$top/contrib/bench-verdicts.sh" <"$out/side-by-side.txt"
+    } | tee "$out/summary.txt"
+}
+
 BUILD_DIR=$build113 "$top/contrib/build.sh"
-summaries=("${OUT_DIR:-$build113/bench-out}/summary.txt")
-bench "$build113" "${OUT_DIR:-$build113/bench-out}"
-if [ -f "$build122/Makefile" ]; then
-    BUILD_DIR=$build122 UCX=1.22 "$top/contrib/build.sh"
-    bench "$build122" "$build122/bench-out"
-    summaries+=("$build122/bench-out/summary.txt")
+summaries=()
+if [ "${SIDE_BY_SIDE_ONLY:-0}" != 1 ]; then
+    summaries=("${OUT_DIR:-$build113/bench-out}/summary.txt")
+    bench "$build113" "${OUT_DIR:-$build113/bench-out}"
+    if [ -f "$build122/Makefile" ]; then
+        BUILD_DIR=$build122 UCX=1.22 "$top/contrib/build.sh"
+        bench "$build122" "$build122/bench-out"
+        summaries+=("$build122/bench-out/summary.txt")
+    else
+        echo "== no UCX 1.22 build at $build122 (UCX=1.22 contrib/build.sh makes one): 1.13.1 only"
+    fi
+fi
+build122c=${BUILD_DIR_122C:-$top/build-1.22-cuda}
+if [ -f "$build122c/Makefile" ]; then
+    BUILD_DIR=$build122c UCX=1.22-cuda "$top/contrib/build.sh"
+    make -s -C "$build122c" -j2 >/dev/null
+    side_by_side "$build122c" "$build122c/bench-out/side-by-side"
+    summaries+=("$build122c/bench-out/side-by-side/summary.txt")
 else
-    echo "== no UCX 1.22 build at $build122 (UCX=1.22 contrib/build.sh makes one): 1.13.1 only"
+    echo "== no build against the CUDA-built UCX 1.22 at $build122c (UCX=1.22-cuda contrib/build.sh makes one): no side by side"
 fi
 if [ ${#summaries[@]} -gt 1 ]; then
     echo
-    echo "== the summaries of both versions"
+    echo "== the summaries"
     cat "${summaries[@]}"
 fi
