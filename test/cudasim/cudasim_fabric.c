@@ -111,40 +111,32 @@ uint64_t cudasim_fabric_node_id(void)
 
 /*
  * CUDASIM_FABRIC: the GPUs whose CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_-
- * SUPPORTED is 1: "0" or unset none, "1"/"all" every one, or the machine's
- * GPU indices "0,2". Read at each call.
+ * SUPPORTED is 1, a mask of the machine's GPUs (bit i: GPU i; "all": every
+ * one; unset or 0: none). Read at each call.
  */
 int cudasim_fabric_supported(int ordinal)
 {
     static int warned;
     const char *value = getenv("CUDASIM_FABRIC");
     int physical      = cudasim_device_physical(ordinal);
-    const char *p;
-    unsigned long index;
+    unsigned long long mask;
     char *end;
 
-    if ((value == NULL) || !strcmp(value, "") || !strcmp(value, "0")) {
+    if ((value == NULL) || (*value == '\0')) {
         return 0;
     }
-    if (!strcmp(value, "1") || !strcmp(value, "all")) {
+    if (!strcmp(value, "all")) {
         return 1;
     }
-    for (p = value; ; p = end + 1) {
-        index = strtoul(p, &end, 10);
-        if ((end == p) || ((*end != ',') && (*end != '\0'))) {
-            if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) {
-                fprintf(stderr, "cudasim: CUDASIM_FABRIC='%s' is malformed "
-                        "(0, 1, all or GPU indices A,B...), using 0\n", value);
-            }
-            return 0;
+    mask = strtoull(value, &end, 0);
+    if (*end != '\0') {
+        if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) {
+            fprintf(stderr, "cudasim: CUDASIM_FABRIC='%s' is malformed (a mask "
+                    "of GPUs or all), using 0\n", value);
         }
-        if (index == (unsigned long)physical) {
-            return 1;
-        }
-        if (*end == '\0') {
-            return 0;
-        }
+        return 0;
     }
+    return (physical >= 0) && (physical < 64) && ((mask >> physical) & 1);
 }
 
 
@@ -449,11 +441,11 @@ CUresult cudasim_fabric_export(const cudasim_fabric_t *fabric, void *out)
 {
     /* cuda.h lists CUDA_ERROR_NOT_PERMITTED: a process without a channel
      * cannot share fabric memory */
-    if (cudasim_fabric_channel() < 0) {
-        return CUDA_ERROR_NOT_PERMITTED;
+    if (cudasim_fabric_channel() >= 0) {
+        memcpy(out, &fabric->handle, sizeof(fabric->handle));
+        return CUDA_SUCCESS;
     }
-    memcpy(out, &fabric->handle, sizeof(fabric->handle));
-    return CUDA_SUCCESS;
+    return CUDA_ERROR_NOT_PERMITTED;
 }
 
 

@@ -251,6 +251,8 @@ struct fabric_import_reply {
     bool     data_ok;  /* it read seed */
     bool     wrote;    /* it wrote seed + 1 */
     CUuuid   uuid;     /* of its device 0 */
+    char     host[64]; /* its host name */
+    char     boot_id[40];
 };
 
 /* then the test sends 'R' (the exporter released its handle: the peer

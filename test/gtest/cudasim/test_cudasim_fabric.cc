@@ -15,6 +15,21 @@
 using namespace cudasim_test;
 
 
+/* what UCX takes for the node (ucs_get_system_id) */
+static void read_boot_id(char *id, size_t max)
+{
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+    memset(id, 0, max);
+    if (f != nullptr) {
+        if (fgets(id, (int)max, f) == nullptr) {
+            id[0] = '\0';
+        }
+        fclose(f);
+    }
+}
+
+
 /* Imports the fabric handle it is sent, reads the exporter's bytes and
  * writes the next ones; with hide_channels, first as a process without an
  * IMEX channel (an empty directory mounted over the channels') */
@@ -45,6 +60,8 @@ TEST_PEER_ROLE(fabric_import_peer)
         return 10;
     }
     uct_cuda_ipc_ns_drv.cuDeviceGetUuid(&reply.uuid, 0);
+    gethostname(reply.host, sizeof(reply.host) - 1);
+    read_boot_id(reply.boot_id, sizeof(reply.boot_id));
     reply.create = CUDA_ERROR_UNKNOWN;
     if (msg.hide_channels) {
         reply.create = uct_cuda_ipc_ns_drv.cuMemCreate(&created, msg.size,
@@ -155,6 +172,14 @@ TEST_F(test_cudasim_fabric, create_needs_a_channel)
     CU_OK(cuMemGetAllocationPropertiesFromHandle, &got, handle);
     EXPECT_EQ((unsigned)CU_MEM_HANDLE_TYPE_FABRIC,
               (unsigned)got.requestedHandleTypes);
+    {
+        /* nor is it exported without one (cuda.h lists
+         * CUDA_ERROR_NOT_PERMITTED) */
+        test::scoped_env channels("CUDASIM_IMEX_CHANNELS", empty.path());
+        CUmemFabricHandle fh;
+        CU_EXPECT(CUDA_ERROR_NOT_PERMITTED, cuMemExportToShareableHandle, &fh,
+                  handle, CU_MEM_HANDLE_TYPE_FABRIC, 0);
+    }
     EXPECT_EQ(1, count_files(m_env->domain())) << "its memory in the domain";
     CU_OK(cuMemRelease, handle);
     EXPECT_EQ(0, count_files(m_env->domain()));
@@ -187,6 +212,12 @@ TEST_F(test_cudasim_fabric, import_needs_the_channel_and_the_domain)
         test::scoped_env channels("CUDASIM_IMEX_CHANNELS",
                                   other_channel.path());
         EXPECT_EQ(CUDA_ERROR_NOT_PERMITTED, import(fh, &handle));
+    }
+    {
+        /* a process whose device has no fabric handles "cannot support the
+         * memory" (cuda.h): CUDA_ERROR_NOT_SUPPORTED */
+        test::scoped_env fabric("CUDASIM_FABRIC", "0");
+        EXPECT_EQ(CUDA_ERROR_NOT_SUPPORTED, import(fh, &handle));
     }
     memset(&junk, 0x5a, sizeof(junk));
     EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, import(junk, &handle));
@@ -254,8 +285,9 @@ TEST_F(test_cudasim_fabric, posix_fd_and_fabric)
 
 
 /*
- * Emulated nodes (CUDASIM_NODE): a process of another node, in its own PID
- * and network namespaces, has GPUs of its own (other UUIDs) and imports a
+ * Emulated nodes (peer_options::node: host name, boot id, CUDASIM_NODE): a
+ * process of another node, in its own PID and network namespaces, has GPUs
+ * of its own (other UUIDs) and imports a
  * handle of this node through the fabric when it is of the same IMEX
  * domain; of another domain it is refused (CUDA_ERROR_NOT_PERMITTED).
  */
@@ -280,7 +312,11 @@ TEST_F(test_cudasim_fabric, another_node_of_the_domain_imports)
     opts.new_pid_ns = true;
     opts.new_net_ns = true;
     {
-        test::scoped_env node("CUDASIM_NODE", "node-b");
+        char host[64] = {}, boot_id[40];
+
+        gethostname(host, sizeof(host) - 1);
+        read_boot_id(boot_id, sizeof(boot_id));
+        opts.node = "node-b";
         test::peer importer("fabric_import_peer", opts);
         ASSERT_TRUE(importer.chan().send_obj(msg));
         if (!importer.chan().recv_obj(reply)) {
@@ -292,6 +328,10 @@ TEST_F(test_cudasim_fabric, another_node_of_the_domain_imports)
         }
         EXPECT_NE(0, memcmp(&uuid, &reply.uuid, sizeof(uuid)))
                 << "another node's GPU";
+        EXPECT_STREQ("node-b", reply.host);
+        EXPECT_STRNE(boot_id, reply.boot_id) << "UCX's system id";
+        EXPECT_EQ(36u, strnlen(reply.boot_id, sizeof(reply.boot_id)) - 1)
+                << reply.boot_id;
         EXPECT_EQ(CUDA_SUCCESS, reply.import)
                 << uct_cuda_ipc_ns_cu_error_name(reply.import);
         EXPECT_EQ(CUDA_SUCCESS, reply.map);
@@ -309,8 +349,8 @@ TEST_F(test_cudasim_fabric, another_node_of_the_domain_imports)
 
     ASSERT_EQ(CUDA_SUCCESS, mem.create(m_size));
     ASSERT_EQ(CUDA_SUCCESS, mem.export_handle(&msg.handle));
+    opts.node = "node-c";
     {
-        test::scoped_env node("CUDASIM_NODE", "node-c");
         test::scoped_env domain("CUDASIM_IMEX_DOMAIN", other_domain.path());
         test::peer importer("fabric_import_peer", opts);
         ASSERT_TRUE(importer.chan().send_obj(msg));
