@@ -261,6 +261,12 @@ CUresult cudasim_fabric_create_check(int ordinal)
                     cudasim_fabric_channels_dir());
         return CUDA_ERROR_NOT_PERMITTED;
     }
+    /* no domain to export into: as a node whose IMEX service is down */
+    if (cudasim_fabric_domain(1) == 0) {
+        fprintf(stderr, "cudasim: CUDASIM_IMEX_DOMAIN %s is no directory "
+                "and cannot be made one\n", cudasim_fabric_domain_dir());
+        return CUDA_ERROR_NOT_PERMITTED;
+    }
     return CUDA_SUCCESS;
 }
 

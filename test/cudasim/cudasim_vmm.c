@@ -1042,7 +1042,8 @@ cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
 
     /* the fd of memory that requested FABRIC too: one more handle on it,
      * as a fabric import (the memory lives while any holds it) */
-    if (cudasim_fabric_attach_fd(fd, &fabric) < 0) {
+    if ((hdr.handle_types & CU_MEM_HANDLE_TYPE_FABRIC) &&
+        (cudasim_fabric_attach_fd(fd, &fabric) < 0)) {
         return CUDA_ERROR_INVALID_VALUE;
     }
     res = cudasim_vmm_wrap(fd, CUDASIM_VMM_HDR_SIZE, hdr.size, device,
