@@ -383,6 +383,7 @@ static void cudasim_config_read(void)
     cudasim_cfg.peer_access      = (int)cudasim_env_u64("CUDASIM_PEER_ACCESS",
                                                         1);
     cudasim_native_atomics_read();
+    cudasim_fabric_config_read();
     cudasim_cfg.vmm_granularity = cudasim_granularity_read();
 
     if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt)) {

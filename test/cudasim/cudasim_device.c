@@ -42,7 +42,7 @@ void cudasim_devices_init(void)
     for (i = 0; i < CUDASIM_MAX_DEVICES; ++i) {
         /* same UUID for a GPU in every process: derived only from seed and
          * physical index, whichever ordinal the process sees it under */
-        state = cudasim_cfg.uuid_seed ^
+        state = cudasim_cfg.uuid_seed ^ cudasim_fabric_node_id() ^
                 ((uint64_t)(cudasim_cfg.physical[i] + 1) << 48);
         w[0]  = cudasim_splitmix64(&state);
         w[1]  = cudasim_splitmix64(&state);
@@ -335,7 +335,9 @@ CUDASIM_API CUresult CUDAAPI cuDeviceGetAttribute(int *pi,
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: *pi = 1; break;
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED: *pi = 0; break;
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED: *pi = 0; break;
-    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED:     *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED:
+        *pi = cudasim_fabric_supported(dev); /* CUDASIM_FABRIC */
+        break;
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED:        *pi = 0; break;
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: *pi = 0; break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:           *pi = 0; break;

@@ -204,6 +204,48 @@ CUresult cudasim_vmm_wrap(int fd, off_t offset, size_t size, int device,
                           unsigned handle_types, uint64_t buffer_id,
                           CUmemGenericAllocationHandle *handle);
 
+/* --- fabric handles, IMEX channels and domains, nodes (cudasim_fabric.c) --- */
+typedef struct cudasim_fabric cudasim_fabric_t;
+
+typedef struct {
+    int      device;       /* this process's ordinal of the memory */
+    uint64_t size;
+    uint64_t buffer_id;
+    unsigned handle_types;
+    off_t    offset;       /* of the bytes in the file */
+} cudasim_fabric_info_t;
+
+/* CUDASIM_NODE, at cuInit */
+void     cudasim_fabric_config_read(void);
+/* the emulated node this process is on: 0 for the machine itself */
+uint64_t cudasim_fabric_node_id(void);
+/* CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED of a valid ordinal */
+int      cudasim_fabric_supported(int ordinal);
+/* may cuMemCreate request FABRIC on this device, in this process */
+CUresult cudasim_fabric_create_check(int ordinal);
+/* the backing file, @a total bytes, of a new fabric allocation in the
+ * domain's directory: its fd (or -1 with errno) and *fabric_p, published
+ * once its VMM header is written, or discarded */
+int      cudasim_fabric_create_file(size_t total, cudasim_fabric_t **fabric_p);
+void     cudasim_fabric_publish(cudasim_fabric_t *fabric, uint64_t size,
+                                uint64_t buffer_id, int physical,
+                                unsigned handle_types);
+void     cudasim_fabric_discard(cudasim_fabric_t *fabric);
+/* an allocation handle gone: the last one of all processes frees it */
+void     cudasim_fabric_put(cudasim_fabric_t *fabric);
+/* one more handle on fabric memory @a fd: 1, 0 if no fabric memory, -1 if
+ * freed */
+int      cudasim_fabric_attach_fd(int fd, cudasim_fabric_t **fabric_p);
+/* @a fd is a fabric allocation's file (a POSIX-fd export of it) */
+int      cudasim_fabric_fd_ok(int fd);
+/* the 64-byte CUmemFabricHandle into @a out */
+CUresult cudasim_fabric_export(const cudasim_fabric_t *fabric, void *out);
+/* the memory a CUmemFabricHandle names: its file (the caller closes it)
+ * and one more handle on it */
+CUresult cudasim_fabric_open(const void *os_handle, int *fd_p,
+                             cudasim_fabric_t **fabric_p,
+                             cudasim_fabric_info_t *info);
+
 /* cuMemFree of memory of a stream-ordered pool (cudasim_pool.c):
  * CUDA_ERROR_INVALID_VALUE when @a dptr is no pool allocation's start */
 CUresult cudasim_pool_free(CUdeviceptr dptr);

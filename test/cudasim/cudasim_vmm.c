@@ -59,6 +59,8 @@ typedef struct cudasim_vmm_alloc {
     uint64_t                 buffer_id;
     int                      imported;
     int                      handle_refs; /* cuMemCreate/Import/Retain */
+    cudasim_fabric_t         *fabric;     /* FABRIC memory: this handle's
+                                           * hold on it (cudasim_fabric.c) */
     int                      map_refs;    /* cuMemMap */
     struct cudasim_vmm_alloc *next;
 } cudasim_vmm_alloc_t;
@@ -105,6 +107,9 @@ static void cudasim_vmm_put(cudasim_vmm_alloc_t *alloc)
     }
     if (alloc->backing != NULL) {
         munmap(alloc->backing, alloc->size);
+    }
+    if (alloc->fabric != NULL) {
+        cudasim_fabric_put(alloc->fabric);
     }
     if (!alloc->imported) {
         cudasim_mem_unreserve(alloc->device, alloc->size);
@@ -185,7 +190,8 @@ CUDASIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle,
                                          const CUmemAllocationProp *prop,
                                          unsigned long long flags)
 {
-    const unsigned supported = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    const unsigned supported = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR |
+                               CU_MEM_HANDLE_TYPE_FABRIC;
     cudasim_vmm_alloc_t *alloc;
     cudasim_vmm_hdr_t hdr;
     char name[64];
@@ -204,11 +210,17 @@ CUDASIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle,
         return res;
     }
     if (prop->requestedHandleTypes & ~supported) {
-        /* fabric handles need IMEX/NVSwitch; Win32 handles need Windows */
+        /* Win32 handles need Windows */
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     if ((size == 0) || (size % cudasim_cfg.vmm_granularity)) {
         return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC) {
+        res = cudasim_fabric_create_check(prop->location.id);
+        if (res != CUDA_SUCCESS) {
+            return res;
+        }
     }
     res = cudasim_mem_reserve(prop->location.id, size);
     if (res != CUDA_SUCCESS) {
@@ -226,11 +238,17 @@ CUDASIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle,
     alloc->buffer_id    = cudasim_new_buffer_id();
     alloc->handle_refs  = 1;
 
-    snprintf(name, sizeof(name), CUDASIM_VMM_NAME "-%llx",
-             (unsigned long long)alloc->buffer_id);
-    fd = memfd_create(name, MFD_CLOEXEC);
+    if (alloc->handle_types & CU_MEM_HANDLE_TYPE_FABRIC) {
+        /* a file of the IMEX domain, which any of its processes opens */
+        fd = cudasim_fabric_create_file(CUDASIM_VMM_HDR_SIZE + size,
+                                        &alloc->fabric);
+    } else {
+        snprintf(name, sizeof(name), CUDASIM_VMM_NAME "-%llx",
+                 (unsigned long long)alloc->buffer_id);
+        fd = memfd_create(name, MFD_CLOEXEC);
+    }
     if (fd < 0) {
-        cudasim_log("memfd_create failed: %m");
+        cudasim_log("creating the memory's file failed: %m");
         goto err_free;
     }
     fd = cudasim_fd_out_of_range(fd);
@@ -254,6 +272,10 @@ CUDASIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle,
     }
     alloc->fd        = fd;
     alloc->fd_offset = CUDASIM_VMM_HDR_SIZE;
+    if (alloc->fabric != NULL) {
+        cudasim_fabric_publish(alloc->fabric, size, alloc->buffer_id,
+                               hdr.device, alloc->handle_types);
+    }
 
     pthread_mutex_lock(&cudasim_vmm_lock);
     alloc->next        = cudasim_vmm_allocs;
@@ -267,6 +289,9 @@ CUDASIM_API CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle,
 
 err_close:
     close(fd);
+    if (alloc->fabric != NULL) {
+        cudasim_fabric_discard(alloc->fabric);
+    }
 err_free:
     free(alloc);
 err_unreserve:
@@ -731,6 +756,34 @@ cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 /* Shareable handles                                                  */
 /* ------------------------------------------------------------------ */
 
+/* a CUmemFabricHandle of an allocation that requested FABRIC */
+static CUresult cudasim_vmm_export_fabric(void *out,
+                                          CUmemGenericAllocationHandle handle)
+{
+    cudasim_vmm_alloc_t *alloc;
+    CUresult res;
+
+    pthread_mutex_lock(&cudasim_vmm_lock);
+    alloc = cudasim_vmm_lookup(handle);
+    if (alloc == NULL) {
+        res = CUDA_ERROR_INVALID_VALUE;
+    } else if (!cudasim_fabric_supported(alloc->device)) {
+        /* a device without fabric handles (the attribute 0) */
+        res = CUDA_ERROR_NOT_SUPPORTED;
+    } else if (!(alloc->handle_types & CU_MEM_HANDLE_TYPE_FABRIC)) {
+        /* not requested at creation, as for a POSIX fd */
+        res = CUDA_ERROR_INVALID_VALUE;
+    } else if (alloc->imported) {
+        /* as a POSIX-fd import: the module never exports what it imported */
+        res = CUDA_ERROR_NOT_SUPPORTED;
+    } else {
+        res = cudasim_fabric_export(alloc->fabric, out);
+    }
+    pthread_mutex_unlock(&cudasim_vmm_lock);
+    return res;
+}
+
+
 CUDASIM_API CUresult CUDAAPI
 cuMemExportToShareableHandle(void *shareableHandle,
                              CUmemGenericAllocationHandle handle,
@@ -744,8 +797,10 @@ cuMemExportToShareableHandle(void *shareableHandle,
     if ((shareableHandle == NULL) || (flags != 0)) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if ((handleType == CU_MEM_HANDLE_TYPE_FABRIC) ||
-        (handleType == CU_MEM_HANDLE_TYPE_WIN32) ||
+    if (handleType == CU_MEM_HANDLE_TYPE_FABRIC) {
+        return cudasim_vmm_export_fabric(shareableHandle, handle);
+    }
+    if ((handleType == CU_MEM_HANDLE_TYPE_WIN32) ||
         (handleType == CU_MEM_HANDLE_TYPE_WIN32_KMT)) {
         return CUDA_ERROR_NOT_SUPPORTED;
     }
@@ -902,12 +957,52 @@ CUresult cudasim_vmm_wrap(int fd, off_t offset, size_t size, int device,
 }
 
 
+/* the imported allocation @a handle holds fabric memory through @a fabric */
+static void cudasim_vmm_hold_fabric(CUmemGenericAllocationHandle handle,
+                                    cudasim_fabric_t *fabric)
+{
+    pthread_mutex_lock(&cudasim_vmm_lock);
+    ((cudasim_vmm_alloc_t*)(uintptr_t)handle)->fabric = fabric;
+    pthread_mutex_unlock(&cudasim_vmm_lock);
+}
+
+
+/* the memory a CUmemFabricHandle names, in any process of its IMEX domain
+ * (cudasim_fabric.c) */
+static CUresult cudasim_vmm_import_fabric(CUmemGenericAllocationHandle *handle,
+                                          const void *fabric_handle)
+{
+    cudasim_fabric_info_t info;
+    cudasim_fabric_t *fabric;
+    CUresult res;
+    int fd;
+
+    res = cudasim_fabric_open(fabric_handle, &fd, &fabric, &info);
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    res = cudasim_vmm_wrap(fd, info.offset, info.size, info.device,
+                           info.handle_types, info.buffer_id, handle);
+    close(fd);
+    if (res != CUDA_SUCCESS) {
+        cudasim_fabric_put(fabric);
+        return res;
+    }
+    cudasim_vmm_hold_fabric(*handle, fabric);
+    cudasim_log("imported fabric allocation %#llx (%llu bytes)",
+                (unsigned long long)info.buffer_id,
+                (unsigned long long)info.size);
+    return CUDA_SUCCESS;
+}
+
+
 CUDASIM_API CUresult CUDAAPI
 cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
                                void *osHandle,
                                CUmemAllocationHandleType shHandleType)
 {
     int fd = (int)(intptr_t)osHandle;
+    cudasim_fabric_t *fabric = NULL;
     cudasim_vmm_hdr_t hdr;
     struct stat st;
     CUresult res;
@@ -918,8 +1013,10 @@ cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
         return CUDA_ERROR_INVALID_VALUE;
     }
     cudasim_import_barrier_wait();
-    if ((shHandleType == CU_MEM_HANDLE_TYPE_FABRIC) ||
-        (shHandleType == CU_MEM_HANDLE_TYPE_WIN32) ||
+    if (shHandleType == CU_MEM_HANDLE_TYPE_FABRIC) {
+        return cudasim_vmm_import_fabric(handle, osHandle);
+    }
+    if ((shHandleType == CU_MEM_HANDLE_TYPE_WIN32) ||
         (shHandleType == CU_MEM_HANDLE_TYPE_WIN32_KMT)) {
         return CUDA_ERROR_NOT_SUPPORTED;
     }
@@ -927,7 +1024,8 @@ cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
         return CUDA_ERROR_INVALID_VALUE;
     }
     if ((fd < 0) || (fstat(fd, &st) != 0) || !S_ISREG(st.st_mode) ||
-        !cudasim_memfd_name_ok(fd, CUDASIM_VMM_NAME) ||
+        !(cudasim_memfd_name_ok(fd, CUDASIM_VMM_NAME) ||
+          cudasim_fabric_fd_ok(fd)) ||
         (pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr)) ||
         strncmp(hdr.magic, CUDASIM_VMM_MAGIC, sizeof(hdr.magic)) ||
         ((uint64_t)st.st_size != CUDASIM_VMM_HDR_SIZE + hdr.size)) {
@@ -942,10 +1040,22 @@ cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
         return CUDA_ERROR_NOT_SUPPORTED;
     }
 
+    /* the fd of memory that requested FABRIC too: one more handle on it,
+     * as a fabric import (the memory lives while any holds it) */
+    if ((hdr.handle_types & CU_MEM_HANDLE_TYPE_FABRIC) &&
+        (cudasim_fabric_attach_fd(fd, &fabric) < 0)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     res = cudasim_vmm_wrap(fd, CUDASIM_VMM_HDR_SIZE, hdr.size, device,
                            hdr.handle_types, hdr.buffer_id, handle);
     if (res != CUDA_SUCCESS) {
+        if (fabric != NULL) {
+            cudasim_fabric_put(fabric);
+        }
         return res;
+    }
+    if (fabric != NULL) {
+        cudasim_vmm_hold_fabric(*handle, fabric);
     }
     cudasim_log("imported VMM allocation %#llx (%llu bytes) from fd %d",
                 (unsigned long long)hdr.buffer_id,

@@ -234,6 +234,50 @@ static void spawn_with_pid_number(uint32_t number)
 }
 
 
+/* The boot id of emulated node @a node: a UUID made of its name */
+static std::string node_boot_id(const std::string &node)
+{
+    uint64_t h = 0xcbf29ce484222325ull, l;
+    char id[40];
+
+    for (char c : node) {
+        h = (h ^ (unsigned char)c) * 0x100000001b3ull;
+    }
+    l = h * 0x9e3779b97f4a7c15ull;
+    snprintf(id, sizeof(id), "%08x-%04x-4%03x-a%03x-%012llx",
+             (unsigned)(h >> 32), (unsigned)(h >> 16) & 0xffff,
+             (unsigned)h & 0xfff, (unsigned)(l >> 52) & 0xfff,
+             (unsigned long long)(l & 0xffffffffffffull));
+    return id;
+}
+
+
+/* In the forked child: become a process of node @a node (peer_options) */
+static void become_node(const std::string &node)
+{
+    const char *boot_id = "/proc/sys/kernel/random/boot_id";
+    char path[]         = "/tmp/peer-boot-id.XXXXXX";
+    std::string id      = node_boot_id(node) + "\n";
+    int fd;
+
+    if (unshare(CLONE_NEWUTS | CLONE_NEWNS) ||
+        mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) ||
+        sethostname(node.c_str(), node.size())) {
+        perror("a UTS namespace for the node");
+        _exit(121);
+    }
+    fd = mkstemp(path);
+    if ((fd < 0) || (write(fd, id.c_str(), id.size()) != (ssize_t)id.size()) ||
+        fchmod(fd, 0444) || mount(path, boot_id, NULL, MS_BIND, NULL)) {
+        perror("a boot id for the node");
+        _exit(121);
+    }
+    close(fd);
+    unlink(path);
+    setenv("CUDASIM_NODE", node.c_str(), 1);
+}
+
+
 /* Runs in the forked child: never returns */
 static void peer_exec(const std::string &exe, const std::string &role,
                       const peer_options &opts, int fd,
@@ -291,6 +335,9 @@ static void peer_exec(const std::string &exe, const std::string &role,
         if (opts.pid_number > 1) {
             spawn_with_pid_number(opts.pid_number);
         }
+    }
+    if (!opts.node.empty()) {
+        become_node(opts.node);
     }
     if (opts.block_pidfd_getfd) {
         block_pidfd_getfd();

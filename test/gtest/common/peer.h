@@ -29,6 +29,12 @@ struct peer_options {
     bool new_user_ns       = false; /* peer gets a new user namespace */
     bool block_pidfd_getfd = false; /* seccomp: pidfd_getfd fails with EPERM */
     int  uid               = -1;    /* run as this uid/gid (after the above) */
+    /* not empty: the peer is on another node of that name, as UCX and the
+     * emulator see it: a UTS namespace with it as host name, a boot id of
+     * its own (UCX's system id, /proc/sys/kernel/random/boot_id) and
+     * CUDASIM_NODE (test/cudasim/README.md, "Nodes"); with new_net_ns, the
+     * node's own network */
+    std::string node;
 };
 
 

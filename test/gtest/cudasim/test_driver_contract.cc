@@ -10,6 +10,7 @@
  * checks the emulator's, and the module works with either answer.
  */
 #include "cudasim_test.h"
+#include "fabric_env.h"
 #include "common/peer.h"
 
 extern "C" {
@@ -687,4 +688,121 @@ TEST_F(driver_contract, legacy_handle_of_an_equal_pid_number)
     EXPECT_EQ(0, importer.wait());
     ASSERT_TRUE(owner.chan().send_obj(done));
     EXPECT_EQ(0, owner.wait());
+}
+
+
+/*
+ * Fabric handles between pods (cuda.h, cuMemCreate, cuMemExportTo-
+ * ShareableHandle, cuMemImportFromShareableHandle; CU_MEM_HANDLE_TYPE_FABRIC
+ * on a device with CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED and an
+ * IMEX channel): the 64-byte handle of a FABRIC allocation imports in a
+ * process of another PID and network namespace, which reads the exporter's
+ * bytes and writes its own (device copies both); cuMemGetAllocation-
+ * PropertiesFromHandle reports FABRIC. The memory stays while the importer
+ * holds it, after the exporter released its handle (cuMemExportTo-
+ * ShareableHandle: released once all handles are). Skipped where the device
+ * or the machine has no fabric handles (on the emulator, fabric_env gives
+ * them). The importer is fabric_import_peer (test_cudasim_fabric.cc).
+ */
+TEST_F(driver_contract, fabric_handle_imports_in_another_pid_and_net_ns)
+{
+    fabric_env env;
+    const size_t size = 2 * granularity();
+    CUmemAllocationProp prop;
+    fabric_import_msg msg = {};
+    fabric_import_reply reply;
+    test::peer_options opts;
+    fabric_mapping mem;
+    bool still = false;
+    int status;
+
+    if (!fabric_env::usable()) {
+        GTEST_SKIP() << "no fabric handles here (device attribute, or no "
+                     << "IMEX channel in " << imex_channels_dir() << ")";
+    }
+    ASSERT_EQ(CUDA_SUCCESS, mem.create(size));
+    CU_OK(cuMemGetAllocationPropertiesFromHandle, &prop, mem.handle());
+    EXPECT_TRUE(prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC);
+    ASSERT_TRUE(mem.fill(31));
+    ASSERT_EQ(CUDA_SUCCESS, mem.export_handle(&msg.handle));
+    msg.size = size;
+    msg.seed = 31;
+
+    opts.new_pid_ns = true;
+    opts.new_net_ns = true;
+    test::peer importer("fabric_import_peer", opts);
+    ASSERT_TRUE(importer.chan().send_obj(msg));
+    if (!importer.chan().recv_obj(reply)) {
+        status = importer.wait();
+        if ((status >= 120) && (status <= 126)) {
+            GTEST_SKIP() << "cannot create namespaces here";
+        }
+        FAIL() << "importer failed with status " << status;
+    }
+    EXPECT_EQ(CUDA_SUCCESS, reply.import)
+            << uct_cuda_ipc_ns_cu_error_name(reply.import);
+    EXPECT_EQ(CUDA_SUCCESS, reply.map)
+            << uct_cuda_ipc_ns_cu_error_name(reply.map);
+    EXPECT_TRUE(reply.data_ok) << "the importer read our bytes";
+    EXPECT_TRUE(reply.wrote);
+    EXPECT_TRUE(mem.holds(32)) << "the importer's bytes";
+
+    mem.unmap();
+    ASSERT_TRUE(importer.chan().send_obj(FABRIC_PEER_RECHECK));
+    ASSERT_TRUE(importer.chan().recv_obj(still));
+    EXPECT_TRUE(still) << "the importer's memory after our release";
+    ASSERT_TRUE(importer.chan().send_obj(FABRIC_PEER_DONE));
+    EXPECT_EQ(0, importer.wait());
+}
+
+
+/*
+ * A process without an IMEX channel (an empty directory mounted over the
+ * channels', as a pod given none): cuda.h, cuMemImportFromShareableHandle,
+ * "If shHandleType is CU_MEM_HANDLE_TYPE_FABRIC and the importer process has
+ * not been granted access to the same IMEX channel as the exporter process,
+ * this API will error as CUDA_ERROR_NOT_PERMITTED". Printed: what its
+ * cuMemCreate(FABRIC) answers (CUDA_ERROR_NOT_PERMITTED as users report it,
+ * docs/driver-contract.md, and the emulator's).
+ */
+TEST_F(driver_contract, fabric_refused_without_a_channel)
+{
+    fabric_env env;
+    const size_t size = granularity();
+    fabric_import_msg msg = {};
+    fabric_import_reply reply;
+    test::peer_options opts;
+    fabric_mapping mem;
+    int status;
+
+    if (!fabric_env::usable()) {
+        GTEST_SKIP() << "no fabric handles here (device attribute, or no "
+                     << "IMEX channel in " << imex_channels_dir() << ")";
+    }
+    ASSERT_EQ(CUDA_SUCCESS, mem.create(size));
+    ASSERT_EQ(CUDA_SUCCESS, mem.export_handle(&msg.handle));
+    msg.size          = size;
+    msg.hide_channels = 1;
+
+    opts.new_pid_ns = true;
+    opts.new_net_ns = true;
+    test::peer importer("fabric_import_peer", opts);
+    ASSERT_TRUE(importer.chan().send_obj(msg));
+    if (!importer.chan().recv_obj(reply)) {
+        status = importer.wait();
+        if ((status >= 120) && (status <= 126)) {
+            GTEST_SKIP() << "cannot create namespaces or mount here";
+        }
+        FAIL() << "importer failed with status " << status;
+    }
+    EXPECT_EQ(CUDA_ERROR_NOT_PERMITTED, reply.import)
+            << uct_cuda_ipc_ns_cu_error_name(reply.import);
+    answer("cuMemCreate(FABRIC) without an IMEX channel",
+           uct_cuda_ipc_ns_cu_error_name(reply.create));
+    if (is_emulator()) {
+        EXPECT_EQ(CUDA_ERROR_NOT_PERMITTED, reply.create)
+                << uct_cuda_ipc_ns_cu_error_name(reply.create);
+    }
+    ASSERT_TRUE(importer.chan().send_obj(FABRIC_PEER_DONE));
+    EXPECT_EQ(0, importer.wait());
 }
