@@ -54,8 +54,13 @@
 #   runs under a shell, not as pid 1: the two pid numbers differ), PORT
 #   (13337); USERNS=1: each container in a user namespace of its own,
 #   container uids 0-65535 on host uids USERNS_SRV+ (1000000) and
-#   USERNS_CLI+ (2000000), as hostUsers: false gives, the socket volume
-#   owned by SOCK_OWNER's root (srv, cli, or root: the host's).
+#   USERNS_CLI+ (2000000), as hostUsers: false gives; SOCK_OWNER=idmap
+#   (the default) mounts the socket volume, a host directory of root's,
+#   idmapped into each pod (contrib/pods/idmap-mount.py), as Kubernetes
+#   1.30+ with runc 1.2+ does, so each pod's root owns it; srv or cli: owned
+#   by that side's root, root: by the host's, no idmapped mount (runc 1.1.5's
+#   own way). With USERNS=1 the module runs with UCX_CUDA_IPC_NS_USERNS_PEERS
+#   (USERNS_PEERS, default y; n shows the default's refusal).
 # Exit status: 0 all passed, 1 a run failed, 2 bad usage, 77 cannot run here
 # (not root, no runc, no cgroup file system, runc cannot start a container:
 # the line says which).
@@ -94,7 +99,8 @@ LOG_LEVEL=${LOG_LEVEL:-debug}
 PERF_LOG_LEVEL=${PERF_LOG_LEVEL:-info}
 USERNS=${USERNS:-0}
 USERNS_SRV=${USERNS_SRV:-1000000} USERNS_CLI=${USERNS_CLI:-2000000}
-SOCK_OWNER=${SOCK_OWNER:-srv}
+SOCK_OWNER=${SOCK_OWNER:-idmap}
+USERNS_PEERS=${USERNS_PEERS:-y}
 build=$(cd "${BUILD_DIR:-$top/build}" 2>/dev/null && pwd) ||
     skip "no build at ${BUILD_DIR:-$top/build} (run contrib/build.sh)"
 OUT_DIR=${OUT_DIR:-$build/pods-runc}
@@ -163,7 +169,7 @@ rm -f "$logs"/*.log "$logs"/*.json "$OUT_DIR/results.tsv"
 # --- the two pods: netns, veth, rootfs, socket volume; cleaned up at exit ---
 id=pr$$
 work=""
-nets=()
+nets=() idmapped=()
 cleanup() {
     local rc=$? c n
     trap - EXIT INT TERM
@@ -171,6 +177,7 @@ cleanup() {
         runc --root "$work/state" delete -f "$c" >/dev/null 2>&1 || true
     done
     for n in "${nets[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+    for n in "${idmapped[@]}"; do umount "$n" 2>/dev/null || true; done
     [ -z "$work" ] || rm -rf "$work"
     exit "$rc"
 }
@@ -188,16 +195,28 @@ if [ "$USERNS" = 1 ]; then
     chmod 0755 "$work"
     case $SOCK_OWNER in
     srv | cli) chown "${userns_base[$SOCK_OWNER]}:${userns_base[$SOCK_OWNER]}" "$work/sock" ;;
-    root) ;;
-    *) die "SOCK_OWNER=$SOCK_OWNER: srv, cli or root" ;;
+    root | idmap) ;;
+    *) die "SOCK_OWNER=$SOCK_OWNER: idmap, srv, cli or root" ;;
     esac
+fi
+# the volume as each pod mounts it: $work/sock, or idmapped into its range
+declare -A sock_src=([srv]=$work/sock [cli]=$work/sock)
+if [ "$USERNS" = 1 ] && [ "$SOCK_OWNER" = idmap ]; then
+    for side in srv cli; do
+        mkdir -p "$work/sock-$side"
+        python3 "$top/contrib/pods/idmap-mount.py" "$work/sock" "$work/sock-$side" \
+            "${userns_base[$side]}" 2>"$work/idmap.log" ||
+            skip "no idmapped mount of the socket volume here: $(cat "$work/idmap.log")"
+        idmapped+=("$work/sock-$side")
+        sock_src[$side]=$work/sock-$side
+    done
 fi
 rootfs=$work/rootfs
 mkdir -p "$rootfs"/{usr,etc,proc,dev,sys,tmp,run/cuda-ipc-ns}
 for l in bin lib lib32 lib64 sbin; do
     [ ! -L "/$l" ] || ln -s "$(readlink "/$l")" "$rootfs/$l"
 done
-mounts=(--ro /usr --ro /etc --ro "$top" --ro "$work/bin" --rw "$work/sock:/run/cuda-ipc-ns")
+mounts=(--ro /usr --ro /etc --ro "$top" --ro "$work/bin")
 mkdir -p "$rootfs$top" "$rootfs$work/bin"
 case $build/ in
 "$top"/*) ;;
@@ -242,11 +261,11 @@ config() {
     shift
     for e in "${cenv[@]}"; do opts+=(--env "$e"); done
     if [ "$USERNS" = 1 ]; then
-        opts+=(--userns "${userns_base[$side]}")
+        opts+=(--userns "${userns_base[$side]}" --env "UCX_CUDA_IPC_NS_USERNS_PEERS=$USERNS_PEERS")
     fi
     python3 "$top/contrib/pods/runc-config.py" "$work/$side/config.json" "$work/rootfs-$side" \
         "/run/netns/$id-$side" "$top/contrib/pods/seccomp.json" "pod-$side" \
-        "${opts[@]}" "${mounts[@]}" -- "$@"
+        "${opts[@]}" "${mounts[@]}" --rw "${sock_src[$side]}:/run/cuda-ipc-ns" -- "$@"
 }
 
 # the byte check (test/pods/ucp_pods_check.c), built against this UCX
@@ -292,7 +311,7 @@ probe() {
 probe srv
 probe cli
 [ "$USERNS" != 1 ] ||
-    say "user namespaces: uids 0-65535 are host uids $USERNS_SRV+ (server) and $USERNS_CLI+ (client); the socket volume belongs to $SOCK_OWNER"
+    say "user namespaces: uids 0-65535 are host uids $USERNS_SRV+ (server) and $USERNS_CLI+ (client); the socket volume belongs to $SOCK_OWNER; UCX_CUDA_IPC_NS_USERNS_PEERS=$USERNS_PEERS"
 say "probe: both pid 1, CapEff ${containerd_caps#00000000} (containerd's), seccomp refuses" \
     "pidfd_getfd ptrace process_vm_* unshare mount setns"
 
