@@ -45,14 +45,18 @@
 # Defaults: ALLOCS=vmm,chunked,legacy,pool
 #   TESTS=uct:put_bw,uct:get_bw,ucp:tag_bw,ucp:ucp_put_bw  SIZES=8,64K,4M
 # More environment: BUILD_DIR (default build/ of the source tree, a UCX
-#   1.13.1 build: the module is preloaded in both containers), ITERS (200),
+#   1.13.1 build: the module is preloaded in both containers; a UCX 1.21
+#   build preloads it too, a 1.22 build names its plugin directory; the
+#   build's UCX is bound read-only into the pods), ITERS (200),
 #   CHECK_SIZES (the byte check's, 8,65536,4194317), RUN_TIMEOUT (60 s per
 #   run), EXTRA_ENV ("VAR=value ..." for both sides), LOG_LEVEL (UCX's in
 #   the byte check, debug: its path check reads it), PERF_LOG_LEVEL (UCX's
 #   in ucx_perftest, info: the lane check reads it; debug adds the path
 #   check to every run, and time), SERVER_PID1=0 (the server's process
 #   runs under a shell, not as pid 1: the two pid numbers differ), PORT
-#   (13337); USERNS=1: each container in a user namespace of its own,
+#   (13337); UCP_TLS (UCX_TLS of the UCP runs and the byte check, default
+#   cu_ipc_ns,cu_cpy_ns,tcp; UCP_TLS= leaves UCX_TLS unset, UCX's default
+#   transports, as NIXL runs); USERNS=1: each container in a user namespace of its own,
 #   container uids 0-65535 on host uids USERNS_SRV+ (1000000) and
 #   USERNS_CLI+ (2000000), as hostUsers: false gives; SOCK_OWNER=idmap
 #   (the default) mounts the socket volume, a host directory of root's,
@@ -97,6 +101,7 @@ EXTRA_ENV=${EXTRA_ENV:-}
 SERVER_PID1=${SERVER_PID1:-1}
 LOG_LEVEL=${LOG_LEVEL:-debug}
 PERF_LOG_LEVEL=${PERF_LOG_LEVEL:-info}
+UCP_TLS=${UCP_TLS-cu_ipc_ns,cu_cpy_ns,tcp}
 USERNS=${USERNS:-0}
 USERNS_SRV=${USERNS_SRV:-1000000} USERNS_CLI=${USERNS_CLI:-2000000}
 SOCK_OWNER=${SOCK_OWNER:-idmap}
@@ -110,14 +115,22 @@ containerd_caps=00000000a80425fb   # CapEff of containerd's default set
 
 # --- can runc start a pod here? ------------------------------------------
 [ "$(id -u)" -eq 0 ] || skip "needs root (runc, ip netns); nothing was changed"
-for tool in runc ip ss timeout python3 ucx_perftest cc; do
+for tool in runc ip ss timeout python3 cc; do
     command -v "$tool" >/dev/null ||
         skip "'$tool' is not installed (contrib/setup-deps.sh installs it)"
 done
-ucx_version=$(sed -n 's/^UCX_VERSION = //p' "$build/Makefile" 2>/dev/null || true)
+mkvar() { sed -n "s/^$1 = //p" "$build/Makefile" 2>/dev/null || true; }
+ucx_version=$(mkvar UCX_VERSION)
+# the build's UCX: its ucx_perftest, libraries (bound read-only into the
+# pods when they are not under /usr) and how it finds the module: UCX 1.13
+# and 1.21 load only compiled-in modules, the module is preloaded; 1.22
+# scans UCX_PLUGIN_PATH (docs/ucx-versions.md)
+perftest=$(mkvar UCX_PERFTEST) ucx_libdir=$(mkvar UCX_LIBDIR)
+[ -n "$perftest" ] || skip "no UCX_PERFTEST in $build/Makefile (run contrib/build.sh)"
 case $ucx_version in
-1.1[0-9].*) ;;
-*) skip "BUILD_DIR=$build is for UCX ${ucx_version:-?}: this harness preloads the module into UCX 1.13.1's ucx_perftest" ;;
+1.13.* | 1.21.*) activation=("LD_PRELOAD=$module") ;;
+1.22.*) activation=("UCX_PLUGIN_PATH=$build/src/uct/cuda_ipc_ns/plugin") ;;
+*) skip "BUILD_DIR=$build is for UCX ${ucx_version:-?}: the harness knows 1.13, 1.21 and 1.22" ;;
 esac
 if [ ! -f "$module" ] || [ ! -f "$emulator" ]; then
     skip "module or emulator not built in $build (run contrib/build.sh)"
@@ -150,8 +163,8 @@ for t in ${TESTS//,/ }; do
         case $t in ucp_* | tag_* | stream_*) api=ucp ;; *) api=uct ;; esac
     fi
     case $api:$name in
-    uct:get_bw) name="get" ;;   # 1.13.1's names
-    ucp:ucp_get_bw) name=ucp_get ;;
+    uct:get_bw) [[ $ucx_version != 1.13.* ]] || name="get" ;;   # 1.13.1's names
+    ucp:ucp_get_bw) [[ $ucx_version != 1.13.* ]] || name=ucp_get ;;
     uct:* | ucp:*) ;;
     *) die "bad test '$t'" ;;
     esac
@@ -217,6 +230,12 @@ for l in bin lib lib32 lib64 sbin; do
     [ ! -L "/$l" ] || ln -s "$(readlink "/$l")" "$rootfs/$l"
 done
 mounts=(--ro /usr --ro /etc --ro "$top" --ro "$work/bin")
+ucx_prefix=""
+case $ucx_libdir/ in
+/usr/*) ;;
+*) ucx_prefix=$(dirname "$ucx_libdir")
+   mounts+=(--ro "$ucx_prefix"); mkdir -p "$rootfs$ucx_prefix" ;;
+esac
 mkdir -p "$rootfs$top" "$rootfs$work/bin"
 case $build/ in
 "$top"/*) ;;
@@ -246,7 +265,7 @@ for n in "$id-srv" "$id-cli"; do
     ip -n "$n" link set lo up
 done
 
-env_common=(PATH=/usr/bin:/usr/sbin:/bin "LD_PRELOAD=$module"
+env_common=(PATH=/usr/bin:/usr/sbin:/bin "${activation[@]}"
             "UCX_CUDA_IPC_NS_DRIVER=$emulator" UCX_CUDA_IPC_NS_SOCK_DIR=/run/cuda-ipc-ns
             UCX_NET_DEVICES=eth0)
 for e in $EXTRA_ENV; do
@@ -270,14 +289,16 @@ config() {
 
 # the byte check (test/pods/ucp_pods_check.c), built against this UCX
 checker=$work/bin/ucp_pods_check
+ucx_cc=()
+[ -z "$ucx_prefix" ] || ucx_cc=(-I"$ucx_prefix/include" -L"$ucx_libdir" -Wl,-rpath,"$ucx_libdir")
 cc -O2 -Wall -Wextra -Werror -o "$checker" "$top/test/pods/ucp_pods_check.c" \
-    -lucp -lucs -ldl >"$logs/ucp_pods_check-build.log" 2>&1 || {
+    "${ucx_cc[@]}" -lucp -lucs -ldl >"$logs/ucp_pods_check-build.log" 2>&1 || {
     echo "$prog: building test/pods/ucp_pods_check.c FAILED:" >&2
     sed 's/^/    /' "$logs/ucp_pods_check-build.log" >&2
     exit 1
 }
 
-say "runc $(runc --version | sed -n 's/^runc version //p'), UCX $ucx_version, module LD_PRELOAD=$module"
+say "runc $(runc --version | sed -n 's/^runc version //p'), UCX $ucx_version ($perftest), module ${activation[*]}"
 say "pods: netns $id-srv eth0 $srv_ip <-> netns $id-cli eth0 $cli_ip; socket volume $work/sock -> /run/cuda-ipc-ns"
 say "output: $OUT_DIR"
 
@@ -438,11 +459,11 @@ run_one() {
     else
         # cu_ipc_ns moves the data, cu_cpy_ns detects the memory type, tcp
         # carries UCP's messages (and eager tag messages)
-        cenv_side+=("UCX_TLS=cu_ipc_ns,cu_cpy_ns,tcp")
+        [ -z "$UCP_TLS" ] || cenv_side+=("UCX_TLS=$UCP_TLS")
     fi
     cenv=("${cenv_side[@]}")
     set_path_lines "$alloc" "$size"
-    srv_cmd=(ucx_perftest -p "$PORT") cli_cmd=(ucx_perftest "$srv_ip" "${args[@]}")
+    srv_cmd=("$perftest" -p "$PORT") cli_cmd=("$perftest" "$srv_ip" "${args[@]}")
     pair "$tag"
     line=$(awk '$1 == "Final:" {l = $0} END {print l}' "$clog")
     [ "$status" != ok ] || [ -n "$line" ] || status="FAIL(no 'Final:' line)"
@@ -509,8 +530,8 @@ path_taken() {
 }
 for alloc in "${allocs[@]}"; do
     tag=$alloc-bytes
-    cenv=("${env_common[@]}" "UCX_CUDA_CPY_NS_MEM_ALLOC=$alloc" "UCX_LOG_LEVEL=$LOG_LEVEL"
-          "UCX_TLS=cu_ipc_ns,cu_cpy_ns,tcp")
+    cenv=("${env_common[@]}" "UCX_CUDA_CPY_NS_MEM_ALLOC=$alloc" "UCX_LOG_LEVEL=$LOG_LEVEL")
+    [ -z "$UCP_TLS" ] || cenv+=("UCX_TLS=$UCP_TLS")
     srv_cmd=("$checker" -l "$PORT" -s "$CHECK_SIZES")
     cli_cmd=("$checker" "$srv_ip" "$PORT" -s "$CHECK_SIZES")
     pair "$tag"
