@@ -290,7 +290,7 @@ config() {
 # the byte check (test/pods/ucp_pods_check.c), built against this UCX
 checker=$work/bin/ucp_pods_check
 ucx_cc=()
-[ -z "$ucx_prefix" ] || ucx_cc=(-I"$ucx_prefix/include" -L"$ucx_libdir" -Wl,-rpath,"$ucx_libdir")
+[ -z "$ucx_prefix" ] || ucx_cc=(-isystem "$ucx_prefix/include" -L"$ucx_libdir" -Wl,-rpath,"$ucx_libdir")
 cc -O2 -Wall -Wextra -Werror -o "$checker" "$top/test/pods/ucp_pods_check.c" \
     "${ucx_cc[@]}" -lucp -lucs -ldl >"$logs/ucp_pods_check-build.log" 2>&1 || {
     echo "$prog: building test/pods/ucp_pods_check.c FAILED:" >&2
@@ -464,12 +464,14 @@ run_one() {
     cenv=("${cenv_side[@]}")
     set_path_lines "$alloc" "$size"
     srv_cmd=("$perftest" -p "$PORT") cli_cmd=("$perftest" "$srv_ip" "${args[@]}")
+    # from 1.21 on, the server of a UCT test names its transport and device too
+    [ "$api" != uct ] || [[ $ucx_version == 1.13.* ]] || srv_cmd+=(-x cu_ipc_ns -d cuda)
     pair "$tag"
     line=$(awk '$1 == "Final:" {l = $0} END {print l}' "$clog")
     [ "$status" != ok ] || [ -n "$line" ] || status="FAIL(no 'Final:' line)"
     # the lane: UCP's endpoint configuration (UCT tests name the transport)
     if [ "$status" = ok ] && [ "$api" = ucp ] &&
-        ! grep -q 'ep_cfg\[[0-9]*\]: .*cu_ipc_ns/cuda' "$clog"; then
+        ! grep -Eq 'ep_cfg\[[0-9]+\]: .*cu_ipc_ns/cuda| cfg#[0-9]+ .*cu_ipc_ns/cuda' "$clog"; then
         status="FAIL(no cu_ipc_ns lane in the client's endpoint configuration)"
     fi
     # the path the allocator's memory must take (docs/owner-copies.md), seen
