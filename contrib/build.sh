@@ -14,6 +14,10 @@
 #   UCX=1.22-cuda-nixl  as NIXL's --private-ucx wheel builds it: with CUDA,
 #               libraries named lib*-nixl.so.0, modules loaded with
 #               RTLD_DEEPBIND (setup-ucx.sh cuda-nixl; build-1.22-cuda-nixl/)
+#   UCX=1.21    build against UCX 1.21.0, the release Dynamo's containers
+#               pin, built and cached by contrib/setup-ucx.sh (UCX_VER=1.21.0)
+#               from ../shared/ucx/ucx-1.21.0.tar.gz (default build dir
+#               build-1.21/); it loads no external plugin: preload the module
 #   UCX_PREFIX  an installed UCX (configure --with-ucx=PREFIX: its
 #               lib/pkgconfig, bin/ucx_info, and an rpath to its lib/)
 #   UCX_SRC     its configured source tree (configure --with-ucx-src=DIR)
@@ -33,13 +37,17 @@ case ${UCX:-} in
     { read -r ucx_src; read -r ucx_prefix; } < <("$top/contrib/setup-ucx.sh" | tail -n 2) ||
         { say "UCX=$UCX: contrib/setup-ucx.sh gave no UCX 1.22.0"; exit 1; }
     ;;
+1.21 | 1.21.0)
+    { read -r ucx_src; read -r ucx_prefix; } < <(UCX_VER=1.21.0 "$top/contrib/setup-ucx.sh" | tail -n 2) ||
+        { say "UCX=$UCX: contrib/setup-ucx.sh gave no UCX 1.21.0"; exit 1; }
+    ;;
 1.22-cuda | 1.22.0-cuda | 1.22-cuda-nixl | 1.22.0-cuda-nixl)
     flavour=${UCX#1.22}; flavour=${flavour#.0}; flavour=${flavour#-}
     { read -r ucx_src; read -r ucx_prefix; } < <("$top/contrib/setup-ucx.sh" "$flavour" | tail -n 2) ||
         { say "UCX=$UCX: contrib/setup-ucx.sh $flavour gave no UCX 1.22.0"; exit 1; }
     BUILD_DIR=${BUILD_DIR:-$top/build-1.22-$flavour}
     ;;
-*) say "UCX=$UCX: only 1.22, 1.22-cuda and 1.22-cuda-nixl are known (or set UCX_PREFIX and UCX_SRC)"; exit 2 ;;
+*) say "UCX=$UCX: only 1.21, 1.22, 1.22-cuda and 1.22-cuda-nixl are known (or set UCX_PREFIX and UCX_SRC)"; exit 2 ;;
 esac
 ucx_src=${UCX_SRC:-$ucx_src}
 conf_args=(--with-ucx-src="$ucx_src")

@@ -18,6 +18,8 @@
 #
 # Against UCX 1.22: UCX=1.22 contrib/demo.sh (builds in build-1.22/; the
 # module is loaded through UCX_PLUGIN_PATH, with 1.22's ucx_info/ucx_perftest).
+# Against UCX 1.21 (Dynamo's): UCX=1.21 contrib/demo.sh (build-1.21/, the
+# module preloaded into 1.21's tools).
 # Environment: BUILD_DIR, OUT_DIR, TESTS, SIZES, SHORT=1 (a few sizes),
 # QUIET=0 (a line per ucx_perftest run), and the rest of
 # contrib/perftest-ns.sh -h.
@@ -25,6 +27,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 case ${UCX:-} in
 "") export BUILD_DIR=${BUILD_DIR:-$top/build} ;;
+1.21 | 1.21.0) export BUILD_DIR=${BUILD_DIR:-$top/build-1.21} ;;   # as contrib/build.sh
 *) export BUILD_DIR=${BUILD_DIR:-$top/build-1.22} ;;   # as contrib/build.sh (UCX=1.22)
 esac
 export OUT_DIR=${OUT_DIR:-$BUILD_DIR/perftest-out}
@@ -39,6 +42,9 @@ ucx_version=$(sed -n 's/^UCX_VERSION = //p' "$BUILD_DIR/Makefile")
 case $ucx_version in
 1.1[0-9].*)   # 1.13.1: the module preloaded
     activation=("LD_PRELOAD=$module") ucx_info=ucx_info ;;
+1.21.*)       # 1.21: loads no external plugin; its own ucx_info, the module preloaded
+    activation=("LD_PRELOAD=$module")
+    ucx_info=$(sed -n 's/^UCX_INFO = //p' "$BUILD_DIR/Makefile") ;;
 *)            # 1.22: that UCX's own ucx_info, the module as a plugin
     activation=("UCX_PLUGIN_PATH=$BUILD_DIR/src/uct/cuda_ipc_ns/plugin")
     ucx_info=$(sed -n 's/^UCX_INFO = //p' "$BUILD_DIR/Makefile") ;;

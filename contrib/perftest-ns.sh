@@ -31,7 +31,9 @@
 #                tree). Its configuration (BUILD_DIR/Makefile: UCX_VERSION,
 #                UCX_PERFTEST) decides how the module is activated, on both sides:
 #                UCX 1.13.1 (build/): LD_PRELOAD of the module, ucx_perftest
-#                from PATH; UCX 1.22 (build-1.22/): that UCX's own ucx_perftest
+#                from PATH; UCX 1.21 (build-1.21/): that UCX's own
+#                ucx_perftest, LD_PRELOAD of the module (1.21 loads no
+#                external plugin); UCX 1.22 (build-1.22/): that UCX's own ucx_perftest
 #                and UCX_PLUGIN_PATH=BUILD_DIR/src/uct/cuda_ipc_ns/plugin, no
 #                LD_PRELOAD (UCX loads the module itself)
 #   MODULE       module to LD_PRELOAD on both sides; default "auto": the
@@ -126,8 +128,12 @@ PLUGIN_PATH=${PLUGIN_PATH-auto}
 build=${BUILD_DIR:-$top/build}
 # the UCX the build is configured against: 1.22 loads plugins by itself
 ucx_version=$(sed -n 's/^UCX_VERSION = //p' "$build/Makefile" 2>/dev/null || true)
-plugin_build=0
+# plugin_build: not Debian's 1.13.1 (the build's own ucx_perftest, whose
+# UCT server names its transport too); preload_build: a UCX that loads no
+# external plugin (1.13, and 1.21, which reverted it): LD_PRELOAD
+plugin_build=0 preload_build=1
 case $ucx_version in "" | 1.1[0-9].*) ;; *) plugin_build=1 ;; esac
+case $ucx_version in "" | 1.1[0-9].* | 1.21.*) ;; *) preload_build=0 ;; esac
 if [ -z "${PERFTEST:-}" ]; then
     PERFTEST=ucx_perftest
     [ $plugin_build = 0 ] || PERFTEST=$(sed -n 's/^UCX_PERFTEST = //p' "$build/Makefile")
@@ -194,7 +200,7 @@ uses_cuda=0
 case $uses in *cuda* | *cu_ipc_ns* | *cu_cpy_ns*) uses_cuda=1 ;; esac
 if [ "$PLUGIN_PATH" = auto ]; then
     PLUGIN_PATH=""
-    if [ $uses_cuda = 1 ] && [ $plugin_build = 1 ]; then
+    if [ $uses_cuda = 1 ] && [ $preload_build = 0 ]; then
         PLUGIN_PATH=$build/src/uct/cuda_ipc_ns/plugin
         [ -e "$PLUGIN_PATH/libuct_cudaipcns.so.0" ] ||
             die "no plugin links in $PLUGIN_PATH: run UCX=1.22 BUILD_DIR=$build contrib/build.sh"
@@ -202,7 +208,7 @@ if [ "$PLUGIN_PATH" = auto ]; then
 fi
 if [ "$MODULE" = auto ]; then
     MODULE=""
-    if [ $uses_cuda = 1 ] && [ $plugin_build = 0 ]; then
+    if [ $uses_cuda = 1 ] && [ $preload_build = 1 ]; then
         MODULE=$build/src/uct/cuda_ipc_ns/.libs/libuct_cuda_ipc_ns.so
         [ -f "$MODULE" ] ||
             die "module $MODULE not built: run BUILD_DIR=$build contrib/build.sh (or set MODULE/BUILD_DIR)"

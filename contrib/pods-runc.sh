@@ -45,17 +45,26 @@
 # Defaults: ALLOCS=vmm,chunked,legacy,pool
 #   TESTS=uct:put_bw,uct:get_bw,ucp:tag_bw,ucp:ucp_put_bw  SIZES=8,64K,4M
 # More environment: BUILD_DIR (default build/ of the source tree, a UCX
-#   1.13.1 build: the module is preloaded in both containers), ITERS (200),
+#   1.13.1 build: the module is preloaded in both containers; a UCX 1.21
+#   build preloads it too, a 1.22 build names its plugin directory; the
+#   build's UCX is bound read-only into the pods), ITERS (200),
 #   CHECK_SIZES (the byte check's, 8,65536,4194317), RUN_TIMEOUT (60 s per
 #   run), EXTRA_ENV ("VAR=value ..." for both sides), LOG_LEVEL (UCX's in
 #   the byte check, debug: its path check reads it), PERF_LOG_LEVEL (UCX's
 #   in ucx_perftest, info: the lane check reads it; debug adds the path
 #   check to every run, and time), SERVER_PID1=0 (the server's process
 #   runs under a shell, not as pid 1: the two pid numbers differ), PORT
-#   (13337); USERNS=1: each container in a user namespace of its own,
+#   (13337); UCP_TLS (UCX_TLS of the UCP runs and the byte check, default
+#   cu_ipc_ns,cu_cpy_ns,tcp; UCP_TLS= leaves UCX_TLS unset, UCX's default
+#   transports, as NIXL runs); USERNS=1: each container in a user namespace of its own,
 #   container uids 0-65535 on host uids USERNS_SRV+ (1000000) and
-#   USERNS_CLI+ (2000000), as hostUsers: false gives, the socket volume
-#   owned by SOCK_OWNER's root (srv, cli, or root: the host's).
+#   USERNS_CLI+ (2000000), as hostUsers: false gives; SOCK_OWNER=idmap
+#   (the default) mounts the socket volume, a host directory of root's,
+#   idmapped into each pod (contrib/pods/idmap-mount.py), as Kubernetes
+#   1.30+ with runc 1.2+ does, so each pod's root owns it; srv or cli: owned
+#   by that side's root, root: by the host's, no idmapped mount (runc 1.1.5's
+#   own way). With USERNS=1 the module runs with UCX_CUDA_IPC_NS_USERNS_PEERS
+#   (USERNS_PEERS, default y; n shows the default's refusal).
 # Exit status: 0 all passed, 1 a run failed, 2 bad usage, 77 cannot run here
 # (not root, no runc, no cgroup file system, runc cannot start a container:
 # the line says which).
@@ -92,9 +101,11 @@ EXTRA_ENV=${EXTRA_ENV:-}
 SERVER_PID1=${SERVER_PID1:-1}
 LOG_LEVEL=${LOG_LEVEL:-debug}
 PERF_LOG_LEVEL=${PERF_LOG_LEVEL:-info}
+UCP_TLS=${UCP_TLS-cu_ipc_ns,cu_cpy_ns,tcp}
 USERNS=${USERNS:-0}
 USERNS_SRV=${USERNS_SRV:-1000000} USERNS_CLI=${USERNS_CLI:-2000000}
-SOCK_OWNER=${SOCK_OWNER:-srv}
+SOCK_OWNER=${SOCK_OWNER:-idmap}
+USERNS_PEERS=${USERNS_PEERS:-y}
 build=$(cd "${BUILD_DIR:-$top/build}" 2>/dev/null && pwd) ||
     skip "no build at ${BUILD_DIR:-$top/build} (run contrib/build.sh)"
 OUT_DIR=${OUT_DIR:-$build/pods-runc}
@@ -104,14 +115,22 @@ containerd_caps=00000000a80425fb   # CapEff of containerd's default set
 
 # --- can runc start a pod here? ------------------------------------------
 [ "$(id -u)" -eq 0 ] || skip "needs root (runc, ip netns); nothing was changed"
-for tool in runc ip ss timeout python3 ucx_perftest cc; do
+for tool in runc ip ss timeout python3 cc; do
     command -v "$tool" >/dev/null ||
         skip "'$tool' is not installed (contrib/setup-deps.sh installs it)"
 done
-ucx_version=$(sed -n 's/^UCX_VERSION = //p' "$build/Makefile" 2>/dev/null || true)
+mkvar() { sed -n "s/^$1 = //p" "$build/Makefile" 2>/dev/null || true; }
+ucx_version=$(mkvar UCX_VERSION)
+# the build's UCX: its ucx_perftest, libraries (bound read-only into the
+# pods when they are not under /usr) and how it finds the module: UCX 1.13
+# and 1.21 load only compiled-in modules, the module is preloaded; 1.22
+# scans UCX_PLUGIN_PATH (docs/ucx-versions.md)
+perftest=$(mkvar UCX_PERFTEST) ucx_libdir=$(mkvar UCX_LIBDIR)
+[ -n "$perftest" ] || skip "no UCX_PERFTEST in $build/Makefile (run contrib/build.sh)"
 case $ucx_version in
-1.1[0-9].*) ;;
-*) skip "BUILD_DIR=$build is for UCX ${ucx_version:-?}: this harness preloads the module into UCX 1.13.1's ucx_perftest" ;;
+1.13.* | 1.21.*) activation=("LD_PRELOAD=$module") ;;
+1.22.*) activation=("UCX_PLUGIN_PATH=$build/src/uct/cuda_ipc_ns/plugin") ;;
+*) skip "BUILD_DIR=$build is for UCX ${ucx_version:-?}: the harness knows 1.13, 1.21 and 1.22" ;;
 esac
 if [ ! -f "$module" ] || [ ! -f "$emulator" ]; then
     skip "module or emulator not built in $build (run contrib/build.sh)"
@@ -144,8 +163,8 @@ for t in ${TESTS//,/ }; do
         case $t in ucp_* | tag_* | stream_*) api=ucp ;; *) api=uct ;; esac
     fi
     case $api:$name in
-    uct:get_bw) name="get" ;;   # 1.13.1's names
-    ucp:ucp_get_bw) name=ucp_get ;;
+    uct:get_bw) [[ $ucx_version != 1.13.* ]] || name="get" ;;   # 1.13.1's names
+    ucp:ucp_get_bw) [[ $ucx_version != 1.13.* ]] || name=ucp_get ;;
     uct:* | ucp:*) ;;
     *) die "bad test '$t'" ;;
     esac
@@ -163,7 +182,7 @@ rm -f "$logs"/*.log "$logs"/*.json "$OUT_DIR/results.tsv"
 # --- the two pods: netns, veth, rootfs, socket volume; cleaned up at exit ---
 id=pr$$
 work=""
-nets=()
+nets=() idmapped=()
 cleanup() {
     local rc=$? c n
     trap - EXIT INT TERM
@@ -171,6 +190,7 @@ cleanup() {
         runc --root "$work/state" delete -f "$c" >/dev/null 2>&1 || true
     done
     for n in "${nets[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+    for n in "${idmapped[@]}"; do umount "$n" 2>/dev/null || true; done
     [ -z "$work" ] || rm -rf "$work"
     exit "$rc"
 }
@@ -188,16 +208,34 @@ if [ "$USERNS" = 1 ]; then
     chmod 0755 "$work"
     case $SOCK_OWNER in
     srv | cli) chown "${userns_base[$SOCK_OWNER]}:${userns_base[$SOCK_OWNER]}" "$work/sock" ;;
-    root) ;;
-    *) die "SOCK_OWNER=$SOCK_OWNER: srv, cli or root" ;;
+    root | idmap) ;;
+    *) die "SOCK_OWNER=$SOCK_OWNER: idmap, srv, cli or root" ;;
     esac
+fi
+# the volume as each pod mounts it: $work/sock, or idmapped into its range
+declare -A sock_src=([srv]=$work/sock [cli]=$work/sock)
+if [ "$USERNS" = 1 ] && [ "$SOCK_OWNER" = idmap ]; then
+    for side in srv cli; do
+        mkdir -p "$work/sock-$side"
+        python3 "$top/contrib/pods/idmap-mount.py" "$work/sock" "$work/sock-$side" \
+            "${userns_base[$side]}" 2>"$work/idmap.log" ||
+            skip "no idmapped mount of the socket volume here: $(cat "$work/idmap.log")"
+        idmapped+=("$work/sock-$side")
+        sock_src[$side]=$work/sock-$side
+    done
 fi
 rootfs=$work/rootfs
 mkdir -p "$rootfs"/{usr,etc,proc,dev,sys,tmp,run/cuda-ipc-ns}
 for l in bin lib lib32 lib64 sbin; do
     [ ! -L "/$l" ] || ln -s "$(readlink "/$l")" "$rootfs/$l"
 done
-mounts=(--ro /usr --ro /etc --ro "$top" --ro "$work/bin" --rw "$work/sock:/run/cuda-ipc-ns")
+mounts=(--ro /usr --ro /etc --ro "$top" --ro "$work/bin")
+ucx_prefix=""
+case $ucx_libdir/ in
+/usr/*) ;;
+*) ucx_prefix=$(dirname "$ucx_libdir")
+   mounts+=(--ro "$ucx_prefix"); mkdir -p "$rootfs$ucx_prefix" ;;
+esac
 mkdir -p "$rootfs$top" "$rootfs$work/bin"
 case $build/ in
 "$top"/*) ;;
@@ -227,7 +265,7 @@ for n in "$id-srv" "$id-cli"; do
     ip -n "$n" link set lo up
 done
 
-env_common=(PATH=/usr/bin:/usr/sbin:/bin "LD_PRELOAD=$module"
+env_common=(PATH=/usr/bin:/usr/sbin:/bin "${activation[@]}"
             "UCX_CUDA_IPC_NS_DRIVER=$emulator" UCX_CUDA_IPC_NS_SOCK_DIR=/run/cuda-ipc-ns
             UCX_NET_DEVICES=eth0)
 for e in $EXTRA_ENV; do
@@ -242,23 +280,25 @@ config() {
     shift
     for e in "${cenv[@]}"; do opts+=(--env "$e"); done
     if [ "$USERNS" = 1 ]; then
-        opts+=(--userns "${userns_base[$side]}")
+        opts+=(--userns "${userns_base[$side]}" --env "UCX_CUDA_IPC_NS_USERNS_PEERS=$USERNS_PEERS")
     fi
     python3 "$top/contrib/pods/runc-config.py" "$work/$side/config.json" "$work/rootfs-$side" \
         "/run/netns/$id-$side" "$top/contrib/pods/seccomp.json" "pod-$side" \
-        "${opts[@]}" "${mounts[@]}" -- "$@"
+        "${opts[@]}" "${mounts[@]}" --rw "${sock_src[$side]}:/run/cuda-ipc-ns" -- "$@"
 }
 
 # the byte check (test/pods/ucp_pods_check.c), built against this UCX
 checker=$work/bin/ucp_pods_check
+ucx_cc=()
+[ -z "$ucx_prefix" ] || ucx_cc=(-isystem "$ucx_prefix/include" -L"$ucx_libdir" -Wl,-rpath,"$ucx_libdir")
 cc -O2 -Wall -Wextra -Werror -o "$checker" "$top/test/pods/ucp_pods_check.c" \
-    -lucp -lucs -ldl >"$logs/ucp_pods_check-build.log" 2>&1 || {
+    "${ucx_cc[@]}" -lucp -lucs -ldl >"$logs/ucp_pods_check-build.log" 2>&1 || {
     echo "$prog: building test/pods/ucp_pods_check.c FAILED:" >&2
     sed 's/^/    /' "$logs/ucp_pods_check-build.log" >&2
     exit 1
 }
 
-say "runc $(runc --version | sed -n 's/^runc version //p'), UCX $ucx_version, module LD_PRELOAD=$module"
+say "runc $(runc --version | sed -n 's/^runc version //p'), UCX $ucx_version ($perftest), module ${activation[*]}"
 say "pods: netns $id-srv eth0 $srv_ip <-> netns $id-cli eth0 $cli_ip; socket volume $work/sock -> /run/cuda-ipc-ns"
 say "output: $OUT_DIR"
 
@@ -292,7 +332,7 @@ probe() {
 probe srv
 probe cli
 [ "$USERNS" != 1 ] ||
-    say "user namespaces: uids 0-65535 are host uids $USERNS_SRV+ (server) and $USERNS_CLI+ (client); the socket volume belongs to $SOCK_OWNER"
+    say "user namespaces: uids 0-65535 are host uids $USERNS_SRV+ (server) and $USERNS_CLI+ (client); the socket volume belongs to $SOCK_OWNER; UCX_CUDA_IPC_NS_USERNS_PEERS=$USERNS_PEERS"
 say "probe: both pid 1, CapEff ${containerd_caps#00000000} (containerd's), seccomp refuses" \
     "pidfd_getfd ptrace process_vm_* unshare mount setns"
 
@@ -419,17 +459,19 @@ run_one() {
     else
         # cu_ipc_ns moves the data, cu_cpy_ns detects the memory type, tcp
         # carries UCP's messages (and eager tag messages)
-        cenv_side+=("UCX_TLS=cu_ipc_ns,cu_cpy_ns,tcp")
+        [ -z "$UCP_TLS" ] || cenv_side+=("UCX_TLS=$UCP_TLS")
     fi
     cenv=("${cenv_side[@]}")
     set_path_lines "$alloc" "$size"
-    srv_cmd=(ucx_perftest -p "$PORT") cli_cmd=(ucx_perftest "$srv_ip" "${args[@]}")
+    srv_cmd=("$perftest" -p "$PORT") cli_cmd=("$perftest" "$srv_ip" "${args[@]}")
+    # from 1.21 on, the server of a UCT test names its transport and device too
+    [ "$api" != uct ] || [[ $ucx_version == 1.13.* ]] || srv_cmd+=(-x cu_ipc_ns -d cuda)
     pair "$tag"
     line=$(awk '$1 == "Final:" {l = $0} END {print l}' "$clog")
     [ "$status" != ok ] || [ -n "$line" ] || status="FAIL(no 'Final:' line)"
     # the lane: UCP's endpoint configuration (UCT tests name the transport)
     if [ "$status" = ok ] && [ "$api" = ucp ] &&
-        ! grep -q 'ep_cfg\[[0-9]*\]: .*cu_ipc_ns/cuda' "$clog"; then
+        ! grep -Eq 'ep_cfg\[[0-9]+\]: .*cu_ipc_ns/cuda| cfg#[0-9]+ .*cu_ipc_ns/cuda' "$clog"; then
         status="FAIL(no cu_ipc_ns lane in the client's endpoint configuration)"
     fi
     # the path the allocator's memory must take (docs/owner-copies.md), seen
@@ -490,8 +532,8 @@ path_taken() {
 }
 for alloc in "${allocs[@]}"; do
     tag=$alloc-bytes
-    cenv=("${env_common[@]}" "UCX_CUDA_CPY_NS_MEM_ALLOC=$alloc" "UCX_LOG_LEVEL=$LOG_LEVEL"
-          "UCX_TLS=cu_ipc_ns,cu_cpy_ns,tcp")
+    cenv=("${env_common[@]}" "UCX_CUDA_CPY_NS_MEM_ALLOC=$alloc" "UCX_LOG_LEVEL=$LOG_LEVEL")
+    [ -z "$UCP_TLS" ] || cenv+=("UCX_TLS=$UCP_TLS")
     srv_cmd=("$checker" -l "$PORT" -s "$CHECK_SIZES")
     cli_cmd=("$checker" "$srv_ip" "$PORT" -s "$CHECK_SIZES")
     pair "$tag"

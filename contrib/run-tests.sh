@@ -37,6 +37,11 @@
 #                                ../shared/ucx/ucx-1.22.0.tar.gz (UCX122_TARBALL)
 #   SKIP_UCX122=1                only 1.13.1; without a tarball and without
 #                                UCX_PREFIX, 1.22 is skipped with a line saying so
+# UCX 1.21.0, the release Dynamo's containers pin (contrib/setup-ucx.sh with
+# UCX_VER=1.21.0, cached; build dir ${BUILD_DIR_121:-build-1.21/};
+# SKIP_UCX121=1 skips): the suite's UCP and NIXL-pattern tests (the
+# gtest_ucp binary, not the whole suite), the activation checks and the ABI guard with the
+# module preloaded, and a short run between runc pods with UCX_TLS unset.
 # UCX 1.22 built with CUDA as NIXL builds it (contrib/setup-ucx.sh cuda, cached;
 # build dir ${BUILD_DIR_122_CUDA:-build-1.22-cuda/}; SKIP_UCX122_CUDA=1 skips):
 # make check on the suite's UCX-dependent part (GTEST_FILTER_CUDA), the
@@ -144,6 +149,21 @@ case $pods_rc in
 77) sed -n 's/^pods-runc: skipped: /tests: runc pods skipped: /p' "$build/logs/pods-runc.log" ;;
 *) fail_log "$build/logs/pods-runc.log" "ucx_perftest between two runc pods" ;;
 esac
+# user-namespaced pods (hostUsers: false: disjoint uid ranges, the socket
+# volume idmapped into each) with UCX_CUDA_IPC_NS_USERNS_PEERS=y, and
+# UCX_TLS unset (UCX's default transports, as NIXL runs): every memory,
+# one UCP test and size, and the byte check
+if [ $pods_rc = 0 ]; then
+    say "the same between user-namespaced runc pods (UCX_CUDA_IPC_NS_USERNS_PEERS=y), UCX_TLS unset"
+    pods_rc=0
+    USERNS=1 UCP_TLS= TESTS=ucp:tag_bw SIZES=4M OUT_DIR=$build/pods-runc-userns \
+        "$top/contrib/pods-runc.sh" >"$build/logs/pods-runc-userns.log" 2>&1 || pods_rc=$?
+    case $pods_rc in
+    0) grep -E '^pods-runc: (user namespaces|all runs passed)' "$build/logs/pods-runc-userns.log" ;;
+    77) sed -n 's/^pods-runc: skipped: /tests: user-namespaced runc pods skipped: /p' "$build/logs/pods-runc-userns.log" ;;
+    *) fail_log "$build/logs/pods-runc-userns.log" "ucx_perftest between two user-namespaced runc pods" ;;
+    esac
+fi
 lap "runc pods"
 step "$build/logs/fuzz.log" "fuzz run of the rkey parser (${FUZZ_SECONDS:-30} s)" \
     make -s fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
@@ -285,6 +305,57 @@ else
         exit 1
     fi
     versions+=" and 1.22.0 built with CUDA"
+fi
+# ---- UCX 1.21.0 as Dynamo's containers build it, the module preloaded ----
+# (it loads no external plugin: docs/ucx-versions.md). The cheap part only:
+# the build, the suite's UCP and NIXL-pattern tests (gtest_ucp), the
+# activation checks, the ABI guard against 1.13.1 both ways, and a short
+# run between runc pods with UCX_TLS unset
+tarball121=${UCX121_TARBALL:-$top/../shared/ucx/ucx-1.21.0.tar.gz}
+if [ "${SKIP_UCX121:-0}" = 1 ] || [ ! -f "$tarball121" ]; then
+    say "UCX 1.21: skipped (SKIP_UCX121=1, or no tarball at $tarball121)"
+else
+    build121=${BUILD_DIR_121:-$top/build-1.21}
+    say "== UCX 1.21.0 (contrib/setup-ucx.sh, cached; module preloaded) in $build121"
+    BUILD_DIR=$build121 UCX=1.21 "$top/contrib/build.sh"
+    lap "1.21 UCX and module build"
+    # gtest_ucp: the suite's UCP, NIXL-pattern and ABI-guard tests alone,
+    # without compiling the whole suite (test/gtest/Makefile.am)
+    say "the suite's UCP and NIXL-pattern tests (gtest_ucp)"
+    if make -C "$build121/test/gtest" -j"$(nproc)" gtest_ucp >"$build121/logs/gtest-ucp.log" 2>&1 &&
+        (cd "$build121/test/gtest" && "$top/test/gtest/run_shards.sh" ./gtest_ucp) \
+            >>"$build121/logs/gtest-ucp.log" 2>&1; then
+        grep -E '^\[  (PASSED|SKIPPED|FAILED) +\] [0-9]+ tests?' "$build121/logs/gtest-ucp.log" || true
+    else
+        ( fail_log "$build121/logs/gtest-ucp.log" "gtest_ucp" ) || true
+        failed+=("gtest_ucp ($(failed_tests "$build121/logs/gtest-ucp.log"))")
+    fi
+    say "activation checks (UCX 1.21's ucx_info, module preloaded)"
+    "$top/test/activation/check_activation.sh" "$build121" preload ||
+        failed+=("activation checks (1.21)")
+    say "ABI guard: the 1.21 module loaded by 1.13.1, and the 1.13.1 module by 1.21"
+    for pair in "$build121 $build" "$build $build121"; do
+        # shellcheck disable=SC2086
+        "$top/test/activation/check_abi_guard.sh" $pair || failed+=("ABI guard ($pair)")
+    done
+    say "ucx_perftest between two runc pods, short (UCX 1.21's, module preloaded, UCX_TLS unset)"
+    pods_rc=0
+    BUILD_DIR=$build121 UCP_TLS= ALLOCS=vmm,legacy TESTS=uct:put_bw,ucp:tag_bw SIZES=4M \
+        OUT_DIR=$build121/pods-runc "$top/contrib/pods-runc.sh" \
+        >"$build121/logs/pods-runc.log" 2>&1 || pods_rc=$?
+    case $pods_rc in
+    0) grep -E '^pods-runc: all runs passed' "$build121/logs/pods-runc.log" ;;
+    77) sed -n 's/^pods-runc: skipped: /tests: runc pods (1.21) skipped: /p' "$build121/logs/pods-runc.log" ;;
+    *) ( fail_log "$build121/logs/pods-runc.log" "runc pods (UCX 1.21)" ) || true
+       failed+=("runc pods (UCX 1.21)") ;;
+    esac
+    lap "1.21 checks"
+    if [ ${#failed[@]} -gt 0 ]; then
+        say_laps
+        say "FAILED on UCX 1.21.0: $(IFS=,; echo "${failed[*]}" | sed 's/,/, /g') ($((SECONDS - t0)) s)"
+        exit 1
+    fi
+    versions+=" and 1.21.0"
 fi
 say_laps
 say "all passed (UCX $versions) in $((SECONDS - t0)) s"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Build and install UCX 1.22.0 from its source tarball, cached outside the
-# source tree, for building cuda_ipc_ns against it (contrib/build.sh with
-# UCX=1.22 or UCX=1.22-cuda). The tarball is a git archive of the v1.22.0
-# tag, kept in the project's shared directory: ../shared/ucx/ucx-1.22.0.tar.gz
-# from the project root (override: UCX122_TARBALL=FILE).
+# Build and install UCX 1.22.0 (or 1.21.0, the release Dynamo's containers
+# pin) from its source tarball, cached outside the source tree, for building
+# cuda_ipc_ns against it (contrib/build.sh with UCX=1.22, UCX=1.22-cuda or
+# UCX=1.21). The tarball is a git archive of the release's tag, kept in the
+# project's shared directory: ../shared/ucx/ucx-VERSION.tar.gz from the
+# project root (override: UCX122_TARBALL=FILE, UCX121_TARBALL=FILE).
 #
-# Usage: setup-ucx.sh [FLAVOUR]
+# Usage: [UCX_VER=1.21.0] setup-ucx.sh [FLAVOUR]
+#   UCX_VER          1.22.0 (default) or 1.21.0; 1.21.0 plain only
 #   plain (default)  configured --without-cuda (the module loads the CUDA
 #                    driver itself), --enable-mt (as Debian's build)
 #   cuda             configured as NIXL 1.4 builds UCX for its containers and
@@ -54,10 +56,16 @@ prog=setup-ucx
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/contrib/steps.sh"
 
-ver=1.22.0
+ver=${UCX_VER:-1.22.0}
 flavour=${1:-plain}
 cache=${CUDA_IPC_NS_CACHE:-${HOME:-/root}/.cache/cuda_ipc_ns}
-tarball=${UCX122_TARBALL:-$top/../shared/ucx/ucx-$ver.tar.gz}
+case $ver in
+1.22.0) tarball=${UCX122_TARBALL:-$top/../shared/ucx/ucx-$ver.tar.gz} ;;
+1.21.0)
+    tarball=${UCX121_TARBALL:-$top/../shared/ucx/ucx-$ver.tar.gz}
+    [ "$flavour" = plain ] || { say "UCX $ver: plain only"; exit 2; } ;;
+*) say "UCX_VER=$ver: 1.22.0 or 1.21.0"; exit 2 ;;
+esac
 case $flavour in
 plain) sfx="" ;;
 cuda | cuda-nixl) sfx=-$flavour ;;
@@ -91,7 +99,7 @@ esac
 stamp=$prefix/.cuda_ipc_ns-installed
 
 if [ ! -f "$tarball" ]; then
-    say "skipped: no UCX $ver tarball at $tarball (set UCX122_TARBALL=FILE)"
+    say "skipped: no UCX $ver tarball at $tarball (set UCX12${ver:3:1}_TARBALL=FILE)"
     exit 77
 fi
 tarball=$(readlink -f "$tarball")

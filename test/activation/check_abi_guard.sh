@@ -7,7 +7,8 @@
 # Usage: check_abi_guard.sh MODULE_BUILD LOADER_BUILD
 #   MODULE_BUILD  the build whose module is loaded
 #   LOADER_BUILD  the build whose UCX loads it: UCX 1.13.x -> Debian's
-#                 ucx_info/ucx_perftest with the module preloaded; else that
+#                 ucx_info/ucx_perftest with the module preloaded; 1.21.x ->
+#                 that build's, the module preloaded; else that
 #                 build's UCX_INFO/UCX_PERFTEST with the module reached
 #                 through UCX_PLUGIN_PATH (a scratch directory holding the
 #                 plugin links to it)
@@ -36,6 +37,12 @@ unset LD_PRELOAD UCX_PLUGIN_PATH
 case $ldr_version in
 1.13.*)
     ucx_info=ucx_info ucx_perftest=ucx_perftest
+    act() { echo "LD_PRELOAD=$1"; }
+    ;;
+1.21.*)
+    # loads no external plugin (its NEWS): its own tools, the module preloaded
+    ucx_info=$(mkvar "$ldr_build" UCX_INFO)
+    ucx_perftest=$(mkvar "$ldr_build" UCX_PERFTEST)
     act() { echo "LD_PRELOAD=$1"; }
     ;;
 *)

@@ -3,8 +3,9 @@
 # (issue "Build and load"; issue 15 for UCX 1.22).
 #
 # Usage: check_activation.sh BUILD_DIR [preload|plugin]
-#   preload  UCX 1.13.1: the module is activated with LD_PRELOAD; the tools
-#            are ucx_info/ucx_perftest from PATH (Debian's)
+#   preload  UCX 1.13.1 and 1.21: the module is activated with LD_PRELOAD;
+#            the tools are ucx_info/ucx_perftest from PATH (Debian's) for
+#            1.13.1, the build's UCX's for 1.21
 #   plugin   UCX 1.22: UCX loads the module by itself; the tools are the
 #            build's (BUILD_DIR/Makefile: UCX_INFO, UCX_PERFTEST), the module
 #            is found through UCX_PLUGIN_PATH=BUILD_DIR/src/uct/cuda_ipc_ns/plugin
@@ -44,12 +45,17 @@ mkvar() { sed -n "s/^$1 = //p" "$build/Makefile"; }
 ucx_version=$(mkvar UCX_VERSION)
 flavour=${2:-}
 if [ -z "$flavour" ]; then
-    case $ucx_version in 1.13.*) flavour=preload ;; *) flavour=plugin ;; esac
+    case $ucx_version in 1.13.* | 1.21.*) flavour=preload ;; *) flavour=plugin ;; esac
 fi
 case $flavour in
 preload)
-    # as before issue 15: Debian's tools from PATH, the module preloaded
+    # the module preloaded: UCX 1.13.1 (Debian's tools from PATH) and 1.21
+    # (the build's: it loads no external plugin)
     ucx_info=ucx_info ucx_perftest=ucx_perftest
+    case $ucx_version in
+    1.13.*) ;;
+    *) ucx_info=$(mkvar UCX_INFO) ucx_perftest=$(mkvar UCX_PERFTEST) ;;
+    esac
     act=("LD_PRELOAD=$module")
     ;;
 plugin)

@@ -5,8 +5,16 @@ kind and name, and the pods of a file can share GPU memory over cu_ipc_ns:
   - one runAsUser and runAsGroup for all of them (the broker serves its uid);
   - in every container, UCX_CUDA_IPC_NS_SOCK_DIR is the mount path of a
     hostPath volume, and that host path is the same in every pod;
-  - UCX_TLS names cu_ipc_ns and tcp, and not sm or sysv (sysv believes it
-    reaches a pod it does not);
+  - UCX_TLS unset (UCX's shared-memory transports do not reach another
+    IPC namespace), or naming cu_ipc_ns and tcp and not sm or sysv (sysv
+    believes it reaches a pod of a shared IPC namespace, where it does not);
+  - none of hostPID, hostIPC, hostNetwork, privileged, CAP_SYS_PTRACE or
+    CAP_SYS_ADMIN (docs/kubernetes.md: none is needed, each widens what
+    the pods reach);
+  - a GPU (an nvidia.com/gpu limit) in every container;
+  - with hostUsers: false, UCX_CUDA_IPC_NS_USERNS_PEERS=y in every
+    container (each pod sees the other as the overflow uid), and the same
+    hostUsers in every pod;
   - the module is found: UCX_PLUGIN_PATH or LD_PRELOAD is set.
 Usage: check_k8s.py FILE...   (exit status 1 with a line per problem)
 """
@@ -26,6 +34,10 @@ def check_pod(doc, where, problems, shared):
     spec = doc.get("spec") or {}
     sec = spec.get("securityContext") or {}
     shared.setdefault("uid", set()).add((sec.get("runAsUser"), sec.get("runAsGroup")))
+    shared.setdefault("host_users", set()).add(spec.get("hostUsers", True))
+    for key in ("hostPID", "hostIPC", "hostNetwork"):
+        if spec.get(key):
+            problems.append(f"{where}: {key}: true (not needed, docs/kubernetes.md)")
     host_paths = {v["name"]: v["hostPath"]["path"]
                   for v in spec.get("volumes", []) if "hostPath" in v}
     containers = spec.get("containers") or []
@@ -43,11 +55,25 @@ def check_pod(doc, where, problems, shared):
                             "the mount path of a hostPath volume")
         else:
             shared.setdefault("host_path", set()).add(host_paths[mounts[sock_dir]])
-        tls = env.get("UCX_TLS", "").split(",")
-        if "cu_ipc_ns" not in tls or "tcp" not in tls:
-            problems.append(f"{cw}: UCX_TLS={','.join(tls)} lacks cu_ipc_ns or tcp")
-        if "sm" in tls or "sysv" in tls:
-            problems.append(f"{cw}: UCX_TLS names sm or sysv")
+        if "UCX_TLS" in env:
+            tls = env["UCX_TLS"].split(",")
+            if "cu_ipc_ns" not in tls or "tcp" not in tls:
+                problems.append(f"{cw}: UCX_TLS={','.join(tls)} lacks cu_ipc_ns or tcp")
+            if "sm" in tls or "sysv" in tls:
+                problems.append(f"{cw}: UCX_TLS names sm or sysv")
+        csec = c.get("securityContext") or {}
+        caps = set((csec.get("capabilities") or {}).get("add") or [])
+        if csec.get("privileged") or caps & {"SYS_PTRACE", "SYS_ADMIN", "ALL"}:
+            problems.append(f"{cw}: privileged or CAP_SYS_PTRACE/SYS_ADMIN "
+                            "(not needed, docs/kubernetes.md)")
+        limits = (c.get("resources") or {}).get("limits") or {}
+        if not limits.get("nvidia.com/gpu"):
+            problems.append(f"{cw}: no nvidia.com/gpu limit")
+        if (spec.get("hostUsers", True) is False and
+                env.get("UCX_CUDA_IPC_NS_USERNS_PEERS") not in ("y", "yes", "1", "on")):
+            problems.append(f"{cw}: hostUsers: false without "
+                            "UCX_CUDA_IPC_NS_USERNS_PEERS=y (the pods refuse "
+                            "each other)")
         if not env.get("UCX_PLUGIN_PATH") and not env.get("LD_PRELOAD"):
             problems.append(f"{cw}: neither UCX_PLUGIN_PATH nor LD_PRELOAD")
 
@@ -76,6 +102,8 @@ def check_file(path):
         check_pod(doc, where, problems, shared)
     if len(shared.get("uid", ())) > 1:
         problems.append(f"{path}: the pods run as different uids/gids: {shared['uid']}")
+    if len(shared.get("host_users", ())) > 1:
+        problems.append(f"{path}: hostUsers differs between the pods")
     if len(shared.get("host_path", ())) > 1:
         problems.append(f"{path}: the pods mount different socket directories: "
                         f"{shared['host_path']}")

@@ -34,6 +34,8 @@ void uct_cuda_ipc_ns_cache_reap(void) __attribute__((weak));
 #include <cstring>
 #include <map>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #ifndef __NR_pidfd_getfd
@@ -278,6 +280,28 @@ static void become_node(const std::string &node)
 }
 
 
+/* In a new user namespace: map @a uid and @a gid, ours in the parent one, on
+ * themselves (a process may map its own ids without a capability there) */
+static bool map_own_ids(uid_t uid, gid_t gid)
+{
+    std::string uid_map = std::to_string(uid) + " " + std::to_string(uid) + " 1";
+    std::string gid_map = std::to_string(gid) + " " + std::to_string(gid) + " 1";
+    const std::pair<const char*, std::string> maps[] = {
+        {"/proc/self/setgroups", "deny"}, /* before gid_map, unprivileged */
+        {"/proc/self/uid_map", uid_map},
+        {"/proc/self/gid_map", gid_map}};
+
+    for (const auto &m : maps) {
+        FILE *f = fopen(m.first, "w");
+        if ((f == nullptr) || (fputs(m.second.c_str(), f) < 0) || fclose(f)) {
+            fprintf(stderr, "peer: writing %s: %s\n", m.first, strerror(errno));
+            return false;
+        }
+    }
+    return true;
+}
+
+
 /* Runs in the forked child: never returns */
 static void peer_exec(const std::string &exe, const std::string &role,
                       const peer_options &opts, int fd,
@@ -298,9 +322,16 @@ static void peer_exec(const std::string &exe, const std::string &role,
             _exit(121);
         }
     }
-    if (opts.new_user_ns && unshare(CLONE_NEWUSER)) {
-        perror("unshare(CLONE_NEWUSER)");
-        _exit(122);
+    if (opts.new_user_ns) {
+        uid_t uid = geteuid();
+        gid_t gid = getegid();
+        if (unshare(CLONE_NEWUSER)) {
+            perror("unshare(CLONE_NEWUSER)");
+            _exit(122);
+        }
+        if (opts.map_own_uid && !map_own_ids(uid, gid)) {
+            _exit(122);
+        }
     }
     if (opts.new_pid_ns) {
         /* the caller's children enter the new namespace: fork once more so

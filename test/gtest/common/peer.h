@@ -27,6 +27,10 @@ struct peer_options {
     uint32_t pid_number    = 0;
     bool new_net_ns        = false; /* peer gets a new network namespace */
     bool new_user_ns       = false; /* peer gets a new user namespace */
+    /* with new_user_ns: it maps the peer's own uid and gid (root's, 0 on 0)
+     * and nothing else, as a pod's maps only its range: other uids show as
+     * the overflow uid there */
+    bool map_own_uid       = false;
     bool block_pidfd_getfd = false; /* seccomp: pidfd_getfd fails with EPERM */
     int  uid               = -1;    /* run as this uid/gid (after the above) */
     /* not empty: the peer is on another node of that name, as UCX and the

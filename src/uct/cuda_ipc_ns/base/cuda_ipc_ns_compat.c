@@ -17,7 +17,7 @@
 void uct_cuda_ipc_ns_compat_md_attr_set(uct_cuda_ipc_ns_md_attr_t *md_attr,
                                         const uct_cuda_ipc_ns_md_caps_t *caps)
 {
-#if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 22)
+#if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 21)
     uct_md_base_md_query(md_attr);
     md_attr->flags            = caps->flags;
     md_attr->reg_mem_types    = caps->reg_mem_types;
@@ -154,7 +154,7 @@ void uct_cuda_ipc_ns_compat_oneshot_remove(ucs_callbackq_t *cbq, void *owner,
 }
 
 
-#if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 22)
+#if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 21)
 int uct_cuda_ipc_ns_compat_iface_is_reachable_v2(
         const uct_iface_h tl_iface,
         const uct_iface_is_reachable_params_t *params)

@@ -28,11 +28,17 @@
     (UCT_API >= UCT_VERSION(_major, _minor))
 
 
-#if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 22)
+/* the releases the module builds against: 1.13, 1.21 (Dynamo's
+ * containers) and 1.22 (docs/ucx-versions.md) */
+#if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 21)
 typedef uct_md_attr_v2_t uct_cuda_ipc_ns_md_attr_t;
-typedef uct_md_mem_attr_v2_t uct_cuda_ipc_ns_mem_attr_t;
 #else
 typedef uct_md_attr_t uct_cuda_ipc_ns_md_attr_t;
+#endif
+
+#if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 22)
+typedef uct_md_mem_attr_v2_t uct_cuda_ipc_ns_mem_attr_t;
+#else
 typedef uct_md_mem_attr_t uct_cuda_ipc_ns_mem_attr_t;
 #endif
 
@@ -85,13 +91,19 @@ typedef unsigned uct_cuda_ipc_ns_mem_reg_arg_t;
 
 /*
  * uct_iface_internal_ops_t members added since 1.13 (ep_connect_to_ep_v2
- * 1.14, iface_is_reachable_v2 1.15, ep_is_connected 1.16, iface_query_v2
- * and ep_get_device_ep 1.22), for both transports. UCP calls them without
- * checking for NULL.
+ * 1.14, iface_is_reachable_v2 1.15, ep_is_connected 1.16, ep_get_device_ep
+ * by 1.21, iface_query_v2 1.22), for both transports. UCP calls them
+ * without checking for NULL.
  */
 #if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 22)
+#  define UCT_CUDA_IPC_NS_IFACE_QUERY_V2 \
+       .iface_query_v2        = uct_iface_base_query_v2,
+#else
+#  define UCT_CUDA_IPC_NS_IFACE_QUERY_V2
+#endif
+#if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 21)
 #  define UCT_CUDA_IPC_NS_IFACE_INTERNAL_OPS_ADDED \
-       .iface_query_v2        = uct_iface_base_query_v2, \
+       UCT_CUDA_IPC_NS_IFACE_QUERY_V2 \
        .ep_connect_to_ep_v2   = (uct_ep_connect_to_ep_v2_func_t) \
                                 ucs_empty_function_return_unsupported, \
        .iface_is_reachable_v2 = uct_cuda_ipc_ns_compat_iface_is_reachable_v2, \
@@ -164,7 +176,7 @@ void uct_cuda_ipc_ns_compat_oneshot_remove(ucs_callbackq_t *cbq, void *owner,
                                            void *arg);
 
 
-#if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 22)
+#if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 21)
 /* The added internal operations, on the base classes' rules */
 int uct_cuda_ipc_ns_compat_iface_is_reachable_v2(
         const uct_iface_h tl_iface,

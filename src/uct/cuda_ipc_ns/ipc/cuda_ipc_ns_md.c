@@ -104,6 +104,16 @@ ucs_config_field_t uct_cuda_ipc_ns_md_config_table[] = {
      ucs_offsetof(uct_cuda_ipc_ns_md_config_t, allowed_uid),
      UCS_CONFIG_TYPE_INT},
 
+    {"USERNS_PEERS", "n",
+     "Also serve, and import from, a peer whose uid our user namespace does\n"
+     "not map (SO_PEERCRED shows it as the overflow uid 65534): the other pod\n"
+     "when both run in user namespaces (Kubernetes hostUsers: false). The\n"
+     "token in the key and the socket volume's permissions then decide who\n"
+     "gets an fd: see docs/security.md before setting it. No effect outside\n"
+     "a user namespace.",
+     ucs_offsetof(uct_cuda_ipc_ns_md_config_t, userns_peers),
+     UCS_CONFIG_TYPE_BOOL},
+
     {"CACHE", "y",
      "Keep peers' allocations mapped after their last copy completed, for\n"
      "the next copy (process-wide cache, limited as below). n: unmap when\n"
@@ -1083,6 +1093,7 @@ static ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
     md->fdx.timeout     = config->sock_timeout;
     md->fdx.req_timeout = config->sock_req_timeout;
     md->fdx.allowed_uid = config->allowed_uid;
+    md->fdx.userns_peers = config->userns_peers;
 
     if (md->posix_fd && (md->fdx.mode != UCT_CUDA_IPC_NS_FDX_PIDFD)) {
         status = uct_cuda_ipc_ns_broker_get(&md->fdx, &md->broker);

@@ -26,6 +26,7 @@ typedef struct uct_cuda_ipc_ns_md_config {
     double                   sock_timeout;  /* fd exchange timeout, seconds */
     double                   sock_req_timeout; /* broker's request deadline */
     int                      allowed_uid;   /* extra uid served by the broker */
+    int                      userns_peers;  /* cuda_ipc_ns_userns.h */
     int                      cache_enable;  /* keep peer mappings */
     unsigned                 cache_max_regions;
     size_t                   cache_max_size;

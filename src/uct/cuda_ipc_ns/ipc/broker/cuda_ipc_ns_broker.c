@@ -95,6 +95,7 @@ static ucs_status_t uct_cuda_ipc_ns_broker_create(const uct_cuda_ipc_ns_fdx_conf
     uct_cuda_ipc_ns_broker_server_init(&broker->server, broker->sock.name,
                                        broker->sock.fd, broker->wake_fds[0],
                                        &broker->registry, cfg->allowed_uid,
+                                       cfg->userns_peers,
                                        req_timeout);
 
     /* the thread takes no signals: they belong to the application */

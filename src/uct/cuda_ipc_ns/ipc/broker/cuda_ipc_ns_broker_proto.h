@@ -229,6 +229,9 @@ typedef struct uct_cuda_ipc_ns_fdx_config {
      * pathname socket in a 0700 directory is reachable by another uid only
      * when that uid can traverse the directory (root). */
     int                        allowed_uid;
+    /* nonzero: also serve, and import from, a peer whose uid our user
+     * namespace does not map (cuda_ipc_ns_userns.h) */
+    int                        userns_peers;
 } uct_cuda_ipc_ns_fdx_config_t;
 
 

@@ -10,6 +10,7 @@
 #include "cuda_ipc_ns_scm.h"
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_ptr.h"
+#include "cuda_ipc_ns_userns.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/math.h>
@@ -54,7 +55,8 @@ void uct_cuda_ipc_ns_broker_server_init(uct_cuda_ipc_ns_broker_server_t *server,
                                         const char *name, int listen_fd,
                                         int wake_fd,
                                         uct_cuda_ipc_ns_broker_registry_t *registry,
-                                        int allowed_uid, double req_timeout)
+                                        int allowed_uid, int userns_peers,
+                                        double req_timeout)
 {
     memset(server, 0, sizeof(*server));
     server->name        = name;
@@ -63,6 +65,7 @@ void uct_cuda_ipc_ns_broker_server_init(uct_cuda_ipc_ns_broker_server_t *server,
     server->registry    = registry;
     server->uid         = geteuid();
     server->allowed_uid = allowed_uid;
+    server->userns_peers = userns_peers;
     server->req_timeout = ucs_time_from_sec(req_timeout);
     kh_init_inplace(uct_cuda_ipc_ns_broker_peers, &server->logged_peers);
     pthread_mutex_init(&server->conns_lock, NULL);
@@ -633,15 +636,17 @@ static int uct_cuda_ipc_ns_broker_accept_one(uct_cuda_ipc_ns_broker_server_t *se
     conn.deadline = ucs_get_time() + server->req_timeout;
     if ((cred.uid != server->uid) &&
         ((server->allowed_uid < 0) ||
-         (cred.uid != (uid_t)server->allowed_uid))) {
+         (cred.uid != (uid_t)server->allowed_uid)) &&
+        !uct_cuda_ipc_ns_userns_trusted(cred.uid, server->userns_peers)) {
         /* refuse before reading anything from a foreign uid */
         uct_cuda_ipc_ns_broker_reply(server, &conn,
                                      UCT_CUDA_IPC_NS_BROKER_STATUS_DENIED, 0,
                                      -1);
         uct_cuda_ipc_ns_broker_refusal_log(server, conn.pid,
                                            "uid %u is not allowed (ours is "
-                                           "%u)", (unsigned)cred.uid,
-                                           (unsigned)server->uid);
+                                           "%u)%s", (unsigned)cred.uid,
+                                           (unsigned)server->uid,
+                                           uct_cuda_ipc_ns_userns_hint(cred.uid));
         uct_cuda_ipc_ns_broker_drain(conn.fd);
         uct_cuda_ipc_ns_broker_close_conn(server, conn.fd);
         return 1;

@@ -56,6 +56,7 @@ typedef struct uct_cuda_ipc_ns_broker_server {
     uct_cuda_ipc_ns_broker_registry_t *registry;
     uid_t                             uid;
     int                               allowed_uid;
+    int                               userns_peers; /* cuda_ipc_ns_userns.h */
     ucs_time_t                        req_timeout;
 
     /* used only by the thread */
@@ -81,7 +82,8 @@ void uct_cuda_ipc_ns_broker_server_init(uct_cuda_ipc_ns_broker_server_t *server,
                                         const char *name, int listen_fd,
                                         int wake_fd,
                                         uct_cuda_ipc_ns_broker_registry_t *registry,
-                                        int allowed_uid, double req_timeout);
+                                        int allowed_uid, int userns_peers,
+                                        double req_timeout);
 
 
 /* After the thread ended: stop the copier, if one started */

@@ -445,7 +445,7 @@ uct_cuda_ipc_ns_fdx_owner_connect(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     }
 
     status = uct_cuda_ipc_ns_owner_check(sock, name, key, cfg->allowed_uid,
-                                         pidfd_p);
+                                         cfg->userns_peers, pidfd_p);
     if (status != UCS_OK) {
         close(sock);
         return status;

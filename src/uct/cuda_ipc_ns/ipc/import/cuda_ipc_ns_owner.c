@@ -10,6 +10,7 @@
 #include "cuda_ipc_ns_broker_proto.h"
 #include "cuda_ipc_ns_nsid.h"
 #include "cuda_ipc_ns_pidfd.h"
+#include "cuda_ipc_ns_userns.h"
 
 #include <ucs/debug/log.h>
 
@@ -114,7 +115,8 @@ uct_cuda_ipc_ns_owner_check_cred_pid(const struct ucred *cred, const char *name,
 
 ucs_status_t uct_cuda_ipc_ns_owner_check(int sock, const char *name,
                                          const uct_cuda_ipc_ns_rkey_info_t *key,
-                                         int allowed_uid, int *pidfd_p)
+                                         int allowed_uid, int userns_peers,
+                                         int *pidfd_p)
 {
     socklen_t len = sizeof(struct ucred);
     ucs_status_t status;
@@ -130,11 +132,13 @@ ucs_status_t uct_cuda_ipc_ns_owner_check(int sock, const char *name,
     }
 
     if ((cred.uid != geteuid()) &&
-        ((allowed_uid < 0) || (cred.uid != (uid_t)allowed_uid))) {
+        ((allowed_uid < 0) || (cred.uid != (uid_t)allowed_uid)) &&
+        !uct_cuda_ipc_ns_userns_trusted(cred.uid, userns_peers)) {
         uct_cuda_ipc_ns_owner_refuse(name, key, "it runs as uid %u, neither "
-                                     "ours (%u) nor the allowed uid (%d)",
+                                     "ours (%u) nor the allowed uid (%d)%s",
                                      (unsigned)cred.uid, (unsigned)geteuid(),
-                                     allowed_uid);
+                                     allowed_uid,
+                                     uct_cuda_ipc_ns_userns_hint(cred.uid));
         return UCT_CUDA_IPC_NS_ERR_NO_PERMISSION;
     }
 

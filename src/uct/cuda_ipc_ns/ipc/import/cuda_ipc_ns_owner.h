@@ -24,6 +24,8 @@
  * printable, for logs) against the owner of @a key.
  *
  * @param allowed_uid  the uid trusted besides ours, or -1.
+ * @param userns_peers nonzero: also a broker of a uid our user namespace
+ *                     does not map (cuda_ipc_ns_userns.h).
  * @param pidfd_p      with UCS_OK: a pidfd of the owner (O_CLOEXEC, the
  *                     caller's), or -1 when the kernel gives none.
  *
@@ -34,6 +36,7 @@
  */
 ucs_status_t uct_cuda_ipc_ns_owner_check(int sock, const char *name,
                                          const uct_cuda_ipc_ns_rkey_info_t *key,
-                                         int allowed_uid, int *pidfd_p);
+                                         int allowed_uid, int userns_peers,
+                                         int *pidfd_p);
 
 #endif
