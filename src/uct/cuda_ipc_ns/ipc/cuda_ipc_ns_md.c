@@ -16,6 +16,7 @@
 #include "cuda_ipc_ns_ptr.h"
 #include "cuda_ipc_ns_compat.h"
 #include "cuda_ipc_ns_legacy_direct.h"
+#include "cuda_ipc_ns_owner_set.h"
 
 #include <uct/base/uct_iface.h>
 #include <ucs/debug/log.h>
@@ -772,49 +773,21 @@ uct_cuda_ipc_ns_mkey_pack(uct_md_h md, uct_mem_h memh_,
 }
 
 
-/* Owners whose legacy keys were refused with a warning: a small ring, so
- * that a user sees the warning once per peer process, not once per key */
-#define UCT_CUDA_IPC_NS_LEGACY_WARNED_MAX 64
-
-static struct {
-    pthread_mutex_t lock;
-    unsigned        next;
-    struct {
-        uint64_t pid_ns;
-        uint64_t start_time;
-        uint32_t pid;
-        int      used;
-    } owners[UCT_CUDA_IPC_NS_LEGACY_WARNED_MAX];
-} uct_cuda_ipc_ns_legacy_warned = {.lock = PTHREAD_MUTEX_INITIALIZER};
+/* Owners whose legacy keys were refused with a warning, so that a user sees
+ * the warning once per peer process, not once per key */
+static uct_cuda_ipc_ns_owner_set_t uct_cuda_ipc_ns_legacy_warned =
+        UCT_CUDA_IPC_NS_OWNER_SET_INITIALIZER;
 
 
 /* Nonzero the first time the owner of @a info is seen (it is recorded) */
 static int uct_cuda_ipc_ns_legacy_warn_first(const uct_cuda_ipc_ns_rkey_info_t *info)
 {
-    int first = 1;
-    unsigned i;
+    uct_cuda_ipc_ns_owner_set_entry_t owner;
 
-    pthread_mutex_lock(&uct_cuda_ipc_ns_legacy_warned.lock);
-    for (i = 0; i < UCT_CUDA_IPC_NS_LEGACY_WARNED_MAX; ++i) {
-        if (uct_cuda_ipc_ns_legacy_warned.owners[i].used &&
-            (uct_cuda_ipc_ns_legacy_warned.owners[i].pid == info->pid) &&
-            (uct_cuda_ipc_ns_legacy_warned.owners[i].pid_ns == info->pid_ns) &&
-            (uct_cuda_ipc_ns_legacy_warned.owners[i].start_time ==
-             info->start_time)) {
-            first = 0;
-            break;
-        }
-    }
-    if (first) {
-        i = uct_cuda_ipc_ns_legacy_warned.next++ %
-            UCT_CUDA_IPC_NS_LEGACY_WARNED_MAX;
-        uct_cuda_ipc_ns_legacy_warned.owners[i].pid        = info->pid;
-        uct_cuda_ipc_ns_legacy_warned.owners[i].pid_ns     = info->pid_ns;
-        uct_cuda_ipc_ns_legacy_warned.owners[i].start_time = info->start_time;
-        uct_cuda_ipc_ns_legacy_warned.owners[i].used       = 1;
-    }
-    pthread_mutex_unlock(&uct_cuda_ipc_ns_legacy_warned.lock);
-    return first;
+    uct_cuda_ipc_ns_owner_set_entry(&owner, info->pid, info->pid_ns,
+                                    info->start_time, NULL);
+    return uct_cuda_ipc_ns_owner_set_add(&uct_cuda_ipc_ns_legacy_warned,
+                                         &owner);
 }
 
 
