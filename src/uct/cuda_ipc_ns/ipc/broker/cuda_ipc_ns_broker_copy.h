@@ -26,8 +26,6 @@
 
 /* Copies of one client running at once */
 #define UCT_CUDA_IPC_NS_COPY_QUEUE_MAX    8
-/* Importer buffers kept mapped per client */
-#define UCT_CUDA_IPC_NS_COPY_BUFFERS_MAX  16
 /* Clients served at once; a newcomer beyond is closed without an answer */
 #define UCT_CUDA_IPC_NS_COPY_CLIENTS_MAX  64
 

@@ -145,6 +145,11 @@ typedef enum {
 #define UCT_CUDA_IPC_NS_COPY_BUF_HOST       0x1 /* buffer: host memfd */
 #define UCT_CUDA_IPC_NS_COPY_FLAGS_KNOWN    UCT_CUDA_IPC_NS_COPY_BUF_HOST
 
+/* Importer buffers the owner keeps mapped per COPY connection, the most
+ * recently named first: an importer may name again, without their fd, only
+ * the buffers it can count on still being there */
+#define UCT_CUDA_IPC_NS_COPY_BUFFERS_MAX    16
+
 
 /* The fields of a COPY request after its head */
 typedef struct uct_cuda_ipc_ns_copy_args {
