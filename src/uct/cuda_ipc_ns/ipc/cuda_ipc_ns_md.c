@@ -618,13 +618,92 @@ uct_cuda_ipc_ns_memh_export(uct_cuda_ipc_ns_md_t *md,
 }
 
 
+/*
+ * What a registration of @a address..+@a length covers, in @a attr: memory of
+ * a stream-ordered pool the registered bytes only, a range spanning the
+ * allocations a pool mapped after an exportable one those allocations
+ * (@a chunks_p, @a num_chunks_p), else the whole allocation of @a address.
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_md_reg_extent(uct_cuda_ipc_ns_md_t *md, void *address,
+                              size_t length, ucs_log_level_t log_level,
+                              uct_cuda_ipc_ns_ptr_attr_t *attr,
+                              uct_cuda_ipc_ns_chunk_t **chunks_p,
+                              uint32_t *num_chunks_p)
+{
+    ucs_status_t status;
+
+    /* memory of a stream-ordered pool: cuMemRetainAllocationHandle refuses
+     * it and its mapping is the pool's, which may hold other allocations
+     * (docs/driver-contract.md): the key covers the registered bytes only,
+     * unless the pool exports the allocation (the key then names it) */
+    if (attr->pool != NULL) {
+        attr->size = ucs_min((uintptr_t)address + length,
+                             attr->base + attr->size) - (uintptr_t)address;
+        attr->base = (uintptr_t)address;
+    }
+
+    /* a range past the end of an exportable VMM allocation may span the
+     * allocations a pool mapped after it: they are registered together when
+     * our broker can export them (docs/framework-memory.md) */
+    if (((uintptr_t)address + length > attr->base + attr->size) &&
+        uct_cuda_ipc_ns_md_exports_fd(md, attr) && (md->broker != NULL)) {
+        status = uct_cuda_ipc_ns_md_walk_chunks(md, attr,
+                                                (uintptr_t)address + length,
+                                                log_level, chunks_p,
+                                                num_chunks_p);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    /* otherwise the key describes the whole allocation of @a address; a
+     * range that runs past its end (UCP's registration cache aligns ranges)
+     * is registered as what the allocation covers: a peer's access beyond
+     * it fails the range check against the key (docs/architecture.md) */
+    if ((*num_chunks_p == 1) &&
+        ((uintptr_t)address + length > attr->base + attr->size)) {
+        ucs_debug("cuda_ipc_ns: %p..%p runs past the end of allocation "
+                  "0x%llx..0x%llx: registering the allocation", address,
+                  UCS_PTR_BYTE_OFFSET(address, length),
+                  (unsigned long long)attr->base,
+                  (unsigned long long)(attr->base + attr->size));
+    }
+    return UCS_OK;
+}
+
+
+/* A memory handle for the allocation of @a attr: our identity, its range */
+static uct_cuda_ipc_ns_memh_t *
+uct_cuda_ipc_ns_md_memh_new(const uct_cuda_ipc_ns_ptr_attr_t *attr,
+                            ucs_log_level_t log_level)
+{
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    uct_cuda_ipc_ns_memh_t *memh;
+
+    memh = ucs_calloc(1, sizeof(*memh), "cuda_ipc_ns_memh");
+    if (memh == NULL) {
+        ucs_log(log_level, "cuda_ipc_ns: failed to allocate memory handle");
+        return NULL;
+    }
+
+    memh->fd               = -1;
+    memh->info.pid         = self->pid;
+    memh->info.base        = attr->base;
+    memh->info.length      = attr->size;
+    memh->info.pid_ns      = self->pid_ns;
+    memh->info.start_time  = self->start_time;
+    memh->info.ext_version = UCT_CUDA_IPC_NS_RKEY_EXT_VERSION;
+    return memh;
+}
+
+
 static ucs_status_t
 uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
                         uct_cuda_ipc_ns_mem_reg_arg_t reg_arg, uct_mem_h *memh_p)
 {
     unsigned flags = uct_cuda_ipc_ns_compat_mem_reg_flags(reg_arg);
     uct_cuda_ipc_ns_md_t *md = ucs_derived_of(uct_md, uct_cuda_ipc_ns_md_t);
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
     uct_cuda_ipc_ns_chunk_t *chunks = NULL;
     uint32_t num_chunks             = 1;
     ucs_log_level_t log_level;
@@ -642,57 +721,17 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
         return UCS_ERR_UNSUPPORTED;
     }
 
-    /* memory of a stream-ordered pool: cuMemRetainAllocationHandle refuses
-     * it and its mapping is the pool's, which may hold other allocations
-     * (docs/driver-contract.md): the key covers the registered bytes only,
-     * unless the pool exports the allocation (the key then names it) */
-    if (attr.pool != NULL) {
-        attr.size = ucs_min((uintptr_t)address + length,
-                            attr.base + attr.size) - (uintptr_t)address;
-        attr.base = (uintptr_t)address;
+    status = uct_cuda_ipc_ns_md_reg_extent(md, address, length, log_level,
+                                           &attr, &chunks, &num_chunks);
+    if (status != UCS_OK) {
+        return status;
     }
 
-    /* a range past the end of an exportable VMM allocation may span the
-     * allocations a pool mapped after it: they are registered together when
-     * our broker can export them (docs/framework-memory.md) */
-    if (((uintptr_t)address + length > attr.base + attr.size) &&
-        uct_cuda_ipc_ns_md_exports_fd(md, &attr) && (md->broker != NULL)) {
-        status = uct_cuda_ipc_ns_md_walk_chunks(md, &attr,
-                                                (uintptr_t)address + length,
-                                                log_level, &chunks,
-                                                &num_chunks);
-        if (status != UCS_OK) {
-            return status;
-        }
-    }
-
-    /* otherwise the key describes the whole allocation of @a address; a
-     * range that runs past its end (UCP's registration cache aligns ranges)
-     * is registered as what the allocation covers: a peer's access beyond
-     * it fails the range check against the key (docs/architecture.md) */
-    if ((num_chunks == 1) &&
-        ((uintptr_t)address + length > attr.base + attr.size)) {
-        ucs_debug("cuda_ipc_ns: %p..%p runs past the end of allocation "
-                  "0x%llx..0x%llx: registering the allocation", address,
-                  UCS_PTR_BYTE_OFFSET(address, length),
-                  (unsigned long long)attr.base,
-                  (unsigned long long)(attr.base + attr.size));
-    }
-
-    memh = ucs_calloc(1, sizeof(*memh), "cuda_ipc_ns_memh");
+    memh = uct_cuda_ipc_ns_md_memh_new(&attr, log_level);
     if (memh == NULL) {
-        ucs_log(log_level, "cuda_ipc_ns: failed to allocate memory handle");
         ucs_free(chunks);
         return UCS_ERR_NO_MEMORY;
     }
-
-    memh->fd               = -1;
-    memh->info.pid         = self->pid;
-    memh->info.base        = attr.base;
-    memh->info.length      = attr.size;
-    memh->info.pid_ns      = self->pid_ns;
-    memh->info.start_time  = self->start_time;
-    memh->info.ext_version = UCT_CUDA_IPC_NS_RKEY_EXT_VERSION;
 
     status = uct_cuda_ipc_ns_memh_set_uuid(memh, attr.device, log_level);
     if (status != UCS_OK) {
@@ -1018,6 +1057,57 @@ static uct_md_ops_t uct_cuda_ipc_ns_md_ops = {
 };
 
 
+/* The md's settings from @a config: export kinds, socket dir, fd exchange */
+static ucs_status_t
+uct_cuda_ipc_ns_md_apply_config(uct_cuda_ipc_ns_md_t *md,
+                                const uct_cuda_ipc_ns_md_config_t *config)
+{
+    md->legacy          = config->legacy;
+    md->posix_fd        = config->posix_fd &&
+                          uct_cuda_ipc_ns_md_posix_fd_supported();
+    md->owner_copy      = config->owner_copy;
+    uct_cuda_ipc_ns_legacy_direct_configure(config->legacy_direct);
+    md->addr_flags      = (md->legacy ? UCT_CUDA_IPC_NS_ADDR_FLAG_LEGACY : 0) |
+                          (md->posix_fd ? UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD : 0);
+
+    md->sock_dir = ucs_strdup(config->sock_dir, "cuda_ipc_ns_sock_dir");
+    if (md->sock_dir == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate socket directory name");
+        return UCS_ERR_NO_MEMORY;
+    }
+    md->fdx.mode        = (uct_cuda_ipc_ns_fdx_mode_t)config->fdx_mode;
+    md->fdx.sock_dir    = md->sock_dir;
+    md->fdx.timeout     = config->sock_timeout;
+    md->fdx.req_timeout = config->sock_req_timeout;
+    md->fdx.allowed_uid = config->allowed_uid;
+    return UCS_OK;
+}
+
+
+/* Our fd broker, when POSIX fds are exported and not exchanged by pidfd */
+static ucs_status_t uct_cuda_ipc_ns_md_start_broker(uct_cuda_ipc_ns_md_t *md)
+{
+    ucs_status_t status;
+
+    if (md->posix_fd && (md->fdx.mode != UCT_CUDA_IPC_NS_FDX_PIDFD)) {
+        status = uct_cuda_ipc_ns_broker_get(&md->fdx, &md->broker);
+        if (status != UCS_OK) {
+            ucs_error("cuda_ipc_ns: failed to start the fd broker (socket dir "
+                      "'%s'): %s", md->sock_dir, ucs_status_string(status));
+            return status;
+        }
+        md->addr_flags |= UCT_CUDA_IPC_NS_ADDR_FLAG_BROKER;
+    }
+
+    if (md->owner_copy && (md->broker == NULL)) {
+        ucs_diag("cuda_ipc_ns: UCX_CUDA_IPC_NS_OWNER_COPY=y needs the fd "
+                 "broker (POSIX fd export and an fd exchange mode other than "
+                 "'pidfd'): legacy memory is not offered for owner copies");
+    }
+    return UCS_OK;
+}
+
+
 static ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
                                             const char *md_name,
                                             const uct_md_config_t *uct_config,
@@ -1036,41 +1126,15 @@ static ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
         return status;
     }
 
-    md = ucs_derived_of(base, uct_cuda_ipc_ns_md_t);
-    md->legacy          = config->legacy;
-    md->posix_fd        = config->posix_fd &&
-                          uct_cuda_ipc_ns_md_posix_fd_supported();
-    md->owner_copy      = config->owner_copy;
-    uct_cuda_ipc_ns_legacy_direct_configure(config->legacy_direct);
-    md->addr_flags      = (md->legacy ? UCT_CUDA_IPC_NS_ADDR_FLAG_LEGACY : 0) |
-                          (md->posix_fd ? UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD : 0);
-
-    md->sock_dir = ucs_strdup(config->sock_dir, "cuda_ipc_ns_sock_dir");
-    if (md->sock_dir == NULL) {
-        ucs_error("cuda_ipc_ns: failed to allocate socket directory name");
-        status = UCS_ERR_NO_MEMORY;
+    md     = ucs_derived_of(base, uct_cuda_ipc_ns_md_t);
+    status = uct_cuda_ipc_ns_md_apply_config(md, config);
+    if (status != UCS_OK) {
         goto err_free;
     }
-    md->fdx.mode        = (uct_cuda_ipc_ns_fdx_mode_t)config->fdx_mode;
-    md->fdx.sock_dir    = md->sock_dir;
-    md->fdx.timeout     = config->sock_timeout;
-    md->fdx.req_timeout = config->sock_req_timeout;
-    md->fdx.allowed_uid = config->allowed_uid;
 
-    if (md->posix_fd && (md->fdx.mode != UCT_CUDA_IPC_NS_FDX_PIDFD)) {
-        status = uct_cuda_ipc_ns_broker_get(&md->fdx, &md->broker);
-        if (status != UCS_OK) {
-            ucs_error("cuda_ipc_ns: failed to start the fd broker (socket dir "
-                      "'%s'): %s", md->sock_dir, ucs_status_string(status));
-            goto err_free;
-        }
-        md->addr_flags |= UCT_CUDA_IPC_NS_ADDR_FLAG_BROKER;
-    }
-
-    if (md->owner_copy && (md->broker == NULL)) {
-        ucs_diag("cuda_ipc_ns: UCX_CUDA_IPC_NS_OWNER_COPY=y needs the fd "
-                 "broker (POSIX fd export and an fd exchange mode other than "
-                 "'pidfd'): legacy memory is not offered for owner copies");
+    status = uct_cuda_ipc_ns_md_start_broker(md);
+    if (status != UCS_OK) {
+        goto err_free;
     }
 
     cache_config.enable      = config->cache_enable;

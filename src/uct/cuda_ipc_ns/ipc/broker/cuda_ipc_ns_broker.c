@@ -57,14 +57,36 @@ static ino_t uct_cuda_ipc_ns_broker_fd_ino(int fd)
 }
 
 
+/* The thread that serves @a broker; it takes no signals: they belong to the
+ * application */
+static ucs_status_t
+uct_cuda_ipc_ns_broker_start_thread(uct_cuda_ipc_ns_broker_t *broker)
+{
+    sigset_t all, saved;
+    int ret;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    ret = pthread_create(&broker->thread, NULL,
+                         uct_cuda_ipc_ns_broker_server_run, &broker->server);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (ret != 0) {
+        ucs_error("cuda_ipc_ns: failed to start the broker thread: %s",
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+    /* "cuda_ipc_ns_brk" in ps/top, and for tests that measure its CPU time */
+    (void)pthread_setname_np(broker->thread, "cuda_ipc_ns_brk");
+    return UCS_OK;
+}
+
+
 static ucs_status_t uct_cuda_ipc_ns_broker_create(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                                                   uct_cuda_ipc_ns_broker_t **broker_p)
 {
     double req_timeout = (cfg->req_timeout > 0) ? cfg->req_timeout : 0.5;
     uct_cuda_ipc_ns_broker_t *broker;
-    sigset_t all, saved;
     ucs_status_t status;
-    int ret;
 
     broker = ucs_calloc(1, sizeof(*broker), "cuda_ipc_ns_broker");
     if (broker == NULL) {
@@ -97,20 +119,10 @@ static ucs_status_t uct_cuda_ipc_ns_broker_create(const uct_cuda_ipc_ns_fdx_conf
                                        &broker->registry, cfg->allowed_uid,
                                        req_timeout);
 
-    /* the thread takes no signals: they belong to the application */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &saved);
-    ret = pthread_create(&broker->thread, NULL,
-                         uct_cuda_ipc_ns_broker_server_run, &broker->server);
-    pthread_sigmask(SIG_SETMASK, &saved, NULL);
-    if (ret != 0) {
-        ucs_error("cuda_ipc_ns: failed to start the broker thread: %s",
-                  strerror(ret));
-        status = UCS_ERR_IO_ERROR;
+    status = uct_cuda_ipc_ns_broker_start_thread(broker);
+    if (status != UCS_OK) {
         goto err_cleanup_server;
     }
-    /* "cuda_ipc_ns_brk" in ps/top, and for tests that measure its CPU time */
-    (void)pthread_setname_np(broker->thread, "cuda_ipc_ns_brk");
 
     ucs_debug("cuda_ipc_ns: pid %d started broker %s (request timeout %.3f "
               "s, uid %u, extra allowed uid %d)", (int)broker->owner_pid,

@@ -375,6 +375,49 @@ uct_cuda_ipc_ns_copier_launch(uct_cuda_ipc_ns_broker_copier_t *copier,
 }
 
 
+/* Launch @a op, whose range is begun, on the buffer of @a copy (@a buf_fd,
+ * taken, when the request carries it) in the context of the owner's memory */
+static uct_cuda_ipc_ns_broker_status_t
+uct_cuda_ipc_ns_copier_op_launch(uct_cuda_ipc_ns_broker_copier_t *copier,
+                                 uct_cuda_ipc_ns_broker_copy_client_t *client,
+                                 uct_cuda_ipc_ns_broker_copy_op_t *op,
+                                 const uct_cuda_ipc_ns_copy_args_t *copy,
+                                 int buf_fd)
+{
+    uct_cuda_ipc_ns_broker_status_t status = UCT_CUDA_IPC_NS_BROKER_STATUS_OK;
+    int pushed;
+
+    if (uct_cuda_ipc_ns_ctx_push(op->range.ctx, op->range.device, &pushed) !=
+        UCS_OK) {
+        if (buf_fd >= 0) {
+            close(buf_fd);
+        }
+        return UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL;
+    }
+
+    op->buffer = uct_cuda_ipc_ns_copier_buffer(copier, client, copy,
+                                               op->range.device, buf_fd);
+    if (op->buffer == NULL) {
+        status = UCT_CUDA_IPC_NS_BROKER_STATUS_NO_BUFFER;
+        goto out;
+    }
+
+    ++op->buffer->uses;
+    ++client->in_flight;
+    if (uct_cuda_ipc_ns_copier_launch(copier, op, copy) != UCS_OK) {
+        --op->buffer->uses;
+        --client->in_flight;
+        status = UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL;
+        goto out;
+    }
+    __atomic_fetch_add(&uct_cuda_ipc_ns_copier_launched_count, 1,
+                       __ATOMIC_RELAXED);
+out:
+    uct_cuda_ipc_ns_ctx_pop(pushed);
+    return status;
+}
+
+
 /* Serve one well-formed COPY request of @a client */
 static void uct_cuda_ipc_ns_copier_request(uct_cuda_ipc_ns_broker_copier_t *copier,
                                            uct_cuda_ipc_ns_broker_copy_client_t *client,
@@ -384,7 +427,6 @@ static void uct_cuda_ipc_ns_copier_request(uct_cuda_ipc_ns_broker_copier_t *copi
 {
     uct_cuda_ipc_ns_broker_status_t status;
     uct_cuda_ipc_ns_broker_copy_op_t *op;
-    int pushed;
 
     op = ucs_calloc(1, sizeof(*op), "cuda_ipc_ns_copy_op");
     if (op == NULL) {
@@ -408,41 +450,17 @@ static void uct_cuda_ipc_ns_copier_request(uct_cuda_ipc_ns_broker_copier_t *copi
         goto err_free;
     }
 
-    /* the copy runs in the context of the owner's memory */
-    if (uct_cuda_ipc_ns_ctx_push(op->range.ctx, op->range.device, &pushed) !=
-        UCS_OK) {
-        status = UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL;
-        goto err_end;
-    }
-
-    op->buffer = uct_cuda_ipc_ns_copier_buffer(copier, client, copy,
-                                               op->range.device, buf_fd);
-    buf_fd     = -1;
-    if (op->buffer == NULL) {
-        status = UCT_CUDA_IPC_NS_BROKER_STATUS_NO_BUFFER;
-        goto err_pop;
-    }
-
     op->copier = copier;
     op->client = client;
     op->reg_id = reg_id;
     op->seq    = copy->seq;
-    ++op->buffer->uses;
-    ++client->in_flight;
-    if (uct_cuda_ipc_ns_copier_launch(copier, op, copy) != UCS_OK) {
-        --op->buffer->uses;
-        --client->in_flight;
-        status = UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL;
-        goto err_pop;
+    status     = uct_cuda_ipc_ns_copier_op_launch(copier, client, op, copy,
+                                                  buf_fd);
+    buf_fd     = -1;
+    if (status == UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
+        return;
     }
-    __atomic_fetch_add(&uct_cuda_ipc_ns_copier_launched_count, 1,
-                       __ATOMIC_RELAXED);
-    uct_cuda_ipc_ns_ctx_pop(pushed);
-    return;
 
-err_pop:
-    uct_cuda_ipc_ns_ctx_pop(pushed);
-err_end:
     uct_cuda_ipc_ns_broker_registry_copy_end(copier->registry, &op->range);
 err_free:
     ucs_free(op);

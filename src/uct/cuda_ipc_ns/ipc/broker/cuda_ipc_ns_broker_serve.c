@@ -444,6 +444,32 @@ static void uct_cuda_ipc_ns_broker_serve_copy(uct_cuda_ipc_ns_broker_server_t *s
 }
 
 
+/* Answer the request of @a conn that unpacked as @a status (not OK), and log
+ * why it is refused */
+static void
+uct_cuda_ipc_ns_broker_refuse_request(uct_cuda_ipc_ns_broker_server_t *server,
+                                      uct_cuda_ipc_ns_broker_conn_t *conn,
+                                      uct_cuda_ipc_ns_broker_status_t status,
+                                      const uct_cuda_ipc_ns_broker_req_t *req,
+                                      size_t len)
+{
+    uct_cuda_ipc_ns_broker_reply(server, conn, status, req->alloc_id, -1);
+    if (status == UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION) {
+        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
+                                           "protocol version %u, expected %u",
+                                           req->version,
+                                           UCT_CUDA_IPC_NS_BROKER_VERSION);
+    } else if (req->token != NULL) {
+        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
+                                           "unknown operation %u", req->op);
+    } else {
+        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
+                                           "malformed request (%zu bytes)",
+                                           len);
+    }
+}
+
+
 /* @return nonzero when the connection is done and can be closed (or was
  * handed to the copier) */
 static int uct_cuda_ipc_ns_broker_handle(uct_cuda_ipc_ns_broker_server_t *server,
@@ -502,20 +528,7 @@ static int uct_cuda_ipc_ns_broker_handle(uct_cuda_ipc_ns_broker_server_t *server
         return 1;
     }
 
-    uct_cuda_ipc_ns_broker_reply(server, conn, status, req.alloc_id, -1);
-    if (status == UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION) {
-        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
-                                           "protocol version %u, expected %u",
-                                           req.version,
-                                           UCT_CUDA_IPC_NS_BROKER_VERSION);
-    } else if (req.token != NULL) {
-        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
-                                           "unknown operation %u", req.op);
-    } else {
-        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
-                                           "malformed request (%zu bytes)",
-                                           len);
-    }
+    uct_cuda_ipc_ns_broker_refuse_request(server, conn, status, &req, len);
     return 1;
 }
 

@@ -186,6 +186,41 @@ out:
 }
 
 
+/* Whether the reply @a reply (@a len bytes, fd @a fd) of broker @a name gives
+ * the allocation @a alloc_id of @a key: its refusal mapped, else the fd */
+static ucs_status_t
+uct_cuda_ipc_ns_fdx_import_reply_check(const char *name,
+                                       const uct_cuda_ipc_ns_rkey_info_t *key,
+                                       uint64_t alloc_id, const uint8_t *reply,
+                                       size_t len, int fd)
+{
+    uint64_t reply_alloc_id;
+    unsigned bstatus;
+
+    if (uct_cuda_ipc_ns_broker_unpack_reply(reply, len, &bstatus,
+                                            &reply_alloc_id) != UCS_OK) {
+        ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a malformed "
+                  "reply (%zu bytes)", name, key->pid, len);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    if (bstatus != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
+        ucs_debug("cuda_ipc_ns: broker %s (owner pid %u) refused alloc_id "
+                  "0x%" PRIx64 ": %s", name, key->pid, alloc_id,
+                  uct_cuda_ipc_ns_broker_status_str(bstatus));
+        return uct_cuda_ipc_ns_broker_status_to_ucs(bstatus);
+    }
+
+    if ((fd < 0) || (reply_alloc_id != alloc_id)) {
+        ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a bad reply "
+                  "for alloc_id 0x%" PRIx64 ": fd %d, alloc_id 0x%" PRIx64,
+                  name, key->pid, alloc_id, fd, reply_alloc_id);
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+
 static ucs_status_t
 uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                                   const uct_cuda_ipc_ns_rkey_info_t *key,
@@ -195,9 +230,8 @@ uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     uint8_t req[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE];
     uct_cuda_ipc_ns_broker_client_t client;
     const char *name = client.name;
-    uint64_t reply_alloc_id;
     ucs_status_t status;
-    unsigned bstatus, num_fds;
+    unsigned num_fds;
     int fd = -1, pidfd = -1;
     uint64_t alloc_id;
     size_t len;
@@ -214,27 +248,9 @@ uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
         goto out;
     }
 
-    if (uct_cuda_ipc_ns_broker_unpack_reply(reply, len, &bstatus,
-                                            &reply_alloc_id) != UCS_OK) {
-        ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a malformed "
-                  "reply (%zu bytes)", name, key->pid, len);
-        status = UCS_ERR_IO_ERROR;
-        goto out_close_fd;
-    }
-
-    if (bstatus != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
-        status = uct_cuda_ipc_ns_broker_status_to_ucs(bstatus);
-        ucs_debug("cuda_ipc_ns: broker %s (owner pid %u) refused alloc_id "
-                  "0x%" PRIx64 ": %s", name, key->pid, alloc_id,
-                  uct_cuda_ipc_ns_broker_status_str(bstatus));
-        goto out_close_fd;
-    }
-
-    if ((fd < 0) || (reply_alloc_id != alloc_id)) {
-        ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a bad reply "
-                  "for alloc_id 0x%" PRIx64 ": fd %d, alloc_id 0x%" PRIx64,
-                  name, key->pid, alloc_id, fd, reply_alloc_id);
-        status = UCS_ERR_IO_ERROR;
+    status = uct_cuda_ipc_ns_fdx_import_reply_check(name, key, alloc_id,
+                                                    reply, len, fd);
+    if (status != UCS_OK) {
         goto out_close_fd;
     }
 
@@ -379,23 +395,13 @@ uct_cuda_ipc_ns_fdx_chunk_fds_match(const uct_cuda_ipc_ns_rkey_info_t *key,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *cfg,
-                                           const uct_cuda_ipc_ns_rkey_info_t *key,
-                                           const uct_cuda_ipc_ns_chunk_t *chunks,
-                                           uint32_t first, uint32_t count,
-                                           int *fds, int *owner_pidfd_p)
+/* Whether chunks @a first..first+count-1 of @a key can be asked for in one
+ * GET_CHUNK_FDS request: an error line names why not */
+static ucs_status_t
+uct_cuda_ipc_ns_fdx_chunk_fds_valid(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                    const uct_cuda_ipc_ns_rkey_info_t *key,
+                                    uint32_t first, uint32_t count)
 {
-    uint8_t req[UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE];
-    uint8_t reply[UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX];
-    uint64_t alloc_ids[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
-    uct_cuda_ipc_ns_broker_client_t client;
-    const char *name = client.name;
-    uct_cuda_ipc_ns_chunk_fds_reply_t head;
-    unsigned num_fds = 0;
-    ucs_status_t status;
-    int pidfd = -1;
-    size_t len;
-
     UCS_STATIC_ASSERT(UCT_CUDA_IPC_NS_BROKER_FDS_MAX <=
                       UCT_CUDA_IPC_NS_SCM_MAX_FDS);
     if ((key->handle_type != UCT_CUDA_IPC_NS_HANDLE_CHUNKS) || (count == 0) ||
@@ -410,6 +416,73 @@ ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *c
                   key->handle.posix.num_chunks, UCT_CUDA_IPC_NS_BROKER_FDS_MAX,
                   cfg->mode);
         return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+}
+
+
+/* Whether the GET_CHUNK_FDS reply @a reply (@a len bytes, @a num_fds fds) of
+ * broker @a name gives chunks @a first..first+count-1 of @a key: its refusal
+ * mapped, else the fds of the allocations the layout @a chunks names */
+static ucs_status_t
+uct_cuda_ipc_ns_fdx_chunk_fds_reply_check(const char *name,
+                                          const uct_cuda_ipc_ns_rkey_info_t *key,
+                                          const uct_cuda_ipc_ns_chunk_t *chunks,
+                                          uint32_t first, uint32_t count,
+                                          const uint8_t *reply, size_t len,
+                                          unsigned num_fds)
+{
+    uint64_t alloc_ids[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
+    uct_cuda_ipc_ns_chunk_fds_reply_t head;
+
+    if (uct_cuda_ipc_ns_broker_unpack_fds_reply(reply, len, &head,
+                                                alloc_ids) != UCS_OK) {
+        ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a malformed "
+                  "reply (%zu bytes, %u fds) for chunks %u..+%u of 0x%" PRIx64,
+                  name, key->pid, len, num_fds, first, count,
+                  key->handle.posix.reg_id);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    if (head.status != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
+        ucs_debug("cuda_ipc_ns: broker %s (owner pid %u) refused chunks "
+                  "%u..+%u of 0x%" PRIx64 ": %s", name, key->pid, first, count,
+                  key->handle.posix.reg_id,
+                  uct_cuda_ipc_ns_broker_status_str(head.status));
+        return uct_cuda_ipc_ns_broker_status_to_ucs(head.status);
+    }
+
+    if (!uct_cuda_ipc_ns_fdx_chunk_fds_match(key, chunks, first, count, &head,
+                                             alloc_ids, num_fds)) {
+        ucs_error("cuda_ipc_ns: broker %s (owner pid %u) answered chunks "
+                  "%u..+%u of 0x%" PRIx64 " with chunks %u..+%u of 0x%" PRIx64
+                  " and %u fds, or other allocation ids than the layout's: "
+                  "refused", name, key->pid, first, count,
+                  key->handle.posix.reg_id, head.first, head.count,
+                  head.reg_id, num_fds);
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                           const uct_cuda_ipc_ns_rkey_info_t *key,
+                                           const uct_cuda_ipc_ns_chunk_t *chunks,
+                                           uint32_t first, uint32_t count,
+                                           int *fds, int *owner_pidfd_p)
+{
+    uint8_t req[UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE];
+    uint8_t reply[UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX];
+    uct_cuda_ipc_ns_broker_client_t client;
+    unsigned num_fds = 0;
+    ucs_status_t status;
+    int pidfd = -1;
+    size_t len;
+
+    status = uct_cuda_ipc_ns_fdx_chunk_fds_valid(cfg, key, first, count);
+    if (status != UCS_OK) {
+        return status;
     }
 
     uct_cuda_ipc_ns_broker_pack_fds_request(req, key->handle.posix.reg_id,
@@ -426,40 +499,16 @@ ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *c
         goto out;
     }
 
-    if (uct_cuda_ipc_ns_broker_unpack_fds_reply(reply, len, &head,
-                                                alloc_ids) != UCS_OK) {
-        ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a malformed "
-                  "reply (%zu bytes, %u fds) for chunks %u..+%u of 0x%" PRIx64,
-                  name, key->pid, len, num_fds, first, count,
-                  key->handle.posix.reg_id);
-        status = UCS_ERR_IO_ERROR;
-        goto out_close_fds;
-    }
-
-    if (head.status != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
-        status = uct_cuda_ipc_ns_broker_status_to_ucs(head.status);
-        ucs_debug("cuda_ipc_ns: broker %s (owner pid %u) refused chunks "
-                  "%u..+%u of 0x%" PRIx64 ": %s", name, key->pid, first, count,
-                  key->handle.posix.reg_id,
-                  uct_cuda_ipc_ns_broker_status_str(head.status));
-        goto out_close_fds;
-    }
-
-    if (!uct_cuda_ipc_ns_fdx_chunk_fds_match(key, chunks, first, count, &head,
-                                             alloc_ids, num_fds)) {
-        ucs_error("cuda_ipc_ns: broker %s (owner pid %u) answered chunks "
-                  "%u..+%u of 0x%" PRIx64 " with chunks %u..+%u of 0x%" PRIx64
-                  " and %u fds, or other allocation ids than the layout's: "
-                  "refused", name, key->pid, first, count,
-                  key->handle.posix.reg_id, head.first, head.count,
-                  head.reg_id, num_fds);
-        status = UCS_ERR_IO_ERROR;
+    status = uct_cuda_ipc_ns_fdx_chunk_fds_reply_check(client.name, key,
+                                                       chunks, first, count,
+                                                       reply, len, num_fds);
+    if (status != UCS_OK) {
         goto out_close_fds;
     }
 
     ucs_trace("cuda_ipc_ns: got chunks %u..+%u of 0x%" PRIx64 " of pid %u "
               "from broker %s", first, count, key->handle.posix.reg_id,
-              key->pid, name);
+              key->pid, client.name);
     __atomic_fetch_add(&uct_cuda_ipc_ns_fdx_broker_count, count,
                        __ATOMIC_RELAXED);
     uct_cuda_ipc_ns_fdx_give_pidfd(pidfd, owner_pidfd_p);
