@@ -38,7 +38,7 @@ static ucs_status_t uct_cuda_ipc_ns_gpus_read(void)
     CUdevice device;
     int i, count;
 
-    status = uct_cuda_ipc_ns_driver_load_configured();
+    status = uct_cuda_ipc_ns_md_base_driver_load();
     if (status != UCS_OK) {
         ucs_error("cuda_ipc_ns: no CUDA driver to list the GPUs this process "
                   "can use: %s", ucs_status_string(status));
@@ -70,7 +70,7 @@ static ucs_status_t uct_cuda_ipc_ns_gpus_read(void)
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_gpu_usable(const uint8_t *uuid, int *usable_p)
+ucs_status_t uct_cuda_ipc_ns_gpus_usable(const uint8_t *uuid, int *usable_p)
 {
     ucs_status_t status;
     unsigned i;
@@ -97,7 +97,7 @@ ucs_status_t uct_cuda_ipc_ns_gpu_usable(const uint8_t *uuid, int *usable_p)
 }
 
 
-const char *uct_cuda_ipc_ns_gpu_uuid_str(const uint8_t *uuid, char *buf,
+const char *uct_cuda_ipc_ns_gpus_uuid_str(const uint8_t *uuid, char *buf,
                                          size_t max)
 {
     snprintf(buf, max, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
@@ -114,11 +114,11 @@ const char *uct_cuda_ipc_ns_gpus_str(char *buf, size_t max)
     size_t len = 0;
     unsigned i;
 
-    /* the list was read by uct_cuda_ipc_ns_gpu_usable() */
+    /* the list was read by uct_cuda_ipc_ns_gpus_usable() */
     snprintf(buf, max, "none");
     for (i = 0; (i < uct_cuda_ipc_ns_gpus.count) && (len < max); ++i) {
         len += snprintf(buf + len, max - len, "%s%s", (i == 0) ? "" : ", ",
-                        uct_cuda_ipc_ns_gpu_uuid_str(
+                        uct_cuda_ipc_ns_gpus_uuid_str(
                                 (const uint8_t*)uct_cuda_ipc_ns_gpus.uuid[i].bytes,
                                 one,
                                 sizeof(one)));
@@ -127,7 +127,7 @@ const char *uct_cuda_ipc_ns_gpus_str(char *buf, size_t max)
 }
 
 
-int uct_cuda_ipc_ns_gpu_warn_first(const uint8_t *uuid, uint32_t pid,
+int uct_cuda_ipc_ns_gpus_warn_first(const uint8_t *uuid, uint32_t pid,
                                    uint64_t pid_ns, uint64_t start_time)
 {
     uct_cuda_ipc_ns_owner_set_entry_t owner;

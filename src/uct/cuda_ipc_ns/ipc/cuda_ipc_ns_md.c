@@ -169,9 +169,9 @@ static void uct_cuda_ipc_ns_md_close(uct_md_h uct_md)
 
 
 static ucs_status_t uct_cuda_ipc_ns_md_query(uct_md_h md,
-                                             uct_cuda_ipc_ns_md_attr_t *md_attr)
+                                             uct_cuda_ipc_ns_compat_md_attr_t *md_attr)
 {
-    uct_cuda_ipc_ns_md_caps_t caps = {
+    uct_cuda_ipc_ns_compat_md_caps_t caps = {
         /* mem_dereg with UCT_MD_MEM_DEREG_FLAG_INVALIDATE revokes the
          * registration for new imports and completes at once
          * (docs/security.md, "Invalidation"); UCP's peer error mode wants
@@ -199,7 +199,7 @@ static ucs_status_t uct_cuda_ipc_ns_md_query(uct_md_h md,
 
 
 static ucs_status_t
-uct_cuda_ipc_ns_memh_export_legacy(uct_cuda_ipc_ns_memh_t *memh,
+uct_cuda_ipc_ns_memh_export_legacy(uct_cuda_ipc_ns_md_memh_t *memh,
                                    const uct_cuda_ipc_ns_ptr_attr_t *attr,
                                    ucs_log_level_t log_level)
 {
@@ -229,7 +229,7 @@ uct_cuda_ipc_ns_memh_export_legacy(uct_cuda_ipc_ns_memh_t *memh,
  */
 static ucs_status_t
 uct_cuda_ipc_ns_memh_register_range(uct_cuda_ipc_ns_md_t *md,
-                                    uct_cuda_ipc_ns_memh_t *memh,
+                                    uct_cuda_ipc_ns_md_memh_t *memh,
                                     const uct_cuda_ipc_ns_ptr_attr_t *attr,
                                     ucs_log_level_t log_level)
 {
@@ -265,7 +265,7 @@ uct_cuda_ipc_ns_memh_register_range(uct_cuda_ipc_ns_md_t *md,
  * (or denied pidfd_getfd) ask for it with the token */
 static ucs_status_t
 uct_cuda_ipc_ns_memh_broker_register(uct_cuda_ipc_ns_md_t *md,
-                                     uct_cuda_ipc_ns_memh_t *memh,
+                                     uct_cuda_ipc_ns_md_memh_t *memh,
                                      uint64_t alloc_id)
 {
     uint8_t len;
@@ -291,7 +291,7 @@ uct_cuda_ipc_ns_memh_broker_register(uct_cuda_ipc_ns_md_t *md,
 
 static ucs_status_t
 uct_cuda_ipc_ns_memh_export_posix_fd(uct_cuda_ipc_ns_md_t *md,
-                                     uct_cuda_ipc_ns_memh_t *memh,
+                                     uct_cuda_ipc_ns_md_memh_t *memh,
                                      const uct_cuda_ipc_ns_ptr_attr_t *attr,
                                      ucs_log_level_t log_level)
 {
@@ -330,12 +330,12 @@ uct_cuda_ipc_ns_memh_export_posix_fd(uct_cuda_ipc_ns_md_t *md,
  */
 static ucs_status_t
 uct_cuda_ipc_ns_memh_export_pool(uct_cuda_ipc_ns_md_t *md,
-                                 uct_cuda_ipc_ns_memh_t *memh,
+                                 uct_cuda_ipc_ns_md_memh_t *memh,
                                  const void *address,
                                  const uct_cuda_ipc_ns_ptr_attr_t *attr,
                                  ucs_log_level_t log_level)
 {
-    uct_cuda_ipc_ns_pool_export_t exp;
+    uct_cuda_ipc_ns_ptr_pool_export_t exp;
     ucs_status_t status;
 
     status = uct_cuda_ipc_ns_ptr_export_pool(address, attr, log_level, &exp);
@@ -452,7 +452,7 @@ uct_cuda_ipc_ns_md_walk_chunks(const uct_cuda_ipc_ns_md_t *md,
  */
 static ucs_status_t
 uct_cuda_ipc_ns_memh_export_chunks(uct_cuda_ipc_ns_md_t *md,
-                                   uct_cuda_ipc_ns_memh_t *memh,
+                                   uct_cuda_ipc_ns_md_memh_t *memh,
                                    const uct_cuda_ipc_ns_ptr_attr_t *attr,
                                    const uct_cuda_ipc_ns_chunk_t *chunks,
                                    uint32_t count)
@@ -483,7 +483,7 @@ uct_cuda_ipc_ns_memh_export_chunks(uct_cuda_ipc_ns_md_t *md,
 }
 
 
-static ucs_status_t uct_cuda_ipc_ns_memh_set_uuid(uct_cuda_ipc_ns_memh_t *memh,
+static ucs_status_t uct_cuda_ipc_ns_memh_set_uuid(uct_cuda_ipc_ns_md_memh_t *memh,
                                                   int device,
                                                   ucs_log_level_t log_level)
 {
@@ -517,7 +517,7 @@ static int uct_cuda_ipc_ns_md_copies(const uct_cuda_ipc_ns_md_t *md)
 
 /*
  * How the allocation of @a attr (@a num_chunks allocations from it) is
- * offered to peers: a uct_cuda_ipc_ns_handle_type_t, or 0 when it cannot be
+ * offered to peers: a uct_cuda_ipc_ns_rkey_handle_type_t, or 0 when it cannot be
  * with this configuration. Memory of a pool is a pool key when the pool
  * exports (found out by exporting it), else a copy key.
  */
@@ -567,12 +567,12 @@ static void uct_cuda_ipc_ns_md_log_refusal(const void *address,
 /* Export the allocation of @a attr as the key of @a memh says peers get it */
 static ucs_status_t
 uct_cuda_ipc_ns_memh_export(uct_cuda_ipc_ns_md_t *md,
-                            uct_cuda_ipc_ns_memh_t *memh, const void *address,
+                            uct_cuda_ipc_ns_md_memh_t *memh, const void *address,
                             const uct_cuda_ipc_ns_ptr_attr_t *attr,
                             const uct_cuda_ipc_ns_chunk_t *chunks,
                             uint32_t num_chunks, ucs_log_level_t log_level)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     ucs_status_t status;
 
     switch (uct_cuda_ipc_ns_md_export_kind(md, attr, num_chunks)) {
@@ -674,12 +674,12 @@ uct_cuda_ipc_ns_md_reg_extent(uct_cuda_ipc_ns_md_t *md, void *address,
 
 
 /* A memory handle for the allocation of @a attr: our identity, its range */
-static uct_cuda_ipc_ns_memh_t *
+static uct_cuda_ipc_ns_md_memh_t *
 uct_cuda_ipc_ns_md_memh_new(const uct_cuda_ipc_ns_ptr_attr_t *attr,
                             ucs_log_level_t log_level)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
-    uct_cuda_ipc_ns_memh_t *memh;
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+    uct_cuda_ipc_ns_md_memh_t *memh;
 
     memh = ucs_calloc(1, sizeof(*memh), "cuda_ipc_ns_memh");
     if (memh == NULL) {
@@ -700,7 +700,7 @@ uct_cuda_ipc_ns_md_memh_new(const uct_cuda_ipc_ns_ptr_attr_t *attr,
 
 static ucs_status_t
 uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
-                        uct_cuda_ipc_ns_mem_reg_arg_t reg_arg, uct_mem_h *memh_p)
+                        uct_cuda_ipc_ns_compat_mem_reg_arg_t reg_arg, uct_mem_h *memh_p)
 {
     unsigned flags = uct_cuda_ipc_ns_compat_mem_reg_flags(reg_arg);
     uct_cuda_ipc_ns_md_t *md = ucs_derived_of(uct_md, uct_cuda_ipc_ns_md_t);
@@ -708,7 +708,7 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
     uint32_t num_chunks             = 1;
     ucs_log_level_t log_level;
     uct_cuda_ipc_ns_ptr_attr_t attr;
-    uct_cuda_ipc_ns_memh_t *memh;
+    uct_cuda_ipc_ns_md_memh_t *memh;
     ucs_status_t status;
 
     log_level = (flags & UCT_MD_MEM_FLAG_HIDE_ERRORS) ? UCS_LOG_LEVEL_DEBUG :
@@ -764,7 +764,7 @@ static ucs_status_t
 uct_cuda_ipc_ns_mem_dereg(uct_md_h uct_md,
                           const uct_md_mem_dereg_params_t *params)
 {
-    uct_cuda_ipc_ns_memh_t *memh;
+    uct_cuda_ipc_ns_md_memh_t *memh;
     uct_completion_t *comp;
     unsigned flags;
 
@@ -806,7 +806,7 @@ uct_cuda_ipc_ns_mkey_pack(uct_md_h md, uct_mem_h memh_,
                           const uct_md_mkey_pack_params_t *params,
                           void *rkey_buffer)
 {
-    uct_cuda_ipc_ns_memh_t *memh = memh_;
+    uct_cuda_ipc_ns_md_memh_t *memh = memh_;
 
     return uct_cuda_ipc_ns_rkey_pack(&memh->info, rkey_buffer);
 }
@@ -846,7 +846,7 @@ uct_cuda_ipc_ns_rkey_check_gpu(const uct_cuda_ipc_ns_rkey_info_t *info)
     ucs_status_t status;
     int usable;
 
-    status = uct_cuda_ipc_ns_gpu_usable(info->dev_uuid, &usable);
+    status = uct_cuda_ipc_ns_gpus_usable(info->dev_uuid, &usable);
     if (status != UCS_OK) {
         /* nothing can be imported without the list: logged there */
         return UCS_ERR_UNREACHABLE;
@@ -856,10 +856,10 @@ uct_cuda_ipc_ns_rkey_check_gpu(const uct_cuda_ipc_ns_rkey_info_t *info)
     }
 
     /* ucs_log() evaluates its level more than once */
-    level = uct_cuda_ipc_ns_gpu_warn_first(info->dev_uuid, info->pid,
+    level = uct_cuda_ipc_ns_gpus_warn_first(info->dev_uuid, info->pid,
                                            info->pid_ns, info->start_time) ?
             UCS_LOG_LEVEL_WARN : UCS_LOG_LEVEL_DEBUG;
-    uct_cuda_ipc_ns_gpu_uuid_str(info->dev_uuid, key_gpu, sizeof(key_gpu));
+    uct_cuda_ipc_ns_gpus_uuid_str(info->dev_uuid, key_gpu, sizeof(key_gpu));
     ucs_log(level,
             "cuda_ipc_ns: memory of pid %u in PID namespace %" PRIu64
             " lives on %s, which this process cannot use (it can use %s): "
@@ -910,12 +910,12 @@ uct_cuda_ipc_ns_rkey_check_owner_copy(const uct_cuda_ipc_ns_rkey_info_t *info)
  */
 static ucs_status_t uct_cuda_ipc_ns_rkey_legacy_path(uct_cuda_ipc_ns_rkey_t *rkey)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
-    uct_cuda_ipc_ns_legacy_path_t path;
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+    uct_cuda_ipc_ns_legacy_direct_path_t path;
     int usable, has_broker;
     ucs_status_t status;
 
-    usable     = (uct_cuda_ipc_ns_gpu_usable(rkey->info.dev_uuid,
+    usable     = (uct_cuda_ipc_ns_gpus_usable(rkey->info.dev_uuid,
                                              &usable) == UCS_OK) && usable;
     has_broker = rkey->info.broker_addr_len > 0;
     path       = uct_cuda_ipc_ns_legacy_direct_path(&rkey->info, usable);
@@ -967,7 +967,7 @@ uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
                             UCT_CUDA_IPC_NS_RKEY_UNPACK_PARAMS_ARG
                             uct_rkey_t *rkey_p, void **handle_p)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     uct_cuda_ipc_ns_rkey_t *rkey;
     ucs_status_t status;
     int usable;
@@ -1013,7 +1013,7 @@ uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
         }
     } else {
         rkey->owner_gpu_usable =
-                (uct_cuda_ipc_ns_gpu_usable(rkey->info.dev_uuid,
+                (uct_cuda_ipc_ns_gpus_usable(rkey->info.dev_uuid,
                                             &usable) == UCS_OK) && usable;
     }
 
@@ -1075,7 +1075,7 @@ uct_cuda_ipc_ns_md_apply_config(uct_cuda_ipc_ns_md_t *md,
         ucs_error("cuda_ipc_ns: failed to allocate socket directory name");
         return UCS_ERR_NO_MEMORY;
     }
-    md->fdx.mode        = (uct_cuda_ipc_ns_fdx_mode_t)config->fdx_mode;
+    md->fdx.mode        = (uct_cuda_ipc_ns_broker_proto_fdx_mode_t)config->fdx_mode;
     md->fdx.sock_dir    = md->sock_dir;
     md->fdx.timeout     = config->sock_timeout;
     md->fdx.req_timeout = config->sock_req_timeout;
@@ -1120,7 +1120,7 @@ static ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
     ucs_status_t status;
     uct_md_t *base;
 
-    status = uct_cuda_ipc_ns_md_alloc(component, &uct_cuda_ipc_ns_md_ops,
+    status = uct_cuda_ipc_ns_md_base_alloc(component, &uct_cuda_ipc_ns_md_ops,
                                       sizeof(*md), md_name, &base);
     if (status != UCS_OK) {
         return status;
@@ -1160,7 +1160,7 @@ err_free:
 
 
 uct_component_t uct_cuda_ipc_ns_component = {
-    .query_md_resources = uct_cuda_ipc_ns_query_md_resources,
+    .query_md_resources = uct_cuda_ipc_ns_md_base_query_resources,
     .md_open            = uct_cuda_ipc_ns_md_open,
     .cm_open            = (uct_component_cm_open_func_t)
                           ucs_empty_function_return_unsupported,

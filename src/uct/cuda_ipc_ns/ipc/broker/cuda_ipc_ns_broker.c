@@ -40,7 +40,7 @@ struct uct_cuda_ipc_ns_broker {
     ino_t                             inherited_ino[3];
     pthread_t                         thread;
     uct_cuda_ipc_ns_broker_registry_t registry;
-    uct_cuda_ipc_ns_broker_server_t   server;
+    uct_cuda_ipc_ns_broker_serve_t   server;
 };
 
 
@@ -68,7 +68,7 @@ uct_cuda_ipc_ns_broker_start_thread(uct_cuda_ipc_ns_broker_t *broker)
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &saved);
     ret = pthread_create(&broker->thread, NULL,
-                         uct_cuda_ipc_ns_broker_server_run, &broker->server);
+                         uct_cuda_ipc_ns_broker_serve_run, &broker->server);
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
     if (ret != 0) {
         ucs_error("cuda_ipc_ns: failed to start the broker thread: %s",
@@ -114,7 +114,7 @@ static ucs_status_t uct_cuda_ipc_ns_broker_create(const uct_cuda_ipc_ns_fdx_conf
     broker->inherited_ino[1] = uct_cuda_ipc_ns_broker_fd_ino(broker->sock.dir_fd);
     broker->inherited_ino[2] = uct_cuda_ipc_ns_broker_fd_ino(broker->wake_fds[0]);
 
-    uct_cuda_ipc_ns_broker_server_init(&broker->server, broker->sock.name,
+    uct_cuda_ipc_ns_broker_serve_init(&broker->server, broker->sock.name,
                                        broker->sock.fd, broker->wake_fds[0],
                                        &broker->registry, cfg->allowed_uid,
                                        req_timeout);
@@ -132,7 +132,7 @@ static ucs_status_t uct_cuda_ipc_ns_broker_create(const uct_cuda_ipc_ns_fdx_conf
     return UCS_OK;
 
 err_cleanup_server:
-    uct_cuda_ipc_ns_broker_server_cleanup(&broker->server);
+    uct_cuda_ipc_ns_broker_serve_cleanup(&broker->server);
     close(broker->wake_fds[0]);
     close(broker->wake_fds[1]);
 err_close_sock:
@@ -158,7 +158,7 @@ static void uct_cuda_ipc_ns_broker_destroy(uct_cuda_ipc_ns_broker_t *broker)
     }
     pthread_join(broker->thread, NULL);
 
-    uct_cuda_ipc_ns_broker_server_cleanup(&broker->server);
+    uct_cuda_ipc_ns_broker_serve_cleanup(&broker->server);
     close(broker->wake_fds[0]);
     close(broker->wake_fds[1]);
     ucs_debug("cuda_ipc_ns: broker %s destroyed", broker->sock.name);
@@ -275,7 +275,7 @@ const char *uct_cuda_ipc_ns_broker_addr(uct_cuda_ipc_ns_broker_t *broker,
 ucs_status_t uct_cuda_ipc_ns_broker_register(uct_cuda_ipc_ns_broker_t *broker,
                                              int fd, uint64_t alloc_id,
                                              uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
-                                             uct_cuda_ipc_ns_broker_reg_t **reg_p)
+                                             uct_cuda_ipc_ns_broker_registry_reg_t **reg_p)
 {
     ucs_status_t status;
 
@@ -300,7 +300,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_register_chunks(uct_cuda_ipc_ns_broker_t *br
                                                     const uct_cuda_ipc_ns_chunk_t *chunks,
                                                     uint32_t num_chunks,
                                                     uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
-                                                    uct_cuda_ipc_ns_broker_reg_t **reg_p)
+                                                    uct_cuda_ipc_ns_broker_registry_reg_t **reg_p)
 {
     ucs_status_t status;
 
@@ -322,7 +322,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_register_range(uct_cuda_ipc_ns_broker_t *bro
                                                    uint64_t length, CUcontext ctx,
                                                    int device,
                                                    uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
-                                                   uct_cuda_ipc_ns_broker_reg_t **reg_p)
+                                                   uct_cuda_ipc_ns_broker_registry_reg_t **reg_p)
 {
     ucs_status_t status;
 
@@ -340,7 +340,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_register_range(uct_cuda_ipc_ns_broker_t *bro
 
 
 void uct_cuda_ipc_ns_broker_unregister(uct_cuda_ipc_ns_broker_t *broker,
-                                       uct_cuda_ipc_ns_broker_reg_t *reg)
+                                       uct_cuda_ipc_ns_broker_registry_reg_t *reg)
 {
     uct_cuda_ipc_ns_broker_registry_remove(&broker->registry, reg);
 }
@@ -354,7 +354,7 @@ void uct_cuda_ipc_ns_broker_wait_idle(void)
     pthread_mutex_lock(&uct_cuda_ipc_ns_broker_global_lock);
     broker = uct_cuda_ipc_ns_broker_global;
     if ((broker != NULL) && (broker->owner_pid == getpid())) {
-        uct_cuda_ipc_ns_broker_server_wait_idle(&broker->server);
+        uct_cuda_ipc_ns_broker_serve_wait_idle(&broker->server);
     }
     pthread_mutex_unlock(&uct_cuda_ipc_ns_broker_global_lock);
 }

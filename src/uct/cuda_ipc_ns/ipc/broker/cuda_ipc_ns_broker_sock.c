@@ -168,7 +168,7 @@ uct_cuda_ipc_ns_broker_sock_address(uct_cuda_ipc_ns_broker_sock_t *sock,
     uint8_t rnd[8];
     int len;
 
-    status = uct_cuda_ipc_ns_broker_random(rnd, sizeof(rnd));
+    status = uct_cuda_ipc_ns_broker_registry_random(rnd, sizeof(rnd));
     if (status != UCS_OK) {
         return status;
     }
@@ -199,7 +199,7 @@ uct_cuda_ipc_ns_broker_sock_address(uct_cuda_ipc_ns_broker_sock_t *sock,
                                  name) + 1;
     }
     sock->addr_len = len;
-    uct_cuda_ipc_ns_fdx_addr_str(sock->addr, sock->addr_len, sock->name,
+    uct_cuda_ipc_ns_broker_proto_addr_str(sock->addr, sock->addr_len, sock->name,
                                  sizeof(sock->name));
     return UCS_OK;
 }

@@ -164,7 +164,7 @@ uct_cuda_ipc_ns_broker_client_socket(uct_cuda_ipc_ns_broker_client_t *client,
         return UCS_ERR_UNREACHABLE;
     }
 
-    uct_cuda_ipc_ns_fdx_addr_str(key->broker_addr, key->broker_addr_len,
+    uct_cuda_ipc_ns_broker_proto_addr_str(key->broker_addr, key->broker_addr_len,
                                  client->name, sizeof(client->name));
     status = uct_cuda_ipc_ns_broker_client_addr(client, &sa, &len, &dir_fd);
     if (status != UCS_OK) {

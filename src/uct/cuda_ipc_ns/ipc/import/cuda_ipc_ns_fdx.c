@@ -197,7 +197,7 @@ uct_cuda_ipc_ns_fdx_import_reply_check(const char *name,
     uint64_t reply_alloc_id;
     unsigned bstatus;
 
-    if (uct_cuda_ipc_ns_broker_unpack_reply(reply, len, &bstatus,
+    if (uct_cuda_ipc_ns_broker_proto_unpack_reply(reply, len, &bstatus,
                                             &reply_alloc_id) != UCS_OK) {
         ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a malformed "
                   "reply (%zu bytes)", name, key->pid, len);
@@ -237,7 +237,7 @@ uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     size_t len;
 
     uct_cuda_ipc_ns_rkey_fd_source(key, NULL, &alloc_id);
-    uct_cuda_ipc_ns_broker_pack_request(req, alloc_id, key->token);
+    uct_cuda_ipc_ns_broker_proto_pack_request(req, alloc_id, key->token);
 
     /* one deadline from connect to the fd */
     uct_cuda_ipc_ns_broker_client_start(&client, cfg, key);
@@ -300,7 +300,7 @@ ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                                         const uct_cuda_ipc_ns_rkey_info_t *key,
                                         int *fd_p, int *owner_pidfd_p)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     int same_ns                            = (key->pid_ns == self->pid_ns);
     ucs_status_t status;
     uint64_t alloc_id;
@@ -375,7 +375,7 @@ static int
 uct_cuda_ipc_ns_fdx_chunk_fds_match(const uct_cuda_ipc_ns_rkey_info_t *key,
                                     const uct_cuda_ipc_ns_chunk_t *chunks,
                                     uint32_t first, uint32_t count,
-                                    const uct_cuda_ipc_ns_chunk_fds_reply_t *reply,
+                                    const uct_cuda_ipc_ns_broker_proto_chunk_fds_reply_t *reply,
                                     const uint64_t *alloc_ids, unsigned num_fds)
 {
     uint32_t i;
@@ -433,9 +433,9 @@ uct_cuda_ipc_ns_fdx_chunk_fds_reply_check(const char *name,
                                           unsigned num_fds)
 {
     uint64_t alloc_ids[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
-    uct_cuda_ipc_ns_chunk_fds_reply_t head;
+    uct_cuda_ipc_ns_broker_proto_chunk_fds_reply_t head;
 
-    if (uct_cuda_ipc_ns_broker_unpack_fds_reply(reply, len, &head,
+    if (uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(reply, len, &head,
                                                 alloc_ids) != UCS_OK) {
         ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a malformed "
                   "reply (%zu bytes, %u fds) for chunks %u..+%u of 0x%" PRIx64,
@@ -485,7 +485,7 @@ ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *c
         return status;
     }
 
-    uct_cuda_ipc_ns_broker_pack_fds_request(req, key->handle.posix.reg_id,
+    uct_cuda_ipc_ns_broker_proto_pack_fds_request(req, key->handle.posix.reg_id,
                                             key->token, first, count);
 
     /* one deadline from connect to the fds */
@@ -531,7 +531,7 @@ out:
 static ucs_status_t
 uct_cuda_ipc_ns_fdx_layout_page(uct_cuda_ipc_ns_broker_client_t *client,
                                 uint32_t first,
-                                uct_cuda_ipc_ns_layout_page_t *page,
+                                uct_cuda_ipc_ns_broker_proto_layout_page_t *page,
                                 uct_cuda_ipc_ns_chunk_t *chunks)
 {
     const uct_cuda_ipc_ns_rkey_info_t *key = client->key;
@@ -543,7 +543,7 @@ uct_cuda_ipc_ns_fdx_layout_page(uct_cuda_ipc_ns_broker_client_t *client,
     unsigned num_fds;
     size_t len;
 
-    uct_cuda_ipc_ns_broker_pack_chunk_request(req,
+    uct_cuda_ipc_ns_broker_proto_pack_chunk_request(req,
                                               UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT,
                                               key->handle.posix.reg_id,
                                               key->token, first);
@@ -564,7 +564,7 @@ uct_cuda_ipc_ns_fdx_layout_page(uct_cuda_ipc_ns_broker_client_t *client,
         return UCS_ERR_IO_ERROR;
     }
 
-    if (uct_cuda_ipc_ns_broker_unpack_layout(reply, len, page, chunks) !=
+    if (uct_cuda_ipc_ns_broker_proto_unpack_layout(reply, len, page, chunks) !=
         UCS_OK) {
         ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a malformed "
                   "layout reply (%zu bytes)", name, key->pid, len);
@@ -600,7 +600,7 @@ ucs_status_t uct_cuda_ipc_ns_fdx_layout(const uct_cuda_ipc_ns_fdx_config_t *cfg,
 {
     uint32_t total = key->handle.posix.num_chunks;
     uct_cuda_ipc_ns_broker_client_t client;
-    uct_cuda_ipc_ns_layout_page_t page;
+    uct_cuda_ipc_ns_broker_proto_layout_page_t page;
     uct_cuda_ipc_ns_chunk_t *chunks;
     ucs_status_t status;
     uint32_t first;
@@ -637,7 +637,7 @@ ucs_status_t uct_cuda_ipc_ns_fdx_layout(const uct_cuda_ipc_ns_fdx_config_t *cfg,
         }
     }
 
-    if (uct_cuda_ipc_ns_layout_check(chunks, total, key->length) != UCS_OK) {
+    if (uct_cuda_ipc_ns_broker_proto_layout_check(chunks, total, key->length) != UCS_OK) {
         ucs_error("cuda_ipc_ns: the layout of 0x%" PRIx64 " from pid %u does "
                   "not tile its %" PRIu64 " bytes with its %u chunks: refused",
                   key->base, key->pid, key->length, total);

@@ -82,7 +82,7 @@ uct_cuda_ipc_ns_owner_check_cred_pid(const struct ucred *cred, const char *name,
     ucs_status_t status;
     int err;
 
-    if (key->pid_ns != uct_cuda_ipc_ns_self()->pid_ns) {
+    if (key->pid_ns != uct_cuda_ipc_ns_nsid_self()->pid_ns) {
         uct_cuda_ipc_ns_owner_unchecked(name, "no SO_PEERPIDFD (Linux < 6.5) "
                                         "for a peer of another PID namespace");
         *pidfd_p = -1;

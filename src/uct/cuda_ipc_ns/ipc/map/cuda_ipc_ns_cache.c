@@ -131,7 +131,7 @@ ucs_status_t uct_cuda_ipc_ns_cache_get(const uct_cuda_ipc_ns_cache_config_t *con
 
 static void uct_cuda_ipc_ns_region_unmap(uct_cuda_ipc_ns_region_t *region)
 {
-    uct_cuda_ipc_ns_unmap(&region->mapping);
+    uct_cuda_ipc_ns_map_unmap(&region->mapping);
     UCT_CUDA_IPC_NS_STAT_ADD(unmaps, 1);
     uct_cuda_ipc_ns_cache_peer_put(region->peer);
     ucs_free(region);
@@ -660,7 +660,7 @@ uct_cuda_ipc_ns_cache_add(uct_cuda_ipc_ns_region_t *region,
     uct_cuda_ipc_ns_cache_unmap_victims(&victims);
     if (found != region) {
         /* not inserted: the region holds no peer reference yet */
-        uct_cuda_ipc_ns_unmap(&region->mapping);
+        uct_cuda_ipc_ns_map_unmap(&region->mapping);
         UCT_CUDA_IPC_NS_STAT_ADD(unmaps, 1);
         ucs_free(region);
         if (found == NULL) {

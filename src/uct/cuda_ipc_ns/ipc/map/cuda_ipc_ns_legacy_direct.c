@@ -80,11 +80,11 @@ static int uct_cuda_ipc_ns_legacy_failed_add(const uct_cuda_ipc_ns_rkey_info_t *
 }
 
 
-uct_cuda_ipc_ns_legacy_path_t
+uct_cuda_ipc_ns_legacy_direct_path_t
 uct_cuda_ipc_ns_legacy_direct_path(const uct_cuda_ipc_ns_rkey_info_t *key,
                                    int gpu_usable)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     int has_broker = key->broker_addr_len > 0;
     const char *why;
 

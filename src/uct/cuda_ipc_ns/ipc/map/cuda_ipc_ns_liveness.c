@@ -30,7 +30,7 @@ void uct_cuda_ipc_ns_liveness_init(uct_cuda_ipc_ns_liveness_t *live,
 
 int uct_cuda_ipc_ns_liveness_open(uct_cuda_ipc_ns_liveness_t *live)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     const uct_cuda_ipc_ns_identity_t *id   = live->id;
 
     if ((id->pid_ns != self->pid_ns) || (id->start_time == 0) ||
