@@ -160,13 +160,13 @@ static void fuzz_broker(const uint8_t *data, size_t size)
             FUZZ_CHECK((req.count >= 1) &&
                        (req.count <= UCT_CUDA_IPC_NS_BROKER_FDS_MAX));
             uct_cuda_ipc_ns_broker_proto_pack_fds_request(buf, req.alloc_id,
-                                                    req.token, req.index,
-                                                    req.count);
+                                                          req.token, req.index,
+                                                          req.count);
         } else {
             FUZZ_CHECK(req.op == UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT);
             FUZZ_CHECK(size == UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE);
             uct_cuda_ipc_ns_broker_proto_pack_chunk_request(buf, req.op, req.alloc_id,
-                                                      req.token, req.index);
+                                                            req.token, req.index);
         }
         FUZZ_CHECK(!memcmp(buf, data, size));
     }
@@ -186,15 +186,15 @@ static void fuzz_broker(const uint8_t *data, size_t size)
     }
 
     if ((uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(data, size, &fds_reply,
-                                                 alloc_ids) == UCS_OK) &&
+                                                       alloc_ids) == UCS_OK) &&
         (fds_reply.status == UCT_CUDA_IPC_NS_BROKER_STATUS_OK)) {
         /* what the importer's fd count check relies on */
         FUZZ_CHECK((fds_reply.count >= 1) &&
                    (fds_reply.count <= UCT_CUDA_IPC_NS_BROKER_FDS_MAX));
         FUZZ_CHECK(uct_cuda_ipc_ns_broker_proto_pack_fds_reply(buf, fds_reply.reg_id,
-                                                         fds_reply.first,
-                                                         fds_reply.count,
-                                                         alloc_ids) == size);
+                                                               fds_reply.first,
+                                                               fds_reply.count,
+                                                               alloc_ids) == size);
         FUZZ_CHECK(!memcmp(buf, data, 4) &&
                    !memcmp(buf + 6, data + 6, size - 6));
     }
@@ -207,8 +207,8 @@ static void fuzz_broker(const uint8_t *data, size_t size)
     FUZZ_CHECK((page.count >= 1) &&
                (page.count <= UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX));
     FUZZ_CHECK(uct_cuda_ipc_ns_broker_proto_pack_layout(buf, page.reg_id,
-                                                  page.total, page.first,
-                                                  page.count, chunks) == size);
+                                                        page.total, page.first,
+                                                        page.count, chunks) == size);
     FUZZ_CHECK(!memcmp(buf, data, 4) && !memcmp(buf + 6, data + 6, size - 6));
     for (i = 0; i < page.count; ++i) {
         length += chunks[i].size;

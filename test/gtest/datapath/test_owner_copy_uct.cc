@@ -175,7 +175,7 @@ public:
         int usable = 1;
 
         EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_gpus_usable(key->info.dev_uuid,
-                                                     &usable));
+                                                      &usable));
         EXPECT_EQ(usable, key->owner_gpu_usable) << "as asked at unpack";
         return !usable;
     }

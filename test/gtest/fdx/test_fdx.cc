@@ -681,7 +681,7 @@ TEST_F(test_fdx, broker_survives_bad_clients)
     /* a valid request with an unknown protocol version */
     uint8_t req[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE];
     uct_cuda_ipc_ns_broker_proto_pack_request(req, desc.handle.posix.alloc_id,
-                                        desc.token);
+                                              desc.token);
     req[4] = 99;
     bad = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     ASSERT_EQ(0, connect(bad, (struct sockaddr*)&sa, salen));

@@ -119,8 +119,8 @@ TEST_PEER_ROLE(trust_fake_broker)
             uint8_t reply[UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE];
             ++count;
             uct_cuda_ipc_ns_broker_proto_pack_reply(reply,
-                                              UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
-                                              parsed.alloc_id);
+                                                    UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
+                                                    parsed.alloc_id);
             (void)uct_cuda_ipc_ns_scm_send_fd(cfd, reply, sizeof(reply),
                                               memfd, MSG_NOSIGNAL);
         }

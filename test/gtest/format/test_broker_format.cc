@@ -147,8 +147,8 @@ TEST(cuda_ipc_ns_broker_format, golden_chunk_requests) {
     EXPECT_EQ(0, memcmp(fds_buf, golden_fds_req, sizeof(fds_buf)));
     ASSERT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
               uct_cuda_ipc_ns_broker_proto_unpack_request(golden_fds_req,
-                                                    sizeof(golden_fds_req),
-                                                    &req));
+                                                          sizeof(golden_fds_req),
+                                                          &req));
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FDS, req.op);
     EXPECT_EQ(REG_ID, req.alloc_id);
     EXPECT_EQ(2032u, req.index);
@@ -170,24 +170,24 @@ TEST(cuda_ipc_ns_broker_format, request_size_per_op) {
     buf[6] = UCT_CUDA_IPC_NS_BROKER_OP_GET_FD;
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
               uct_cuda_ipc_ns_broker_proto_unpack_request(buf.data(), buf.size(),
-                                                    &req));
+                                                          &req));
     buf[6] = 3; /* GET_CHUNK_FD, retired */
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
               uct_cuda_ipc_ns_broker_proto_unpack_request(buf.data(), buf.size(),
-                                                    &req));
+                                                          &req));
     buf[6] = 6; /* unknown op */
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
               uct_cuda_ipc_ns_broker_proto_unpack_request(buf.data(), buf.size(),
-                                                    &req));
+                                                          &req));
     buf[6] = UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FDS; /* 4 bytes short */
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
               uct_cuda_ipc_ns_broker_proto_unpack_request(buf.data(), buf.size(),
-                                                    &req));
+                                                          &req));
     buf.push_back(0);
     buf[6] = UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT;
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
               uct_cuda_ipc_ns_broker_proto_unpack_request(buf.data(), buf.size(),
-                                                    &req));
+                                                          &req));
 }
 
 
@@ -267,8 +267,8 @@ TEST(cuda_ipc_ns_broker_format, fds_reply_rejects) {
         bad.resize(len);
         EXPECT_EQ(UCS_ERR_INVALID_PARAM,
                   uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(bad.data(),
-                                                          bad.size(), &reply,
-                                                          out))
+                                                                bad.size(), &reply,
+                                                                out))
                 << "length " << len;
     }
 
@@ -276,13 +276,13 @@ TEST(cuda_ipc_ns_broker_format, fds_reply_rejects) {
     bad[0] = 0; /* magic */
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(bad.data(), bad.size(),
-                                                      &reply, out));
+                                                            &reply, out));
     bad     = good;
     bad[20] = 0; /* count 0 */
     bad.resize(UCT_CUDA_IPC_NS_BROKER_FDS_HEAD_SIZE);
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(bad.data(), bad.size(),
-                                                      &reply, out));
+                                                            &reply, out));
     /* more chunks than a reply may carry, with the bytes for them */
     bad = good;
     bad.resize(UCT_CUDA_IPC_NS_BROKER_FDS_HEAD_SIZE +
@@ -290,14 +290,14 @@ TEST(cuda_ipc_ns_broker_format, fds_reply_rejects) {
     bad[20] = UCT_CUDA_IPC_NS_BROKER_FDS_MAX + 1;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(bad.data(), bad.size(),
-                                                      &reply, out));
+                                                            &reply, out));
 
     /* a refusal is a plain 16-byte reply; an OK one needs its entries */
     bad = good;
     bad.resize(UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE);
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(bad.data(), bad.size(),
-                                                      &reply, out));
+                                                            &reply, out));
     bad[6] = UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY;
     ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(
                               bad.data(), bad.size(), &reply, out));
@@ -306,7 +306,7 @@ TEST(cuda_ipc_ns_broker_format, fds_reply_rejects) {
     bad[6] = UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY; /* refusal with entries */
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(bad.data(), bad.size(),
-                                                      &reply, out));
+                                                            &reply, out));
 }
 
 
@@ -334,8 +334,8 @@ TEST(cuda_ipc_ns_broker_format, golden_copy_request) {
     EXPECT_EQ(0, memcmp(buf, golden_copy_req, sizeof(buf)));
     ASSERT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
               uct_cuda_ipc_ns_broker_proto_unpack_request(golden_copy_req,
-                                                    sizeof(golden_copy_req),
-                                                    &req));
+                                                          sizeof(golden_copy_req),
+                                                          &req));
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_OP_COPY, req.op);
     EXPECT_EQ(REG_ID, req.alloc_id);
     EXPECT_EQ(0, memcmp(req.token, token, sizeof(token)));
@@ -362,8 +362,8 @@ TEST(cuda_ipc_ns_broker_format, golden_copy_request_host_buffer) {
     EXPECT_EQ(0, memcmp(buf, golden_copy_req_host, sizeof(buf)));
     ASSERT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
               uct_cuda_ipc_ns_broker_proto_unpack_request(golden_copy_req_host,
-                                                    sizeof(golden_copy_req_host),
-                                                    &req));
+                                                          sizeof(golden_copy_req_host),
+                                                          &req));
     EXPECT_EQ(UCT_CUDA_IPC_NS_COPY_TO_IMPORTER, req.copy.direction);
     EXPECT_EQ(UCT_CUDA_IPC_NS_COPY_BUF_HOST, req.copy.flags);
     EXPECT_EQ(copy.buf_size, req.copy.buf_size);
@@ -427,7 +427,7 @@ TEST(cuda_ipc_ns_broker_format, golden_copy_reply) {
 
     ASSERT_EQ(sizeof(golden_copy_reply), sizeof(buf));
     uct_cuda_ipc_ns_broker_proto_pack_copy_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
-                                           REG_ID, 9);
+                                                 REG_ID, 9);
     EXPECT_EQ(0, memcmp(buf, golden_copy_reply, sizeof(buf)));
     ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_copy_reply(
                               golden_copy_reply, sizeof(golden_copy_reply),
@@ -446,7 +446,7 @@ TEST(cuda_ipc_ns_broker_format, copy_reply_rejects) {
     unsigned status;
 
     uct_cuda_ipc_ns_broker_proto_pack_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_DENIED,
-                                      0);
+                                            0);
     ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_copy_reply(
                               buf, UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE, &status,
                               &reg_id, &seq));
@@ -460,7 +460,7 @@ TEST(cuda_ipc_ns_broker_format, copy_reply_rejects) {
                       &seq));
 
     uct_cuda_ipc_ns_broker_proto_pack_copy_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
-                                           REG_ID, 9);
+                                                 REG_ID, 9);
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_cuda_ipc_ns_broker_unpack_copy_reply(
                       buf, sizeof(buf), &status, &reg_id, &seq));
@@ -520,7 +520,7 @@ TEST(cuda_ipc_ns_broker_format, layout_reply_rejects) {
         bad.resize(len);
         EXPECT_EQ(UCS_ERR_INVALID_PARAM,
                   uct_cuda_ipc_ns_broker_proto_unpack_layout(bad.data(), bad.size(),
-                                                       &page, out))
+                                                             &page, out))
                 << "length " << len;
     }
 
@@ -528,13 +528,13 @@ TEST(cuda_ipc_ns_broker_format, layout_reply_rejects) {
     bad[0] = 0; /* magic */
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_cuda_ipc_ns_broker_proto_unpack_layout(bad.data(), bad.size(),
-                                                   &page, out));
+                                                         &page, out));
     bad     = good;
     bad[24] = 0; /* count 0 */
     bad.resize(UCT_CUDA_IPC_NS_BROKER_LAYOUT_HEAD_SIZE);
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_cuda_ipc_ns_broker_proto_unpack_layout(bad.data(), bad.size(),
-                                                   &page, out));
+                                                         &page, out));
     /* more entries than a reply may carry, with the bytes for them */
     bad = good;
     bad.resize(UCT_CUDA_IPC_NS_BROKER_LAYOUT_HEAD_SIZE +
@@ -544,14 +544,14 @@ TEST(cuda_ipc_ns_broker_format, layout_reply_rejects) {
     bad[25] = (UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX + 1) >> 8;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_cuda_ipc_ns_broker_proto_unpack_layout(bad.data(), bad.size(),
-                                                   &page, out));
+                                                         &page, out));
 
     /* a refusal is a plain 16-byte reply; an OK one needs its entries */
     bad = good;
     bad.resize(UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE);
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_cuda_ipc_ns_broker_proto_unpack_layout(bad.data(), bad.size(),
-                                                   &page, out));
+                                                         &page, out));
     bad[6] = UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY;
     ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_proto_unpack_layout(
                               bad.data(), bad.size(), &page, out));
@@ -587,8 +587,8 @@ TEST(cuda_ipc_ns_broker_format, layout_check) {
     for (const auto &b : bad) {
         EXPECT_EQ(UCS_ERR_INVALID_PARAM,
                   uct_cuda_ipc_ns_broker_proto_layout_check(b.chunks.data(),
-                                               (uint32_t)b.chunks.size(),
-                                               b.length))
+                                                            (uint32_t)b.chunks.size(),
+                                                            b.length))
                 << b.what;
     }
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,

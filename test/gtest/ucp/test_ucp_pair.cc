@@ -843,7 +843,7 @@ TEST_P(ucp_pair_gpus, key_of_a_gpu_we_cannot_use_is_refused) {
 
     ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuDeviceGetUuid(&uuid, 0));
     uct_cuda_ipc_ns_gpus_uuid_str((const uint8_t*)uuid.bytes, ours,
-                                 sizeof(ours));
+                                  sizeof(ours));
     if (!same_gpu) {
         m_env.emplace_back(new test::scoped_env("UCX_PROTO_ENABLE", "y"));
     }

@@ -98,7 +98,7 @@ ucs_status_t uct_cuda_ipc_ns_gpus_usable(const uint8_t *uuid, int *usable_p)
 
 
 const char *uct_cuda_ipc_ns_gpus_uuid_str(const uint8_t *uuid, char *buf,
-                                         size_t max)
+                                          size_t max)
 {
     snprintf(buf, max, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
              "%02x%02x%02x%02x%02x%02x", uuid[0], uuid[1], uuid[2], uuid[3],
@@ -128,7 +128,7 @@ const char *uct_cuda_ipc_ns_gpus_str(char *buf, size_t max)
 
 
 int uct_cuda_ipc_ns_gpus_warn_first(const uint8_t *uuid, uint32_t pid,
-                                   uint64_t pid_ns, uint64_t start_time)
+                                    uint64_t pid_ns, uint64_t start_time)
 {
     uct_cuda_ipc_ns_owner_set_entry_t owner;
 

@@ -31,7 +31,7 @@ ucs_status_t uct_cuda_ipc_ns_gpus_usable(const uint8_t *uuid, int *usable_p);
 
 /** Print @a uuid (16 bytes) as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
 const char *uct_cuda_ipc_ns_gpus_uuid_str(const uint8_t *uuid, char *buf,
-                                         size_t max);
+                                          size_t max);
 
 
 /** Print the UUIDs of the GPUs this process can use, comma-separated
@@ -46,6 +46,6 @@ const char *uct_cuda_ipc_ns_gpus_str(char *buf, size_t max);
  * and GPU, not per key.
  */
 int uct_cuda_ipc_ns_gpus_warn_first(const uint8_t *uuid, uint32_t pid,
-                                   uint64_t pid_ns, uint64_t start_time);
+                                    uint64_t pid_ns, uint64_t start_time);
 
 #endif

@@ -188,8 +188,8 @@ UCS_CLASS_DEFINE(uct_cuda_ipc_ns_ep_base_t, uct_base_ep_t);
 
 
 int uct_cuda_ipc_ns_iface_base_ep_is_connected(const uct_cuda_ipc_ns_ep_base_t *ep,
-                                         const uct_device_addr_t *dev_addr,
-                                         const uct_iface_addr_t *iface_addr)
+                                               const uct_device_addr_t *dev_addr,
+                                               const uct_iface_addr_t *iface_addr)
 {
     uct_cuda_ipc_ns_addr_device_t remote_dev;
     uct_cuda_ipc_ns_addr_iface_t remote_iface;

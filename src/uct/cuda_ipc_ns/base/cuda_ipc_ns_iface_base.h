@@ -72,8 +72,8 @@ ucs_status_t uct_cuda_ipc_ns_iface_base_get_address(uct_iface_h tl_iface,
 /** Whether @a ep is connected to the process at these packed addresses
  *  (the same system, PID namespace, pid and start time) */
 int uct_cuda_ipc_ns_iface_base_ep_is_connected(const uct_cuda_ipc_ns_ep_base_t *ep,
-                                         const uct_device_addr_t *dev_addr,
-                                         const uct_iface_addr_t *iface_addr);
+                                               const uct_device_addr_t *dev_addr,
+                                               const uct_iface_addr_t *iface_addr);
 
 /** Parse the peer's addresses and apply the transport's rule. */
 int uct_cuda_ipc_ns_iface_base_is_reachable(const uct_iface_h tl_iface,

@@ -78,8 +78,8 @@ ucs_status_t uct_cuda_ipc_ns_md_base_driver_load(void)
 
 
 ucs_status_t uct_cuda_ipc_ns_md_base_query_resources(uct_component_t *component,
-                                                uct_md_resource_desc_t **resources_p,
-                                                unsigned *num_resources_p)
+                                                     uct_md_resource_desc_t **resources_p,
+                                                     unsigned *num_resources_p)
 {
     if (uct_cuda_ipc_ns_md_base_driver_load() != UCS_OK) {
         return uct_md_query_empty_md_resource(resources_p, num_resources_p);
@@ -91,8 +91,8 @@ ucs_status_t uct_cuda_ipc_ns_md_base_query_resources(uct_component_t *component,
 
 
 ucs_status_t uct_cuda_ipc_ns_md_base_alloc(uct_component_t *component,
-                                      uct_md_ops_t *ops, size_t size,
-                                      const char *md_name, uct_md_t **md_p)
+                                           uct_md_ops_t *ops, size_t size,
+                                           const char *md_name, uct_md_t **md_p)
 {
     ucs_status_t status;
     uct_md_t *md;
@@ -120,8 +120,8 @@ ucs_status_t uct_cuda_ipc_ns_md_base_alloc(uct_component_t *component,
 
 ucs_status_t
 uct_cuda_ipc_ns_md_base_config_apply(uct_component_t *component,
-                                uct_cuda_ipc_ns_md_base_config_func_t func,
-                                void *arg)
+                                     uct_cuda_ipc_ns_md_base_config_func_t func,
+                                     void *arg)
 {
     uct_md_config_t *md_config;
     ucs_status_t status;

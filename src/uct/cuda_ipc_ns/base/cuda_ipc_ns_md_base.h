@@ -40,8 +40,8 @@ ucs_status_t uct_cuda_ipc_ns_md_base_driver_load(void);
 /* The query_md_resources of both components: their memory domain is listed
  * when the configured driver has a device */
 ucs_status_t uct_cuda_ipc_ns_md_base_query_resources(uct_component_t *component,
-                                                uct_md_resource_desc_t **resources_p,
-                                                unsigned *num_resources_p);
+                                                     uct_md_resource_desc_t **resources_p,
+                                                     unsigned *num_resources_p);
 
 
 /**
@@ -50,8 +50,8 @@ ucs_status_t uct_cuda_ipc_ns_md_base_query_resources(uct_component_t *component,
  * Logs why it fails.
  */
 ucs_status_t uct_cuda_ipc_ns_md_base_alloc(uct_component_t *component,
-                                      uct_md_ops_t *ops, size_t size,
-                                      const char *md_name, uct_md_t **md_p);
+                                           uct_md_ops_t *ops, size_t size,
+                                           const char *md_name, uct_md_t **md_p);
 
 
 /* What to do with a component's MD configuration: uct_md_config_t derived */
@@ -66,7 +66,7 @@ typedef ucs_status_t (*uct_cuda_ipc_ns_md_base_config_func_t)(
  */
 ucs_status_t
 uct_cuda_ipc_ns_md_base_config_apply(uct_component_t *component,
-                                uct_cuda_ipc_ns_md_base_config_func_t func,
-                                void *arg);
+                                     uct_cuda_ipc_ns_md_base_config_func_t func,
+                                     void *arg);
 
 #endif

@@ -26,7 +26,7 @@ static int uct_cuda_ipc_ns_self_atfork; /* the fork handler is installed */
 
 
 ucs_status_t uct_cuda_ipc_ns_nsid_read_proc_file(const char *path, char *buf,
-                                            size_t max)
+                                                 size_t max)
 {
     ssize_t len;
     int fd;

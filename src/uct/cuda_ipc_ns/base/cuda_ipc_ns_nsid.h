@@ -39,7 +39,7 @@ const uct_cuda_ipc_ns_identity_t *uct_cuda_ipc_ns_nsid_self(void);
  * NUL-terminated. @return UCS_OK, or UCS_ERR_NO_ELEM when it cannot be read.
  */
 ucs_status_t uct_cuda_ipc_ns_nsid_read_proc_file(const char *path, char *buf,
-                                            size_t max);
+                                                 size_t max);
 
 
 /**

@@ -80,8 +80,8 @@ ucs_status_t
 uct_cuda_cpy_ns_md_configured_alloc_mode(uct_cuda_cpy_ns_alloc_mode_t *mode_p)
 {
     return uct_cuda_ipc_ns_md_base_config_apply(&uct_cuda_cpy_ns_component,
-                                           uct_cuda_cpy_ns_md_config_alloc_mode,
-                                           mode_p);
+                                                uct_cuda_cpy_ns_md_config_alloc_mode,
+                                                mode_p);
 }
 
 
@@ -129,8 +129,8 @@ uct_cuda_cpy_ns_query_md_resources(uct_component_t *component,
     uct_cuda_cpy_ns_md_enable_t enable = UCT_CUDA_CPY_NS_ENABLE_AUTO;
 
     (void)uct_cuda_ipc_ns_md_base_config_apply(component,
-                                          uct_cuda_cpy_ns_md_config_enable,
-                                          &enable);
+                                               uct_cuda_cpy_ns_md_config_enable,
+                                               &enable);
     if ((enable == UCT_CUDA_CPY_NS_ENABLE_NO) ||
         ((enable == UCT_CUDA_CPY_NS_ENABLE_AUTO) &&
          uct_cuda_cpy_ns_stock_component_present())) {
@@ -142,7 +142,7 @@ uct_cuda_cpy_ns_query_md_resources(uct_component_t *component,
     }
 
     return uct_cuda_ipc_ns_md_base_query_resources(component, resources_p,
-                                              num_resources_p);
+                                                   num_resources_p);
 }
 
 
@@ -290,8 +290,8 @@ static ucs_status_t uct_cuda_cpy_ns_md_open(uct_component_t *component,
 
     /* the library's driver: UCX_CUDA_IPC_NS_DRIVER */
     status = uct_cuda_ipc_ns_md_base_alloc(component, &uct_cuda_cpy_ns_md_ops,
-                                      sizeof(uct_cuda_cpy_ns_md_t), md_name,
-                                      &md);
+                                           sizeof(uct_cuda_cpy_ns_md_t), md_name,
+                                           &md);
     if (status != UCS_OK) {
         return status;
     }

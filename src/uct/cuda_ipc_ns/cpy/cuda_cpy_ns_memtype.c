@@ -20,9 +20,9 @@
 
 
 ucs_status_t uct_cuda_cpy_ns_memtype_detect(uct_md_h md,
-                                                   const void *address,
-                                                   size_t length,
-                                                   ucs_memory_type_t *mem_type_p)
+                                            const void *address,
+                                            size_t length,
+                                            ucs_memory_type_t *mem_type_p)
 {
     uct_cuda_ipc_ns_ptr_info_t info;
 

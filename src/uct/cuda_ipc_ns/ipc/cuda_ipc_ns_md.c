@@ -857,7 +857,7 @@ uct_cuda_ipc_ns_rkey_check_gpu(const uct_cuda_ipc_ns_rkey_info_t *info)
 
     /* ucs_log() evaluates its level more than once */
     level = uct_cuda_ipc_ns_gpus_warn_first(info->dev_uuid, info->pid,
-                                           info->pid_ns, info->start_time) ?
+                                            info->pid_ns, info->start_time) ?
             UCS_LOG_LEVEL_WARN : UCS_LOG_LEVEL_DEBUG;
     uct_cuda_ipc_ns_gpus_uuid_str(info->dev_uuid, key_gpu, sizeof(key_gpu));
     ucs_log(level,
@@ -916,7 +916,7 @@ static ucs_status_t uct_cuda_ipc_ns_rkey_legacy_path(uct_cuda_ipc_ns_rkey_t *rke
     ucs_status_t status;
 
     usable     = (uct_cuda_ipc_ns_gpus_usable(rkey->info.dev_uuid,
-                                             &usable) == UCS_OK) && usable;
+                                              &usable) == UCS_OK) && usable;
     has_broker = rkey->info.broker_addr_len > 0;
     path       = uct_cuda_ipc_ns_legacy_direct_path(&rkey->info, usable);
     if (path == UCT_CUDA_IPC_NS_LEGACY_PATH_DIRECT) {
@@ -1014,7 +1014,7 @@ uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
     } else {
         rkey->owner_gpu_usable =
                 (uct_cuda_ipc_ns_gpus_usable(rkey->info.dev_uuid,
-                                            &usable) == UCS_OK) && usable;
+                                             &usable) == UCS_OK) && usable;
     }
 
     *handle_p = NULL;
@@ -1121,7 +1121,7 @@ static ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
     uct_md_t *base;
 
     status = uct_cuda_ipc_ns_md_base_alloc(component, &uct_cuda_ipc_ns_md_ops,
-                                      sizeof(*md), md_name, &base);
+                                           sizeof(*md), md_name, &base);
     if (status != UCS_OK) {
         return status;
     }

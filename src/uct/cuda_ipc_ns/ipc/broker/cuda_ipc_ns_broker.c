@@ -115,9 +115,9 @@ static ucs_status_t uct_cuda_ipc_ns_broker_create(const uct_cuda_ipc_ns_fdx_conf
     broker->inherited_ino[2] = uct_cuda_ipc_ns_broker_fd_ino(broker->wake_fds[0]);
 
     uct_cuda_ipc_ns_broker_serve_init(&broker->server, broker->sock.name,
-                                       broker->sock.fd, broker->wake_fds[0],
-                                       &broker->registry, cfg->allowed_uid,
-                                       req_timeout);
+                                      broker->sock.fd, broker->wake_fds[0],
+                                      &broker->registry, cfg->allowed_uid,
+                                      req_timeout);
 
     status = uct_cuda_ipc_ns_broker_start_thread(broker);
     if (status != UCS_OK) {

@@ -191,7 +191,7 @@ uct_cuda_ipc_ns_copier_map(uct_cuda_ipc_ns_copy_buffer_t *buffer, int buf_fd,
 
     if (!is_host) {
         return uct_cuda_ipc_ns_fd_map_import(buf_fd, size, device, what,
-                                      &buffer->dptr);
+                                             &buffer->dptr);
     }
 
     status = uct_cuda_ipc_ns_host_mem_map(buf_fd, size, what, &buffer->host);
@@ -698,10 +698,10 @@ static void *uct_cuda_ipc_ns_copier_run(void *arg)
 
 ucs_status_t
 uct_cuda_ipc_ns_broker_copy_start(const char *name,
-                                    uct_cuda_ipc_ns_broker_registry_t *registry,
-                                    uct_cuda_ipc_ns_broker_copy_closed_cb_t closed_cb,
-                                    void *closed_arg,
-                                    uct_cuda_ipc_ns_broker_copy_t **copier_p)
+                                  uct_cuda_ipc_ns_broker_registry_t *registry,
+                                  uct_cuda_ipc_ns_broker_copy_closed_cb_t closed_cb,
+                                  void *closed_arg,
+                                  uct_cuda_ipc_ns_broker_copy_t **copier_p)
 {
     uct_cuda_ipc_ns_broker_copy_t *copier;
     sigset_t all, saved;
@@ -788,9 +788,9 @@ void uct_cuda_ipc_ns_broker_copy_stop(uct_cuda_ipc_ns_broker_copy_t *copier)
 
 
 void uct_cuda_ipc_ns_broker_copy_adopt(uct_cuda_ipc_ns_broker_copy_t *copier,
-                                         int sock, pid_t pid,
-                                         const uct_cuda_ipc_ns_broker_proto_req_t *req,
-                                         int buf_fd)
+                                       int sock, pid_t pid,
+                                       const uct_cuda_ipc_ns_broker_proto_req_t *req,
+                                       int buf_fd)
 {
     uct_cuda_ipc_ns_copy_adopted_t *adopted;
 

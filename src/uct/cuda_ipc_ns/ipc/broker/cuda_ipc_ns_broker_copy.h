@@ -41,10 +41,10 @@ typedef void (*uct_cuda_ipc_ns_broker_copy_closed_cb_t)(void *arg);
 /* Start the copier's thread for the broker named @a name */
 ucs_status_t
 uct_cuda_ipc_ns_broker_copy_start(const char *name,
-                                    uct_cuda_ipc_ns_broker_registry_t *registry,
-                                    uct_cuda_ipc_ns_broker_copy_closed_cb_t closed_cb,
-                                    void *closed_arg,
-                                    uct_cuda_ipc_ns_broker_copy_t **copier_p);
+                                  uct_cuda_ipc_ns_broker_registry_t *registry,
+                                  uct_cuda_ipc_ns_broker_copy_closed_cb_t closed_cb,
+                                  void *closed_arg,
+                                  uct_cuda_ipc_ns_broker_copy_t **copier_p);
 
 
 /* Wait for the copies running, answer them, close every client, stop */
@@ -58,9 +58,9 @@ void uct_cuda_ipc_ns_broker_copy_stop(uct_cuda_ipc_ns_broker_copy_t *copier);
  * from now on, also when it fails.
  */
 void uct_cuda_ipc_ns_broker_copy_adopt(uct_cuda_ipc_ns_broker_copy_t *copier,
-                                         int sock, pid_t pid,
-                                         const uct_cuda_ipc_ns_broker_proto_req_t *req,
-                                         int buf_fd);
+                                       int sock, pid_t pid,
+                                       const uct_cuda_ipc_ns_broker_proto_req_t *req,
+                                       int buf_fd);
 
 
 /* Copies the copiers of this process launched so far (tests and benchmarks

@@ -239,22 +239,22 @@ typedef struct uct_cuda_ipc_ns_fdx_config {
 
 /* Client: write a GET_FD request (UCT_CUDA_IPC_NS_BROKER_REQ_SIZE bytes) */
 void uct_cuda_ipc_ns_broker_proto_pack_request(uint8_t *buf, uint64_t alloc_id,
-                                         const uint8_t *token);
+                                               const uint8_t *token);
 
 
 /* Client: write a LAYOUT request (UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE
  * bytes) */
 void uct_cuda_ipc_ns_broker_proto_pack_chunk_request(uint8_t *buf, uint16_t op,
-                                               uint64_t reg_id,
-                                               const uint8_t *token,
-                                               uint32_t index);
+                                                     uint64_t reg_id,
+                                                     const uint8_t *token,
+                                                     uint32_t index);
 
 
 /* Client: write a GET_CHUNK_FDS request of chunks @a first..first+count-1
  * (UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE bytes) */
 void uct_cuda_ipc_ns_broker_proto_pack_fds_request(uint8_t *buf, uint64_t reg_id,
-                                             const uint8_t *token,
-                                             uint32_t first, uint32_t count);
+                                                   const uint8_t *token,
+                                                   uint32_t first, uint32_t count);
 
 
 /**
@@ -263,8 +263,8 @@ void uct_cuda_ipc_ns_broker_proto_pack_fds_request(uint8_t *buf, uint64_t reg_id
  * @a buf of UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX bytes. @return its length.
  */
 size_t uct_cuda_ipc_ns_broker_proto_pack_fds_reply(uint8_t *buf, uint64_t reg_id,
-                                             uint32_t first, uint32_t count,
-                                             const uint64_t *alloc_ids);
+                                                   uint32_t first, uint32_t count,
+                                                   const uint64_t *alloc_ids);
 
 
 /**
@@ -279,9 +279,9 @@ size_t uct_cuda_ipc_ns_broker_proto_pack_fds_reply(uint8_t *buf, uint64_t reg_id
  *         reply).
  */
 ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(const uint8_t *buf,
-                                                     size_t len,
-                                                     uct_cuda_ipc_ns_broker_proto_chunk_fds_reply_t *reply,
-                                                     uint64_t *alloc_ids);
+                                                           size_t len,
+                                                           uct_cuda_ipc_ns_broker_proto_chunk_fds_reply_t *reply,
+                                                           uint64_t *alloc_ids);
 
 
 /* Client: write a COPY request (UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE bytes) */
@@ -292,8 +292,8 @@ void uct_cuda_ipc_ns_broker_pack_copy_request(uint8_t *buf, uint64_t reg_id,
 
 /* Server: write a COPY reply (UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE bytes) */
 void uct_cuda_ipc_ns_broker_proto_pack_copy_reply(uint8_t *buf,
-                                            uct_cuda_ipc_ns_broker_proto_status_t status,
-                                            uint64_t reg_id, uint64_t seq);
+                                                  uct_cuda_ipc_ns_broker_proto_status_t status,
+                                                  uint64_t reg_id, uint64_t seq);
 
 
 /**
@@ -318,9 +318,9 @@ ucs_status_t uct_cuda_ipc_ns_broker_unpack_copy_reply(const uint8_t *buf,
  * UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX bytes. @return its length.
  */
 size_t uct_cuda_ipc_ns_broker_proto_pack_layout(uint8_t *buf, uint64_t reg_id,
-                                          uint32_t total, uint32_t first,
-                                          uint32_t count,
-                                          const uct_cuda_ipc_ns_chunk_t *chunks);
+                                                uint32_t total, uint32_t first,
+                                                uint32_t count,
+                                                const uct_cuda_ipc_ns_chunk_t *chunks);
 
 
 /**
@@ -333,8 +333,8 @@ size_t uct_cuda_ipc_ns_broker_proto_pack_layout(uint8_t *buf, uint64_t reg_id,
  *         OK status without entries).
  */
 ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_layout(const uint8_t *buf, size_t len,
-                                                  uct_cuda_ipc_ns_broker_proto_layout_page_t *page,
-                                                  uct_cuda_ipc_ns_chunk_t *chunks);
+                                                        uct_cuda_ipc_ns_broker_proto_layout_page_t *page,
+                                                        uct_cuda_ipc_ns_chunk_t *chunks);
 
 
 /**
@@ -347,7 +347,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_layout(const uint8_t *buf, size
  *         first bad entry.
  */
 ucs_status_t uct_cuda_ipc_ns_broker_proto_layout_check(const uct_cuda_ipc_ns_chunk_t *chunks,
-                                          uint32_t count, uint64_t length);
+                                                       uint32_t count, uint64_t length);
 
 
 /**
@@ -363,13 +363,13 @@ ucs_status_t uct_cuda_ipc_ns_broker_proto_layout_check(const uct_cuda_ipc_ns_chu
  */
 uct_cuda_ipc_ns_broker_proto_status_t
 uct_cuda_ipc_ns_broker_proto_unpack_request(const uint8_t *buf, size_t len,
-                                      uct_cuda_ipc_ns_broker_proto_req_t *req);
+                                            uct_cuda_ipc_ns_broker_proto_req_t *req);
 
 
 /* Server: write a reply (UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE bytes) */
 void uct_cuda_ipc_ns_broker_proto_pack_reply(uint8_t *buf,
-                                       uct_cuda_ipc_ns_broker_proto_status_t status,
-                                       uint64_t alloc_id);
+                                             uct_cuda_ipc_ns_broker_proto_status_t status,
+                                             uint64_t alloc_id);
 
 
 /**
@@ -379,8 +379,8 @@ void uct_cuda_ipc_ns_broker_proto_pack_reply(uint8_t *buf,
  *         *alloc_id_p set, or UCS_ERR_INVALID_PARAM for a malformed reply.
  */
 ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_reply(const uint8_t *buf, size_t len,
-                                                 unsigned *status_p,
-                                                 uint64_t *alloc_id_p);
+                                                       unsigned *status_p,
+                                                       uint64_t *alloc_id_p);
 
 
 /* Client: map a broker status code to a UCS status */
@@ -397,6 +397,6 @@ const char *uct_cuda_ipc_ns_broker_status_str(unsigned status);
  * @return @a buf, NUL-terminated.
  */
 const char *uct_cuda_ipc_ns_broker_proto_addr_str(const char *addr, uint8_t addr_len,
-                                         char *buf, size_t max);
+                                                  char *buf, size_t max);
 
 #endif

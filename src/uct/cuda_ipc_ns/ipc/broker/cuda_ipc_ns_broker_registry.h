@@ -57,9 +57,9 @@ typedef void (*uct_cuda_ipc_ns_broker_registry_send_fd_func_t)(void *arg, int fd
  * is not released meanwhile.
  */
 typedef void (*uct_cuda_ipc_ns_broker_registry_export_chunk_func_t)(void *arg,
-                                                           uint64_t addr,
-                                                           uint64_t size,
-                                                           uint64_t alloc_id);
+                                                                    uint64_t addr,
+                                                                    uint64_t size,
+                                                                    uint64_t alloc_id);
 
 
 /* @a len random bytes from the kernel (tokens, socket names) */

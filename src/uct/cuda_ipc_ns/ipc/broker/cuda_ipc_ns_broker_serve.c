@@ -51,10 +51,10 @@ void uct_cuda_ipc_ns_broker_serve_get_stats(uct_cuda_ipc_ns_broker_serve_stats_t
 
 
 void uct_cuda_ipc_ns_broker_serve_init(uct_cuda_ipc_ns_broker_serve_t *server,
-                                        const char *name, int listen_fd,
-                                        int wake_fd,
-                                        uct_cuda_ipc_ns_broker_registry_t *registry,
-                                        int allowed_uid, double req_timeout)
+                                       const char *name, int listen_fd,
+                                       int wake_fd,
+                                       uct_cuda_ipc_ns_broker_registry_t *registry,
+                                       int allowed_uid, double req_timeout)
 {
     memset(server, 0, sizeof(*server));
     server->name        = name;
@@ -254,7 +254,7 @@ static void uct_cuda_ipc_ns_broker_serve_layout(uct_cuda_ipc_ns_broker_serve_t *
     }
 
     len = uct_cuda_ipc_ns_broker_proto_pack_layout(buf, req->alloc_id, total,
-                                             req->index, count, chunks);
+                                                   req->index, count, chunks);
     /* a few KiB on a fresh connection: fits the socket buffer at once */
     if (uct_cuda_ipc_ns_scm_send_fd(conn->fd, buf, len, -1,
                                     MSG_DONTWAIT | MSG_NOSIGNAL) != UCS_OK) {
@@ -385,8 +385,8 @@ static void uct_cuda_ipc_ns_broker_serve_chunk_fds(uct_cuda_ipc_ns_broker_serve_
                   uct_cuda_ipc_ns_broker_status_str(out.status));
     } else {
         len = uct_cuda_ipc_ns_broker_proto_pack_fds_reply(buf, req->alloc_id,
-                                                    req->index, out.count,
-                                                    out.alloc_ids);
+                                                          req->index, out.count,
+                                                          out.alloc_ids);
         /* counted before the send: a peer that got them may read the
          * count at once (the tests do) */
         __atomic_fetch_add(&uct_cuda_ipc_ns_broker_serve_stats.chunk_fds_sent,
@@ -425,8 +425,8 @@ static void uct_cuda_ipc_ns_broker_serve_copy(uct_cuda_ipc_ns_broker_serve_t *se
 {
     if ((server->copier == NULL) &&
         (uct_cuda_ipc_ns_broker_copy_start(server->name, server->registry,
-                                             uct_cuda_ipc_ns_broker_copier_closed,
-                                             server, &server->copier) !=
+                                           uct_cuda_ipc_ns_broker_copier_closed,
+                                           server, &server->copier) !=
          UCS_OK)) {
         uct_cuda_ipc_ns_broker_reply(server, conn,
                                      UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL,
@@ -439,7 +439,7 @@ static void uct_cuda_ipc_ns_broker_serve_copy(uct_cuda_ipc_ns_broker_serve_t *se
 
     /* the copier answers with the COPY reply, and keeps the connection */
     uct_cuda_ipc_ns_broker_copy_adopt(server->copier, conn->fd, conn->pid,
-                                        req, buf_fd);
+                                      req, buf_fd);
     conn->fd = -1;
 }
 

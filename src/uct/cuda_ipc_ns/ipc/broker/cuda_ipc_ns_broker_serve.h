@@ -78,10 +78,10 @@ typedef struct uct_cuda_ipc_ns_broker_serve_state {
 
 
 void uct_cuda_ipc_ns_broker_serve_init(uct_cuda_ipc_ns_broker_serve_t *server,
-                                        const char *name, int listen_fd,
-                                        int wake_fd,
-                                        uct_cuda_ipc_ns_broker_registry_t *registry,
-                                        int allowed_uid, double req_timeout);
+                                       const char *name, int listen_fd,
+                                       int wake_fd,
+                                       uct_cuda_ipc_ns_broker_registry_t *registry,
+                                       int allowed_uid, double req_timeout);
 
 
 /* After the thread ended: stop the copier, if one started */

@@ -200,7 +200,7 @@ uct_cuda_ipc_ns_broker_sock_address(uct_cuda_ipc_ns_broker_sock_t *sock,
     }
     sock->addr_len = len;
     uct_cuda_ipc_ns_broker_proto_addr_str(sock->addr, sock->addr_len, sock->name,
-                                 sizeof(sock->name));
+                                          sizeof(sock->name));
     return UCS_OK;
 }
 

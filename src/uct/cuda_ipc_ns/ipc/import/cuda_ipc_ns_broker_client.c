@@ -165,7 +165,7 @@ uct_cuda_ipc_ns_broker_client_socket(uct_cuda_ipc_ns_broker_client_t *client,
     }
 
     uct_cuda_ipc_ns_broker_proto_addr_str(key->broker_addr, key->broker_addr_len,
-                                 client->name, sizeof(client->name));
+                                          client->name, sizeof(client->name));
     status = uct_cuda_ipc_ns_broker_client_addr(client, &sa, &len, &dir_fd);
     if (status != UCS_OK) {
         return status;

@@ -198,7 +198,7 @@ uct_cuda_ipc_ns_fdx_import_reply_check(const char *name,
     unsigned bstatus;
 
     if (uct_cuda_ipc_ns_broker_proto_unpack_reply(reply, len, &bstatus,
-                                            &reply_alloc_id) != UCS_OK) {
+                                                  &reply_alloc_id) != UCS_OK) {
         ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a malformed "
                   "reply (%zu bytes)", name, key->pid, len);
         return UCS_ERR_IO_ERROR;
@@ -436,7 +436,7 @@ uct_cuda_ipc_ns_fdx_chunk_fds_reply_check(const char *name,
     uct_cuda_ipc_ns_broker_proto_chunk_fds_reply_t head;
 
     if (uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(reply, len, &head,
-                                                alloc_ids) != UCS_OK) {
+                                                      alloc_ids) != UCS_OK) {
         ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a malformed "
                   "reply (%zu bytes, %u fds) for chunks %u..+%u of 0x%" PRIx64,
                   name, key->pid, len, num_fds, first, count,
@@ -486,7 +486,7 @@ ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *c
     }
 
     uct_cuda_ipc_ns_broker_proto_pack_fds_request(req, key->handle.posix.reg_id,
-                                            key->token, first, count);
+                                                  key->token, first, count);
 
     /* one deadline from connect to the fds */
     uct_cuda_ipc_ns_broker_client_start(&client, cfg, key);
@@ -544,9 +544,9 @@ uct_cuda_ipc_ns_fdx_layout_page(uct_cuda_ipc_ns_broker_client_t *client,
     size_t len;
 
     uct_cuda_ipc_ns_broker_proto_pack_chunk_request(req,
-                                              UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT,
-                                              key->handle.posix.reg_id,
-                                              key->token, first);
+                                                    UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT,
+                                                    key->handle.posix.reg_id,
+                                                    key->token, first);
     status = uct_cuda_ipc_ns_broker_client_call(client, req, sizeof(req),
                                                 reply, sizeof(reply), &len,
                                                 &fd, 1, &num_fds, &pidfd);

@@ -19,6 +19,6 @@
  * cuMemAddressFree of @a length bytes.
  */
 ucs_status_t uct_cuda_ipc_ns_fd_map_import(int fd, size_t length, int device,
-                                    const char *what, CUdeviceptr *dptr_p);
+                                           const char *what, CUdeviceptr *dptr_p);
 
 #endif

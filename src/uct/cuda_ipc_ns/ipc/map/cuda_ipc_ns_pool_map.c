@@ -99,7 +99,7 @@ out:
 
 
 void uct_cuda_ipc_ns_pool_map_unmap(CUmemoryPool pool, CUdeviceptr dptr,
-                                int device)
+                                    int device)
 {
     int pushed;
 

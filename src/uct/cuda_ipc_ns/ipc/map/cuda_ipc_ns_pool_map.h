@@ -27,6 +27,6 @@ ucs_status_t uct_cuda_ipc_ns_pool_map(const uct_cuda_ipc_ns_rkey_info_t *key,
 
 /** Free the imported allocation @a dptr, then its imported pool */
 void uct_cuda_ipc_ns_pool_map_unmap(CUmemoryPool pool, CUdeviceptr dptr,
-                                int device);
+                                    int device);
 
 #endif
