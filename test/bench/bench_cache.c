@@ -37,7 +37,7 @@
 /* The mapping stub: the cache's calls land here instead of the driver */
 ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
                                  const uct_cuda_ipc_ns_rkey_info_t *key,
-                                 int device, uct_cuda_ipc_ns_mapping_t *mapping,
+                                 int device, uct_cuda_ipc_ns_map_t *mapping,
                                  int *owner_pidfd_p)
 {
     *owner_pidfd_p = -1;
@@ -49,7 +49,7 @@ ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
 }
 
 
-void uct_cuda_ipc_ns_unmap(uct_cuda_ipc_ns_mapping_t *mapping)
+void uct_cuda_ipc_ns_map_unmap(uct_cuda_ipc_ns_map_t *mapping)
 {
 }
 

@@ -70,9 +70,9 @@ static int bench_exporter(int chan)
     uct_cuda_ipc_ns_fdx_config_t cfg = {.mode        = UCT_CUDA_IPC_NS_FDX_AUTO,
                                         .timeout     = 5.0,
                                         .allowed_uid = -1};
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     CUmemGenericAllocationHandle handle;
-    uct_cuda_ipc_ns_broker_reg_t *reg;
+    uct_cuda_ipc_ns_broker_registry_reg_t *reg;
     uct_cuda_ipc_ns_broker_t *broker;
     bench_export_t msg = {};
     bench_node_t node;

@@ -100,21 +100,21 @@ static void fuzz_rkey(const uint8_t *data, size_t size)
 static void fuzz_addr(const uint8_t *data, size_t size)
 {
     uint8_t buf[UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE];
-    uct_cuda_ipc_ns_device_addr_t dev;
-    uct_cuda_ipc_ns_iface_addr_t iface;
+    uct_cuda_ipc_ns_addr_device_t dev;
+    uct_cuda_ipc_ns_addr_iface_t iface;
 
     /* addresses have no spare bits: pack(parse(x)) is x's prefix */
-    if (uct_cuda_ipc_ns_device_addr_parse(data, size, &dev) == UCS_OK) {
+    if (uct_cuda_ipc_ns_addr_device_parse(data, size, &dev) == UCS_OK) {
         FUZZ_CHECK(size >= UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE);
-        uct_cuda_ipc_ns_device_addr_pack(&dev, buf);
+        uct_cuda_ipc_ns_addr_device_pack(&dev, buf);
         FUZZ_CHECK(!memcmp(buf, data, UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE));
     } else {
         FUZZ_CHECK(size < UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE);
     }
 
-    if (uct_cuda_ipc_ns_iface_addr_parse(data, size, &iface) == UCS_OK) {
+    if (uct_cuda_ipc_ns_addr_iface_parse(data, size, &iface) == UCS_OK) {
         FUZZ_CHECK(size >= UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
-        uct_cuda_ipc_ns_iface_addr_pack(&iface, buf);
+        uct_cuda_ipc_ns_addr_iface_pack(&iface, buf);
         FUZZ_CHECK(!memcmp(buf, data, UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE));
     } else {
         FUZZ_CHECK(size < UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
@@ -129,18 +129,18 @@ static void fuzz_broker(const uint8_t *data, size_t size)
     static uct_cuda_ipc_ns_chunk_t chunks[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
     static uint8_t buf[UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX];
     uint64_t alloc_ids[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
-    uct_cuda_ipc_ns_chunk_fds_reply_t fds_reply;
-    uct_cuda_ipc_ns_layout_page_t page;
-    uct_cuda_ipc_ns_broker_req_t req;
+    uct_cuda_ipc_ns_broker_proto_chunk_fds_reply_t fds_reply;
+    uct_cuda_ipc_ns_broker_proto_layout_page_t page;
+    uct_cuda_ipc_ns_broker_proto_req_t req;
     uint64_t length = 0, reg_id, seq;
     unsigned status;
     uint32_t i;
 
-    if (uct_cuda_ipc_ns_broker_unpack_request(data, size, &req) ==
+    if (uct_cuda_ipc_ns_broker_proto_unpack_request(data, size, &req) ==
         UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
         if (req.op == UCT_CUDA_IPC_NS_BROKER_OP_GET_FD) {
             FUZZ_CHECK(size == UCT_CUDA_IPC_NS_BROKER_REQ_SIZE);
-            uct_cuda_ipc_ns_broker_pack_request(buf, req.alloc_id, req.token);
+            uct_cuda_ipc_ns_broker_proto_pack_request(buf, req.alloc_id, req.token);
         } else if (req.op == UCT_CUDA_IPC_NS_BROKER_OP_COPY) {
             /* what the owner's copier relies on without checking again */
             FUZZ_CHECK(size == UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE);
@@ -159,14 +159,14 @@ static void fuzz_broker(const uint8_t *data, size_t size)
             FUZZ_CHECK(size == UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE);
             FUZZ_CHECK((req.count >= 1) &&
                        (req.count <= UCT_CUDA_IPC_NS_BROKER_FDS_MAX));
-            uct_cuda_ipc_ns_broker_pack_fds_request(buf, req.alloc_id,
-                                                    req.token, req.index,
-                                                    req.count);
+            uct_cuda_ipc_ns_broker_proto_pack_fds_request(buf, req.alloc_id,
+                                                          req.token, req.index,
+                                                          req.count);
         } else {
             FUZZ_CHECK(req.op == UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT);
             FUZZ_CHECK(size == UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE);
-            uct_cuda_ipc_ns_broker_pack_chunk_request(buf, req.op, req.alloc_id,
-                                                      req.token, req.index);
+            uct_cuda_ipc_ns_broker_proto_pack_chunk_request(buf, req.op, req.alloc_id,
+                                                            req.token, req.index);
         }
         FUZZ_CHECK(!memcmp(buf, data, size));
     }
@@ -179,41 +179,41 @@ static void fuzz_broker(const uint8_t *data, size_t size)
             FUZZ_CHECK(seq == 0);
         } else {
             FUZZ_CHECK(size == UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE);
-            uct_cuda_ipc_ns_broker_pack_copy_reply(buf, status, reg_id, seq);
+            uct_cuda_ipc_ns_broker_proto_pack_copy_reply(buf, status, reg_id, seq);
             FUZZ_CHECK(!memcmp(buf, data, 4) &&
                        !memcmp(buf + 6, data + 6, size - 6));
         }
     }
 
-    if ((uct_cuda_ipc_ns_broker_unpack_fds_reply(data, size, &fds_reply,
-                                                 alloc_ids) == UCS_OK) &&
+    if ((uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(data, size, &fds_reply,
+                                                       alloc_ids) == UCS_OK) &&
         (fds_reply.status == UCT_CUDA_IPC_NS_BROKER_STATUS_OK)) {
         /* what the importer's fd count check relies on */
         FUZZ_CHECK((fds_reply.count >= 1) &&
                    (fds_reply.count <= UCT_CUDA_IPC_NS_BROKER_FDS_MAX));
-        FUZZ_CHECK(uct_cuda_ipc_ns_broker_pack_fds_reply(buf, fds_reply.reg_id,
-                                                         fds_reply.first,
-                                                         fds_reply.count,
-                                                         alloc_ids) == size);
+        FUZZ_CHECK(uct_cuda_ipc_ns_broker_proto_pack_fds_reply(buf, fds_reply.reg_id,
+                                                               fds_reply.first,
+                                                               fds_reply.count,
+                                                               alloc_ids) == size);
         FUZZ_CHECK(!memcmp(buf, data, 4) &&
                    !memcmp(buf + 6, data + 6, size - 6));
     }
 
-    if ((uct_cuda_ipc_ns_broker_unpack_layout(data, size, &page, chunks) !=
+    if ((uct_cuda_ipc_ns_broker_proto_unpack_layout(data, size, &page, chunks) !=
          UCS_OK) || (page.status != UCT_CUDA_IPC_NS_BROKER_STATUS_OK)) {
         return;
     }
 
     FUZZ_CHECK((page.count >= 1) &&
                (page.count <= UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX));
-    FUZZ_CHECK(uct_cuda_ipc_ns_broker_pack_layout(buf, page.reg_id,
-                                                  page.total, page.first,
-                                                  page.count, chunks) == size);
+    FUZZ_CHECK(uct_cuda_ipc_ns_broker_proto_pack_layout(buf, page.reg_id,
+                                                        page.total, page.first,
+                                                        page.count, chunks) == size);
     FUZZ_CHECK(!memcmp(buf, data, 4) && !memcmp(buf + 6, data + 6, size - 6));
     for (i = 0; i < page.count; ++i) {
         length += chunks[i].size;
     }
-    (void)uct_cuda_ipc_ns_layout_check(chunks, page.count, length);
+    (void)uct_cuda_ipc_ns_broker_proto_layout_check(chunks, page.count, length);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

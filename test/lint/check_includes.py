@@ -2,13 +2,17 @@
 """Include lint of the module (docs/architecture.md, "Layers").
 
 The layers are read from the ```layers block of docs/architecture.md: each
-line "DIR/N: unit unit ..." puts those units (x.c with x.h) in layer N of
-DIR (a top directory: units of ipc/broker/ are in ipc/). A unit may include:
+line "FOLDER/N: unit unit ..." puts those units (x.c with x.h) in layer N of
+FOLDER (base, cpy, ipc, ipc/broker, ipc/import, ipc/map: each folder is
+checked as a layer set of its own; the folders of ipc/ share one numbering).
+The ```folders block says, once per folder, what of the other folders its
+units may include: "FOLDER: FOLDER2/unit ... FOLDER3/ ..." (FOLDER3/: any unit
+of it). A unit may include:
   - only units of LOWER layers (never one of its own layer but itself),
-  - in its own directory or in base/ (ipc/ and cpy/ never include each
-    other; base/ includes only base/),
+  - of its own folder, of base/, or listed for its folder,
 and every project header it includes must declare something the including
-file uses (no unused includes). Every unit of the module must be listed.
+file uses (no unused includes). Every unit of the module must be listed, in
+the folder where its files are.
 
 Usage: check_includes.py [TOP_SRCDIR]      exit status 1 on a violation
 """
@@ -43,28 +47,49 @@ def strip_comments(text):
     return re.sub(r'//[^\n]*', ' ', text)
 
 
-def read_layers():
+def read_block(name):
     text = open(doc).read()
-    block = re.search(r'```layers\n(.*?)```', text, re.S)
+    block = re.search(r'```' + name + r'\n(.*?)```', text, re.S)
     if block is None:
-        sys.exit('check_includes: no ```layers block in ' + doc)
-    layers = {}
+        sys.exit('check_includes: no ```%s block in %s' % (name, doc))
     for line in block.group(1).splitlines():
         line = line.split('#', 1)[0].strip()
-        if not line:
-            continue
-        where, units = line.split(':', 1)
-        directory, number = where.strip().split('/')
-        for unit in units.split():
+        if line:
+            where, items = line.split(':', 1)
+            yield where.strip(), items.split()
+
+
+def read_layers():
+    layers = {}
+    for where, units in read_block('layers'):
+        directory, number = where.rsplit('/', 1)
+        for unit in units:
             layers[unit] = (directory, int(number))
     return layers
 
 
+def read_folders():
+    """FOLDER -> set of 'FOLDER2/unit' and 'FOLDER3/' it may include"""
+    return {folder: set(items) for folder, items in read_block('folders')}
+
+
+def same_numbering(a, b):
+    """the folders of ipc/ share one numbering"""
+    return a.split('/')[0] == b.split('/')[0]
+
+
+def may_include(folders, directory, dep_dir, dep):
+    if dep_dir in (directory, 'base'):
+        return True
+    allowed = folders.get(directory, set())
+    return (dep_dir + '/' + dep) in allowed or (dep_dir + '/') in allowed
+
+
 def main():
     layers = read_layers()
+    folders = read_folders()
     errors = []
     files = {}
-    # a unit's directory is the top one (ipc/broker/x.c is in ipc/)
     for directory in ('base', 'ipc', 'cpy'):
         for root, _, names in sorted(os.walk(os.path.join(module, directory))):
             for name in sorted(names):
@@ -83,7 +108,7 @@ def main():
 
     edges = 0
     for path, text in files.items():
-        directory = path.split(os.sep)[0]
+        directory = os.path.dirname(path)
         unit = os.path.basename(path)[:-2]
         if unit not in layers:
             errors.append('%s: unit %s is in no layer of docs/architecture.md'
@@ -102,11 +127,16 @@ def main():
                               (path, dep))
                 continue
             dep_dir, dep_layer = layers[dep]
-            if dep_dir not in (directory, 'base'):
-                errors.append('%s includes %s/%s.h: %s/ may include only '
-                              '%s/ and base/' % (path, dep_dir, dep,
-                                                 directory, directory))
-            elif dep_dir == directory and dep_layer >= layers[unit][1]:
+            if directory not in folders:
+                errors.append('%s: folder %s/ is in no line of the folders '
+                              'block of docs/architecture.md' % (path,
+                                                                 directory))
+            elif not may_include(folders, directory, dep_dir, dep):
+                errors.append('%s includes %s/%s.h, which the folders block '
+                              'of docs/architecture.md does not allow %s/' %
+                              (path, dep_dir, dep, directory))
+            elif same_numbering(dep_dir, directory) and \
+                    dep_layer >= layers[unit][1]:
                 errors.append('%s (layer %d) includes %s.h (layer %d): only '
                               'lower layers' % (path, layers[unit][1], dep,
                                                 dep_layer))

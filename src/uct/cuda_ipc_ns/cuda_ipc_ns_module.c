@@ -36,7 +36,7 @@ static void UCS_F_CTOR uct_cuda_ipc_ns_module_init(void)
         return;
     }
 
-    uct_cuda_ipc_ns_lib_config_register();
+    uct_cuda_ipc_ns_md_base_config_register();
     uct_cu_ipc_ns_init();
     uct_cu_cpy_ns_init();
     uct_cuda_cpy_ns_perftest_register();
@@ -54,6 +54,6 @@ static void UCS_F_DTOR uct_cuda_ipc_ns_module_cleanup(void)
     uct_cuda_ipc_ns_cache_unload();
     uct_cu_cpy_ns_cleanup();
     uct_cu_ipc_ns_cleanup();
-    uct_cuda_ipc_ns_lib_config_unregister();
+    uct_cuda_ipc_ns_md_base_config_unregister();
     uct_cuda_ipc_ns_module_registered = 0;
 }

@@ -136,14 +136,14 @@ void close_iface(ucs_async_context_t *async, uct_worker_h worker,
 
 
 int iface_is_reachable(uct_iface_h iface,
-                       const uct_cuda_ipc_ns_device_addr_t &dev,
-                       const uct_cuda_ipc_ns_iface_addr_t &ifa)
+                       const uct_cuda_ipc_ns_addr_device_t &dev,
+                       const uct_cuda_ipc_ns_addr_iface_t &ifa)
 {
     std::vector<uint8_t> dev_buf(UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE);
     std::vector<uint8_t> ifa_buf(UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
 
-    uct_cuda_ipc_ns_device_addr_pack(&dev, dev_buf.data());
-    uct_cuda_ipc_ns_iface_addr_pack(&ifa, ifa_buf.data());
+    uct_cuda_ipc_ns_addr_device_pack(&dev, dev_buf.data());
+    uct_cuda_ipc_ns_addr_iface_pack(&ifa, ifa_buf.data());
     return uct_iface_is_reachable(iface, (uct_device_addr_t*)dev_buf.data(),
                                   (uct_iface_addr_t*)ifa_buf.data());
 }

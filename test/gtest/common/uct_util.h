@@ -66,8 +66,8 @@ void close_iface(ucs_async_context_t *async, uct_worker_h worker,
 /* uct_iface_is_reachable() of @a iface for addresses in the cu_ipc_ns
  * formats (cu_ipc_ns and cu_cpy_ns use them) */
 int iface_is_reachable(uct_iface_h iface,
-                       const uct_cuda_ipc_ns_device_addr_t &dev,
-                       const uct_cuda_ipc_ns_iface_addr_t &ifa);
+                       const uct_cuda_ipc_ns_addr_device_t &dev,
+                       const uct_cuda_ipc_ns_addr_iface_t &ifa);
 
 } // namespace test
 

@@ -23,19 +23,19 @@ using cpy_test::bytes_t;
 
 class cpy_iface_test : public cpy_test::iface {
 protected:
-    int reachable(const uct_cuda_ipc_ns_device_addr_t &dev,
-                  const uct_cuda_ipc_ns_iface_addr_t &ifa)
+    int reachable(const uct_cuda_ipc_ns_addr_device_t &dev,
+                  const uct_cuda_ipc_ns_addr_iface_t &ifa)
     {
         return test::iface_is_reachable(m_iface, dev, ifa);
     }
 
-    void own_addresses(uct_cuda_ipc_ns_device_addr_t *dev,
-                       uct_cuda_ipc_ns_iface_addr_t *ifa)
+    void own_addresses(uct_cuda_ipc_ns_addr_device_t *dev,
+                       uct_cuda_ipc_ns_addr_iface_t *ifa)
     {
         bytes_t dev_buf = device_address(), ifa_buf = iface_address();
-        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_device_addr_parse(
+        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_addr_device_parse(
                           dev_buf.data(), dev_buf.size(), dev));
-        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_iface_addr_parse(
+        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_addr_iface_parse(
                           ifa_buf.data(), ifa_buf.size(), ifa));
     }
 
@@ -84,13 +84,13 @@ TEST_F(cpy_iface_test, attributes) {
 
 
 TEST_F(cpy_iface_test, reachable_from_own_process_only) {
-    uct_cuda_ipc_ns_device_addr_t own_dev, dev;
-    uct_cuda_ipc_ns_iface_addr_t own_ifa, ifa;
+    uct_cuda_ipc_ns_addr_device_t own_dev, dev;
+    uct_cuda_ipc_ns_addr_iface_t own_ifa, ifa;
 
     own_addresses(&own_dev, &own_ifa);
-    EXPECT_EQ(uct_cuda_ipc_ns_self()->system_id, own_dev.system_id);
+    EXPECT_EQ(uct_cuda_ipc_ns_nsid_self()->system_id, own_dev.system_id);
     EXPECT_EQ((uint32_t)getpid(), own_ifa.pid);
-    EXPECT_EQ(uct_cuda_ipc_ns_self()->pid_ns, own_ifa.pid_ns);
+    EXPECT_EQ(uct_cuda_ipc_ns_nsid_self()->pid_ns, own_ifa.pid_ns);
 
     EXPECT_TRUE(reachable(own_dev, own_ifa)) << "same process";
 
@@ -108,7 +108,7 @@ TEST_F(cpy_iface_test, reachable_from_own_process_only) {
     /* and no endpoint to another process */
     bytes_t ifa_buf(UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
     ifa = own_ifa; ifa.pid += 1;
-    uct_cuda_ipc_ns_iface_addr_pack(&ifa, ifa_buf.data());
+    uct_cuda_ipc_ns_addr_iface_pack(&ifa, ifa_buf.data());
     uct_ep_params_t params = {};
     uct_ep_h ep;
     params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_IFACE_ADDR;

@@ -240,8 +240,8 @@ TEST_PEER_ROLE(datapath_agent)
             uct_cuda_ipc_ns_broker_wait_idle();
             break;
         case AG_BROKER_STATS: {
-            uct_cuda_ipc_ns_broker_stats_t stats;
-            uct_cuda_ipc_ns_broker_get_stats(&stats);
+            uct_cuda_ipc_ns_broker_serve_stats_t stats;
+            uct_cuda_ipc_ns_broker_serve_get_stats(&stats);
             broker_stats served = {stats.layout_requests,
                                    stats.chunk_fds_requests,
                                    stats.chunk_fds_sent, stats.copies};

@@ -14,7 +14,7 @@
 
 namespace test {
 
-/* What an agent's fd broker served (uct_cuda_ipc_ns_broker_get_stats()) */
+/* What an agent's fd broker served (uct_cuda_ipc_ns_broker_serve_get_stats()) */
 struct broker_stats {
     uint64_t layout_requests;
     uint64_t chunk_fds_requests; /* one round trip each */

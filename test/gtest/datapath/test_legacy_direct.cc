@@ -83,7 +83,7 @@ public:
         peer_options opts;
         opts.new_pid_ns = true; /* pid 1 there; we are not */
         start(md_config(), {}, opts);
-        ASSERT_NE(uct_cuda_ipc_ns_self()->pid, m_agent->remote_pid());
+        ASSERT_NE(uct_cuda_ipc_ns_nsid_self()->pid, m_agent->remote_pid());
     }
 
     void TearDown() override
@@ -230,7 +230,7 @@ TEST_F(legacy_direct, equal_pid_number_predicted) {
 
     ASSERT_EQ(UCS_OK, unpack_changed(r,
                                      [](uct_cuda_ipc_ns_rkey_info_t *info) {
-                                         info->pid = uct_cuda_ipc_ns_self()->pid;
+                                         info->pid = uct_cuda_ipc_ns_nsid_self()->pid;
                                      },
                                      &bundle));
     EXPECT_TRUE(((uct_cuda_ipc_ns_rkey_t*)bundle.rkey)->owner_copy);

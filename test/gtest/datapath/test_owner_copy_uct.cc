@@ -174,8 +174,8 @@ public:
                 (const uct_cuda_ipc_ns_rkey_t*)r.rkey.rkey;
         int usable = 1;
 
-        EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_gpu_usable(key->info.dev_uuid,
-                                                     &usable));
+        EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_gpus_usable(key->info.dev_uuid,
+                                                      &usable));
         EXPECT_EQ(usable, key->owner_gpu_usable) << "as asked at unpack";
         return !usable;
     }
@@ -828,7 +828,7 @@ TEST_F(owner_copy_uct, answers_not_owed_end_the_session) {
         uct_cuda_ipc_ns_copy_session_wakeup(copies(), s, 1);
 
         uint8_t reply[UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE];
-        uct_cuda_ipc_ns_broker_pack_copy_reply(
+        uct_cuda_ipc_ns_broker_proto_pack_copy_reply(
                 reply, UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
                 req->reg_id ^ l.reg_id_xor,
                 l.seq_zero ? 0 : req->seq + l.seq_add);
@@ -1310,8 +1310,8 @@ public:
     /* the copies our broker launched for importers */
     static uint64_t copies()
     {
-        uct_cuda_ipc_ns_broker_stats_t stats;
-        uct_cuda_ipc_ns_broker_get_stats(&stats);
+        uct_cuda_ipc_ns_broker_serve_stats_t stats;
+        uct_cuda_ipc_ns_broker_serve_get_stats(&stats);
         return stats.copies;
     }
 

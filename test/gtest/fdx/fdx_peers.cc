@@ -117,7 +117,7 @@ int listen_as_chunk_owner(uint64_t reg_id, uct_cuda_ipc_ns_rkey_info_t *key)
         close(lfd);
         return -1;
     }
-    *key                         = fd_key_of(*uct_cuda_ipc_ns_self());
+    *key                         = fd_key_of(*uct_cuda_ipc_ns_nsid_self());
     key->handle_type             = UCT_CUDA_IPC_NS_HANDLE_CHUNKS;
     key->handle.posix.fd         = -1;
     key->handle.posix.reg_id     = reg_id;
@@ -128,7 +128,7 @@ int listen_as_chunk_owner(uint64_t reg_id, uct_cuda_ipc_ns_rkey_info_t *key)
 }
 
 
-uct_cuda_ipc_ns_fdx_config_t fdx_config(uct_cuda_ipc_ns_fdx_mode_t mode,
+uct_cuda_ipc_ns_fdx_config_t fdx_config(uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode,
                                         double timeout)
 {
     uct_cuda_ipc_ns_fdx_config_t cfg = {};
@@ -147,7 +147,7 @@ TEST_PEER_ROLE(fdx_owner)
     struct registration {
         int                           fd;
         uint64_t                      alloc_id;
-        uct_cuda_ipc_ns_broker_reg_t *reg;
+        uct_cuda_ipc_ns_broker_registry_reg_t *reg;
     };
     uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
     std::vector<registration> regs;
@@ -175,7 +175,7 @@ TEST_PEER_ROLE(fdx_owner)
         return 3;
     }
 
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     owner_cmd cmd;
     /* the test closing the channel also ends the peer */
     while (chan.recv_obj(cmd, 120000)) {
@@ -249,8 +249,8 @@ TEST_PEER_ROLE(fdx_owner)
             reply.status = (setrlimit(RLIMIT_NOFILE, &saved_nofile) == 0) ?
                            UCS_OK : UCS_ERR_IO_ERROR;
         } else if (cmd.op == OWNER_ACCEPT_FAILURES) {
-            uct_cuda_ipc_ns_broker_stats_t stats;
-            uct_cuda_ipc_ns_broker_get_stats(&stats);
+            uct_cuda_ipc_ns_broker_serve_stats_t stats;
+            uct_cuda_ipc_ns_broker_serve_get_stats(&stats);
             reply.count  = (int)stats.accept_failures;
             reply.status = UCS_OK;
         }

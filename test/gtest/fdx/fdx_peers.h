@@ -82,7 +82,7 @@ uct_cuda_ipc_ns_rkey_info_t fd_key_of(const uct_cuda_ipc_ns_identity_t &id);
 int listen_as_chunk_owner(uint64_t reg_id, uct_cuda_ipc_ns_rkey_info_t *key);
 
 /* every field set: the broker's request deadline to its default */
-uct_cuda_ipc_ns_fdx_config_t fdx_config(uct_cuda_ipc_ns_fdx_mode_t mode,
+uct_cuda_ipc_ns_fdx_config_t fdx_config(uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode,
                                         double timeout = 2.0);
 
 

@@ -210,8 +210,8 @@ protected:
         size_t len;
         int fd;
 
-        uct_cuda_ipc_ns_broker_pack_request(req, desc.handle.posix.alloc_id,
-                                            desc.token);
+        uct_cuda_ipc_ns_broker_proto_pack_request(req, desc.handle.posix.alloc_id,
+                                                  desc.token);
         ASSERT_EQ((ssize_t)sizeof(req),
                   send(sock, req, sizeof(req), MSG_NOSIGNAL))
                 << "the broker closed our connection: " << strerror(errno);
@@ -220,9 +220,9 @@ protected:
                                                       sizeof(reply), 0, &len,
                                                       &fd))
                 << "the broker closed our connection without an answer";
-        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_reply(reply, len,
-                                                              &bstatus,
-                                                              &alloc_id));
+        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_proto_unpack_reply(reply, len,
+                                                                    &bstatus,
+                                                                    &alloc_id));
         EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_OK, bstatus);
         EXPECT_EQ(desc.handle.posix.alloc_id, alloc_id);
         ASSERT_GE(fd, 0);

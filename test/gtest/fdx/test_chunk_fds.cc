@@ -43,7 +43,7 @@ struct answer {
     unsigned             num_fds;
 };
 
-typedef std::function<answer(const uct_cuda_ipc_ns_broker_req_t &req)> answer_t;
+typedef std::function<answer(const uct_cuda_ipc_ns_broker_proto_req_t &req)> answer_t;
 
 
 class test_chunk_fds : public ::testing::Test {
@@ -79,14 +79,14 @@ protected:
 
         std::thread broker([lfd, respond]() {
             uint8_t buf[UCT_CUDA_IPC_NS_BROKER_REQ_MAX + 1];
-            uct_cuda_ipc_ns_broker_req_t req;
+            uct_cuda_ipc_ns_broker_proto_req_t req;
             int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
             if (cfd < 0) {
                 return;
             }
             ssize_t len = recv(cfd, buf, sizeof(buf), 0);
             EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
-                      uct_cuda_ipc_ns_broker_unpack_request(
+                      uct_cuda_ipc_ns_broker_proto_unpack_request(
                               buf, (len > 0) ? len : 0, &req));
             EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FDS, req.op);
             EXPECT_EQ(REG_ID, req.alloc_id);
@@ -128,7 +128,7 @@ protected:
 
     /* The reply of an honest broker to @a req: the chunks asked, with the
      * layout's allocation ids */
-    answer honest(const uct_cuda_ipc_ns_broker_req_t &req) const
+    answer honest(const uct_cuda_ipc_ns_broker_proto_req_t &req) const
     {
         std::vector<uint64_t> ids;
         answer a;
@@ -137,7 +137,7 @@ protected:
             ids.push_back(m_layout[req.index + i].alloc_id);
         }
         a.reply.resize(UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX);
-        a.reply.resize(uct_cuda_ipc_ns_broker_pack_fds_reply(
+        a.reply.resize(uct_cuda_ipc_ns_broker_proto_pack_fds_reply(
                 a.reply.data(), req.alloc_id, req.index, req.count,
                 ids.data()));
         a.num_fds = req.count;
@@ -155,14 +155,14 @@ TEST_F(test_chunk_fds, batch_of_an_honest_owner) {
     uint32_t first = 0, count = 0;
 
     EXPECT_EQ(UCS_OK, fetch(40, UCT_CUDA_IPC_NS_BROKER_FDS_MAX,
-                            [&](const uct_cuda_ipc_ns_broker_req_t &req) {
+                            [&](const uct_cuda_ipc_ns_broker_proto_req_t &req) {
         first = req.index;
         count = req.count;
         return honest(req);
     }));
     EXPECT_EQ(40u, first);
     EXPECT_EQ((uint32_t)UCT_CUDA_IPC_NS_BROKER_FDS_MAX, count);
-    EXPECT_EQ(UCS_OK, fetch(63, 1, [&](const uct_cuda_ipc_ns_broker_req_t &req) {
+    EXPECT_EQ(UCS_OK, fetch(63, 1, [&](const uct_cuda_ipc_ns_broker_proto_req_t &req) {
         return honest(req);
     }));
 }
@@ -172,7 +172,7 @@ TEST_F(test_chunk_fds, batch_of_an_honest_owner) {
 TEST_F(test_chunk_fds, other_number_of_fds_refused) {
     for (int delta : {-1, +1, -4}) {
         EXPECT_EQ(UCS_ERR_IO_ERROR,
-                  fetch(0, 4, [&](const uct_cuda_ipc_ns_broker_req_t &req) {
+                  fetch(0, 4, [&](const uct_cuda_ipc_ns_broker_proto_req_t &req) {
             answer a = honest(req);
             a.num_fds += delta;
             return a;
@@ -190,7 +190,7 @@ TEST_F(test_chunk_fds, more_fds_than_a_message_carries_refused) {
                              40u, 253u}) {
         EXPECT_EQ(UCS_ERR_IO_ERROR,
                   fetch(0, UCT_CUDA_IPC_NS_BROKER_FDS_MAX,
-                        [&](const uct_cuda_ipc_ns_broker_req_t &req) {
+                        [&](const uct_cuda_ipc_ns_broker_proto_req_t &req) {
             answer a  = honest(req);
             a.num_fds = num_fds;
             return a;
@@ -204,13 +204,13 @@ TEST_F(test_chunk_fds, more_fds_than_a_message_carries_refused) {
  * protocol is that long */
 TEST_F(test_chunk_fds, count_above_the_maximum_refused) {
     EXPECT_EQ(UCS_ERR_IO_ERROR, fetch(0, UCT_CUDA_IPC_NS_BROKER_FDS_MAX,
-                                      [&](const uct_cuda_ipc_ns_broker_req_t &req) {
+                                      [&](const uct_cuda_ipc_ns_broker_proto_req_t &req) {
         answer a    = honest(req);
         a.reply[20] = UCT_CUDA_IPC_NS_BROKER_FDS_MAX + 1;
         return a;
     }));
     EXPECT_EQ(UCS_ERR_IO_ERROR, fetch(0, UCT_CUDA_IPC_NS_BROKER_FDS_MAX,
-                                      [&](const uct_cuda_ipc_ns_broker_req_t &req) {
+                                      [&](const uct_cuda_ipc_ns_broker_proto_req_t &req) {
         answer a = honest(req);
         a.reply.resize(a.reply.size() + 8);
         a.reply[20] = UCT_CUDA_IPC_NS_BROKER_FDS_MAX + 1;
@@ -222,7 +222,7 @@ TEST_F(test_chunk_fds, count_above_the_maximum_refused) {
 /* A reply longer than the largest one (MSG_TRUNC), with its fds */
 TEST_F(test_chunk_fds, truncated_reply_refused) {
     EXPECT_EQ(UCS_ERR_IO_ERROR, fetch(0, 2,
-                                      [&](const uct_cuda_ipc_ns_broker_req_t &req) {
+                                      [&](const uct_cuda_ipc_ns_broker_proto_req_t &req) {
         answer a = honest(req);
         a.reply.resize(UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX + 64);
         return a;
@@ -234,25 +234,25 @@ TEST_F(test_chunk_fds, truncated_reply_refused) {
  * layout's (the owner's pool replaced the chunk) */
 TEST_F(test_chunk_fds, other_chunks_refused) {
     EXPECT_EQ(UCS_ERR_IO_ERROR, fetch(8, 4,
-                                      [&](const uct_cuda_ipc_ns_broker_req_t &req) {
-        uct_cuda_ipc_ns_broker_req_t other = req;
+                                      [&](const uct_cuda_ipc_ns_broker_proto_req_t &req) {
+        uct_cuda_ipc_ns_broker_proto_req_t other = req;
         other.index = req.index + 1;
         return honest(other);
     })) << "other first chunk";
     EXPECT_EQ(UCS_ERR_IO_ERROR, fetch(8, 4,
-                                      [&](const uct_cuda_ipc_ns_broker_req_t &req) {
-        uct_cuda_ipc_ns_broker_req_t other = req;
+                                      [&](const uct_cuda_ipc_ns_broker_proto_req_t &req) {
+        uct_cuda_ipc_ns_broker_proto_req_t other = req;
         other.count = req.count - 1;
         return honest(other);
     })) << "fewer chunks, as many fds";
     EXPECT_EQ(UCS_ERR_IO_ERROR, fetch(8, 4,
-                                      [&](const uct_cuda_ipc_ns_broker_req_t &req) {
-        uct_cuda_ipc_ns_broker_req_t other = req;
+                                      [&](const uct_cuda_ipc_ns_broker_proto_req_t &req) {
+        uct_cuda_ipc_ns_broker_proto_req_t other = req;
         other.alloc_id = REG_ID + 1;
         return honest(other);
     })) << "other registration";
     EXPECT_EQ(UCS_ERR_IO_ERROR, fetch(8, 4,
-                                      [&](const uct_cuda_ipc_ns_broker_req_t &req) {
+                                      [&](const uct_cuda_ipc_ns_broker_proto_req_t &req) {
         answer a = honest(req);
         a.reply[24 + 2 * 8] ^= 1; /* the third chunk's allocation id */
         return a;
@@ -263,10 +263,10 @@ TEST_F(test_chunk_fds, other_chunks_refused) {
 /* A refusal is the broker's word: its status, and its fds closed */
 TEST_F(test_chunk_fds, refusal_with_fds_closed) {
     EXPECT_EQ(UCS_ERR_NO_ELEM, fetch(0, 3,
-                                     [&](const uct_cuda_ipc_ns_broker_req_t &req) {
+                                     [&](const uct_cuda_ipc_ns_broker_proto_req_t &req) {
         answer a;
         a.reply.resize(UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE);
-        uct_cuda_ipc_ns_broker_pack_reply(
+        uct_cuda_ipc_ns_broker_proto_pack_reply(
                 a.reply.data(), UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY, REG_ID);
         a.num_fds = 3;
         return a;

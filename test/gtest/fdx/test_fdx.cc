@@ -81,7 +81,7 @@ TEST_PEER_ROLE(fdx_importer)
     }
 
     uct_cuda_ipc_ns_fdx_config_t cfg =
-            fdx_config((uct_cuda_ipc_ns_fdx_mode_t)req.mode, req.timeout);
+            fdx_config((uct_cuda_ipc_ns_broker_proto_fdx_mode_t)req.mode, req.timeout);
     cfg.allowed_uid = req.allowed_uid;
     int fds0 = test::count_open_fds();
     uct_cuda_ipc_ns_fdx_get_stats(&p0, &b0);
@@ -113,7 +113,7 @@ TEST_PEER_ROLE(fdx_silent_broker)
     int len = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1,
                        "cuda_ipc_ns_test_silent-%d", (int)getpid());
     reply.addr_len = len + 1;
-    reply.id       = *uct_cuda_ipc_ns_self();
+    reply.id       = *uct_cuda_ipc_ns_nsid_self();
     memcpy(reply.addr, sa.sun_path, reply.addr_len);
     if ((lfd < 0) ||
         bind(lfd, (struct sockaddr*)&sa,
@@ -141,7 +141,7 @@ TEST_PEER_ROLE(fdx_silent_broker)
 class test_fdx : public ::testing::Test {
 protected:
     import_result run_importer(const test::peer_options &opts,
-                               uct_cuda_ipc_ns_fdx_mode_t mode,
+                               uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode,
                                const uct_cuda_ipc_ns_rkey_info_t &desc,
                                uint8_t pattern, double timeout = 2.0,
                                int allowed_uid = -1)
@@ -163,7 +163,7 @@ protected:
     }
 
     /* import in this process; checks bytes and fd accounting */
-    ucs_status_t import_here(uct_cuda_ipc_ns_fdx_mode_t mode,
+    ucs_status_t import_here(uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode,
                              const uct_cuda_ipc_ns_rkey_info_t &desc,
                              uint8_t pattern, uint64_t *pidfd_delta,
                              uint64_t *broker_delta, double timeout = 2.0,
@@ -242,7 +242,7 @@ TEST_F(test_fdx, same_pid_ns_uses_pidfd)
     auto desc  = owner_register(*owner, 0x1001, 0x11);
     uint64_t pd, bd;
 
-    EXPECT_EQ(uct_cuda_ipc_ns_self()->pid_ns, desc.pid_ns);
+    EXPECT_EQ(uct_cuda_ipc_ns_nsid_self()->pid_ns, desc.pid_ns);
     ASSERT_TRUE(uct_cuda_ipc_ns_fdx_pidfd_usable());
     EXPECT_EQ(UCS_OK, import_here(UCT_CUDA_IPC_NS_FDX_AUTO, desc, 0x11, &pd,
                                   &bd));
@@ -299,8 +299,8 @@ TEST_F(test_fdx, owner_in_other_pid_ns_uses_broker)
     /* the key names the owner as pid 1 of its own namespace; in ours pid 1
      * (if it exists at all) is another process */
     EXPECT_EQ(1u, desc.pid);
-    EXPECT_NE(uct_cuda_ipc_ns_self()->pid_ns, desc.pid_ns);
-    if (uct_cuda_ipc_ns_proc_pid_ns(1, &pid1_ns) == UCS_OK) {
+    EXPECT_NE(uct_cuda_ipc_ns_nsid_self()->pid_ns, desc.pid_ns);
+    if (uct_cuda_ipc_ns_nsid_pid_ns(1, &pid1_ns) == UCS_OK) {
         EXPECT_NE(desc.pid_ns, pid1_ns);
     }
 
@@ -546,7 +546,7 @@ TEST_F(test_fdx, start_time_mismatch_refused)
 TEST_F(test_fdx, silent_broker_times_out)
 {
     /* a broker of this process: the importer's owner check passes */
-    uct_cuda_ipc_ns_rkey_info_t desc = fd_key_of(*uct_cuda_ipc_ns_self());
+    uct_cuda_ipc_ns_rkey_info_t desc = fd_key_of(*uct_cuda_ipc_ns_nsid_self());
     uint64_t pd, bd;
     double elapsed;
 
@@ -616,7 +616,7 @@ TEST_F(test_fdx, reply_with_two_fds_refused)
     ASSERT_EQ(0, listen(lfd, 4));
     salen = sizeof(sa);
     ASSERT_EQ(0, getsockname(lfd, (struct sockaddr*)&sa, &salen));
-    desc                       = fd_key_of(*uct_cuda_ipc_ns_self());
+    desc                       = fd_key_of(*uct_cuda_ipc_ns_nsid_self());
     desc.handle.posix.alloc_id = 7;
     desc.broker_addr_len       = salen - offsetof(struct sockaddr_un, sun_path);
     memcpy(desc.broker_addr, sa.sun_path, desc.broker_addr_len);
@@ -628,7 +628,7 @@ TEST_F(test_fdx, reply_with_two_fds_refused)
 
         if (cfd >= 0) {
             EXPECT_EQ((ssize_t)sizeof(req), recv(cfd, req, sizeof(req), 0));
-            uct_cuda_ipc_ns_broker_pack_reply(
+            uct_cuda_ipc_ns_broker_proto_pack_reply(
                     reply, UCT_CUDA_IPC_NS_BROKER_STATUS_OK, 7);
             EXPECT_TRUE(test::send_with_fds(cfd, reply, sizeof(reply),
                                             {0, 1}));
@@ -672,7 +672,7 @@ TEST_F(test_fdx, broker_survives_bad_clients)
               recv(bad, reply, sizeof(reply), 0));
     unsigned bstatus;
     uint64_t alloc_id;
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_reply(
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_proto_unpack_reply(
                               reply, UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE,
                               &bstatus, &alloc_id));
     EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST, bstatus);
@@ -680,8 +680,8 @@ TEST_F(test_fdx, broker_survives_bad_clients)
 
     /* a valid request with an unknown protocol version */
     uint8_t req[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE];
-    uct_cuda_ipc_ns_broker_pack_request(req, desc.handle.posix.alloc_id,
-                                        desc.token);
+    uct_cuda_ipc_ns_broker_proto_pack_request(req, desc.handle.posix.alloc_id,
+                                              desc.token);
     req[4] = 99;
     bad = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     ASSERT_EQ(0, connect(bad, (struct sockaddr*)&sa, salen));
@@ -689,7 +689,7 @@ TEST_F(test_fdx, broker_survives_bad_clients)
     ASSERT_EQ((ssize_t)sizeof(req), send(bad, req, sizeof(req), 0));
     ASSERT_EQ(UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE,
               recv(bad, reply, sizeof(reply), 0));
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_reply(
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_proto_unpack_reply(
                               reply, UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE,
                               &bstatus, &alloc_id));
     EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION, bstatus);
@@ -786,13 +786,13 @@ TEST_F(test_fdx, broker_refcount_and_address)
 
     /* registering and releasing in-process */
     int memfd = make_memfd(0xcc, MEM_SIZE);
-    uct_cuda_ipc_ns_broker_reg_t *reg;
+    uct_cuda_ipc_ns_broker_registry_reg_t *reg;
     uct_cuda_ipc_ns_rkey_info_t desc = fd_key();
     ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_register(b1, memfd, 42,
                                                       desc.token, &reg));
     desc.pid        = getpid();
-    desc.pid_ns     = uct_cuda_ipc_ns_self()->pid_ns;
-    desc.start_time = uct_cuda_ipc_ns_self()->start_time;
+    desc.pid_ns     = uct_cuda_ipc_ns_nsid_self()->pid_ns;
+    desc.start_time = uct_cuda_ipc_ns_nsid_self()->start_time;
     desc.handle.posix.fd       = memfd;
     desc.handle.posix.alloc_id = 42;
     desc.broker_addr_len = len;
@@ -903,7 +903,7 @@ TEST_F(test_fdx, forked_child_starts_own_broker)
     EXPECT_EQ(0, WEXITSTATUS(status));
 
     /* the parent's broker still works */
-    uct_cuda_ipc_ns_rkey_info_t desc = fd_key_of(*uct_cuda_ipc_ns_self());
+    uct_cuda_ipc_ns_rkey_info_t desc = fd_key_of(*uct_cuda_ipc_ns_nsid_self());
     desc.broker_addr_len = len = parent_addr.size();
     memcpy(desc.broker_addr, parent_addr.data(), len);
     uint64_t pd, bd;
@@ -928,18 +928,18 @@ TEST_F(test_fdx, mode_names)
  * the child's keys must name the child (its pid), not the parent */
 TEST(fdx_identity, a_forked_child_reads_its_own)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     int status;
 
     ASSERT_EQ((uint32_t)getpid(), self->pid);
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-        const uct_cuda_ipc_ns_identity_t *child = uct_cuda_ipc_ns_self();
+        const uct_cuda_ipc_ns_identity_t *child = uct_cuda_ipc_ns_nsid_self();
         _exit((child->pid == (uint32_t)getpid()) ? 0 : 1);
     }
     ASSERT_EQ(pid, waitpid(pid, &status, 0));
     EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0))
             << "the child took its parent's identity";
-    EXPECT_EQ((uint32_t)getpid(), uct_cuda_ipc_ns_self()->pid);
+    EXPECT_EQ((uint32_t)getpid(), uct_cuda_ipc_ns_nsid_self()->pid);
 }

@@ -72,14 +72,14 @@ protected:
         std::thread broker([lfd, pages, answer]() {
             for (int i = 0; i < pages; ++i) {
                 uint8_t buf[UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE + 1];
-                uct_cuda_ipc_ns_broker_req_t req;
+                uct_cuda_ipc_ns_broker_proto_req_t req;
                 int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
                 if (cfd < 0) {
                     return;
                 }
                 ssize_t len = recv(cfd, buf, sizeof(buf), 0);
                 EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
-                          uct_cuda_ipc_ns_broker_unpack_request(
+                          uct_cuda_ipc_ns_broker_proto_unpack_request(
                                   buf, (len > 0) ? len : 0, &req));
                 EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT, req.op);
                 EXPECT_EQ(REG_ID, req.alloc_id);
@@ -112,7 +112,7 @@ protected:
             std::vector<uint8_t> reply(UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX);
             uint32_t count = std::min<uint32_t>(
                     layout.size() - first, UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX);
-            reply.resize(uct_cuda_ipc_ns_broker_pack_layout(
+            reply.resize(uct_cuda_ipc_ns_broker_proto_pack_layout(
                     reply.data(), REG_ID, total, first, count,
                     layout.data() + first));
             return reply;
@@ -170,7 +170,7 @@ TEST_F(test_layout, other_count_or_page_refused) {
                                       [](uint32_t first, int *fd) {
         layout_t layout = tiles(4);
         std::vector<uint8_t> reply(UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX);
-        reply.resize(uct_cuda_ipc_ns_broker_pack_layout(
+        reply.resize(uct_cuda_ipc_ns_broker_proto_pack_layout(
                 reply.data(), REG_ID, 4, first + 1, 3, layout.data() + 1));
         return reply;
     }));
@@ -193,7 +193,7 @@ TEST_F(test_layout, refusal_is_no_elem) {
     EXPECT_EQ(UCS_ERR_NO_ELEM, fetch(4, 4 * GRAN, 1,
                                      [](uint32_t first, int *fd) {
         std::vector<uint8_t> reply(UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE);
-        uct_cuda_ipc_ns_broker_pack_reply(
+        uct_cuda_ipc_ns_broker_proto_pack_reply(
                 reply.data(), UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY, REG_ID);
         return reply;
     }));

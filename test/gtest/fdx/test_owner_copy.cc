@@ -77,7 +77,7 @@ TEST_PEER_ROLE(copy_owner)
 {
     uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
     const uct_cuda_ipc_ns_identity_t *self;
-    uct_cuda_ipc_ns_broker_reg_t *reg = nullptr, *fd_reg = nullptr;
+    uct_cuda_ipc_ns_broker_registry_reg_t *reg = nullptr, *fd_reg = nullptr;
     uct_cuda_ipc_ns_broker_t *broker;
     int memfd = make_memfd(5, MEM_SIZE);
     copy_owner_hello hello = {};
@@ -88,7 +88,7 @@ TEST_PEER_ROLE(copy_owner)
     if (!test::cuda_init()) {
         return 1;
     }
-    self = uct_cuda_ipc_ns_self();
+    self = uct_cuda_ipc_ns_nsid_self();
     {
         test::cuda_legacy_buffer mem(OWNER_SIZE);
 
@@ -142,7 +142,7 @@ TEST_PEER_ROLE(copy_owner)
                 uct_cuda_ipc_ns_broker_wait_idle();
                 ok = test::count_memfd_mappings();
             } else if (cmd.op == COPY_OWNER_LAUNCHED) {
-                ok = (int)uct_cuda_ipc_ns_broker_copier_launched();
+                ok = (int)uct_cuda_ipc_ns_broker_copy_launched();
             } else {
                 std::vector<uint8_t> want = test::seed_pattern(
                         cmd.seed, cmd.seed_offset + cmd.length);
@@ -193,7 +193,7 @@ protected:
         m_owner.reset(new test::peer("copy_owner", opts));
         ASSERT_TRUE(m_owner->chan().recv_obj(m_hello));
         ASSERT_EQ(UCS_OK, m_hello.status);
-        ASSERT_NE(uct_cuda_ipc_ns_self()->pid_ns, m_hello.key.pid_ns);
+        ASSERT_NE(uct_cuda_ipc_ns_nsid_self()->pid_ns, m_hello.key.pid_ns);
 
         m_cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
         ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_open(&m_cfg, &m_hello.key,

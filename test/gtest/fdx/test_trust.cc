@@ -84,7 +84,7 @@ TEST_PEER_ROLE(trust_fake_broker)
                           offsetof(struct sockaddr_un, sun_path) +
                           cfg.addr_len + (cfg.addr[0] != '\0')) ||
                      listen(lfd, 8)) ? errno : 0;
-    report.id     = *uct_cuda_ipc_ns_self();
+    report.id     = *uct_cuda_ipc_ns_nsid_self();
     chan.send_obj(report);
     if (report.status != 0) {
         return 4;
@@ -109,18 +109,18 @@ TEST_PEER_ROLE(trust_fake_broker)
             continue;
         }
         uint8_t req[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE + 1];
-        uct_cuda_ipc_ns_broker_req_t parsed;
+        uct_cuda_ipc_ns_broker_proto_req_t parsed;
         struct pollfd cpfd = {cfd, POLLIN, 0};
         ssize_t len = (poll(&cpfd, 1, 2000) == 1) ?
                       recv(cfd, req, sizeof(req), 0) : -1;
         if ((len > 0) &&
-            (uct_cuda_ipc_ns_broker_unpack_request(req, len, &parsed) ==
+            (uct_cuda_ipc_ns_broker_proto_unpack_request(req, len, &parsed) ==
              UCT_CUDA_IPC_NS_BROKER_STATUS_OK)) {
             uint8_t reply[UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE];
             ++count;
-            uct_cuda_ipc_ns_broker_pack_reply(reply,
-                                              UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
-                                              parsed.alloc_id);
+            uct_cuda_ipc_ns_broker_proto_pack_reply(reply,
+                                                    UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
+                                                    parsed.alloc_id);
             (void)uct_cuda_ipc_ns_scm_send_fd(cfd, reply, sizeof(reply),
                                               memfd, MSG_NOSIGNAL);
         }
@@ -183,11 +183,11 @@ uct_cuda_ipc_ns_rkey_info_t dead_exporter_key()
 
     key.handle_type            = UCT_CUDA_IPC_NS_HANDLE_POSIX_FD;
     key.pid                    = pid;
-    key.pid_ns                 = uct_cuda_ipc_ns_self()->pid_ns;
+    key.pid_ns                 = uct_cuda_ipc_ns_nsid_self()->pid_ns;
     key.length                 = FAKE_SIZE;
     key.handle.posix.fd        = 3;
     key.handle.posix.alloc_id  = 0x5a5a;
-    EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_proc_start_time(pid, &key.start_time));
+    EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_nsid_start_time(pid, &key.start_time));
     int len = snprintf(key.broker_addr + 1, sizeof(key.broker_addr) - 1,
                        "cuda_ipc_ns-%d-00112233445566%02x", (int)pid,
                        (unsigned)(getpid() & 0xff));
@@ -452,7 +452,7 @@ protected:
     /* a key of @a key_length for an allocation of @a size bytes */
     uct_cuda_ipc_ns_rkey_info_t export_alloc(size_t size, size_t key_length)
     {
-        const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+        const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
         CUmemAllocationProp prop               = {};
         uct_cuda_ipc_ns_rkey_info_t key        = {};
         exported e;
@@ -488,12 +488,12 @@ protected:
     ucs_status_t map(const uct_cuda_ipc_ns_rkey_info_t &key)
     {
         uct_cuda_ipc_ns_fdx_config_t cfg = broker_only();
-        uct_cuda_ipc_ns_mapping_t mapping;
+        uct_cuda_ipc_ns_map_t mapping;
 
         ucs_status_t status = uct_cuda_ipc_ns_map(&cfg, &key, 0, &mapping,
                                                   NULL);
         if (status == UCS_OK) {
-            uct_cuda_ipc_ns_unmap(&mapping);
+            uct_cuda_ipc_ns_map_unmap(&mapping);
         }
         uct_cuda_ipc_ns_broker_wait_idle();
         return status;
@@ -514,7 +514,7 @@ protected:
     struct exported {
         CUmemGenericAllocationHandle handle;
         int                          fd;
-        uct_cuda_ipc_ns_broker_reg_t *reg;
+        uct_cuda_ipc_ns_broker_registry_reg_t *reg;
     };
 
     uct_cuda_ipc_ns_broker_t *m_broker = nullptr;

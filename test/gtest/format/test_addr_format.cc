@@ -47,8 +47,8 @@ enum {
 };
 
 struct side {
-    uct_cuda_ipc_ns_device_addr_t dev;
-    uct_cuda_ipc_ns_iface_addr_t  iface;
+    uct_cuda_ipc_ns_addr_device_t dev;
+    uct_cuda_ipc_ns_addr_iface_t  iface;
 };
 
 side make_side(uint64_t system_id, uint32_t pid, uint64_t pid_ns,
@@ -96,7 +96,7 @@ const uint64_t NS2   = 0xf0000abcull;
 
 
 TEST(cuda_ipc_ns_addr_format, golden_device_addr) {
-    uct_cuda_ipc_ns_device_addr_t addr, out;
+    uct_cuda_ipc_ns_addr_device_t addr, out;
     uint8_t buf[UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE + 4];
 
     ASSERT_EQ(9, UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE);
@@ -106,21 +106,21 @@ TEST(cuda_ipc_ns_addr_format, golden_device_addr) {
     addr.system_id = 0x0123456789abcdefull;
     addr.flags     = L | P | B;
     memset(buf, 0xee, sizeof(buf));
-    uct_cuda_ipc_ns_device_addr_pack(&addr, buf);
+    uct_cuda_ipc_ns_addr_device_pack(&addr, buf);
     EXPECT_EQ(0, memcmp(buf, golden_device_addr, sizeof(golden_device_addr)));
     /* pack writes exactly the address size */
     for (size_t i = sizeof(golden_device_addr); i < sizeof(buf); ++i) {
         EXPECT_EQ(0xee, buf[i]);
     }
 
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_device_addr_parse(
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_addr_device_parse(
                       golden_device_addr, sizeof(golden_device_addr), &out));
     EXPECT_EQ(addr.system_id, out.system_id);
     EXPECT_EQ(addr.flags, out.flags);
 }
 
 TEST(cuda_ipc_ns_addr_format, golden_iface_addr) {
-    uct_cuda_ipc_ns_iface_addr_t addr, out;
+    uct_cuda_ipc_ns_addr_iface_t addr, out;
     uint8_t buf[UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE + 4];
 
     ASSERT_EQ(21, UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
@@ -132,12 +132,12 @@ TEST(cuda_ipc_ns_addr_format, golden_iface_addr) {
     addr.flags      = L | P;
     addr.start_time = 0x76543210ull;
     memset(buf, 0xee, sizeof(buf));
-    uct_cuda_ipc_ns_iface_addr_pack(&addr, buf);
+    uct_cuda_ipc_ns_addr_iface_pack(&addr, buf);
     EXPECT_EQ(0, memcmp(buf, golden_iface_addr, sizeof(golden_iface_addr)));
     for (size_t i = sizeof(golden_iface_addr); i < sizeof(buf); ++i) {
         EXPECT_EQ(0xee, buf[i]);
     }
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_iface_addr_parse(
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_addr_iface_parse(
                       golden_iface_addr, sizeof(golden_iface_addr), &out));
     EXPECT_EQ(addr.pid, out.pid);
     EXPECT_EQ(addr.pid_ns, out.pid_ns);
@@ -148,9 +148,9 @@ TEST(cuda_ipc_ns_addr_format, golden_iface_addr) {
     addr.pid_ns     = 0x8877665544332211ull;
     addr.flags      = B;
     addr.start_time = 0x9807f6e5d4c3b2a1ull;
-    uct_cuda_ipc_ns_iface_addr_pack(&addr, buf);
+    uct_cuda_ipc_ns_addr_iface_pack(&addr, buf);
     EXPECT_EQ(0, memcmp(buf, golden_iface_addr2, sizeof(golden_iface_addr2)));
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_iface_addr_parse(
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_addr_iface_parse(
                       golden_iface_addr2, sizeof(golden_iface_addr2), &out));
     EXPECT_EQ(addr.pid, out.pid);
     EXPECT_EQ(addr.pid_ns, out.pid_ns);
@@ -159,26 +159,26 @@ TEST(cuda_ipc_ns_addr_format, golden_iface_addr) {
 }
 
 TEST(cuda_ipc_ns_addr_format, parse_short) {
-    uct_cuda_ipc_ns_device_addr_t dev;
-    uct_cuda_ipc_ns_iface_addr_t iface;
+    uct_cuda_ipc_ns_addr_device_t dev;
+    uct_cuda_ipc_ns_addr_iface_t iface;
 
     for (size_t len = 0; len < UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE; ++len) {
         std::vector<uint8_t> b(golden_device_addr, golden_device_addr + len);
         EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-                  uct_cuda_ipc_ns_device_addr_parse(b.data(), len, &dev))
+                  uct_cuda_ipc_ns_addr_device_parse(b.data(), len, &dev))
                 << len;
     }
     for (size_t len = 0; len < UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE; ++len) {
         std::vector<uint8_t> b(golden_iface_addr, golden_iface_addr + len);
         EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-                  uct_cuda_ipc_ns_iface_addr_parse(b.data(), len, &iface))
+                  uct_cuda_ipc_ns_addr_iface_parse(b.data(), len, &iface))
                 << len;
     }
     /* longer buffers are fine: only the known prefix is read */
     std::vector<uint8_t> b(golden_iface_addr,
                            golden_iface_addr + sizeof(golden_iface_addr));
     b.push_back(0);
-    EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_iface_addr_parse(b.data(), b.size(),
+    EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_addr_iface_parse(b.data(), b.size(),
                                                        &iface));
 }
 

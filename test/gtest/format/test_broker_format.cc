@@ -128,14 +128,14 @@ const uint64_t MiB    = 1ull << 20;
 
 TEST(cuda_ipc_ns_broker_format, golden_chunk_requests) {
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE];
-    uct_cuda_ipc_ns_broker_req_t req;
+    uct_cuda_ipc_ns_broker_proto_req_t req;
 
     ASSERT_EQ(sizeof(golden_layout_req), sizeof(buf));
-    uct_cuda_ipc_ns_broker_pack_chunk_request(
+    uct_cuda_ipc_ns_broker_proto_pack_chunk_request(
             buf, UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT, REG_ID, token, 128);
     EXPECT_EQ(0, memcmp(buf, golden_layout_req, sizeof(buf)));
     ASSERT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
-              uct_cuda_ipc_ns_broker_unpack_request(buf, sizeof(buf), &req));
+              uct_cuda_ipc_ns_broker_proto_unpack_request(buf, sizeof(buf), &req));
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT, req.op);
     EXPECT_EQ(REG_ID, req.alloc_id);
     EXPECT_EQ(128u, req.index);
@@ -143,12 +143,12 @@ TEST(cuda_ipc_ns_broker_format, golden_chunk_requests) {
 
     uint8_t fds_buf[UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE];
     ASSERT_EQ(sizeof(golden_fds_req), sizeof(fds_buf));
-    uct_cuda_ipc_ns_broker_pack_fds_request(fds_buf, REG_ID, token, 2032, 16);
+    uct_cuda_ipc_ns_broker_proto_pack_fds_request(fds_buf, REG_ID, token, 2032, 16);
     EXPECT_EQ(0, memcmp(fds_buf, golden_fds_req, sizeof(fds_buf)));
     ASSERT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
-              uct_cuda_ipc_ns_broker_unpack_request(golden_fds_req,
-                                                    sizeof(golden_fds_req),
-                                                    &req));
+              uct_cuda_ipc_ns_broker_proto_unpack_request(golden_fds_req,
+                                                          sizeof(golden_fds_req),
+                                                          &req));
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FDS, req.op);
     EXPECT_EQ(REG_ID, req.alloc_id);
     EXPECT_EQ(2032u, req.index);
@@ -161,33 +161,33 @@ TEST(cuda_ipc_ns_broker_format, golden_chunk_requests) {
  * GET_FD or LAYOUT request with 4 more bytes, is malformed; op 3
  * (GET_CHUNK_FD, retired) is unknown */
 TEST(cuda_ipc_ns_broker_format, request_size_per_op) {
-    uct_cuda_ipc_ns_broker_req_t req;
+    uct_cuda_ipc_ns_broker_proto_req_t req;
     bytes_t buf(golden_layout_req, golden_layout_req + sizeof(golden_layout_req));
 
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
-              uct_cuda_ipc_ns_broker_unpack_request(
+              uct_cuda_ipc_ns_broker_proto_unpack_request(
                       buf.data(), UCT_CUDA_IPC_NS_BROKER_REQ_SIZE, &req));
     buf[6] = UCT_CUDA_IPC_NS_BROKER_OP_GET_FD;
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
-              uct_cuda_ipc_ns_broker_unpack_request(buf.data(), buf.size(),
-                                                    &req));
+              uct_cuda_ipc_ns_broker_proto_unpack_request(buf.data(), buf.size(),
+                                                          &req));
     buf[6] = 3; /* GET_CHUNK_FD, retired */
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
-              uct_cuda_ipc_ns_broker_unpack_request(buf.data(), buf.size(),
-                                                    &req));
+              uct_cuda_ipc_ns_broker_proto_unpack_request(buf.data(), buf.size(),
+                                                          &req));
     buf[6] = 6; /* unknown op */
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
-              uct_cuda_ipc_ns_broker_unpack_request(buf.data(), buf.size(),
-                                                    &req));
+              uct_cuda_ipc_ns_broker_proto_unpack_request(buf.data(), buf.size(),
+                                                          &req));
     buf[6] = UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FDS; /* 4 bytes short */
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
-              uct_cuda_ipc_ns_broker_unpack_request(buf.data(), buf.size(),
-                                                    &req));
+              uct_cuda_ipc_ns_broker_proto_unpack_request(buf.data(), buf.size(),
+                                                          &req));
     buf.push_back(0);
     buf[6] = UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT;
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
-              uct_cuda_ipc_ns_broker_unpack_request(buf.data(), buf.size(),
-                                                    &req));
+              uct_cuda_ipc_ns_broker_proto_unpack_request(buf.data(), buf.size(),
+                                                          &req));
 }
 
 
@@ -195,10 +195,10 @@ TEST(cuda_ipc_ns_broker_format, request_size_per_op) {
  * malformed; 1 and the maximum are not */
 TEST(cuda_ipc_ns_broker_format, fds_request_count) {
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE + 1] = {};
-    uct_cuda_ipc_ns_broker_req_t req;
+    uct_cuda_ipc_ns_broker_proto_req_t req;
     const struct {
         uint32_t                        count;
-        uct_cuda_ipc_ns_broker_status_t expected;
+        uct_cuda_ipc_ns_broker_proto_status_t expected;
     } cases[] = {
         {0, UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST},
         {1, UCT_CUDA_IPC_NS_BROKER_STATUS_OK},
@@ -211,15 +211,15 @@ TEST(cuda_ipc_ns_broker_format, fds_request_count) {
 
     EXPECT_EQ(16, UCT_CUDA_IPC_NS_BROKER_FDS_MAX) << "the protocol's bound";
     for (const auto &c : cases) {
-        uct_cuda_ipc_ns_broker_pack_fds_request(buf, REG_ID, token, 7, c.count);
-        EXPECT_EQ(c.expected, uct_cuda_ipc_ns_broker_unpack_request(
+        uct_cuda_ipc_ns_broker_proto_pack_fds_request(buf, REG_ID, token, 7, c.count);
+        EXPECT_EQ(c.expected, uct_cuda_ipc_ns_broker_proto_unpack_request(
                                       buf, UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE,
                                       &req))
                 << "count " << c.count;
     }
-    uct_cuda_ipc_ns_broker_pack_fds_request(buf, REG_ID, token, 7, 1);
+    uct_cuda_ipc_ns_broker_proto_pack_fds_request(buf, REG_ID, token, 7, 1);
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
-              uct_cuda_ipc_ns_broker_unpack_request(
+              uct_cuda_ipc_ns_broker_proto_unpack_request(
                       buf, UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE + 1, &req));
 }
 
@@ -228,13 +228,13 @@ TEST(cuda_ipc_ns_broker_format, golden_fds_reply) {
     const uint64_t ids[] = {0x11, 0x12};
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX];
     uint64_t out[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
-    uct_cuda_ipc_ns_chunk_fds_reply_t reply;
+    uct_cuda_ipc_ns_broker_proto_chunk_fds_reply_t reply;
 
     ASSERT_EQ(sizeof(golden_fds_reply),
-              uct_cuda_ipc_ns_broker_pack_fds_reply(buf, REG_ID, 5, 2, ids));
+              uct_cuda_ipc_ns_broker_proto_pack_fds_reply(buf, REG_ID, 5, 2, ids));
     EXPECT_EQ(0, memcmp(buf, golden_fds_reply, sizeof(golden_fds_reply)));
 
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_fds_reply(
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(
                               golden_fds_reply, sizeof(golden_fds_reply),
                               &reply, out));
     EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_OK, reply.status);
@@ -247,14 +247,14 @@ TEST(cuda_ipc_ns_broker_format, golden_fds_reply) {
     /* the largest reply fits its buffer */
     uint64_t many[UCT_CUDA_IPC_NS_BROKER_FDS_MAX] = {};
     EXPECT_EQ((size_t)UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX,
-              uct_cuda_ipc_ns_broker_pack_fds_reply(
+              uct_cuda_ipc_ns_broker_proto_pack_fds_reply(
                       buf, REG_ID, 0, UCT_CUDA_IPC_NS_BROKER_FDS_MAX, many));
 }
 
 
 TEST(cuda_ipc_ns_broker_format, fds_reply_rejects) {
     uint64_t out[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
-    uct_cuda_ipc_ns_chunk_fds_reply_t reply;
+    uct_cuda_ipc_ns_broker_proto_chunk_fds_reply_t reply;
     bytes_t good(golden_fds_reply, golden_fds_reply + sizeof(golden_fds_reply));
     bytes_t bad;
 
@@ -266,47 +266,47 @@ TEST(cuda_ipc_ns_broker_format, fds_reply_rejects) {
         bad = good;
         bad.resize(len);
         EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-                  uct_cuda_ipc_ns_broker_unpack_fds_reply(bad.data(),
-                                                          bad.size(), &reply,
-                                                          out))
+                  uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(bad.data(),
+                                                                bad.size(), &reply,
+                                                                out))
                 << "length " << len;
     }
 
     bad    = good;
     bad[0] = 0; /* magic */
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_cuda_ipc_ns_broker_unpack_fds_reply(bad.data(), bad.size(),
-                                                      &reply, out));
+              uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(bad.data(), bad.size(),
+                                                            &reply, out));
     bad     = good;
     bad[20] = 0; /* count 0 */
     bad.resize(UCT_CUDA_IPC_NS_BROKER_FDS_HEAD_SIZE);
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_cuda_ipc_ns_broker_unpack_fds_reply(bad.data(), bad.size(),
-                                                      &reply, out));
+              uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(bad.data(), bad.size(),
+                                                            &reply, out));
     /* more chunks than a reply may carry, with the bytes for them */
     bad = good;
     bad.resize(UCT_CUDA_IPC_NS_BROKER_FDS_HEAD_SIZE +
                (UCT_CUDA_IPC_NS_BROKER_FDS_MAX + 1) * 8);
     bad[20] = UCT_CUDA_IPC_NS_BROKER_FDS_MAX + 1;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_cuda_ipc_ns_broker_unpack_fds_reply(bad.data(), bad.size(),
-                                                      &reply, out));
+              uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(bad.data(), bad.size(),
+                                                            &reply, out));
 
     /* a refusal is a plain 16-byte reply; an OK one needs its entries */
     bad = good;
     bad.resize(UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE);
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_cuda_ipc_ns_broker_unpack_fds_reply(bad.data(), bad.size(),
-                                                      &reply, out));
+              uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(bad.data(), bad.size(),
+                                                            &reply, out));
     bad[6] = UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY;
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_fds_reply(
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(
                               bad.data(), bad.size(), &reply, out));
     EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY, reply.status);
     bad = good;
     bad[6] = UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY; /* refusal with entries */
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_cuda_ipc_ns_broker_unpack_fds_reply(bad.data(), bad.size(),
-                                                      &reply, out));
+              uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(bad.data(), bad.size(),
+                                                            &reply, out));
 }
 
 
@@ -327,15 +327,15 @@ uct_cuda_ipc_ns_copy_args_t golden_copy_args()
 TEST(cuda_ipc_ns_broker_format, golden_copy_request) {
     const uct_cuda_ipc_ns_copy_args_t copy = golden_copy_args();
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE];
-    uct_cuda_ipc_ns_broker_req_t req;
+    uct_cuda_ipc_ns_broker_proto_req_t req;
 
     ASSERT_EQ(sizeof(golden_copy_req), sizeof(buf));
     uct_cuda_ipc_ns_broker_pack_copy_request(buf, REG_ID, token, &copy);
     EXPECT_EQ(0, memcmp(buf, golden_copy_req, sizeof(buf)));
     ASSERT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
-              uct_cuda_ipc_ns_broker_unpack_request(golden_copy_req,
-                                                    sizeof(golden_copy_req),
-                                                    &req));
+              uct_cuda_ipc_ns_broker_proto_unpack_request(golden_copy_req,
+                                                          sizeof(golden_copy_req),
+                                                          &req));
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_OP_COPY, req.op);
     EXPECT_EQ(REG_ID, req.alloc_id);
     EXPECT_EQ(0, memcmp(req.token, token, sizeof(token)));
@@ -353,7 +353,7 @@ TEST(cuda_ipc_ns_broker_format, golden_copy_request) {
 TEST(cuda_ipc_ns_broker_format, golden_copy_request_host_buffer) {
     uct_cuda_ipc_ns_copy_args_t copy = golden_copy_args();
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE];
-    uct_cuda_ipc_ns_broker_req_t req;
+    uct_cuda_ipc_ns_broker_proto_req_t req;
 
     copy.direction = UCT_CUDA_IPC_NS_COPY_TO_IMPORTER;
     copy.flags     = UCT_CUDA_IPC_NS_COPY_BUF_HOST;
@@ -361,9 +361,9 @@ TEST(cuda_ipc_ns_broker_format, golden_copy_request_host_buffer) {
     uct_cuda_ipc_ns_broker_pack_copy_request(buf, REG_ID, token, &copy);
     EXPECT_EQ(0, memcmp(buf, golden_copy_req_host, sizeof(buf)));
     ASSERT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
-              uct_cuda_ipc_ns_broker_unpack_request(golden_copy_req_host,
-                                                    sizeof(golden_copy_req_host),
-                                                    &req));
+              uct_cuda_ipc_ns_broker_proto_unpack_request(golden_copy_req_host,
+                                                          sizeof(golden_copy_req_host),
+                                                          &req));
     EXPECT_EQ(UCT_CUDA_IPC_NS_COPY_TO_IMPORTER, req.copy.direction);
     EXPECT_EQ(UCT_CUDA_IPC_NS_COPY_BUF_HOST, req.copy.flags);
     EXPECT_EQ(copy.buf_size, req.copy.buf_size);
@@ -374,7 +374,7 @@ TEST(cuda_ipc_ns_broker_format, golden_copy_request_host_buffer) {
  * registration's range is the broker's check, not the parser's */
 TEST(cuda_ipc_ns_broker_format, copy_request_rejects) {
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE + 1];
-    uct_cuda_ipc_ns_broker_req_t req;
+    uct_cuda_ipc_ns_broker_proto_req_t req;
     struct {
         const char *what;
         void (*change)(uct_cuda_ipc_ns_copy_args_t *copy);
@@ -398,7 +398,7 @@ TEST(cuda_ipc_ns_broker_format, copy_request_rejects) {
         c.change(&copy);
         uct_cuda_ipc_ns_broker_pack_copy_request(buf, REG_ID, token, &copy);
         EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
-                  uct_cuda_ipc_ns_broker_unpack_request(
+                  uct_cuda_ipc_ns_broker_proto_unpack_request(
                           buf, UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE, &req))
                 << c.what;
     }
@@ -409,13 +409,13 @@ TEST(cuda_ipc_ns_broker_format, copy_request_rejects) {
     copy.buf_offset                  = copy.buf_size - copy.length;
     uct_cuda_ipc_ns_broker_pack_copy_request(buf, REG_ID, token, &copy);
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
-              uct_cuda_ipc_ns_broker_unpack_request(
+              uct_cuda_ipc_ns_broker_proto_unpack_request(
                       buf, UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE, &req));
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
-              uct_cuda_ipc_ns_broker_unpack_request(
+              uct_cuda_ipc_ns_broker_proto_unpack_request(
                       buf, UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE + 1, &req));
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
-              uct_cuda_ipc_ns_broker_unpack_request(
+              uct_cuda_ipc_ns_broker_proto_unpack_request(
                       buf, UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE - 1, &req));
 }
 
@@ -426,8 +426,8 @@ TEST(cuda_ipc_ns_broker_format, golden_copy_reply) {
     unsigned status;
 
     ASSERT_EQ(sizeof(golden_copy_reply), sizeof(buf));
-    uct_cuda_ipc_ns_broker_pack_copy_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
-                                           REG_ID, 9);
+    uct_cuda_ipc_ns_broker_proto_pack_copy_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
+                                                 REG_ID, 9);
     EXPECT_EQ(0, memcmp(buf, golden_copy_reply, sizeof(buf)));
     ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_copy_reply(
                               golden_copy_reply, sizeof(golden_copy_reply),
@@ -445,22 +445,22 @@ TEST(cuda_ipc_ns_broker_format, copy_reply_rejects) {
     uint64_t reg_id, seq;
     unsigned status;
 
-    uct_cuda_ipc_ns_broker_pack_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_DENIED,
-                                      0);
+    uct_cuda_ipc_ns_broker_proto_pack_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_DENIED,
+                                            0);
     ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_copy_reply(
                               buf, UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE, &status,
                               &reg_id, &seq));
     EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_DENIED, status);
     EXPECT_EQ(0u, seq);
 
-    uct_cuda_ipc_ns_broker_pack_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_OK, 0);
+    uct_cuda_ipc_ns_broker_proto_pack_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_OK, 0);
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_cuda_ipc_ns_broker_unpack_copy_reply(
                       buf, UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE, &status, &reg_id,
                       &seq));
 
-    uct_cuda_ipc_ns_broker_pack_copy_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
-                                           REG_ID, 9);
+    uct_cuda_ipc_ns_broker_proto_pack_copy_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
+                                                 REG_ID, 9);
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_cuda_ipc_ns_broker_unpack_copy_reply(
                       buf, sizeof(buf), &status, &reg_id, &seq));
@@ -482,13 +482,13 @@ TEST(cuda_ipc_ns_broker_format, golden_layout_reply) {
     };
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX];
     uct_cuda_ipc_ns_chunk_t out[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
-    uct_cuda_ipc_ns_layout_page_t page;
+    uct_cuda_ipc_ns_broker_proto_layout_page_t page;
 
     ASSERT_EQ(sizeof(golden_layout_reply),
-              uct_cuda_ipc_ns_broker_pack_layout(buf, REG_ID, 3, 1, 2, chunks));
+              uct_cuda_ipc_ns_broker_proto_pack_layout(buf, REG_ID, 3, 1, 2, chunks));
     EXPECT_EQ(0, memcmp(buf, golden_layout_reply, sizeof(golden_layout_reply)));
 
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_layout(
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_proto_unpack_layout(
                               golden_layout_reply, sizeof(golden_layout_reply),
                               &page, out));
     EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_OK, page.status);
@@ -506,7 +506,7 @@ TEST(cuda_ipc_ns_broker_format, golden_layout_reply) {
 
 TEST(cuda_ipc_ns_broker_format, layout_reply_rejects) {
     uct_cuda_ipc_ns_chunk_t out[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
-    uct_cuda_ipc_ns_layout_page_t page;
+    uct_cuda_ipc_ns_broker_proto_layout_page_t page;
     bytes_t good(golden_layout_reply,
                  golden_layout_reply + sizeof(golden_layout_reply));
     bytes_t bad;
@@ -519,22 +519,22 @@ TEST(cuda_ipc_ns_broker_format, layout_reply_rejects) {
         bad = good;
         bad.resize(len);
         EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-                  uct_cuda_ipc_ns_broker_unpack_layout(bad.data(), bad.size(),
-                                                       &page, out))
+                  uct_cuda_ipc_ns_broker_proto_unpack_layout(bad.data(), bad.size(),
+                                                             &page, out))
                 << "length " << len;
     }
 
     bad    = good;
     bad[0] = 0; /* magic */
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_cuda_ipc_ns_broker_unpack_layout(bad.data(), bad.size(),
-                                                   &page, out));
+              uct_cuda_ipc_ns_broker_proto_unpack_layout(bad.data(), bad.size(),
+                                                         &page, out));
     bad     = good;
     bad[24] = 0; /* count 0 */
     bad.resize(UCT_CUDA_IPC_NS_BROKER_LAYOUT_HEAD_SIZE);
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_cuda_ipc_ns_broker_unpack_layout(bad.data(), bad.size(),
-                                                   &page, out));
+              uct_cuda_ipc_ns_broker_proto_unpack_layout(bad.data(), bad.size(),
+                                                         &page, out));
     /* more entries than a reply may carry, with the bytes for them */
     bad = good;
     bad.resize(UCT_CUDA_IPC_NS_BROKER_LAYOUT_HEAD_SIZE +
@@ -543,17 +543,17 @@ TEST(cuda_ipc_ns_broker_format, layout_reply_rejects) {
     bad[24] = (UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX + 1) & 0xff;
     bad[25] = (UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX + 1) >> 8;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_cuda_ipc_ns_broker_unpack_layout(bad.data(), bad.size(),
-                                                   &page, out));
+              uct_cuda_ipc_ns_broker_proto_unpack_layout(bad.data(), bad.size(),
+                                                         &page, out));
 
     /* a refusal is a plain 16-byte reply; an OK one needs its entries */
     bad = good;
     bad.resize(UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE);
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_cuda_ipc_ns_broker_unpack_layout(bad.data(), bad.size(),
-                                                   &page, out));
+              uct_cuda_ipc_ns_broker_proto_unpack_layout(bad.data(), bad.size(),
+                                                         &page, out));
     bad[6] = UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY;
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_layout(
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_proto_unpack_layout(
                               bad.data(), bad.size(), &page, out));
     EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_NO_ENTRY, page.status);
 }
@@ -565,7 +565,7 @@ TEST(cuda_ipc_ns_broker_format, layout_check) {
     typedef std::vector<uct_cuda_ipc_ns_chunk_t> layout_t;
     const layout_t good = {{0, G, 1}, {G, G, 2}, {2 * G, 4 * G, 3}};
 
-    EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_layout_check(good.data(), 3, 6 * G));
+    EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_proto_layout_check(good.data(), 3, 6 * G));
 
     struct {
         const char *what;
@@ -586,13 +586,13 @@ TEST(cuda_ipc_ns_broker_format, layout_check) {
 
     for (const auto &b : bad) {
         EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-                  uct_cuda_ipc_ns_layout_check(b.chunks.data(),
-                                               (uint32_t)b.chunks.size(),
-                                               b.length))
+                  uct_cuda_ipc_ns_broker_proto_layout_check(b.chunks.data(),
+                                                            (uint32_t)b.chunks.size(),
+                                                            b.length))
                 << b.what;
     }
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_cuda_ipc_ns_layout_check(good.data(), 0, 0)) << "no chunks";
+              uct_cuda_ipc_ns_broker_proto_layout_check(good.data(), 0, 0)) << "no chunks";
 }
 
 } // namespace

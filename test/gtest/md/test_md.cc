@@ -174,7 +174,7 @@ TEST_F(md_test, mem_query_chunks_by_mapping) {
 void md_test::check_legacy_keys(bool owner_copy)
 {
     test::cuda_legacy_buffer buf(1 << 20);
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     size_t offsets[][2] = {{0, buf.size()}, {4096, 8192}, {buf.size() - 1, 1}};
 
     for (auto &range : offsets) {
@@ -219,8 +219,8 @@ TEST_F(md_test, reg_vmm_posix_fd) {
     EXPECT_GE(info.handle.posix.fd, 0);
     EXPECT_EQ((uint64_t)(uintptr_t)buf.ptr(), info.base);
     EXPECT_EQ(buf.size(), info.length);
-    EXPECT_EQ(uct_cuda_ipc_ns_self()->pid_ns, info.pid_ns);
-    EXPECT_EQ(uct_cuda_ipc_ns_self()->start_time, info.start_time);
+    EXPECT_EQ(uct_cuda_ipc_ns_nsid_self()->pid_ns, info.pid_ns);
+    EXPECT_EQ(uct_cuda_ipc_ns_nsid_self()->start_time, info.start_time);
     EXPECT_EQ(UCS_OK, unpack(key));
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
     EXPECT_EQ(fds_before, test::count_open_fds()) << "fd closed at dereg";
@@ -414,7 +414,7 @@ TEST_PEER_ROLE(md_unpack_keys)
 {
     uct_component_h component = find_component();
     uint8_t key[KEY_SIZE];
-    uint64_t pid_ns = uct_cuda_ipc_ns_self()->pid_ns;
+    uint64_t pid_ns = uct_cuda_ipc_ns_nsid_self()->pid_ns;
 
     if ((component == nullptr) || !chan.send_obj(pid_ns)) {
         return 1;
@@ -474,7 +474,7 @@ void md_peer_test::other_pid_namespace()
     opts.new_pid_ns = true;
     auto statuses = unpack_in_peer(opts, {pack(memh[0]), pack(memh[1])},
                                    &peer_pid_ns);
-    EXPECT_NE(uct_cuda_ipc_ns_self()->pid_ns, peer_pid_ns);
+    EXPECT_NE(uct_cuda_ipc_ns_nsid_self()->pid_ns, peer_pid_ns);
     ASSERT_EQ(2u, statuses.size());
     /* docs/owner-copies.md, "Which path a legacy key takes": the peer is
      * pid 1 there, we are not, so it opens the key's handle itself
@@ -487,7 +487,7 @@ void md_peer_test::other_pid_namespace()
     /* the same keys in our own namespace */
     statuses = unpack_in_peer(test::peer_options(),
                               {pack(memh[0]), pack(memh[1])}, &peer_pid_ns);
-    EXPECT_EQ(uct_cuda_ipc_ns_self()->pid_ns, peer_pid_ns);
+    EXPECT_EQ(uct_cuda_ipc_ns_nsid_self()->pid_ns, peer_pid_ns);
     EXPECT_EQ(UCS_OK, statuses[0]);
     EXPECT_EQ(UCS_OK, statuses[1]);
 
@@ -580,8 +580,8 @@ public:
     }
 
 protected:
-    int reachable(const uct_cuda_ipc_ns_device_addr_t &dev,
-                  const uct_cuda_ipc_ns_iface_addr_t &ifa)
+    int reachable(const uct_cuda_ipc_ns_addr_device_t &dev,
+                  const uct_cuda_ipc_ns_addr_iface_t &ifa)
     {
         return test::iface_is_reachable(m_iface, dev, ifa);
     }
@@ -603,20 +603,20 @@ TEST_F(iface_test, attributes) {
 
 TEST_F(iface_test, reachability_matrix) {
     bytes_t dev_buf, ifa_buf;
-    uct_cuda_ipc_ns_device_addr_t own_dev, dev;
-    uct_cuda_ipc_ns_iface_addr_t own_ifa, ifa;
+    uct_cuda_ipc_ns_addr_device_t own_dev, dev;
+    uct_cuda_ipc_ns_addr_iface_t own_ifa, ifa;
     const uint8_t all = UCT_CUDA_IPC_NS_ADDR_FLAG_LEGACY |
                         UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD |
                         UCT_CUDA_IPC_NS_ADDR_FLAG_BROKER;
 
     get_addresses(m_iface, &dev_buf, &ifa_buf);
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_device_addr_parse(dev_buf.data(),
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_addr_device_parse(dev_buf.data(),
                                                         dev_buf.size(), &own_dev));
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_iface_addr_parse(ifa_buf.data(),
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_addr_iface_parse(ifa_buf.data(),
                                                        ifa_buf.size(), &own_ifa));
-    EXPECT_EQ(uct_cuda_ipc_ns_self()->system_id, own_dev.system_id);
+    EXPECT_EQ(uct_cuda_ipc_ns_nsid_self()->system_id, own_dev.system_id);
     EXPECT_EQ((uint32_t)getpid(), own_ifa.pid);
-    EXPECT_EQ(uct_cuda_ipc_ns_self()->pid_ns, own_ifa.pid_ns);
+    EXPECT_EQ(uct_cuda_ipc_ns_nsid_self()->pid_ns, own_ifa.pid_ns);
     ASSERT_EQ(all, own_ifa.flags) << "emulated devices support everything";
 
     EXPECT_FALSE(reachable(own_dev, own_ifa)) << "same process";
@@ -682,12 +682,12 @@ TEST_F(iface_test, peer_in_other_pid_namespace) {
     bytes_t msg(UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE + UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE);
 
     ASSERT_EQ((ssize_t)msg.size(), peer.chan().recv(msg.data(), msg.size()));
-    uct_cuda_ipc_ns_iface_addr_t ifa;
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_iface_addr_parse(
+    uct_cuda_ipc_ns_addr_iface_t ifa;
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_addr_iface_parse(
                       msg.data() + UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE,
                       UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE, &ifa));
     EXPECT_EQ(1u, ifa.pid) << "pid 1 of its namespace";
-    EXPECT_NE(uct_cuda_ipc_ns_self()->pid_ns, ifa.pid_ns);
+    EXPECT_NE(uct_cuda_ipc_ns_nsid_self()->pid_ns, ifa.pid_ns);
     EXPECT_TRUE(uct_iface_is_reachable(
             m_iface, (uct_device_addr_t*)msg.data(),
             (uct_iface_addr_t*)(msg.data() + UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE)))

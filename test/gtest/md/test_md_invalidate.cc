@@ -59,7 +59,7 @@ void counted_comp_init(counted_comp *cc, int count)
 }
 
 
-uct_cuda_ipc_ns_fdx_config_t fdx_config(uct_cuda_ipc_ns_fdx_mode_t mode)
+uct_cuda_ipc_ns_fdx_config_t fdx_config(uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode)
 {
     uct_cuda_ipc_ns_fdx_config_t cfg = {};
     cfg.mode        = mode;
@@ -85,16 +85,16 @@ int count_non_socket_fds()
 /* what an importer does with @a key (uct_cuda_ipc_ns_map()):
  * obtain the fd (pidfd_getfd or the owner's broker, per @a mode), import it
  * with the driver and map it for device 0; unmaps; returns the status */
-ucs_status_t map_status(uct_cuda_ipc_ns_fdx_mode_t mode,
+ucs_status_t map_status(uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode,
                         const uct_cuda_ipc_ns_rkey_info_t &key)
 {
     uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(mode);
-    uct_cuda_ipc_ns_mapping_t mapping;
+    uct_cuda_ipc_ns_map_t mapping;
     ucs_status_t status;
 
     status = uct_cuda_ipc_ns_map(&cfg, &key, 0, &mapping, NULL);
     if (status == UCS_OK) {
-        uct_cuda_ipc_ns_unmap(&mapping);
+        uct_cuda_ipc_ns_map_unmap(&mapping);
     }
     /* when this process owns the key, its broker thread closes its end of
      * the connection after our reply: wait, so that fd counts are exact */

@@ -118,8 +118,8 @@ std::string proto_name(const ::testing::TestParamInfo<const char*> &info)
 /* Copies the brokers of this process launched for importers */
 int32_t broker_copies()
 {
-    uct_cuda_ipc_ns_broker_stats_t stats;
-    uct_cuda_ipc_ns_broker_get_stats(&stats);
+    uct_cuda_ipc_ns_broker_serve_stats_t stats;
+    uct_cuda_ipc_ns_broker_serve_get_stats(&stats);
     return (int32_t)stats.copies;
 }
 

@@ -469,8 +469,8 @@ TEST_PEER_ROLE(nixl_target)
         int32_t result = UCS_OK;
         void *buf      = bufs[cmd.buf % BUF_COUNT];
         if (cmd.op == OP_COPIES) {
-            uct_cuda_ipc_ns_broker_stats_t stats;
-            uct_cuda_ipc_ns_broker_get_stats(&stats);
+            uct_cuda_ipc_ns_broker_serve_stats_t stats;
+            uct_cuda_ipc_ns_broker_serve_get_stats(&stats);
             result = (int32_t)stats.copies;
         } else if (buf == nullptr) {
             result = UCS_ERR_INVALID_PARAM;

@@ -842,8 +842,8 @@ TEST_P(ucp_pair_gpus, key_of_a_gpu_we_cannot_use_is_refused) {
     CUuuid uuid;
 
     ASSERT_EQ(CUDA_SUCCESS, uct_cuda_ipc_ns_drv.cuDeviceGetUuid(&uuid, 0));
-    uct_cuda_ipc_ns_gpu_uuid_str((const uint8_t*)uuid.bytes, ours,
-                                 sizeof(ours));
+    uct_cuda_ipc_ns_gpus_uuid_str((const uint8_t*)uuid.bytes, ours,
+                                  sizeof(ours));
     if (!same_gpu) {
         m_env.emplace_back(new test::scoped_env("UCX_PROTO_ENABLE", "y"));
     }
@@ -853,7 +853,7 @@ TEST_P(ucp_pair_gpus, key_of_a_gpu_we_cannot_use_is_refused) {
     if (HasFatalFailure()) {
         return;
     }
-    uct_cuda_ipc_ns_gpu_uuid_str(m_hello.gpu_uuid, theirs, sizeof(theirs));
+    uct_cuda_ipc_ns_gpus_uuid_str(m_hello.gpu_uuid, theirs, sizeof(theirs));
     EXPECT_EQ(same_gpu, !strcmp(ours, theirs)) << ours << " " << theirs;
 
     test::cuda_vmm_buffer local(MAX_SIZE);

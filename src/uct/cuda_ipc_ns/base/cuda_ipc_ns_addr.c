@@ -54,14 +54,14 @@ static ucs_status_t uct_cuda_ipc_ns_addr_parse(const char *what,
 }
 
 
-void uct_cuda_ipc_ns_device_addr_pack(const uct_cuda_ipc_ns_device_addr_t *addr,
+void uct_cuda_ipc_ns_addr_device_pack(const uct_cuda_ipc_ns_addr_device_t *addr,
                                       void *buffer)
 {
     uct_cuda_ipc_ns_addr_pack(buffer, NULL, addr->system_id, addr->flags);
 }
 
-ucs_status_t uct_cuda_ipc_ns_device_addr_parse(const void *buffer, size_t length,
-                                               uct_cuda_ipc_ns_device_addr_t *addr)
+ucs_status_t uct_cuda_ipc_ns_addr_device_parse(const void *buffer, size_t length,
+                                               uct_cuda_ipc_ns_addr_device_t *addr)
 {
     return uct_cuda_ipc_ns_addr_parse("device", buffer, length, NULL,
                                       &addr->system_id, &addr->flags);
@@ -70,7 +70,7 @@ ucs_status_t uct_cuda_ipc_ns_device_addr_parse(const void *buffer, size_t length
 /* The iface address goes on with the start time, after the shared layout */
 #define UCT_CUDA_IPC_NS_IFACE_ADDR_START_TIME_OFFSET  (4 + 8 + 1)
 
-void uct_cuda_ipc_ns_iface_addr_pack(const uct_cuda_ipc_ns_iface_addr_t *addr,
+void uct_cuda_ipc_ns_addr_iface_pack(const uct_cuda_ipc_ns_addr_iface_t *addr,
                                      void *buffer)
 {
     uct_cuda_ipc_ns_addr_pack(buffer, &addr->pid, addr->pid_ns, addr->flags);
@@ -79,8 +79,8 @@ void uct_cuda_ipc_ns_iface_addr_pack(const uct_cuda_ipc_ns_iface_addr_t *addr,
                              addr->start_time);
 }
 
-ucs_status_t uct_cuda_ipc_ns_iface_addr_parse(const void *buffer, size_t length,
-                                              uct_cuda_ipc_ns_iface_addr_t *addr)
+ucs_status_t uct_cuda_ipc_ns_addr_iface_parse(const void *buffer, size_t length,
+                                              uct_cuda_ipc_ns_addr_iface_t *addr)
 {
     ucs_status_t status;
 
@@ -97,8 +97,8 @@ ucs_status_t uct_cuda_ipc_ns_iface_addr_parse(const void *buffer, size_t length,
 
 ucs_status_t uct_cuda_ipc_ns_addr_parse_remote(const void *dev_buffer,
                                                const void *iface_buffer,
-                                               uct_cuda_ipc_ns_device_addr_t *dev,
-                                               uct_cuda_ipc_ns_iface_addr_t *iface)
+                                               uct_cuda_ipc_ns_addr_device_t *dev,
+                                               uct_cuda_ipc_ns_addr_iface_t *iface)
 {
     ucs_status_t status;
 
@@ -107,14 +107,14 @@ ucs_status_t uct_cuda_ipc_ns_addr_parse_remote(const void *dev_buffer,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = uct_cuda_ipc_ns_device_addr_parse(dev_buffer,
+    status = uct_cuda_ipc_ns_addr_device_parse(dev_buffer,
                                                UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE,
                                                dev);
     if (status != UCS_OK) {
         return status;
     }
 
-    return uct_cuda_ipc_ns_iface_addr_parse(iface_buffer,
+    return uct_cuda_ipc_ns_addr_iface_parse(iface_buffer,
                                             UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE,
                                             iface);
 }
@@ -130,10 +130,10 @@ static int uct_cuda_ipc_ns_addr_answer(int reachable, const char *reason,
     return reachable;
 }
 
-int uct_cuda_ipc_ns_addr_is_reachable(const uct_cuda_ipc_ns_device_addr_t *local_dev,
-                                      const uct_cuda_ipc_ns_iface_addr_t *local_iface,
-                                      const uct_cuda_ipc_ns_device_addr_t *remote_dev,
-                                      const uct_cuda_ipc_ns_iface_addr_t *remote_iface,
+int uct_cuda_ipc_ns_addr_is_reachable(const uct_cuda_ipc_ns_addr_device_t *local_dev,
+                                      const uct_cuda_ipc_ns_addr_iface_t *local_iface,
+                                      const uct_cuda_ipc_ns_addr_device_t *remote_dev,
+                                      const uct_cuda_ipc_ns_addr_iface_t *remote_iface,
                                       const char **reason_p)
 {
     const uint8_t fd_caps = UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD |
@@ -192,10 +192,10 @@ int uct_cuda_ipc_ns_addr_is_reachable(const uct_cuda_ipc_ns_device_addr_t *local
 }
 
 
-int uct_cuda_ipc_ns_addr_is_self(const uct_cuda_ipc_ns_device_addr_t *local_dev,
-                                 const uct_cuda_ipc_ns_iface_addr_t *local_iface,
-                                 const uct_cuda_ipc_ns_device_addr_t *remote_dev,
-                                 const uct_cuda_ipc_ns_iface_addr_t *remote_iface,
+int uct_cuda_ipc_ns_addr_is_self(const uct_cuda_ipc_ns_addr_device_t *local_dev,
+                                 const uct_cuda_ipc_ns_addr_iface_t *local_iface,
+                                 const uct_cuda_ipc_ns_addr_device_t *remote_dev,
+                                 const uct_cuda_ipc_ns_addr_iface_t *remote_iface,
                                  const char **reason_p)
 {
     if ((local_dev->system_id != remote_dev->system_id) ||

@@ -26,32 +26,32 @@ enum {
 };
 
 
-typedef struct uct_cuda_ipc_ns_device_addr {
+typedef struct uct_cuda_ipc_ns_addr_device {
     uint64_t system_id;
     uint8_t  flags;
-} uct_cuda_ipc_ns_device_addr_t;
+} uct_cuda_ipc_ns_addr_device_t;
 
 
-typedef struct uct_cuda_ipc_ns_iface_addr {
+typedef struct uct_cuda_ipc_ns_addr_iface {
     uint32_t pid;
     uint64_t pid_ns;
     uint8_t  flags;
     uint64_t start_time; /* clock ticks after boot */
-} uct_cuda_ipc_ns_iface_addr_t;
+} uct_cuda_ipc_ns_addr_iface_t;
 
 
-void uct_cuda_ipc_ns_device_addr_pack(const uct_cuda_ipc_ns_device_addr_t *addr,
+void uct_cuda_ipc_ns_addr_device_pack(const uct_cuda_ipc_ns_addr_device_t *addr,
                                       void *buffer);
 
 /** @return UCS_OK or UCS_ERR_INVALID_PARAM when @a length is short */
-ucs_status_t uct_cuda_ipc_ns_device_addr_parse(const void *buffer, size_t length,
-                                               uct_cuda_ipc_ns_device_addr_t *addr);
+ucs_status_t uct_cuda_ipc_ns_addr_device_parse(const void *buffer, size_t length,
+                                               uct_cuda_ipc_ns_addr_device_t *addr);
 
-void uct_cuda_ipc_ns_iface_addr_pack(const uct_cuda_ipc_ns_iface_addr_t *addr,
+void uct_cuda_ipc_ns_addr_iface_pack(const uct_cuda_ipc_ns_addr_iface_t *addr,
                                      void *buffer);
 
-ucs_status_t uct_cuda_ipc_ns_iface_addr_parse(const void *buffer, size_t length,
-                                              uct_cuda_ipc_ns_iface_addr_t *addr);
+ucs_status_t uct_cuda_ipc_ns_addr_iface_parse(const void *buffer, size_t length,
+                                              uct_cuda_ipc_ns_addr_iface_t *addr);
 
 
 /**
@@ -62,8 +62,8 @@ ucs_status_t uct_cuda_ipc_ns_iface_addr_parse(const void *buffer, size_t length,
  */
 ucs_status_t uct_cuda_ipc_ns_addr_parse_remote(const void *dev_buffer,
                                                const void *iface_buffer,
-                                               uct_cuda_ipc_ns_device_addr_t *dev,
-                                               uct_cuda_ipc_ns_iface_addr_t *iface);
+                                               uct_cuda_ipc_ns_addr_device_t *dev,
+                                               uct_cuda_ipc_ns_addr_iface_t *iface);
 
 
 /**
@@ -75,10 +75,10 @@ ucs_status_t uct_cuda_ipc_ns_addr_parse_remote(const void *dev_buffer,
  * @return nonzero when the remote side is reachable; *reason_p (may be NULL)
  *         names why not.
  */
-int uct_cuda_ipc_ns_addr_is_reachable(const uct_cuda_ipc_ns_device_addr_t *local_dev,
-                                      const uct_cuda_ipc_ns_iface_addr_t *local_iface,
-                                      const uct_cuda_ipc_ns_device_addr_t *remote_dev,
-                                      const uct_cuda_ipc_ns_iface_addr_t *remote_iface,
+int uct_cuda_ipc_ns_addr_is_reachable(const uct_cuda_ipc_ns_addr_device_t *local_dev,
+                                      const uct_cuda_ipc_ns_addr_iface_t *local_iface,
+                                      const uct_cuda_ipc_ns_addr_device_t *remote_dev,
+                                      const uct_cuda_ipc_ns_addr_iface_t *remote_iface,
                                       const char **reason_p);
 
 
@@ -87,19 +87,19 @@ int uct_cuda_ipc_ns_addr_is_reachable(const uct_cuda_ipc_ns_device_addr_t *local
  * process, that is the same system, PID namespace and pid. Same contract as
  * uct_cuda_ipc_ns_addr_is_reachable.
  */
-int uct_cuda_ipc_ns_addr_is_self(const uct_cuda_ipc_ns_device_addr_t *local_dev,
-                                 const uct_cuda_ipc_ns_iface_addr_t *local_iface,
-                                 const uct_cuda_ipc_ns_device_addr_t *remote_dev,
-                                 const uct_cuda_ipc_ns_iface_addr_t *remote_iface,
+int uct_cuda_ipc_ns_addr_is_self(const uct_cuda_ipc_ns_addr_device_t *local_dev,
+                                 const uct_cuda_ipc_ns_addr_iface_t *local_iface,
+                                 const uct_cuda_ipc_ns_addr_device_t *remote_dev,
+                                 const uct_cuda_ipc_ns_addr_iface_t *remote_iface,
                                  const char **reason_p);
 
 
 /* The type of both rules above */
 typedef int (*uct_cuda_ipc_ns_addr_reach_func_t)(
-        const uct_cuda_ipc_ns_device_addr_t *local_dev,
-        const uct_cuda_ipc_ns_iface_addr_t *local_iface,
-        const uct_cuda_ipc_ns_device_addr_t *remote_dev,
-        const uct_cuda_ipc_ns_iface_addr_t *remote_iface,
+        const uct_cuda_ipc_ns_addr_device_t *local_dev,
+        const uct_cuda_ipc_ns_addr_iface_t *local_iface,
+        const uct_cuda_ipc_ns_addr_device_t *remote_dev,
+        const uct_cuda_ipc_ns_addr_iface_t *remote_iface,
         const char **reason_p);
 
 #endif

@@ -14,8 +14,8 @@
 #include <string.h>
 
 
-void uct_cuda_ipc_ns_compat_md_attr_set(uct_cuda_ipc_ns_md_attr_t *md_attr,
-                                        const uct_cuda_ipc_ns_md_caps_t *caps)
+void uct_cuda_ipc_ns_compat_md_attr_set(uct_cuda_ipc_ns_compat_md_attr_t *md_attr,
+                                        const uct_cuda_ipc_ns_compat_md_caps_t *caps)
 {
 #if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 21)
     uct_md_base_md_query(md_attr);
@@ -43,7 +43,7 @@ void uct_cuda_ipc_ns_compat_md_attr_set(uct_cuda_ipc_ns_md_attr_t *md_attr,
 }
 
 
-unsigned uct_cuda_ipc_ns_compat_mem_reg_flags(uct_cuda_ipc_ns_mem_reg_arg_t arg)
+unsigned uct_cuda_ipc_ns_compat_mem_reg_flags(uct_cuda_ipc_ns_compat_mem_reg_arg_t arg)
 {
 #if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 14)
     return UCT_MD_MEM_REG_FIELD_VALUE(arg, flags, FIELD_FLAGS, 0);
@@ -181,7 +181,7 @@ int uct_cuda_ipc_ns_compat_iface_is_reachable_v2(
 int uct_cuda_ipc_ns_compat_ep_is_connected(
         const uct_ep_h tl_ep, const uct_ep_is_connected_params_t *params)
 {
-    return uct_cuda_ipc_ns_ep_base_is_connected(
+    return uct_cuda_ipc_ns_iface_base_ep_is_connected(
             ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_base_t),
             (params->field_mask & UCT_EP_IS_CONNECTED_FIELD_DEVICE_ADDR) ?
             params->device_addr : NULL,

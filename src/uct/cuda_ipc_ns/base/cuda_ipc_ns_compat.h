@@ -31,21 +31,21 @@
 /* the releases the module builds against: 1.13, 1.21 (Dynamo's
  * containers) and 1.22 (docs/ucx-versions.md) */
 #if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 21)
-typedef uct_md_attr_v2_t uct_cuda_ipc_ns_md_attr_t;
+typedef uct_md_attr_v2_t uct_cuda_ipc_ns_compat_md_attr_t;
 #else
-typedef uct_md_attr_t uct_cuda_ipc_ns_md_attr_t;
+typedef uct_md_attr_t uct_cuda_ipc_ns_compat_md_attr_t;
 #endif
 
 #if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 22)
-typedef uct_md_mem_attr_v2_t uct_cuda_ipc_ns_mem_attr_t;
+typedef uct_md_mem_attr_v2_t uct_cuda_ipc_ns_compat_mem_attr_t;
 #else
-typedef uct_md_mem_attr_t uct_cuda_ipc_ns_mem_attr_t;
+typedef uct_md_mem_attr_t uct_cuda_ipc_ns_compat_mem_attr_t;
 #endif
 
 #if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 14)
-typedef const uct_md_mem_reg_params_t *uct_cuda_ipc_ns_mem_reg_arg_t;
+typedef const uct_md_mem_reg_params_t *uct_cuda_ipc_ns_compat_mem_reg_arg_t;
 #else
-typedef unsigned uct_cuda_ipc_ns_mem_reg_arg_t;
+typedef unsigned uct_cuda_ipc_ns_compat_mem_reg_arg_t;
 #endif
 
 
@@ -116,7 +116,7 @@ typedef unsigned uct_cuda_ipc_ns_mem_reg_arg_t;
 
 
 /* What a memory domain reports, on every release */
-typedef struct uct_cuda_ipc_ns_md_caps {
+typedef struct uct_cuda_ipc_ns_compat_md_caps {
     uint64_t flags;            /* UCT_MD_FLAG_* */
     uint64_t reg_mem_types;
     uint64_t alloc_mem_types;
@@ -125,15 +125,15 @@ typedef struct uct_cuda_ipc_ns_md_caps {
     uint64_t cache_mem_types;  /* UCP may cache registrations (1.22) */
     size_t   max_alloc;
     size_t   rkey_packed_size;
-} uct_cuda_ipc_ns_md_caps_t;
+} uct_cuda_ipc_ns_compat_md_caps_t;
 
 
 /** Fill the release's MD attributes from @a caps */
-void uct_cuda_ipc_ns_compat_md_attr_set(uct_cuda_ipc_ns_md_attr_t *md_attr,
-                                        const uct_cuda_ipc_ns_md_caps_t *caps);
+void uct_cuda_ipc_ns_compat_md_attr_set(uct_cuda_ipc_ns_compat_md_attr_t *md_attr,
+                                        const uct_cuda_ipc_ns_compat_md_caps_t *caps);
 
 /** The UCT_MD_MEM_FLAG_* flags of a mem_reg call */
-unsigned uct_cuda_ipc_ns_compat_mem_reg_flags(uct_cuda_ipc_ns_mem_reg_arg_t arg);
+unsigned uct_cuda_ipc_ns_compat_mem_reg_flags(uct_cuda_ipc_ns_compat_mem_reg_arg_t arg);
 
 
 /**

@@ -8,6 +8,7 @@
 #include "cuda_ipc_ns_gpus.h"
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_md_base.h"
+#include "cuda_ipc_ns_owner_set.h"
 
 #include <ucs/debug/log.h>
 #include <pthread.h>
@@ -15,7 +16,6 @@
 #include <string.h>
 
 #define UCT_CUDA_IPC_NS_GPUS_MAX         64
-#define UCT_CUDA_IPC_NS_GPUS_WARNED_MAX  64
 
 
 /* The devices the driver lists; read once: they never change in a process */
@@ -28,19 +28,8 @@ static struct {
 } uct_cuda_ipc_ns_gpus = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Peer processes and GPUs whose keys were refused with a warning */
-typedef struct {
-    CUuuid   uuid;
-    uint32_t pid;
-    uint64_t pid_ns;
-    uint64_t start_time;
-} uct_cuda_ipc_ns_gpu_warned_t;
-
-static struct {
-    pthread_mutex_t              lock;
-    unsigned                     next;
-    unsigned                     used;
-    uct_cuda_ipc_ns_gpu_warned_t entry[UCT_CUDA_IPC_NS_GPUS_WARNED_MAX];
-} uct_cuda_ipc_ns_gpus_warned = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static uct_cuda_ipc_ns_owner_set_t uct_cuda_ipc_ns_gpus_warned =
+        UCT_CUDA_IPC_NS_OWNER_SET_INITIALIZER;
 
 
 static ucs_status_t uct_cuda_ipc_ns_gpus_read(void)
@@ -49,7 +38,7 @@ static ucs_status_t uct_cuda_ipc_ns_gpus_read(void)
     CUdevice device;
     int i, count;
 
-    status = uct_cuda_ipc_ns_driver_load_configured();
+    status = uct_cuda_ipc_ns_md_base_driver_load();
     if (status != UCS_OK) {
         ucs_error("cuda_ipc_ns: no CUDA driver to list the GPUs this process "
                   "can use: %s", ucs_status_string(status));
@@ -81,7 +70,7 @@ static ucs_status_t uct_cuda_ipc_ns_gpus_read(void)
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_gpu_usable(const uint8_t *uuid, int *usable_p)
+ucs_status_t uct_cuda_ipc_ns_gpus_usable(const uint8_t *uuid, int *usable_p)
 {
     ucs_status_t status;
     unsigned i;
@@ -108,8 +97,8 @@ ucs_status_t uct_cuda_ipc_ns_gpu_usable(const uint8_t *uuid, int *usable_p)
 }
 
 
-const char *uct_cuda_ipc_ns_gpu_uuid_str(const uint8_t *uuid, char *buf,
-                                         size_t max)
+const char *uct_cuda_ipc_ns_gpus_uuid_str(const uint8_t *uuid, char *buf,
+                                          size_t max)
 {
     snprintf(buf, max, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
              "%02x%02x%02x%02x%02x%02x", uuid[0], uuid[1], uuid[2], uuid[3],
@@ -125,11 +114,11 @@ const char *uct_cuda_ipc_ns_gpus_str(char *buf, size_t max)
     size_t len = 0;
     unsigned i;
 
-    /* the list was read by uct_cuda_ipc_ns_gpu_usable() */
+    /* the list was read by uct_cuda_ipc_ns_gpus_usable() */
     snprintf(buf, max, "none");
     for (i = 0; (i < uct_cuda_ipc_ns_gpus.count) && (len < max); ++i) {
         len += snprintf(buf + len, max - len, "%s%s", (i == 0) ? "" : ", ",
-                        uct_cuda_ipc_ns_gpu_uuid_str(
+                        uct_cuda_ipc_ns_gpus_uuid_str(
                                 (const uint8_t*)uct_cuda_ipc_ns_gpus.uuid[i].bytes,
                                 one,
                                 sizeof(one)));
@@ -138,35 +127,11 @@ const char *uct_cuda_ipc_ns_gpus_str(char *buf, size_t max)
 }
 
 
-int uct_cuda_ipc_ns_gpu_warn_first(const uint8_t *uuid, uint32_t pid,
-                                   uint64_t pid_ns, uint64_t start_time)
+int uct_cuda_ipc_ns_gpus_warn_first(const uint8_t *uuid, uint32_t pid,
+                                    uint64_t pid_ns, uint64_t start_time)
 {
-    uct_cuda_ipc_ns_gpu_warned_t *entry;
-    int first = 1;
-    unsigned i;
+    uct_cuda_ipc_ns_owner_set_entry_t owner;
 
-    pthread_mutex_lock(&uct_cuda_ipc_ns_gpus_warned.lock);
-    for (i = 0; i < uct_cuda_ipc_ns_gpus_warned.used; ++i) {
-        entry = &uct_cuda_ipc_ns_gpus_warned.entry[i];
-        if (!memcmp(&entry->uuid, uuid, sizeof(entry->uuid)) &&
-            (entry->pid == pid) && (entry->pid_ns == pid_ns) &&
-            (entry->start_time == start_time)) {
-            first = 0;
-            break;
-        }
-    }
-    if (first) {
-        i     = uct_cuda_ipc_ns_gpus_warned.next++ %
-                UCT_CUDA_IPC_NS_GPUS_WARNED_MAX;
-        entry = &uct_cuda_ipc_ns_gpus_warned.entry[i];
-        memcpy(&entry->uuid, uuid, sizeof(entry->uuid));
-        entry->pid        = pid;
-        entry->pid_ns     = pid_ns;
-        entry->start_time = start_time;
-        if (uct_cuda_ipc_ns_gpus_warned.used < UCT_CUDA_IPC_NS_GPUS_WARNED_MAX) {
-            ++uct_cuda_ipc_ns_gpus_warned.used;
-        }
-    }
-    pthread_mutex_unlock(&uct_cuda_ipc_ns_gpus_warned.lock);
-    return first;
+    uct_cuda_ipc_ns_owner_set_entry(&owner, pid, pid_ns, start_time, uuid);
+    return uct_cuda_ipc_ns_owner_set_add(&uct_cuda_ipc_ns_gpus_warned, &owner);
 }

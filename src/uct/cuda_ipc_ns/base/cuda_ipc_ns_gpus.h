@@ -26,12 +26,12 @@
  * @return UCS_OK with *usable_p set, or the status of the driver call that
  *         failed (logged, naming it).
  */
-ucs_status_t uct_cuda_ipc_ns_gpu_usable(const uint8_t *uuid, int *usable_p);
+ucs_status_t uct_cuda_ipc_ns_gpus_usable(const uint8_t *uuid, int *usable_p);
 
 
 /** Print @a uuid (16 bytes) as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
-const char *uct_cuda_ipc_ns_gpu_uuid_str(const uint8_t *uuid, char *buf,
-                                         size_t max);
+const char *uct_cuda_ipc_ns_gpus_uuid_str(const uint8_t *uuid, char *buf,
+                                          size_t max);
 
 
 /** Print the UUIDs of the GPUs this process can use, comma-separated
@@ -45,7 +45,7 @@ const char *uct_cuda_ipc_ns_gpus_str(char *buf, size_t max);
  * forgotten first), so that a refusal is warned about once per peer process
  * and GPU, not per key.
  */
-int uct_cuda_ipc_ns_gpu_warn_first(const uint8_t *uuid, uint32_t pid,
-                                   uint64_t pid_ns, uint64_t start_time);
+int uct_cuda_ipc_ns_gpus_warn_first(const uint8_t *uuid, uint32_t pid,
+                                    uint64_t pid_ns, uint64_t start_time);
 
 #endif

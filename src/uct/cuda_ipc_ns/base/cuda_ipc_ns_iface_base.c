@@ -51,7 +51,7 @@ ucs_status_t
 uct_cuda_ipc_ns_iface_base_get_device_address(uct_iface_h tl_iface,
                                               uct_device_addr_t *addr)
 {
-    uct_cuda_ipc_ns_device_addr_pack(
+    uct_cuda_ipc_ns_addr_device_pack(
             &ucs_derived_of(tl_iface, uct_cuda_ipc_ns_iface_base_t)->dev_addr,
             addr);
     return UCS_OK;
@@ -61,7 +61,7 @@ uct_cuda_ipc_ns_iface_base_get_device_address(uct_iface_h tl_iface,
 ucs_status_t uct_cuda_ipc_ns_iface_base_get_address(uct_iface_h tl_iface,
                                                     uct_iface_addr_t *addr)
 {
-    uct_cuda_ipc_ns_iface_addr_pack(
+    uct_cuda_ipc_ns_addr_iface_pack(
             &ucs_derived_of(tl_iface, uct_cuda_ipc_ns_iface_base_t)->iface_addr,
             addr);
     return UCS_OK;
@@ -74,8 +74,8 @@ int uct_cuda_ipc_ns_iface_base_is_reachable(const uct_iface_h tl_iface,
 {
     uct_cuda_ipc_ns_iface_base_t *iface =
             ucs_derived_of(tl_iface, uct_cuda_ipc_ns_iface_base_t);
-    uct_cuda_ipc_ns_device_addr_t remote_dev;
-    uct_cuda_ipc_ns_iface_addr_t remote_iface;
+    uct_cuda_ipc_ns_addr_device_t remote_dev;
+    uct_cuda_ipc_ns_addr_iface_t remote_iface;
     const char *reason;
 
     if (uct_cuda_ipc_ns_addr_parse_remote(dev_addr, iface_addr, &remote_dev,
@@ -102,7 +102,7 @@ UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_base_t, uct_iface_ops_t *ops,
                     uint8_t addr_flags,
                     uct_cuda_ipc_ns_addr_reach_func_t reachable)
 {
-    const uct_cuda_ipc_ns_identity_t *id = uct_cuda_ipc_ns_self();
+    const uct_cuda_ipc_ns_identity_t *id = uct_cuda_ipc_ns_nsid_self();
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, ops, internal_ops, md, worker,
                               params, tl_config
@@ -160,7 +160,7 @@ UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_ep_base_t, const uct_ep_params_t *params)
 
     self->remote_dev = iface->dev_addr;
     if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) ||
-        (uct_cuda_ipc_ns_iface_addr_parse(params->iface_addr,
+        (uct_cuda_ipc_ns_addr_iface_parse(params->iface_addr,
                                           UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE,
                                           &self->remote_iface) != UCS_OK)) {
         ucs_error("%s: ep_create needs the peer's iface address", name);
@@ -168,7 +168,7 @@ UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_ep_base_t, const uct_ep_params_t *params)
     }
 
     if ((params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) &&
-        (uct_cuda_ipc_ns_device_addr_parse(params->dev_addr,
+        (uct_cuda_ipc_ns_addr_device_parse(params->dev_addr,
                                            UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE,
                                            &self->remote_dev) != UCS_OK)) {
         ucs_error("%s: invalid peer device address", name);
@@ -187,15 +187,15 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_ep_base_t)
 UCS_CLASS_DEFINE(uct_cuda_ipc_ns_ep_base_t, uct_base_ep_t);
 
 
-int uct_cuda_ipc_ns_ep_base_is_connected(const uct_cuda_ipc_ns_ep_base_t *ep,
-                                         const uct_device_addr_t *dev_addr,
-                                         const uct_iface_addr_t *iface_addr)
+int uct_cuda_ipc_ns_iface_base_ep_is_connected(const uct_cuda_ipc_ns_ep_base_t *ep,
+                                               const uct_device_addr_t *dev_addr,
+                                               const uct_iface_addr_t *iface_addr)
 {
-    uct_cuda_ipc_ns_device_addr_t remote_dev;
-    uct_cuda_ipc_ns_iface_addr_t remote_iface;
+    uct_cuda_ipc_ns_addr_device_t remote_dev;
+    uct_cuda_ipc_ns_addr_iface_t remote_iface;
 
     if ((dev_addr != NULL) &&
-        ((uct_cuda_ipc_ns_device_addr_parse(dev_addr,
+        ((uct_cuda_ipc_ns_addr_device_parse(dev_addr,
                                             UCT_CUDA_IPC_NS_DEVICE_ADDR_SIZE,
                                             &remote_dev) != UCS_OK) ||
          (remote_dev.system_id != ep->remote_dev.system_id))) {
@@ -203,7 +203,7 @@ int uct_cuda_ipc_ns_ep_base_is_connected(const uct_cuda_ipc_ns_ep_base_t *ep,
     }
 
     return (iface_addr != NULL) &&
-           (uct_cuda_ipc_ns_iface_addr_parse(iface_addr,
+           (uct_cuda_ipc_ns_addr_iface_parse(iface_addr,
                                              UCT_CUDA_IPC_NS_IFACE_ADDR_SIZE,
                                              &remote_iface) == UCS_OK) &&
            (remote_iface.pid == ep->remote_iface.pid) &&

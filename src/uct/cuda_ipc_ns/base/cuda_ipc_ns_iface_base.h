@@ -16,8 +16,8 @@
 
 typedef struct uct_cuda_ipc_ns_iface_base {
     uct_base_iface_t                  super;
-    uct_cuda_ipc_ns_device_addr_t     dev_addr;   /* ours */
-    uct_cuda_ipc_ns_iface_addr_t      iface_addr; /* ours */
+    uct_cuda_ipc_ns_addr_device_t     dev_addr;   /* ours */
+    uct_cuda_ipc_ns_addr_iface_t      iface_addr; /* ours */
     uct_cuda_ipc_ns_addr_reach_func_t reachable;  /* the transport's rule */
     struct {
         double bandwidth; /* bytes/s */
@@ -34,8 +34,8 @@ typedef struct uct_cuda_ipc_ns_iface_base {
  */
 typedef struct uct_cuda_ipc_ns_ep_base {
     uct_base_ep_t                 super;
-    uct_cuda_ipc_ns_device_addr_t remote_dev;
-    uct_cuda_ipc_ns_iface_addr_t  remote_iface;
+    uct_cuda_ipc_ns_addr_device_t remote_dev;
+    uct_cuda_ipc_ns_addr_iface_t  remote_iface;
 } uct_cuda_ipc_ns_ep_base_t;
 
 UCS_CLASS_DECLARE(uct_cuda_ipc_ns_ep_base_t, const uct_ep_params_t*);
@@ -71,9 +71,9 @@ ucs_status_t uct_cuda_ipc_ns_iface_base_get_address(uct_iface_h tl_iface,
 
 /** Whether @a ep is connected to the process at these packed addresses
  *  (the same system, PID namespace, pid and start time) */
-int uct_cuda_ipc_ns_ep_base_is_connected(const uct_cuda_ipc_ns_ep_base_t *ep,
-                                         const uct_device_addr_t *dev_addr,
-                                         const uct_iface_addr_t *iface_addr);
+int uct_cuda_ipc_ns_iface_base_ep_is_connected(const uct_cuda_ipc_ns_ep_base_t *ep,
+                                               const uct_device_addr_t *dev_addr,
+                                               const uct_iface_addr_t *iface_addr);
 
 /** Parse the peer's addresses and apply the transport's rule. */
 int uct_cuda_ipc_ns_iface_base_is_reachable(const uct_iface_h tl_iface,

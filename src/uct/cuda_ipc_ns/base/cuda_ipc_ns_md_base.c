@@ -19,7 +19,7 @@ static ucs_config_field_t uct_cuda_ipc_ns_lib_config_table[] = {
      "CUDA driver library to load at run time (a file name searched like\n"
      "dlopen() does, or a path), for both components of the library. Without\n"
      "a loadable driver or a device they report no resources.",
-     ucs_offsetof(uct_cuda_ipc_ns_lib_config_t, driver_path),
+     ucs_offsetof(uct_cuda_ipc_ns_md_base_lib_config_t, driver_path),
      UCS_CONFIG_TYPE_STRING},
 
     {NULL}
@@ -30,26 +30,26 @@ static ucs_config_global_list_entry_t uct_cuda_ipc_ns_lib_config_entry = {
     .name   = "CUDA IPC across namespaces library",
     .prefix = UCT_CUDA_IPC_NS_CFG_PREFIX,
     .table  = uct_cuda_ipc_ns_lib_config_table,
-    .size   = sizeof(uct_cuda_ipc_ns_lib_config_t)
+    .size   = sizeof(uct_cuda_ipc_ns_md_base_lib_config_t)
 };
 
 
-void uct_cuda_ipc_ns_lib_config_register(void)
+void uct_cuda_ipc_ns_md_base_config_register(void)
 {
     ucs_list_add_tail(&ucs_config_global_list,
                       &uct_cuda_ipc_ns_lib_config_entry.list);
 }
 
 
-void uct_cuda_ipc_ns_lib_config_unregister(void)
+void uct_cuda_ipc_ns_md_base_config_unregister(void)
 {
     ucs_list_del(&uct_cuda_ipc_ns_lib_config_entry.list);
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_driver_load_configured(void)
+ucs_status_t uct_cuda_ipc_ns_md_base_driver_load(void)
 {
-    uct_cuda_ipc_ns_lib_config_t config;
+    uct_cuda_ipc_ns_md_base_lib_config_t config;
     ucs_status_t status;
     int count = 0;
 
@@ -77,11 +77,11 @@ ucs_status_t uct_cuda_ipc_ns_driver_load_configured(void)
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_query_md_resources(uct_component_t *component,
-                                                uct_md_resource_desc_t **resources_p,
-                                                unsigned *num_resources_p)
+ucs_status_t uct_cuda_ipc_ns_md_base_query_resources(uct_component_t *component,
+                                                     uct_md_resource_desc_t **resources_p,
+                                                     unsigned *num_resources_p)
 {
-    if (uct_cuda_ipc_ns_driver_load_configured() != UCS_OK) {
+    if (uct_cuda_ipc_ns_md_base_driver_load() != UCS_OK) {
         return uct_md_query_empty_md_resource(resources_p, num_resources_p);
     }
 
@@ -90,14 +90,14 @@ ucs_status_t uct_cuda_ipc_ns_query_md_resources(uct_component_t *component,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_md_alloc(uct_component_t *component,
-                                      uct_md_ops_t *ops, size_t size,
-                                      const char *md_name, uct_md_t **md_p)
+ucs_status_t uct_cuda_ipc_ns_md_base_alloc(uct_component_t *component,
+                                           uct_md_ops_t *ops, size_t size,
+                                           const char *md_name, uct_md_t **md_p)
 {
     ucs_status_t status;
     uct_md_t *md;
 
-    status = uct_cuda_ipc_ns_driver_load_configured();
+    status = uct_cuda_ipc_ns_md_base_driver_load();
     if (status != UCS_OK) {
         ucs_error("%s: cannot open memory domain '%s': no CUDA driver or "
                   "device (UCX_%sDRIVER)", component->name, md_name,
@@ -119,9 +119,9 @@ ucs_status_t uct_cuda_ipc_ns_md_alloc(uct_component_t *component,
 
 
 ucs_status_t
-uct_cuda_ipc_ns_md_config_apply(uct_component_t *component,
-                                uct_cuda_ipc_ns_md_config_func_t func,
-                                void *arg)
+uct_cuda_ipc_ns_md_base_config_apply(uct_component_t *component,
+                                     uct_cuda_ipc_ns_md_base_config_func_t func,
+                                     void *arg)
 {
     uct_md_config_t *md_config;
     ucs_status_t status;

@@ -16,15 +16,15 @@
 
 
 /* The library's configuration, listed by ucx_info -c -f */
-typedef struct uct_cuda_ipc_ns_lib_config {
+typedef struct uct_cuda_ipc_ns_md_base_lib_config {
     char *driver_path; /* CUDA driver library */
-} uct_cuda_ipc_ns_lib_config_t;
+} uct_cuda_ipc_ns_md_base_lib_config_t;
 
 
 /* List (and unlist) the library's configuration for ucx_info -c: done by
  * the module's constructor once the ABI guard admitted the UCX */
-void uct_cuda_ipc_ns_lib_config_register(void);
-void uct_cuda_ipc_ns_lib_config_unregister(void);
+void uct_cuda_ipc_ns_md_base_config_register(void);
+void uct_cuda_ipc_ns_md_base_config_unregister(void);
 
 
 /**
@@ -34,14 +34,14 @@ void uct_cuda_ipc_ns_lib_config_unregister(void);
  * @return UCS_OK, or UCS_ERR_NO_DEVICE (logged at debug level: a host
  *         without a GPU is a normal configuration).
  */
-ucs_status_t uct_cuda_ipc_ns_driver_load_configured(void);
+ucs_status_t uct_cuda_ipc_ns_md_base_driver_load(void);
 
 
 /* The query_md_resources of both components: their memory domain is listed
  * when the configured driver has a device */
-ucs_status_t uct_cuda_ipc_ns_query_md_resources(uct_component_t *component,
-                                                uct_md_resource_desc_t **resources_p,
-                                                unsigned *num_resources_p);
+ucs_status_t uct_cuda_ipc_ns_md_base_query_resources(uct_component_t *component,
+                                                     uct_md_resource_desc_t **resources_p,
+                                                     unsigned *num_resources_p);
 
 
 /**
@@ -49,13 +49,13 @@ ucs_status_t uct_cuda_ipc_ns_query_md_resources(uct_component_t *component,
  * bytes (sizeof(uct_md_t) or more) for @a component with @a ops.
  * Logs why it fails.
  */
-ucs_status_t uct_cuda_ipc_ns_md_alloc(uct_component_t *component,
-                                      uct_md_ops_t *ops, size_t size,
-                                      const char *md_name, uct_md_t **md_p);
+ucs_status_t uct_cuda_ipc_ns_md_base_alloc(uct_component_t *component,
+                                           uct_md_ops_t *ops, size_t size,
+                                           const char *md_name, uct_md_t **md_p);
 
 
 /* What to do with a component's MD configuration: uct_md_config_t derived */
-typedef ucs_status_t (*uct_cuda_ipc_ns_md_config_func_t)(
+typedef ucs_status_t (*uct_cuda_ipc_ns_md_base_config_func_t)(
         const uct_md_config_t *md_config, void *arg);
 
 /**
@@ -65,8 +65,8 @@ typedef ucs_status_t (*uct_cuda_ipc_ns_md_config_func_t)(
  * @return what @a func returns, or the reading error.
  */
 ucs_status_t
-uct_cuda_ipc_ns_md_config_apply(uct_component_t *component,
-                                uct_cuda_ipc_ns_md_config_func_t func,
-                                void *arg);
+uct_cuda_ipc_ns_md_base_config_apply(uct_component_t *component,
+                                     uct_cuda_ipc_ns_md_base_config_func_t func,
+                                     void *arg);
 
 #endif

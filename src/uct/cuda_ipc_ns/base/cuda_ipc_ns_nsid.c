@@ -25,8 +25,8 @@ static int uct_cuda_ipc_ns_self_valid;  /* self_id is this process's */
 static int uct_cuda_ipc_ns_self_atfork; /* the fork handler is installed */
 
 
-ucs_status_t uct_cuda_ipc_ns_read_proc_file(const char *path, char *buf,
-                                            size_t max)
+ucs_status_t uct_cuda_ipc_ns_nsid_read_proc_file(const char *path, char *buf,
+                                                 size_t max)
 {
     ssize_t len;
     int fd;
@@ -46,7 +46,7 @@ ucs_status_t uct_cuda_ipc_ns_read_proc_file(const char *path, char *buf,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_proc_start_time(pid_t pid, uint64_t *start_time_p)
+ucs_status_t uct_cuda_ipc_ns_nsid_start_time(pid_t pid, uint64_t *start_time_p)
 {
     char path[64], buf[1024], *p;
     unsigned long long start_time;
@@ -58,7 +58,7 @@ ucs_status_t uct_cuda_ipc_ns_proc_start_time(pid_t pid, uint64_t *start_time_p)
     } else {
         snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     }
-    status = uct_cuda_ipc_ns_read_proc_file(path, buf, sizeof(buf));
+    status = uct_cuda_ipc_ns_nsid_read_proc_file(path, buf, sizeof(buf));
     if (status != UCS_OK) {
         return status;
     }
@@ -86,7 +86,7 @@ ucs_status_t uct_cuda_ipc_ns_proc_start_time(pid_t pid, uint64_t *start_time_p)
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_proc_pid_ns(pid_t pid, uint64_t *pid_ns_p)
+ucs_status_t uct_cuda_ipc_ns_nsid_pid_ns(pid_t pid, uint64_t *pid_ns_p)
 {
     char path[64];
     struct stat st;
@@ -113,7 +113,7 @@ static void uct_cuda_ipc_ns_self_atfork_child(void)
 }
 
 
-const uct_cuda_ipc_ns_identity_t *uct_cuda_ipc_ns_self(void)
+const uct_cuda_ipc_ns_identity_t *uct_cuda_ipc_ns_nsid_self(void)
 {
     uct_cuda_ipc_ns_identity_t id;
 
@@ -135,12 +135,12 @@ const uct_cuda_ipc_ns_identity_t *uct_cuda_ipc_ns_self(void)
         id.pid        = getpid();
         id.pid_ns     = 0;
         id.start_time = 0;
-        if (uct_cuda_ipc_ns_proc_pid_ns(0, &id.pid_ns) != UCS_OK) {
+        if (uct_cuda_ipc_ns_nsid_pid_ns(0, &id.pid_ns) != UCS_OK) {
             ucs_warn("cuda_ipc_ns: cannot read own PID namespace");
         }
         /* /proc/self names us even when /proc belongs to another pid ns,
          * where /proc/<getpid()> would name someone else */
-        if (uct_cuda_ipc_ns_proc_start_time(0, &id.start_time) != UCS_OK) {
+        if (uct_cuda_ipc_ns_nsid_start_time(0, &id.start_time) != UCS_OK) {
             ucs_warn("cuda_ipc_ns: cannot read own start time");
         }
         uct_cuda_ipc_ns_self_id = id;

@@ -31,15 +31,15 @@ typedef struct uct_cuda_ipc_ns_identity {
  * child of fork() (a fork handler), so it is always this process's; after
  * the first call no lock and no system call.
  */
-const uct_cuda_ipc_ns_identity_t *uct_cuda_ipc_ns_self(void);
+const uct_cuda_ipc_ns_identity_t *uct_cuda_ipc_ns_nsid_self(void);
 
 
 /**
  * Read a small /proc file (one read) into @a buf of @a max bytes,
  * NUL-terminated. @return UCS_OK, or UCS_ERR_NO_ELEM when it cannot be read.
  */
-ucs_status_t uct_cuda_ipc_ns_read_proc_file(const char *path, char *buf,
-                                            size_t max);
+ucs_status_t uct_cuda_ipc_ns_nsid_read_proc_file(const char *path, char *buf,
+                                                 size_t max);
 
 
 /**
@@ -48,13 +48,13 @@ ucs_status_t uct_cuda_ipc_ns_read_proc_file(const char *path, char *buf,
  *
  * @return UCS_OK, or UCS_ERR_NO_ELEM when there is no such process.
  */
-ucs_status_t uct_cuda_ipc_ns_proc_start_time(pid_t pid, uint64_t *start_time_p);
+ucs_status_t uct_cuda_ipc_ns_nsid_start_time(pid_t pid, uint64_t *start_time_p);
 
 
 /**
  * Inode of the PID namespace of process @a pid ("self" for pid 0).
  */
-ucs_status_t uct_cuda_ipc_ns_proc_pid_ns(pid_t pid, uint64_t *pid_ns_p);
+ucs_status_t uct_cuda_ipc_ns_nsid_pid_ns(pid_t pid, uint64_t *pid_ns_p);
 
 
 /** @return nonzero when both identities name the same process */

@@ -113,7 +113,7 @@ static uintptr_t uct_cuda_ipc_ns_ptr_extent_end(const uct_cuda_ipc_ns_ptr_info_t
 
 ucs_status_t uct_cuda_ipc_ns_ptr_mem_query(uct_md_h md, const void *address,
                                            size_t length,
-                                           uct_cuda_ipc_ns_mem_attr_t *mem_attr)
+                                           uct_cuda_ipc_ns_compat_mem_attr_t *mem_attr)
 {
     uct_cuda_ipc_ns_ptr_info_t info;
 
@@ -257,7 +257,7 @@ ucs_status_t uct_cuda_ipc_ns_ptr_export_fd(CUdeviceptr base,
 ucs_status_t uct_cuda_ipc_ns_ptr_export_pool(const void *address,
                                              const uct_cuda_ipc_ns_ptr_attr_t *attr,
                                              ucs_log_level_t log_level,
-                                             uct_cuda_ipc_ns_pool_export_t *exp)
+                                             uct_cuda_ipc_ns_ptr_pool_export_t *exp)
 {
     ucs_status_t status;
     int pushed;

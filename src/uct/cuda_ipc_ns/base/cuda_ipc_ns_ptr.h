@@ -38,7 +38,7 @@ void uct_cuda_ipc_ns_ptr_query(const void *address,
  */
 ucs_status_t uct_cuda_ipc_ns_ptr_mem_query(uct_md_h md, const void *address,
                                            size_t length,
-                                           uct_cuda_ipc_ns_mem_attr_t *mem_attr);
+                                           uct_cuda_ipc_ns_compat_mem_attr_t *mem_attr);
 
 
 /* Attributes of the allocation holding an address */
@@ -95,7 +95,7 @@ typedef struct {
     CUdeviceptr            base; /* the allocation (cuMemGetAddressRange) */
     size_t                 size;
     CUmemPoolPtrExportData data; /* cuMemPoolExportPointer of base */
-} uct_cuda_ipc_ns_pool_export_t;
+} uct_cuda_ipc_ns_ptr_pool_export_t;
 
 
 /**
@@ -110,6 +110,6 @@ typedef struct {
 ucs_status_t uct_cuda_ipc_ns_ptr_export_pool(const void *address,
                                              const uct_cuda_ipc_ns_ptr_attr_t *attr,
                                              ucs_log_level_t log_level,
-                                             uct_cuda_ipc_ns_pool_export_t *exp);
+                                             uct_cuda_ipc_ns_ptr_pool_export_t *exp);
 
 #endif

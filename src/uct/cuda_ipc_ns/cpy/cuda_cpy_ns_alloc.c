@@ -43,7 +43,7 @@ static int uct_cuda_cpy_ns_alloc_device(void)
  * stream-ordered pool (pool, as cudaMallocAsync, on the default stream and
  * ready when this returns), in the device's primary context, retained for
  * the life of the process: the memory does not depend on a context of the
- * caller's staying alive, and uct_cuda_cpy_ns_mem_free() frees it in the
+ * caller's staying alive, and uct_cuda_cpy_ns_alloc_free() frees it in the
  * same context
  */
 static ucs_status_t uct_cuda_cpy_ns_alloc_in_ctx(uct_cuda_cpy_ns_alloc_t *alloc)
@@ -169,7 +169,7 @@ err_unmap:
 }
 
 
-ucs_status_t uct_cuda_cpy_ns_mem_alloc(uct_cuda_cpy_ns_alloc_mode_t mode,
+ucs_status_t uct_cuda_cpy_ns_alloc_mem(uct_cuda_cpy_ns_alloc_mode_t mode,
                                        size_t length,
                                        uct_cuda_cpy_ns_alloc_t *alloc)
 {
@@ -199,7 +199,7 @@ ucs_status_t uct_cuda_cpy_ns_mem_alloc(uct_cuda_cpy_ns_alloc_mode_t mode,
 }
 
 
-ucs_status_t uct_cuda_cpy_ns_mem_free(const uct_cuda_cpy_ns_alloc_t *alloc)
+ucs_status_t uct_cuda_cpy_ns_alloc_free(const uct_cuda_cpy_ns_alloc_t *alloc)
 {
     uct_cuda_ipc_ns_vmm_t vmm;
     ucs_status_t status;

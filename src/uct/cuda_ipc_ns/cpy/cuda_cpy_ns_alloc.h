@@ -30,7 +30,7 @@ typedef enum {
 extern const char *uct_cuda_cpy_ns_alloc_mode_names[];
 
 
-/* One allocation: what uct_cuda_cpy_ns_mem_free() needs to undo it */
+/* One allocation: what uct_cuda_cpy_ns_alloc_free() needs to undo it */
 typedef struct uct_cuda_cpy_ns_alloc {
     CUdeviceptr                  ptr;
     size_t                       size;   /* rounded up, mapped length */
@@ -49,12 +49,12 @@ typedef struct uct_cuda_cpy_ns_alloc {
  * @return UCS_OK, or the driver error as ucs_status_t (logged naming the
  *         call and its CUresult); nothing is left allocated on error.
  */
-ucs_status_t uct_cuda_cpy_ns_mem_alloc(uct_cuda_cpy_ns_alloc_mode_t mode,
+ucs_status_t uct_cuda_cpy_ns_alloc_mem(uct_cuda_cpy_ns_alloc_mode_t mode,
                                        size_t length,
                                        uct_cuda_cpy_ns_alloc_t *alloc);
 
 
-/** Undo uct_cuda_cpy_ns_mem_alloc() */
-ucs_status_t uct_cuda_cpy_ns_mem_free(const uct_cuda_cpy_ns_alloc_t *alloc);
+/** Undo uct_cuda_cpy_ns_alloc_mem() */
+ucs_status_t uct_cuda_cpy_ns_alloc_free(const uct_cuda_cpy_ns_alloc_t *alloc);
 
 #endif

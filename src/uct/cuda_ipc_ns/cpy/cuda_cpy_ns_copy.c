@@ -94,7 +94,7 @@ ucs_status_t uct_cuda_cpy_ns_copy(void *dst, const void *src, size_t length)
 }
 
 
-ucs_status_t uct_cuda_cpy_ns_memset(void *dst, int value, size_t length)
+ucs_status_t uct_cuda_cpy_ns_copy_memset(void *dst, int value, size_t length)
 {
     return uct_cuda_cpy_ns_write(dst, NULL, value, length);
 }

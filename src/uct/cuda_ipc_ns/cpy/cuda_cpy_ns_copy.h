@@ -26,6 +26,6 @@ ucs_status_t uct_cuda_cpy_ns_copy(void *dst, const void *src, size_t length);
 
 /** Set @a length bytes of device memory at @a dst to @a value, and wait for
  *  it (cuMemsetD8 alone returns before the memory is written) */
-ucs_status_t uct_cuda_cpy_ns_memset(void *dst, int value, size_t length);
+ucs_status_t uct_cuda_cpy_ns_copy_memset(void *dst, int value, size_t length);
 
 #endif

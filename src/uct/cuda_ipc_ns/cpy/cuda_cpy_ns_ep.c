@@ -14,7 +14,7 @@
 #include <inttypes.h>
 
 
-static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_ep_t, const uct_ep_params_t *params)
+static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_iface_ep_t, const uct_ep_params_t *params)
 {
     uct_cuda_cpy_ns_iface_t *iface = ucs_derived_of(params->iface,
                                                     uct_cuda_cpy_ns_iface_t);
@@ -36,14 +36,14 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_ep_t, const uct_ep_params_t *params)
 }
 
 
-static UCS_CLASS_CLEANUP_FUNC(uct_cuda_cpy_ns_ep_t)
+static UCS_CLASS_CLEANUP_FUNC(uct_cuda_cpy_ns_iface_ep_t)
 {
 }
 
 
-UCS_CLASS_DEFINE(uct_cuda_cpy_ns_ep_t, uct_cuda_ipc_ns_ep_base_t);
-UCS_CLASS_DEFINE_NEW_FUNC(uct_cuda_cpy_ns_ep_t, uct_ep_t, const uct_ep_params_t*);
-UCS_CLASS_DEFINE_DELETE_FUNC(uct_cuda_cpy_ns_ep_t, uct_ep_t);
+UCS_CLASS_DEFINE(uct_cuda_cpy_ns_iface_ep_t, uct_cuda_ipc_ns_ep_base_t);
+UCS_CLASS_DEFINE_NEW_FUNC(uct_cuda_cpy_ns_iface_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DEFINE_DELETE_FUNC(uct_cuda_cpy_ns_iface_ep_t, uct_ep_t);
 
 
 ucs_status_t uct_cuda_cpy_ns_ep_put_short(uct_ep_h tl_ep, const void *buffer,

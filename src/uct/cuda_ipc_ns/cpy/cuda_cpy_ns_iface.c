@@ -93,7 +93,7 @@ static uct_iface_internal_ops_t uct_cuda_cpy_ns_iface_internal_ops = {
 ucs_status_t uct_cuda_cpy_ns_iface_complete_later(uct_cuda_cpy_ns_iface_t *iface,
                                                   uct_completion_t *comp)
 {
-    uct_cuda_cpy_ns_done_t *done;
+    uct_cuda_cpy_ns_iface_done_t *done;
 
     done = ucs_mpool_get(&iface->done_mp);
     if (done == NULL) {
@@ -111,7 +111,7 @@ static unsigned uct_cuda_cpy_ns_iface_progress(uct_iface_h tl_iface)
 {
     uct_cuda_cpy_ns_iface_t *iface = ucs_derived_of(tl_iface,
                                                     uct_cuda_cpy_ns_iface_t);
-    uct_cuda_cpy_ns_done_t *done, *last;
+    uct_cuda_cpy_ns_iface_done_t *done, *last;
     uct_completion_t *comp;
     unsigned count                 = 0;
 
@@ -123,10 +123,10 @@ static unsigned uct_cuda_cpy_ns_iface_progress(uct_iface_h tl_iface)
      * invoked, so a callback may post operations (queued behind, for the
      * next call) or progress */
     last = ucs_queue_tail_elem_non_empty(&iface->done_q,
-                                         uct_cuda_cpy_ns_done_t, queue);
+                                         uct_cuda_cpy_ns_iface_done_t, queue);
     do {
         done = ucs_queue_pull_elem_non_empty(&iface->done_q,
-                                             uct_cuda_cpy_ns_done_t, queue);
+                                             uct_cuda_cpy_ns_iface_done_t, queue);
         comp = done->comp;
         ucs_mpool_put(done);
         ++count;
@@ -167,8 +167,8 @@ static uct_iface_ops_t uct_cuda_cpy_ns_iface_ops = {
                                 ucs_empty_function,
     .ep_flush                 = uct_cuda_cpy_ns_ep_flush,
     .ep_fence                 = uct_base_ep_fence,
-    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_cuda_cpy_ns_ep_t),
-    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_cuda_cpy_ns_ep_t),
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_cuda_cpy_ns_iface_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_cuda_cpy_ns_iface_ep_t),
     .iface_flush              = uct_cuda_cpy_ns_iface_flush,
     .iface_fence              = uct_base_iface_fence,
     .iface_progress_enable    = uct_base_iface_progress_enable,
@@ -200,7 +200,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_iface_t, uct_md_h md,
     self->super.perf.overhead  = config->overhead;
     ucs_queue_head_init(&self->done_q);
     return uct_cuda_ipc_ns_compat_mpool_init(&self->done_mp,
-                                             sizeof(uct_cuda_cpy_ns_done_t),
+                                             sizeof(uct_cuda_cpy_ns_iface_done_t),
                                              UCS_SYS_CACHE_LINE_SIZE, 16,
                                              UINT_MAX,
                                              NULL,
@@ -210,7 +210,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_iface_t, uct_md_h md,
 
 static UCS_CLASS_CLEANUP_FUNC(uct_cuda_cpy_ns_iface_t)
 {
-    uct_cuda_cpy_ns_done_t *done;
+    uct_cuda_cpy_ns_iface_done_t *done;
     unsigned count = 0;
 
     ucs_queue_for_each_extract(done, &self->done_q, queue, 1) {

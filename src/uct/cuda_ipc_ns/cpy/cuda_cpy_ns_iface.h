@@ -25,21 +25,21 @@ typedef struct uct_cuda_cpy_ns_iface_config {
 
 typedef struct uct_cuda_cpy_ns_iface {
     uct_cuda_ipc_ns_iface_base_t super;
-    ucs_mpool_t                  done_mp; /* uct_cuda_cpy_ns_done_t */
+    ucs_mpool_t                  done_mp; /* uct_cuda_cpy_ns_iface_done_t */
     ucs_queue_head_t             done_q;  /* to invoke from progress */
 } uct_cuda_cpy_ns_iface_t;
 
 
 /* A completion to deliver from progress */
-typedef struct uct_cuda_cpy_ns_done {
+typedef struct uct_cuda_cpy_ns_iface_done {
     ucs_queue_elem_t queue;
     uct_completion_t *comp;
-} uct_cuda_cpy_ns_done_t;
+} uct_cuda_cpy_ns_iface_done_t;
 
 
-typedef struct uct_cuda_cpy_ns_ep {
+typedef struct uct_cuda_cpy_ns_iface_ep {
     uct_cuda_ipc_ns_ep_base_t super; /* the peer's addresses: ours */
-} uct_cuda_cpy_ns_ep_t;
+} uct_cuda_cpy_ns_iface_ep_t;
 
 
 /*
@@ -54,8 +54,8 @@ typedef struct uct_cuda_cpy_ns_ep {
  * pack from one (ucp_mem_type_unpack/pack, ucp/dt/dt.c); the rendezvous
  * pipeline stages fragments with put/get_zcopy. The remote key is unused.
  */
-UCS_CLASS_DECLARE_NEW_FUNC(uct_cuda_cpy_ns_ep_t, uct_ep_t, const uct_ep_params_t*);
-UCS_CLASS_DECLARE_DELETE_FUNC(uct_cuda_cpy_ns_ep_t, uct_ep_t);
+UCS_CLASS_DECLARE_NEW_FUNC(uct_cuda_cpy_ns_iface_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_DELETE_FUNC(uct_cuda_cpy_ns_iface_ep_t, uct_ep_t);
 
 ucs_status_t uct_cuda_cpy_ns_ep_put_short(uct_ep_h tl_ep, const void *buffer,
                                           unsigned length, uint64_t remote_addr,

@@ -77,11 +77,11 @@ uct_cuda_cpy_ns_md_config_alloc_mode(const uct_md_config_t *md_config,
 
 
 ucs_status_t
-uct_cuda_cpy_ns_config_alloc_mode(uct_cuda_cpy_ns_alloc_mode_t *mode_p)
+uct_cuda_cpy_ns_md_configured_alloc_mode(uct_cuda_cpy_ns_alloc_mode_t *mode_p)
 {
-    return uct_cuda_ipc_ns_md_config_apply(&uct_cuda_cpy_ns_component,
-                                           uct_cuda_cpy_ns_md_config_alloc_mode,
-                                           mode_p);
+    return uct_cuda_ipc_ns_md_base_config_apply(&uct_cuda_cpy_ns_component,
+                                                uct_cuda_cpy_ns_md_config_alloc_mode,
+                                                mode_p);
 }
 
 
@@ -110,7 +110,7 @@ static int uct_cuda_cpy_ns_stock_component_present(void)
 static ucs_status_t
 uct_cuda_cpy_ns_md_config_enable(const uct_md_config_t *md_config, void *arg)
 {
-    *(uct_cuda_cpy_ns_enable_t*)arg =
+    *(uct_cuda_cpy_ns_md_enable_t*)arg =
             ucs_derived_of(md_config, uct_cuda_cpy_ns_md_config_t)->enable;
     return UCS_OK;
 }
@@ -126,11 +126,11 @@ uct_cuda_cpy_ns_query_md_resources(uct_component_t *component,
                                    uct_md_resource_desc_t **resources_p,
                                    unsigned *num_resources_p)
 {
-    uct_cuda_cpy_ns_enable_t enable = UCT_CUDA_CPY_NS_ENABLE_AUTO;
+    uct_cuda_cpy_ns_md_enable_t enable = UCT_CUDA_CPY_NS_ENABLE_AUTO;
 
-    (void)uct_cuda_ipc_ns_md_config_apply(component,
-                                          uct_cuda_cpy_ns_md_config_enable,
-                                          &enable);
+    (void)uct_cuda_ipc_ns_md_base_config_apply(component,
+                                               uct_cuda_cpy_ns_md_config_enable,
+                                               &enable);
     if ((enable == UCT_CUDA_CPY_NS_ENABLE_NO) ||
         ((enable == UCT_CUDA_CPY_NS_ENABLE_AUTO) &&
          uct_cuda_cpy_ns_stock_component_present())) {
@@ -141,8 +141,8 @@ uct_cuda_cpy_ns_query_md_resources(uct_component_t *component,
         return uct_md_query_empty_md_resource(resources_p, num_resources_p);
     }
 
-    return uct_cuda_ipc_ns_query_md_resources(component, resources_p,
-                                              num_resources_p);
+    return uct_cuda_ipc_ns_md_base_query_resources(component, resources_p,
+                                                   num_resources_p);
 }
 
 
@@ -153,9 +153,9 @@ static void uct_cuda_cpy_ns_md_close(uct_md_h md)
 
 
 static ucs_status_t uct_cuda_cpy_ns_md_query(uct_md_h md,
-                                             uct_cuda_ipc_ns_md_attr_t *md_attr)
+                                             uct_cuda_ipc_ns_compat_md_attr_t *md_attr)
 {
-    uct_cuda_ipc_ns_md_caps_t caps = {
+    uct_cuda_ipc_ns_compat_md_caps_t caps = {
         .flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_ALLOC,
         /* HOST in reg_mem_types: UCP's memory-type endpoint needs a lane
          * that registers host memory (ucp_wireup_add_memaccess_lanes) */
@@ -203,7 +203,7 @@ uct_cuda_cpy_ns_md_mem_alloc(uct_md_h uct_md, size_t *length_p,
         return UCS_ERR_NO_MEMORY;
     }
 
-    status = uct_cuda_cpy_ns_mem_alloc(md->alloc_mode, *length_p, alloc);
+    status = uct_cuda_cpy_ns_alloc_mem(md->alloc_mode, *length_p, alloc);
     if (status != UCS_OK) {
         ucs_free(alloc);
         return status;
@@ -225,7 +225,7 @@ static ucs_status_t uct_cuda_cpy_ns_md_mem_free(uct_md_h md, uct_mem_h memh)
     ucs_status_t status;
 
     uct_cuda_cpy_ns_memtype_cache_remove((void*)alloc->ptr, alloc->size);
-    status = uct_cuda_cpy_ns_mem_free(alloc);
+    status = uct_cuda_cpy_ns_alloc_free(alloc);
     ucs_free(alloc);
     return status;
 }
@@ -235,7 +235,7 @@ static ucs_status_t uct_cuda_cpy_ns_md_mem_free(uct_md_h md, uct_mem_h memh)
  * alike are "registered" for free (UCP registers on every rendezvous send) */
 static ucs_status_t
 uct_cuda_cpy_ns_md_mem_reg(uct_md_h md, void *address, size_t length,
-                           uct_cuda_ipc_ns_mem_reg_arg_t reg_arg,
+                           uct_cuda_ipc_ns_compat_mem_reg_arg_t reg_arg,
                            uct_mem_h *memh_p)
 {
     *memh_p = &uct_cuda_cpy_ns_reg_memh;
@@ -276,7 +276,7 @@ static uct_md_ops_t uct_cuda_cpy_ns_md_ops = {
     .mem_dereg              = uct_cuda_cpy_ns_md_mem_dereg,
     .mem_query              = uct_cuda_ipc_ns_ptr_mem_query,
     .mkey_pack              = (uct_md_mkey_pack_func_t)ucs_empty_function_return_success,
-    .detect_memory_type     = uct_cuda_cpy_ns_md_detect_memory_type
+    .detect_memory_type     = uct_cuda_cpy_ns_memtype_detect
 };
 
 
@@ -289,9 +289,9 @@ static ucs_status_t uct_cuda_cpy_ns_md_open(uct_component_t *component,
     uct_md_t *md;
 
     /* the library's driver: UCX_CUDA_IPC_NS_DRIVER */
-    status = uct_cuda_ipc_ns_md_alloc(component, &uct_cuda_cpy_ns_md_ops,
-                                      sizeof(uct_cuda_cpy_ns_md_t), md_name,
-                                      &md);
+    status = uct_cuda_ipc_ns_md_base_alloc(component, &uct_cuda_cpy_ns_md_ops,
+                                           sizeof(uct_cuda_cpy_ns_md_t), md_name,
+                                           &md);
     if (status != UCS_OK) {
         return status;
     }

@@ -23,7 +23,7 @@ typedef enum {
     UCT_CUDA_CPY_NS_ENABLE_NO,
     UCT_CUDA_CPY_NS_ENABLE_YES,
     UCT_CUDA_CPY_NS_ENABLE_AUTO  /* unless UCX has its own CUDA copy */
-} uct_cuda_cpy_ns_enable_t;
+} uct_cuda_cpy_ns_md_enable_t;
 
 
 /* The component of UCX's own CUDA copy transport (UCX built with CUDA) */
@@ -32,7 +32,7 @@ typedef enum {
 
 typedef struct uct_cuda_cpy_ns_md_config {
     uct_md_config_t super;
-    int             enable;    /* uct_cuda_cpy_ns_enable_t */
+    int             enable;    /* uct_cuda_cpy_ns_md_enable_t */
     int             mem_alloc; /* uct_cuda_cpy_ns_alloc_mode_t */
 } uct_cuda_cpy_ns_md_config_t;
 
@@ -50,6 +50,6 @@ extern ucs_config_field_t uct_cuda_cpy_ns_md_config_table[];
  * The allocation mode configured by UCX_CUDA_CPY_NS_MEM_ALLOC, for
  * allocations made outside an MD (the ucx_perftest allocator).
  */
-ucs_status_t uct_cuda_cpy_ns_config_alloc_mode(uct_cuda_cpy_ns_alloc_mode_t *mode_p);
+ucs_status_t uct_cuda_cpy_ns_md_configured_alloc_mode(uct_cuda_cpy_ns_alloc_mode_t *mode_p);
 
 #endif

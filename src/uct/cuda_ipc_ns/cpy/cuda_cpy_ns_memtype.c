@@ -19,10 +19,10 @@
 #include <string.h>
 
 
-ucs_status_t uct_cuda_cpy_ns_md_detect_memory_type(uct_md_h md,
-                                                   const void *address,
-                                                   size_t length,
-                                                   ucs_memory_type_t *mem_type_p)
+ucs_status_t uct_cuda_cpy_ns_memtype_detect(uct_md_h md,
+                                            const void *address,
+                                            size_t length,
+                                            ucs_memory_type_t *mem_type_p)
 {
     uct_cuda_ipc_ns_ptr_info_t info;
 

@@ -15,10 +15,10 @@
 
 
 /** The copy MD's detect_memory_type: CUDA or host */
-ucs_status_t uct_cuda_cpy_ns_md_detect_memory_type(uct_md_h md,
-                                                   const void *address,
-                                                   size_t length,
-                                                   ucs_memory_type_t *mem_type_p);
+ucs_status_t uct_cuda_cpy_ns_memtype_detect(uct_md_h md,
+                                            const void *address,
+                                            size_t length,
+                                            ucs_memory_type_t *mem_type_p);
 
 
 /**

@@ -62,7 +62,7 @@ static ucs_status_t uct_cuda_cpy_ns_perf_init(ucx_perf_context_t *perf)
     ucs_status_t status;
     int count, pushed;
 
-    status = uct_cuda_ipc_ns_driver_load_configured();
+    status = uct_cuda_ipc_ns_md_base_driver_load();
     if (status != UCS_OK) {
         ucs_error("cuda_cpy_ns: no CUDA driver or device for -m cuda (see "
                   "UCX_CUDA_IPC_NS_DRIVER)");
@@ -87,7 +87,7 @@ uct_cuda_cpy_ns_perf_uct_alloc(const ucx_perf_context_t *perf, size_t length,
     uct_cuda_cpy_ns_perf_buffer_t *buffer;
     ucs_status_t status;
 
-    status = uct_cuda_cpy_ns_config_alloc_mode(&mode);
+    status = uct_cuda_cpy_ns_md_configured_alloc_mode(&mode);
     if (status != UCS_OK) {
         return status;
     }
@@ -98,7 +98,7 @@ uct_cuda_cpy_ns_perf_uct_alloc(const ucx_perf_context_t *perf, size_t length,
         return UCS_ERR_NO_MEMORY;
     }
 
-    status = uct_cuda_cpy_ns_mem_alloc(mode, length, &buffer->alloc);
+    status = uct_cuda_cpy_ns_alloc_mem(mode, length, &buffer->alloc);
     if (status != UCS_OK) {
         goto err_free_buffer;
     }
@@ -125,7 +125,7 @@ uct_cuda_cpy_ns_perf_uct_alloc(const ucx_perf_context_t *perf, size_t length,
     return UCS_OK;
 
 err_mem_free:
-    uct_cuda_cpy_ns_mem_free(&buffer->alloc);
+    uct_cuda_cpy_ns_alloc_free(&buffer->alloc);
 err_free_buffer:
     ucs_free(buffer);
     return status;
@@ -160,7 +160,7 @@ static void uct_cuda_cpy_ns_perf_uct_free(const ucx_perf_context_t *perf,
                   alloc_mem->address, ucs_status_string(status));
     }
 
-    uct_cuda_cpy_ns_mem_free(&found->alloc);
+    uct_cuda_cpy_ns_alloc_free(&found->alloc);
     ucs_free(found);
 }
 
@@ -177,7 +177,7 @@ static void uct_cuda_cpy_ns_perf_memcpy(void *dst, ucs_memory_type_t dst_mem_typ
 
 static void *uct_cuda_cpy_ns_perf_memset(void *dst, int value, size_t count)
 {
-    (void)uct_cuda_cpy_ns_memset(dst, value, count);
+    (void)uct_cuda_cpy_ns_copy_memset(dst, value, count);
     return dst;
 }
 

@@ -334,6 +334,41 @@ static int uct_cuda_ipc_ns_iface_link(CUdevice a, CUdevice b)
 }
 
 
+/* Of the ordered pairs of different devices among the first @a count, those
+ * that can reach each other (@a *pairs_p) and of them those over PCIe
+ * (@a *pcie_pairs_p) */
+static void uct_cuda_ipc_ns_iface_count_links(int count, int *pairs_p,
+                                              int *pcie_pairs_p)
+{
+    CUdevice dev_i, dev_j;
+    int i, j;
+
+    *pairs_p      = 0;
+    *pcie_pairs_p = 0;
+    for (i = 0; i < count; ++i) {
+        for (j = 0; j < count; ++j) {
+            if ((i == j) ||
+                (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGet,
+                                         &dev_i, i) != UCS_OK) ||
+                (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGet,
+                                         &dev_j, j) != UCS_OK)) {
+                continue;
+            }
+            switch (uct_cuda_ipc_ns_iface_link(dev_i, dev_j)) {
+            case 0:
+                ++*pcie_pairs_p;
+                /* fall through */
+            case 1:
+                ++*pairs_p;
+                break;
+            default:
+                break;
+            }
+        }
+    }
+}
+
+
 /*
  * One figure for the interface, which serves every device pair (UCT reports
  * one per iface): the worst pair of different devices that can reach each
@@ -347,8 +382,8 @@ static void uct_cuda_ipc_ns_iface_auto_perf(double *bandwidth_p,
                                         900};
     static const double pcie_gbs[]   = {0, 0, 0, 6, 6, 12, 12, 12, 25, 50,
                                         50};
-    int count = 0, pairs = 0, pcie_pairs = 0, major, mem_khz, bus_bits, i, j;
-    CUdevice dev0, dev_i, dev_j;
+    int count = 0, pairs, pcie_pairs, major, mem_khz, bus_bits;
+    CUdevice dev0;
     const char *how;
     double gbs;
 
@@ -369,27 +404,7 @@ static void uct_cuda_ipc_ns_iface_auto_perf(double *bandwidth_p,
                                            CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
     (void)UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGetCount, &count);
 
-    for (i = 0; i < count; ++i) {
-        for (j = 0; j < count; ++j) {
-            if ((i == j) ||
-                (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGet,
-                                         &dev_i, i) != UCS_OK) ||
-                (UCT_CUDA_IPC_NS_CU_CALL(UCS_LOG_LEVEL_DEBUG, cuDeviceGet,
-                                         &dev_j, j) != UCS_OK)) {
-                continue;
-            }
-            switch (uct_cuda_ipc_ns_iface_link(dev_i, dev_j)) {
-            case 0:
-                ++pcie_pairs;
-                /* fall through */
-            case 1:
-                ++pairs;
-                break;
-            default:
-                break;
-            }
-        }
-    }
+    uct_cuda_ipc_ns_iface_count_links(count, &pairs, &pcie_pairs);
 
     if (pairs > 0) {
         gbs = (pcie_pairs == 0) ? nvlink_gbs[major] : pcie_gbs[major];
@@ -412,6 +427,25 @@ static void uct_cuda_ipc_ns_iface_auto_perf(double *bandwidth_p,
 }
 
 
+/* The interface's performance figures: configured, or measured (auto) */
+static void
+uct_cuda_ipc_ns_iface_set_perf(uct_cuda_ipc_ns_iface_t *iface,
+                               const uct_cuda_ipc_ns_iface_config_t *config)
+{
+    double auto_bandwidth, auto_latency;
+
+    uct_cuda_ipc_ns_iface_auto_perf(&auto_bandwidth, &auto_latency);
+    iface->super.perf.bandwidth = uct_cuda_ipc_ns_compat_config_bw_is_auto(
+                                          config->bandwidth) ?
+                                  auto_bandwidth : config->bandwidth;
+    iface->super.perf.latency   = (config->latency == UCS_TIME_AUTO) ?
+                                  auto_latency :
+                                  ucs_time_to_sec(config->latency);
+    iface->super.perf.overhead  = (config->overhead == UCS_TIME_AUTO) ?
+                                  4e-6 : ucs_time_to_sec(config->overhead);
+}
+
+
 static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
                            uct_worker_h worker, const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
@@ -419,7 +453,6 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
     const uct_cuda_ipc_ns_iface_config_t *config =
             ucs_derived_of(tl_config, uct_cuda_ipc_ns_iface_config_t);
     uct_cuda_ipc_ns_md_t *md = ucs_derived_of(tl_md, uct_cuda_ipc_ns_md_t);
-    double auto_bandwidth, auto_latency;
     ucs_status_t status;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_cuda_ipc_ns_iface_base_t,
@@ -436,15 +469,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    uct_cuda_ipc_ns_iface_auto_perf(&auto_bandwidth, &auto_latency);
-    self->super.perf.bandwidth = uct_cuda_ipc_ns_compat_config_bw_is_auto(
-                                         config->bandwidth) ?
-                                 auto_bandwidth : config->bandwidth;
-    self->super.perf.latency   = (config->latency == UCS_TIME_AUTO) ?
-                                 auto_latency :
-                                 ucs_time_to_sec(config->latency);
-    self->super.perf.overhead  = (config->overhead == UCS_TIME_AUTO) ?
-                                 4e-6 : ucs_time_to_sec(config->overhead);
+    uct_cuda_ipc_ns_iface_set_perf(self, config);
     self->fence                = 0;
     self->copy_fence           = 0;
     self->cancel_prog_id       = UCS_CALLBACKQ_ID_NULL;

@@ -16,6 +16,7 @@
 #include "cuda_ipc_ns_ptr.h"
 #include "cuda_ipc_ns_compat.h"
 #include "cuda_ipc_ns_legacy_direct.h"
+#include "cuda_ipc_ns_owner_set.h"
 
 #include <uct/base/uct_iface.h>
 #include <ucs/debug/log.h>
@@ -178,9 +179,9 @@ static void uct_cuda_ipc_ns_md_close(uct_md_h uct_md)
 
 
 static ucs_status_t uct_cuda_ipc_ns_md_query(uct_md_h md,
-                                             uct_cuda_ipc_ns_md_attr_t *md_attr)
+                                             uct_cuda_ipc_ns_compat_md_attr_t *md_attr)
 {
-    uct_cuda_ipc_ns_md_caps_t caps = {
+    uct_cuda_ipc_ns_compat_md_caps_t caps = {
         /* mem_dereg with UCT_MD_MEM_DEREG_FLAG_INVALIDATE revokes the
          * registration for new imports and completes at once
          * (docs/security.md, "Invalidation"); UCP's peer error mode wants
@@ -208,7 +209,7 @@ static ucs_status_t uct_cuda_ipc_ns_md_query(uct_md_h md,
 
 
 static ucs_status_t
-uct_cuda_ipc_ns_memh_export_legacy(uct_cuda_ipc_ns_memh_t *memh,
+uct_cuda_ipc_ns_memh_export_legacy(uct_cuda_ipc_ns_md_memh_t *memh,
                                    const uct_cuda_ipc_ns_ptr_attr_t *attr,
                                    ucs_log_level_t log_level)
 {
@@ -238,7 +239,7 @@ uct_cuda_ipc_ns_memh_export_legacy(uct_cuda_ipc_ns_memh_t *memh,
  */
 static ucs_status_t
 uct_cuda_ipc_ns_memh_register_range(uct_cuda_ipc_ns_md_t *md,
-                                    uct_cuda_ipc_ns_memh_t *memh,
+                                    uct_cuda_ipc_ns_md_memh_t *memh,
                                     const uct_cuda_ipc_ns_ptr_attr_t *attr,
                                     ucs_log_level_t log_level)
 {
@@ -274,7 +275,7 @@ uct_cuda_ipc_ns_memh_register_range(uct_cuda_ipc_ns_md_t *md,
  * (or denied pidfd_getfd) ask for it with the token */
 static ucs_status_t
 uct_cuda_ipc_ns_memh_broker_register(uct_cuda_ipc_ns_md_t *md,
-                                     uct_cuda_ipc_ns_memh_t *memh,
+                                     uct_cuda_ipc_ns_md_memh_t *memh,
                                      uint64_t alloc_id)
 {
     uint8_t len;
@@ -300,7 +301,7 @@ uct_cuda_ipc_ns_memh_broker_register(uct_cuda_ipc_ns_md_t *md,
 
 static ucs_status_t
 uct_cuda_ipc_ns_memh_export_posix_fd(uct_cuda_ipc_ns_md_t *md,
-                                     uct_cuda_ipc_ns_memh_t *memh,
+                                     uct_cuda_ipc_ns_md_memh_t *memh,
                                      const uct_cuda_ipc_ns_ptr_attr_t *attr,
                                      ucs_log_level_t log_level)
 {
@@ -339,12 +340,12 @@ uct_cuda_ipc_ns_memh_export_posix_fd(uct_cuda_ipc_ns_md_t *md,
  */
 static ucs_status_t
 uct_cuda_ipc_ns_memh_export_pool(uct_cuda_ipc_ns_md_t *md,
-                                 uct_cuda_ipc_ns_memh_t *memh,
+                                 uct_cuda_ipc_ns_md_memh_t *memh,
                                  const void *address,
                                  const uct_cuda_ipc_ns_ptr_attr_t *attr,
                                  ucs_log_level_t log_level)
 {
-    uct_cuda_ipc_ns_pool_export_t exp;
+    uct_cuda_ipc_ns_ptr_pool_export_t exp;
     ucs_status_t status;
 
     status = uct_cuda_ipc_ns_ptr_export_pool(address, attr, log_level, &exp);
@@ -461,7 +462,7 @@ uct_cuda_ipc_ns_md_walk_chunks(const uct_cuda_ipc_ns_md_t *md,
  */
 static ucs_status_t
 uct_cuda_ipc_ns_memh_export_chunks(uct_cuda_ipc_ns_md_t *md,
-                                   uct_cuda_ipc_ns_memh_t *memh,
+                                   uct_cuda_ipc_ns_md_memh_t *memh,
                                    const uct_cuda_ipc_ns_ptr_attr_t *attr,
                                    const uct_cuda_ipc_ns_chunk_t *chunks,
                                    uint32_t count)
@@ -492,7 +493,7 @@ uct_cuda_ipc_ns_memh_export_chunks(uct_cuda_ipc_ns_md_t *md,
 }
 
 
-static ucs_status_t uct_cuda_ipc_ns_memh_set_uuid(uct_cuda_ipc_ns_memh_t *memh,
+static ucs_status_t uct_cuda_ipc_ns_memh_set_uuid(uct_cuda_ipc_ns_md_memh_t *memh,
                                                   int device,
                                                   ucs_log_level_t log_level)
 {
@@ -526,7 +527,7 @@ static int uct_cuda_ipc_ns_md_copies(const uct_cuda_ipc_ns_md_t *md)
 
 /*
  * How the allocation of @a attr (@a num_chunks allocations from it) is
- * offered to peers: a uct_cuda_ipc_ns_handle_type_t, or 0 when it cannot be
+ * offered to peers: a uct_cuda_ipc_ns_rkey_handle_type_t, or 0 when it cannot be
  * with this configuration. Memory of a pool is a pool key when the pool
  * exports (found out by exporting it), else a copy key.
  */
@@ -576,12 +577,12 @@ static void uct_cuda_ipc_ns_md_log_refusal(const void *address,
 /* Export the allocation of @a attr as the key of @a memh says peers get it */
 static ucs_status_t
 uct_cuda_ipc_ns_memh_export(uct_cuda_ipc_ns_md_t *md,
-                            uct_cuda_ipc_ns_memh_t *memh, const void *address,
+                            uct_cuda_ipc_ns_md_memh_t *memh, const void *address,
                             const uct_cuda_ipc_ns_ptr_attr_t *attr,
                             const uct_cuda_ipc_ns_chunk_t *chunks,
                             uint32_t num_chunks, ucs_log_level_t log_level)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     ucs_status_t status;
 
     switch (uct_cuda_ipc_ns_md_export_kind(md, attr, num_chunks)) {
@@ -627,18 +628,97 @@ uct_cuda_ipc_ns_memh_export(uct_cuda_ipc_ns_md_t *md,
 }
 
 
+/*
+ * What a registration of @a address..+@a length covers, in @a attr: memory of
+ * a stream-ordered pool the registered bytes only, a range spanning the
+ * allocations a pool mapped after an exportable one those allocations
+ * (@a chunks_p, @a num_chunks_p), else the whole allocation of @a address.
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_md_reg_extent(uct_cuda_ipc_ns_md_t *md, void *address,
+                              size_t length, ucs_log_level_t log_level,
+                              uct_cuda_ipc_ns_ptr_attr_t *attr,
+                              uct_cuda_ipc_ns_chunk_t **chunks_p,
+                              uint32_t *num_chunks_p)
+{
+    ucs_status_t status;
+
+    /* memory of a stream-ordered pool: cuMemRetainAllocationHandle refuses
+     * it and its mapping is the pool's, which may hold other allocations
+     * (docs/driver-contract.md): the key covers the registered bytes only,
+     * unless the pool exports the allocation (the key then names it) */
+    if (attr->pool != NULL) {
+        attr->size = ucs_min((uintptr_t)address + length,
+                             attr->base + attr->size) - (uintptr_t)address;
+        attr->base = (uintptr_t)address;
+    }
+
+    /* a range past the end of an exportable VMM allocation may span the
+     * allocations a pool mapped after it: they are registered together when
+     * our broker can export them (docs/framework-memory.md) */
+    if (((uintptr_t)address + length > attr->base + attr->size) &&
+        uct_cuda_ipc_ns_md_exports_fd(md, attr) && (md->broker != NULL)) {
+        status = uct_cuda_ipc_ns_md_walk_chunks(md, attr,
+                                                (uintptr_t)address + length,
+                                                log_level, chunks_p,
+                                                num_chunks_p);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    /* otherwise the key describes the whole allocation of @a address; a
+     * range that runs past its end (UCP's registration cache aligns ranges)
+     * is registered as what the allocation covers: a peer's access beyond
+     * it fails the range check against the key (docs/architecture.md) */
+    if ((*num_chunks_p == 1) &&
+        ((uintptr_t)address + length > attr->base + attr->size)) {
+        ucs_debug("cuda_ipc_ns: %p..%p runs past the end of allocation "
+                  "0x%llx..0x%llx: registering the allocation", address,
+                  UCS_PTR_BYTE_OFFSET(address, length),
+                  (unsigned long long)attr->base,
+                  (unsigned long long)(attr->base + attr->size));
+    }
+    return UCS_OK;
+}
+
+
+/* A memory handle for the allocation of @a attr: our identity, its range */
+static uct_cuda_ipc_ns_md_memh_t *
+uct_cuda_ipc_ns_md_memh_new(const uct_cuda_ipc_ns_ptr_attr_t *attr,
+                            ucs_log_level_t log_level)
+{
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+    uct_cuda_ipc_ns_md_memh_t *memh;
+
+    memh = ucs_calloc(1, sizeof(*memh), "cuda_ipc_ns_memh");
+    if (memh == NULL) {
+        ucs_log(log_level, "cuda_ipc_ns: failed to allocate memory handle");
+        return NULL;
+    }
+
+    memh->fd               = -1;
+    memh->info.pid         = self->pid;
+    memh->info.base        = attr->base;
+    memh->info.length      = attr->size;
+    memh->info.pid_ns      = self->pid_ns;
+    memh->info.start_time  = self->start_time;
+    memh->info.ext_version = UCT_CUDA_IPC_NS_RKEY_EXT_VERSION;
+    return memh;
+}
+
+
 static ucs_status_t
 uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
-                        uct_cuda_ipc_ns_mem_reg_arg_t reg_arg, uct_mem_h *memh_p)
+                        uct_cuda_ipc_ns_compat_mem_reg_arg_t reg_arg, uct_mem_h *memh_p)
 {
     unsigned flags = uct_cuda_ipc_ns_compat_mem_reg_flags(reg_arg);
     uct_cuda_ipc_ns_md_t *md = ucs_derived_of(uct_md, uct_cuda_ipc_ns_md_t);
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
     uct_cuda_ipc_ns_chunk_t *chunks = NULL;
     uint32_t num_chunks             = 1;
     ucs_log_level_t log_level;
     uct_cuda_ipc_ns_ptr_attr_t attr;
-    uct_cuda_ipc_ns_memh_t *memh;
+    uct_cuda_ipc_ns_md_memh_t *memh;
     ucs_status_t status;
 
     log_level = (flags & UCT_MD_MEM_FLAG_HIDE_ERRORS) ? UCS_LOG_LEVEL_DEBUG :
@@ -651,57 +731,17 @@ uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
         return UCS_ERR_UNSUPPORTED;
     }
 
-    /* memory of a stream-ordered pool: cuMemRetainAllocationHandle refuses
-     * it and its mapping is the pool's, which may hold other allocations
-     * (docs/driver-contract.md): the key covers the registered bytes only,
-     * unless the pool exports the allocation (the key then names it) */
-    if (attr.pool != NULL) {
-        attr.size = ucs_min((uintptr_t)address + length,
-                            attr.base + attr.size) - (uintptr_t)address;
-        attr.base = (uintptr_t)address;
+    status = uct_cuda_ipc_ns_md_reg_extent(md, address, length, log_level,
+                                           &attr, &chunks, &num_chunks);
+    if (status != UCS_OK) {
+        return status;
     }
 
-    /* a range past the end of an exportable VMM allocation may span the
-     * allocations a pool mapped after it: they are registered together when
-     * our broker can export them (docs/framework-memory.md) */
-    if (((uintptr_t)address + length > attr.base + attr.size) &&
-        uct_cuda_ipc_ns_md_exports_fd(md, &attr) && (md->broker != NULL)) {
-        status = uct_cuda_ipc_ns_md_walk_chunks(md, &attr,
-                                                (uintptr_t)address + length,
-                                                log_level, &chunks,
-                                                &num_chunks);
-        if (status != UCS_OK) {
-            return status;
-        }
-    }
-
-    /* otherwise the key describes the whole allocation of @a address; a
-     * range that runs past its end (UCP's registration cache aligns ranges)
-     * is registered as what the allocation covers: a peer's access beyond
-     * it fails the range check against the key (docs/architecture.md) */
-    if ((num_chunks == 1) &&
-        ((uintptr_t)address + length > attr.base + attr.size)) {
-        ucs_debug("cuda_ipc_ns: %p..%p runs past the end of allocation "
-                  "0x%llx..0x%llx: registering the allocation", address,
-                  UCS_PTR_BYTE_OFFSET(address, length),
-                  (unsigned long long)attr.base,
-                  (unsigned long long)(attr.base + attr.size));
-    }
-
-    memh = ucs_calloc(1, sizeof(*memh), "cuda_ipc_ns_memh");
+    memh = uct_cuda_ipc_ns_md_memh_new(&attr, log_level);
     if (memh == NULL) {
-        ucs_log(log_level, "cuda_ipc_ns: failed to allocate memory handle");
         ucs_free(chunks);
         return UCS_ERR_NO_MEMORY;
     }
-
-    memh->fd               = -1;
-    memh->info.pid         = self->pid;
-    memh->info.base        = attr.base;
-    memh->info.length      = attr.size;
-    memh->info.pid_ns      = self->pid_ns;
-    memh->info.start_time  = self->start_time;
-    memh->info.ext_version = UCT_CUDA_IPC_NS_RKEY_EXT_VERSION;
 
     status = uct_cuda_ipc_ns_memh_set_uuid(memh, attr.device, log_level);
     if (status != UCS_OK) {
@@ -734,7 +774,7 @@ static ucs_status_t
 uct_cuda_ipc_ns_mem_dereg(uct_md_h uct_md,
                           const uct_md_mem_dereg_params_t *params)
 {
-    uct_cuda_ipc_ns_memh_t *memh;
+    uct_cuda_ipc_ns_md_memh_t *memh;
     uct_completion_t *comp;
     unsigned flags;
 
@@ -776,55 +816,27 @@ uct_cuda_ipc_ns_mkey_pack(uct_md_h md, uct_mem_h memh_,
                           const uct_md_mkey_pack_params_t *params,
                           void *rkey_buffer)
 {
-    uct_cuda_ipc_ns_memh_t *memh = memh_;
+    uct_cuda_ipc_ns_md_memh_t *memh = memh_;
 
     return uct_cuda_ipc_ns_rkey_pack(&memh->info, rkey_buffer);
 }
 
 
-/* Owners whose legacy keys were refused with a warning: a small ring, so
- * that a user sees the warning once per peer process, not once per key */
-#define UCT_CUDA_IPC_NS_LEGACY_WARNED_MAX 64
-
-static struct {
-    pthread_mutex_t lock;
-    unsigned        next;
-    struct {
-        uint64_t pid_ns;
-        uint64_t start_time;
-        uint32_t pid;
-        int      used;
-    } owners[UCT_CUDA_IPC_NS_LEGACY_WARNED_MAX];
-} uct_cuda_ipc_ns_legacy_warned = {.lock = PTHREAD_MUTEX_INITIALIZER};
+/* Owners whose legacy keys were refused with a warning, so that a user sees
+ * the warning once per peer process, not once per key */
+static uct_cuda_ipc_ns_owner_set_t uct_cuda_ipc_ns_legacy_warned =
+        UCT_CUDA_IPC_NS_OWNER_SET_INITIALIZER;
 
 
 /* Nonzero the first time the owner of @a info is seen (it is recorded) */
 static int uct_cuda_ipc_ns_legacy_warn_first(const uct_cuda_ipc_ns_rkey_info_t *info)
 {
-    int first = 1;
-    unsigned i;
+    uct_cuda_ipc_ns_owner_set_entry_t owner;
 
-    pthread_mutex_lock(&uct_cuda_ipc_ns_legacy_warned.lock);
-    for (i = 0; i < UCT_CUDA_IPC_NS_LEGACY_WARNED_MAX; ++i) {
-        if (uct_cuda_ipc_ns_legacy_warned.owners[i].used &&
-            (uct_cuda_ipc_ns_legacy_warned.owners[i].pid == info->pid) &&
-            (uct_cuda_ipc_ns_legacy_warned.owners[i].pid_ns == info->pid_ns) &&
-            (uct_cuda_ipc_ns_legacy_warned.owners[i].start_time ==
-             info->start_time)) {
-            first = 0;
-            break;
-        }
-    }
-    if (first) {
-        i = uct_cuda_ipc_ns_legacy_warned.next++ %
-            UCT_CUDA_IPC_NS_LEGACY_WARNED_MAX;
-        uct_cuda_ipc_ns_legacy_warned.owners[i].pid        = info->pid;
-        uct_cuda_ipc_ns_legacy_warned.owners[i].pid_ns     = info->pid_ns;
-        uct_cuda_ipc_ns_legacy_warned.owners[i].start_time = info->start_time;
-        uct_cuda_ipc_ns_legacy_warned.owners[i].used       = 1;
-    }
-    pthread_mutex_unlock(&uct_cuda_ipc_ns_legacy_warned.lock);
-    return first;
+    uct_cuda_ipc_ns_owner_set_entry(&owner, info->pid, info->pid_ns,
+                                    info->start_time, NULL);
+    return uct_cuda_ipc_ns_owner_set_add(&uct_cuda_ipc_ns_legacy_warned,
+                                         &owner);
 }
 
 
@@ -844,7 +856,7 @@ uct_cuda_ipc_ns_rkey_check_gpu(const uct_cuda_ipc_ns_rkey_info_t *info)
     ucs_status_t status;
     int usable;
 
-    status = uct_cuda_ipc_ns_gpu_usable(info->dev_uuid, &usable);
+    status = uct_cuda_ipc_ns_gpus_usable(info->dev_uuid, &usable);
     if (status != UCS_OK) {
         /* nothing can be imported without the list: logged there */
         return UCS_ERR_UNREACHABLE;
@@ -854,10 +866,10 @@ uct_cuda_ipc_ns_rkey_check_gpu(const uct_cuda_ipc_ns_rkey_info_t *info)
     }
 
     /* ucs_log() evaluates its level more than once */
-    level = uct_cuda_ipc_ns_gpu_warn_first(info->dev_uuid, info->pid,
-                                           info->pid_ns, info->start_time) ?
+    level = uct_cuda_ipc_ns_gpus_warn_first(info->dev_uuid, info->pid,
+                                            info->pid_ns, info->start_time) ?
             UCS_LOG_LEVEL_WARN : UCS_LOG_LEVEL_DEBUG;
-    uct_cuda_ipc_ns_gpu_uuid_str(info->dev_uuid, key_gpu, sizeof(key_gpu));
+    uct_cuda_ipc_ns_gpus_uuid_str(info->dev_uuid, key_gpu, sizeof(key_gpu));
     ucs_log(level,
             "cuda_ipc_ns: memory of pid %u in PID namespace %" PRIu64
             " lives on %s, which this process cannot use (it can use %s): "
@@ -908,13 +920,13 @@ uct_cuda_ipc_ns_rkey_check_owner_copy(const uct_cuda_ipc_ns_rkey_info_t *info)
  */
 static ucs_status_t uct_cuda_ipc_ns_rkey_legacy_path(uct_cuda_ipc_ns_rkey_t *rkey)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
-    uct_cuda_ipc_ns_legacy_path_t path;
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+    uct_cuda_ipc_ns_legacy_direct_path_t path;
     int usable, has_broker;
     ucs_status_t status;
 
-    usable     = (uct_cuda_ipc_ns_gpu_usable(rkey->info.dev_uuid,
-                                             &usable) == UCS_OK) && usable;
+    usable     = (uct_cuda_ipc_ns_gpus_usable(rkey->info.dev_uuid,
+                                              &usable) == UCS_OK) && usable;
     has_broker = rkey->info.broker_addr_len > 0;
     path       = uct_cuda_ipc_ns_legacy_direct_path(&rkey->info, usable);
     if (path == UCT_CUDA_IPC_NS_LEGACY_PATH_DIRECT) {
@@ -965,7 +977,7 @@ uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
                             UCT_CUDA_IPC_NS_RKEY_UNPACK_PARAMS_ARG
                             uct_rkey_t *rkey_p, void **handle_p)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     uct_cuda_ipc_ns_rkey_t *rkey;
     ucs_status_t status;
     int usable;
@@ -1011,8 +1023,8 @@ uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
         }
     } else {
         rkey->owner_gpu_usable =
-                (uct_cuda_ipc_ns_gpu_usable(rkey->info.dev_uuid,
-                                            &usable) == UCS_OK) && usable;
+                (uct_cuda_ipc_ns_gpus_usable(rkey->info.dev_uuid,
+                                             &usable) == UCS_OK) && usable;
     }
 
     *handle_p = NULL;
@@ -1055,6 +1067,58 @@ static uct_md_ops_t uct_cuda_ipc_ns_md_ops = {
 };
 
 
+/* The md's settings from @a config: export kinds, socket dir, fd exchange */
+static ucs_status_t
+uct_cuda_ipc_ns_md_apply_config(uct_cuda_ipc_ns_md_t *md,
+                                const uct_cuda_ipc_ns_md_config_t *config)
+{
+    md->legacy          = config->legacy;
+    md->posix_fd        = config->posix_fd &&
+                          uct_cuda_ipc_ns_md_posix_fd_supported();
+    md->owner_copy      = config->owner_copy;
+    uct_cuda_ipc_ns_legacy_direct_configure(config->legacy_direct);
+    md->addr_flags      = (md->legacy ? UCT_CUDA_IPC_NS_ADDR_FLAG_LEGACY : 0) |
+                          (md->posix_fd ? UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD : 0);
+
+    md->sock_dir = ucs_strdup(config->sock_dir, "cuda_ipc_ns_sock_dir");
+    if (md->sock_dir == NULL) {
+        ucs_error("cuda_ipc_ns: failed to allocate socket directory name");
+        return UCS_ERR_NO_MEMORY;
+    }
+    md->fdx.mode        = (uct_cuda_ipc_ns_broker_proto_fdx_mode_t)config->fdx_mode;
+    md->fdx.sock_dir    = md->sock_dir;
+    md->fdx.timeout     = config->sock_timeout;
+    md->fdx.req_timeout = config->sock_req_timeout;
+    md->fdx.allowed_uid = config->allowed_uid;
+    md->fdx.userns_peers = config->userns_peers;
+    return UCS_OK;
+}
+
+
+/* Our fd broker, when POSIX fds are exported and not exchanged by pidfd */
+static ucs_status_t uct_cuda_ipc_ns_md_start_broker(uct_cuda_ipc_ns_md_t *md)
+{
+    ucs_status_t status;
+
+    if (md->posix_fd && (md->fdx.mode != UCT_CUDA_IPC_NS_FDX_PIDFD)) {
+        status = uct_cuda_ipc_ns_broker_get(&md->fdx, &md->broker);
+        if (status != UCS_OK) {
+            ucs_error("cuda_ipc_ns: failed to start the fd broker (socket dir "
+                      "'%s'): %s", md->sock_dir, ucs_status_string(status));
+            return status;
+        }
+        md->addr_flags |= UCT_CUDA_IPC_NS_ADDR_FLAG_BROKER;
+    }
+
+    if (md->owner_copy && (md->broker == NULL)) {
+        ucs_diag("cuda_ipc_ns: UCX_CUDA_IPC_NS_OWNER_COPY=y needs the fd "
+                 "broker (POSIX fd export and an fd exchange mode other than "
+                 "'pidfd'): legacy memory is not offered for owner copies");
+    }
+    return UCS_OK;
+}
+
+
 static ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
                                             const char *md_name,
                                             const uct_md_config_t *uct_config,
@@ -1067,48 +1131,21 @@ static ucs_status_t uct_cuda_ipc_ns_md_open(uct_component_t *component,
     ucs_status_t status;
     uct_md_t *base;
 
-    status = uct_cuda_ipc_ns_md_alloc(component, &uct_cuda_ipc_ns_md_ops,
-                                      sizeof(*md), md_name, &base);
+    status = uct_cuda_ipc_ns_md_base_alloc(component, &uct_cuda_ipc_ns_md_ops,
+                                           sizeof(*md), md_name, &base);
     if (status != UCS_OK) {
         return status;
     }
 
-    md = ucs_derived_of(base, uct_cuda_ipc_ns_md_t);
-    md->legacy          = config->legacy;
-    md->posix_fd        = config->posix_fd &&
-                          uct_cuda_ipc_ns_md_posix_fd_supported();
-    md->owner_copy      = config->owner_copy;
-    uct_cuda_ipc_ns_legacy_direct_configure(config->legacy_direct);
-    md->addr_flags      = (md->legacy ? UCT_CUDA_IPC_NS_ADDR_FLAG_LEGACY : 0) |
-                          (md->posix_fd ? UCT_CUDA_IPC_NS_ADDR_FLAG_POSIX_FD : 0);
-
-    md->sock_dir = ucs_strdup(config->sock_dir, "cuda_ipc_ns_sock_dir");
-    if (md->sock_dir == NULL) {
-        ucs_error("cuda_ipc_ns: failed to allocate socket directory name");
-        status = UCS_ERR_NO_MEMORY;
+    md     = ucs_derived_of(base, uct_cuda_ipc_ns_md_t);
+    status = uct_cuda_ipc_ns_md_apply_config(md, config);
+    if (status != UCS_OK) {
         goto err_free;
     }
-    md->fdx.mode        = (uct_cuda_ipc_ns_fdx_mode_t)config->fdx_mode;
-    md->fdx.sock_dir    = md->sock_dir;
-    md->fdx.timeout     = config->sock_timeout;
-    md->fdx.req_timeout = config->sock_req_timeout;
-    md->fdx.allowed_uid = config->allowed_uid;
-    md->fdx.userns_peers = config->userns_peers;
 
-    if (md->posix_fd && (md->fdx.mode != UCT_CUDA_IPC_NS_FDX_PIDFD)) {
-        status = uct_cuda_ipc_ns_broker_get(&md->fdx, &md->broker);
-        if (status != UCS_OK) {
-            ucs_error("cuda_ipc_ns: failed to start the fd broker (socket dir "
-                      "'%s'): %s", md->sock_dir, ucs_status_string(status));
-            goto err_free;
-        }
-        md->addr_flags |= UCT_CUDA_IPC_NS_ADDR_FLAG_BROKER;
-    }
-
-    if (md->owner_copy && (md->broker == NULL)) {
-        ucs_diag("cuda_ipc_ns: UCX_CUDA_IPC_NS_OWNER_COPY=y needs the fd "
-                 "broker (POSIX fd export and an fd exchange mode other than "
-                 "'pidfd'): legacy memory is not offered for owner copies");
+    status = uct_cuda_ipc_ns_md_start_broker(md);
+    if (status != UCS_OK) {
+        goto err_free;
     }
 
     cache_config.enable      = config->cache_enable;
@@ -1134,7 +1171,7 @@ err_free:
 
 
 uct_component_t uct_cuda_ipc_ns_component = {
-    .query_md_resources = uct_cuda_ipc_ns_query_md_resources,
+    .query_md_resources = uct_cuda_ipc_ns_md_base_query_resources,
     .md_open            = uct_cuda_ipc_ns_md_open,
     .cm_open            = (uct_component_cm_open_func_t)
                           ucs_empty_function_return_unsupported,

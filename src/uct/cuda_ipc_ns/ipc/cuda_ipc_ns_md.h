@@ -21,7 +21,7 @@ typedef struct uct_cuda_ipc_ns_md_config {
     int                      posix_fd;      /* export VMM POSIX fds */
     int                      owner_copy;    /* copy unshareable memory for peers */
     int                      legacy_direct; /* ucs_ternary_auto_value_t */
-    int                      fdx_mode;      /* uct_cuda_ipc_ns_fdx_mode_t */
+    int                      fdx_mode;      /* uct_cuda_ipc_ns_broker_proto_fdx_mode_t */
     char                     *sock_dir;     /* broker socket directory */
     double                   sock_timeout;  /* fd exchange timeout, seconds */
     double                   sock_req_timeout; /* broker's request deadline */
@@ -48,12 +48,12 @@ typedef struct uct_cuda_ipc_ns_md {
 
 
 /* Registration of a CUDA allocation: what mkey_pack needs */
-typedef struct uct_cuda_ipc_ns_memh {
+typedef struct uct_cuda_ipc_ns_md_memh {
     uct_cuda_ipc_ns_rkey_info_t info;
     int                         fd;       /* exported POSIX fd, or -1 */
     /* fd, chunks or range (owner copies) registered with the broker */
-    uct_cuda_ipc_ns_broker_reg_t *reg;
-} uct_cuda_ipc_ns_memh_t;
+    uct_cuda_ipc_ns_broker_registry_reg_t *reg;
+} uct_cuda_ipc_ns_md_memh_t;
 
 
 /* Unpacked remote key */

@@ -108,26 +108,10 @@ uct_cuda_ipc_ns_rkey_pack_check(const uct_cuda_ipc_ns_rkey_info_t *info)
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
-                                       void *buffer)
+/* The 64 handle bytes at @a handle of a key of @a info->handle_type */
+static void uct_cuda_ipc_ns_rkey_pack_handle(const uct_cuda_ipc_ns_rkey_info_t *info,
+                                             uint8_t *handle)
 {
-    uint8_t *p = buffer;
-    uint8_t *handle, *ext;
-    uint8_t version;
-    size_t ext_length;
-    ucs_status_t status;
-
-    /* validate everything first so a failed pack leaves no half key */
-    status = uct_cuda_ipc_ns_rkey_pack_check(info);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    memset(p, 0, UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE);
-
-    /* base key */
-    p[UCT_CUDA_IPC_NS_RKEY_OFF_TYPE] = info->handle_type;
-    handle = p + UCT_CUDA_IPC_NS_RKEY_OFF_HANDLE;
     if (uct_cuda_ipc_ns_handle_is_opaque(info->handle_type)) {
         memcpy(handle, info->handle.bytes, UCT_CUDA_IPC_NS_HANDLE_SIZE);
     } else if (info->handle_type == UCT_CUDA_IPC_NS_HANDLE_CHUNKS) {
@@ -145,26 +129,21 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
         uct_cuda_ipc_ns_put_le64(handle + UCT_CUDA_IPC_NS_RKEY_HOFF_ALLOC_ID,
                                 info->handle.posix.alloc_id);
     }
-    uct_cuda_ipc_ns_put_le32(p + UCT_CUDA_IPC_NS_RKEY_OFF_PID,
-                            info->pid |
-                            (info->has_ext ? UCT_CUDA_IPC_NS_RKEY_PID_EXT_FLAG :
-                                             0));
-    uct_cuda_ipc_ns_put_le64(p + UCT_CUDA_IPC_NS_RKEY_OFF_BASE, info->base);
-    uct_cuda_ipc_ns_put_le64(p + UCT_CUDA_IPC_NS_RKEY_OFF_LENGTH, info->length);
-    memcpy(p + UCT_CUDA_IPC_NS_RKEY_OFF_UUID, info->dev_uuid,
-           UCT_CUDA_IPC_NS_UUID_SIZE);
+}
 
-    if (!info->has_ext) {
-        return UCS_OK;
-    }
 
-    /* extension: this writer emits version 1, or 2 for a legacy key its
-     * owner copies (token and broker address) */
+/* The extension at @a ext: this writer emits version 1, or 2 for a legacy
+ * key its owner copies (token and broker address) */
+static void uct_cuda_ipc_ns_rkey_pack_ext(const uct_cuda_ipc_ns_rkey_info_t *info,
+                                          uint8_t *ext)
+{
+    uint8_t version;
+    size_t ext_length;
+
     version = ((info->handle_type == UCT_CUDA_IPC_NS_HANDLE_LEGACY) &&
                (info->broker_addr_len > 0)) ?
               UCT_CUDA_IPC_NS_RKEY_EXT_VERSION_OWNER_COPY :
               UCT_CUDA_IPC_NS_RKEY_EXT_VERSION;
-    ext     = p + UCT_CUDA_IPC_NS_RKEY_BASE_SIZE;
     uct_cuda_ipc_ns_put_le64(ext + UCT_CUDA_IPC_NS_RKEY_EOFF_PID_NS,
                             info->pid_ns);
     uct_cuda_ipc_ns_put_le64(ext + UCT_CUDA_IPC_NS_RKEY_EOFF_START,
@@ -186,6 +165,38 @@ ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
     }
     ext[UCT_CUDA_IPC_NS_RKEY_EOFF_LENGTH]  = (uint8_t)ext_length;
     ext[UCT_CUDA_IPC_NS_RKEY_EOFF_VERSION] = version;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_rkey_pack(const uct_cuda_ipc_ns_rkey_info_t *info,
+                                       void *buffer)
+{
+    uint8_t *p = buffer;
+    ucs_status_t status;
+
+    /* validate everything first so a failed pack leaves no half key */
+    status = uct_cuda_ipc_ns_rkey_pack_check(info);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    memset(p, 0, UCT_CUDA_IPC_NS_RKEY_PACKED_SIZE);
+
+    /* base key */
+    p[UCT_CUDA_IPC_NS_RKEY_OFF_TYPE] = info->handle_type;
+    uct_cuda_ipc_ns_rkey_pack_handle(info, p + UCT_CUDA_IPC_NS_RKEY_OFF_HANDLE);
+    uct_cuda_ipc_ns_put_le32(p + UCT_CUDA_IPC_NS_RKEY_OFF_PID,
+                            info->pid |
+                            (info->has_ext ? UCT_CUDA_IPC_NS_RKEY_PID_EXT_FLAG :
+                                             0));
+    uct_cuda_ipc_ns_put_le64(p + UCT_CUDA_IPC_NS_RKEY_OFF_BASE, info->base);
+    uct_cuda_ipc_ns_put_le64(p + UCT_CUDA_IPC_NS_RKEY_OFF_LENGTH, info->length);
+    memcpy(p + UCT_CUDA_IPC_NS_RKEY_OFF_UUID, info->dev_uuid,
+           UCT_CUDA_IPC_NS_UUID_SIZE);
+
+    if (info->has_ext) {
+        uct_cuda_ipc_ns_rkey_pack_ext(info, p + UCT_CUDA_IPC_NS_RKEY_BASE_SIZE);
+    }
     return UCS_OK;
 }
 
@@ -281,53 +292,14 @@ uct_cuda_ipc_ns_rkey_parse_broker(const uint8_t *ext, size_t ext_length,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
-                                        uct_cuda_ipc_ns_rkey_info_t *info)
+/* The extension at @a ext (@a remaining bytes left in the buffer) */
+static ucs_status_t
+uct_cuda_ipc_ns_rkey_parse_ext(const uint8_t *ext, size_t remaining,
+                               uct_cuda_ipc_ns_rkey_info_t *info)
 {
-    const uint8_t *p = buffer;
-    size_t remaining, required, ext_length;
-    const uint8_t *ext;
-    uint32_t packed_pid;
-    ucs_status_t status;
+    size_t required, ext_length;
     int has_broker;
 
-    /* fields absent from the wire read as zero */
-    memset(info, 0, sizeof(*info));
-
-    if (length < UCT_CUDA_IPC_NS_RKEY_BASE_SIZE) {
-        ucs_debug("cuda_ipc_ns: rkey parse: short buffer: %zu bytes, base key "
-                  "needs %d", length, UCT_CUDA_IPC_NS_RKEY_BASE_SIZE);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    info->handle_type = p[UCT_CUDA_IPC_NS_RKEY_OFF_TYPE];
-    status = uct_cuda_ipc_ns_rkey_parse_handle(
-            p + UCT_CUDA_IPC_NS_RKEY_OFF_HANDLE, info);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    packed_pid    = uct_cuda_ipc_ns_get_le32(p + UCT_CUDA_IPC_NS_RKEY_OFF_PID);
-    info->pid     = packed_pid & ~UCT_CUDA_IPC_NS_RKEY_PID_EXT_FLAG;
-    info->has_ext = !!(packed_pid & UCT_CUDA_IPC_NS_RKEY_PID_EXT_FLAG);
-    info->base    = uct_cuda_ipc_ns_get_le64(p + UCT_CUDA_IPC_NS_RKEY_OFF_BASE);
-    info->length  = uct_cuda_ipc_ns_get_le64(p + UCT_CUDA_IPC_NS_RKEY_OFF_LENGTH);
-    memcpy(info->dev_uuid, p + UCT_CUDA_IPC_NS_RKEY_OFF_UUID,
-           UCT_CUDA_IPC_NS_UUID_SIZE);
-
-    if (!info->has_ext) {
-        if (uct_cuda_ipc_ns_handle_needs_broker(info->handle_type)) {
-            ucs_debug("cuda_ipc_ns: rkey parse: key of handle type %u without "
-                      "extension (no broker address or token)",
-                      info->handle_type);
-            return UCS_ERR_INVALID_PARAM;
-        }
-        /* older writer; trailing bytes (zero padding) are not ours */
-        return UCS_OK;
-    }
-
-    ext       = p + UCT_CUDA_IPC_NS_RKEY_BASE_SIZE;
-    remaining = length - UCT_CUDA_IPC_NS_RKEY_BASE_SIZE;
     if (remaining < 2) {
         ucs_debug("cuda_ipc_ns: rkey parse: extension flag set but only %zu "
                   "bytes follow the base key", remaining);
@@ -373,4 +345,52 @@ ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
     /* bytes up to ext_length beyond the broker fields are a newer
      * writer's: skipped */
     return uct_cuda_ipc_ns_rkey_parse_broker(ext, ext_length, required, info);
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_rkey_parse(const void *buffer, size_t length,
+                                        uct_cuda_ipc_ns_rkey_info_t *info)
+{
+    const uint8_t *p = buffer;
+    uint32_t packed_pid;
+    ucs_status_t status;
+
+    /* fields absent from the wire read as zero */
+    memset(info, 0, sizeof(*info));
+
+    if (length < UCT_CUDA_IPC_NS_RKEY_BASE_SIZE) {
+        ucs_debug("cuda_ipc_ns: rkey parse: short buffer: %zu bytes, base key "
+                  "needs %d", length, UCT_CUDA_IPC_NS_RKEY_BASE_SIZE);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    info->handle_type = p[UCT_CUDA_IPC_NS_RKEY_OFF_TYPE];
+    status = uct_cuda_ipc_ns_rkey_parse_handle(
+            p + UCT_CUDA_IPC_NS_RKEY_OFF_HANDLE, info);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    packed_pid    = uct_cuda_ipc_ns_get_le32(p + UCT_CUDA_IPC_NS_RKEY_OFF_PID);
+    info->pid     = packed_pid & ~UCT_CUDA_IPC_NS_RKEY_PID_EXT_FLAG;
+    info->has_ext = !!(packed_pid & UCT_CUDA_IPC_NS_RKEY_PID_EXT_FLAG);
+    info->base    = uct_cuda_ipc_ns_get_le64(p + UCT_CUDA_IPC_NS_RKEY_OFF_BASE);
+    info->length  = uct_cuda_ipc_ns_get_le64(p + UCT_CUDA_IPC_NS_RKEY_OFF_LENGTH);
+    memcpy(info->dev_uuid, p + UCT_CUDA_IPC_NS_RKEY_OFF_UUID,
+           UCT_CUDA_IPC_NS_UUID_SIZE);
+
+    if (!info->has_ext) {
+        if (uct_cuda_ipc_ns_handle_needs_broker(info->handle_type)) {
+            ucs_debug("cuda_ipc_ns: rkey parse: key of handle type %u without "
+                      "extension (no broker address or token)",
+                      info->handle_type);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        /* older writer; trailing bytes (zero padding) are not ours */
+        return UCS_OK;
+    }
+
+    return uct_cuda_ipc_ns_rkey_parse_ext(p + UCT_CUDA_IPC_NS_RKEY_BASE_SIZE,
+                                          length - UCT_CUDA_IPC_NS_RKEY_BASE_SIZE,
+                                          info);
 }

@@ -85,7 +85,7 @@ typedef enum {
     /* an allocation of a stream-ordered pool created with the POSIX-fd
      * handle type: the pool's fd, then cuMemPoolImportPointer */
     UCT_CUDA_IPC_NS_HANDLE_POOL     = 5
-} uct_cuda_ipc_ns_handle_type_t;
+} uct_cuda_ipc_ns_rkey_handle_type_t;
 
 
 /* Handle types whose memory comes as POSIX fds (token and broker needed) */
@@ -109,7 +109,7 @@ static inline int uct_cuda_ipc_ns_handle_is_opaque(unsigned handle_type)
 
 /* Unpacked (host-order) contents of a key */
 typedef struct uct_cuda_ipc_ns_rkey_info {
-    uint8_t  handle_type;          /* uct_cuda_ipc_ns_handle_type_t */
+    uint8_t  handle_type;          /* uct_cuda_ipc_ns_rkey_handle_type_t */
     union {
         uint8_t  legacy[UCT_CUDA_IPC_NS_HANDLE_SIZE];
         /* the driver's bytes of an opaque handle (legacy and pool keys) */

@@ -40,7 +40,7 @@ struct uct_cuda_ipc_ns_broker {
     ino_t                             inherited_ino[3];
     pthread_t                         thread;
     uct_cuda_ipc_ns_broker_registry_t registry;
-    uct_cuda_ipc_ns_broker_server_t   server;
+    uct_cuda_ipc_ns_broker_serve_t   server;
 };
 
 
@@ -57,14 +57,36 @@ static ino_t uct_cuda_ipc_ns_broker_fd_ino(int fd)
 }
 
 
+/* The thread that serves @a broker; it takes no signals: they belong to the
+ * application */
+static ucs_status_t
+uct_cuda_ipc_ns_broker_start_thread(uct_cuda_ipc_ns_broker_t *broker)
+{
+    sigset_t all, saved;
+    int ret;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    ret = pthread_create(&broker->thread, NULL,
+                         uct_cuda_ipc_ns_broker_serve_run, &broker->server);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (ret != 0) {
+        ucs_error("cuda_ipc_ns: failed to start the broker thread: %s",
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+    /* "cuda_ipc_ns_brk" in ps/top, and for tests that measure its CPU time */
+    (void)pthread_setname_np(broker->thread, "cuda_ipc_ns_brk");
+    return UCS_OK;
+}
+
+
 static ucs_status_t uct_cuda_ipc_ns_broker_create(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                                                   uct_cuda_ipc_ns_broker_t **broker_p)
 {
     double req_timeout = (cfg->req_timeout > 0) ? cfg->req_timeout : 0.5;
     uct_cuda_ipc_ns_broker_t *broker;
-    sigset_t all, saved;
     ucs_status_t status;
-    int ret;
 
     broker = ucs_calloc(1, sizeof(*broker), "cuda_ipc_ns_broker");
     if (broker == NULL) {
@@ -92,26 +114,16 @@ static ucs_status_t uct_cuda_ipc_ns_broker_create(const uct_cuda_ipc_ns_fdx_conf
     broker->inherited_ino[1] = uct_cuda_ipc_ns_broker_fd_ino(broker->sock.dir_fd);
     broker->inherited_ino[2] = uct_cuda_ipc_ns_broker_fd_ino(broker->wake_fds[0]);
 
-    uct_cuda_ipc_ns_broker_server_init(&broker->server, broker->sock.name,
-                                       broker->sock.fd, broker->wake_fds[0],
-                                       &broker->registry, cfg->allowed_uid,
-                                       cfg->userns_peers,
-                                       req_timeout);
+    uct_cuda_ipc_ns_broker_serve_init(&broker->server, broker->sock.name,
+                                      broker->sock.fd, broker->wake_fds[0],
+                                      &broker->registry, cfg->allowed_uid,
+                                      cfg->userns_peers,
+                                      req_timeout);
 
-    /* the thread takes no signals: they belong to the application */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &saved);
-    ret = pthread_create(&broker->thread, NULL,
-                         uct_cuda_ipc_ns_broker_server_run, &broker->server);
-    pthread_sigmask(SIG_SETMASK, &saved, NULL);
-    if (ret != 0) {
-        ucs_error("cuda_ipc_ns: failed to start the broker thread: %s",
-                  strerror(ret));
-        status = UCS_ERR_IO_ERROR;
+    status = uct_cuda_ipc_ns_broker_start_thread(broker);
+    if (status != UCS_OK) {
         goto err_cleanup_server;
     }
-    /* "cuda_ipc_ns_brk" in ps/top, and for tests that measure its CPU time */
-    (void)pthread_setname_np(broker->thread, "cuda_ipc_ns_brk");
 
     ucs_debug("cuda_ipc_ns: pid %d started broker %s (request timeout %.3f "
               "s, uid %u, extra allowed uid %d)", (int)broker->owner_pid,
@@ -121,7 +133,7 @@ static ucs_status_t uct_cuda_ipc_ns_broker_create(const uct_cuda_ipc_ns_fdx_conf
     return UCS_OK;
 
 err_cleanup_server:
-    uct_cuda_ipc_ns_broker_server_cleanup(&broker->server);
+    uct_cuda_ipc_ns_broker_serve_cleanup(&broker->server);
     close(broker->wake_fds[0]);
     close(broker->wake_fds[1]);
 err_close_sock:
@@ -147,7 +159,7 @@ static void uct_cuda_ipc_ns_broker_destroy(uct_cuda_ipc_ns_broker_t *broker)
     }
     pthread_join(broker->thread, NULL);
 
-    uct_cuda_ipc_ns_broker_server_cleanup(&broker->server);
+    uct_cuda_ipc_ns_broker_serve_cleanup(&broker->server);
     close(broker->wake_fds[0]);
     close(broker->wake_fds[1]);
     ucs_debug("cuda_ipc_ns: broker %s destroyed", broker->sock.name);
@@ -264,7 +276,7 @@ const char *uct_cuda_ipc_ns_broker_addr(uct_cuda_ipc_ns_broker_t *broker,
 ucs_status_t uct_cuda_ipc_ns_broker_register(uct_cuda_ipc_ns_broker_t *broker,
                                              int fd, uint64_t alloc_id,
                                              uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
-                                             uct_cuda_ipc_ns_broker_reg_t **reg_p)
+                                             uct_cuda_ipc_ns_broker_registry_reg_t **reg_p)
 {
     ucs_status_t status;
 
@@ -289,7 +301,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_register_chunks(uct_cuda_ipc_ns_broker_t *br
                                                     const uct_cuda_ipc_ns_chunk_t *chunks,
                                                     uint32_t num_chunks,
                                                     uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
-                                                    uct_cuda_ipc_ns_broker_reg_t **reg_p)
+                                                    uct_cuda_ipc_ns_broker_registry_reg_t **reg_p)
 {
     ucs_status_t status;
 
@@ -311,7 +323,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_register_range(uct_cuda_ipc_ns_broker_t *bro
                                                    uint64_t length, CUcontext ctx,
                                                    int device,
                                                    uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
-                                                   uct_cuda_ipc_ns_broker_reg_t **reg_p)
+                                                   uct_cuda_ipc_ns_broker_registry_reg_t **reg_p)
 {
     ucs_status_t status;
 
@@ -329,7 +341,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_register_range(uct_cuda_ipc_ns_broker_t *bro
 
 
 void uct_cuda_ipc_ns_broker_unregister(uct_cuda_ipc_ns_broker_t *broker,
-                                       uct_cuda_ipc_ns_broker_reg_t *reg)
+                                       uct_cuda_ipc_ns_broker_registry_reg_t *reg)
 {
     uct_cuda_ipc_ns_broker_registry_remove(&broker->registry, reg);
 }
@@ -343,7 +355,7 @@ void uct_cuda_ipc_ns_broker_wait_idle(void)
     pthread_mutex_lock(&uct_cuda_ipc_ns_broker_global_lock);
     broker = uct_cuda_ipc_ns_broker_global;
     if ((broker != NULL) && (broker->owner_pid == getpid())) {
-        uct_cuda_ipc_ns_broker_server_wait_idle(&broker->server);
+        uct_cuda_ipc_ns_broker_serve_wait_idle(&broker->server);
     }
     pthread_mutex_unlock(&uct_cuda_ipc_ns_broker_global_lock);
 }

@@ -51,7 +51,7 @@ const char *uct_cuda_ipc_ns_broker_addr(uct_cuda_ipc_ns_broker_t *broker,
 ucs_status_t uct_cuda_ipc_ns_broker_register(uct_cuda_ipc_ns_broker_t *broker,
                                              int fd, uint64_t alloc_id,
                                              uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
-                                             uct_cuda_ipc_ns_broker_reg_t **reg_p);
+                                             uct_cuda_ipc_ns_broker_registry_reg_t **reg_p);
 
 
 /**
@@ -66,7 +66,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_register_chunks(uct_cuda_ipc_ns_broker_t *br
                                                     const uct_cuda_ipc_ns_chunk_t *chunks,
                                                     uint32_t num_chunks,
                                                     uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
-                                                    uct_cuda_ipc_ns_broker_reg_t **reg_p);
+                                                    uct_cuda_ipc_ns_broker_registry_reg_t **reg_p);
 
 
 /**
@@ -79,7 +79,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_register_range(uct_cuda_ipc_ns_broker_t *bro
                                                    uint64_t length, CUcontext ctx,
                                                    int device,
                                                    uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
-                                                   uct_cuda_ipc_ns_broker_reg_t **reg_p);
+                                                   uct_cuda_ipc_ns_broker_registry_reg_t **reg_p);
 
 
 /**
@@ -88,7 +88,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_register_range(uct_cuda_ipc_ns_broker_t *bro
  * the caller may close it; a range's copies running finish first.
  */
 void uct_cuda_ipc_ns_broker_unregister(uct_cuda_ipc_ns_broker_t *broker,
-                                       uct_cuda_ipc_ns_broker_reg_t *reg);
+                                       uct_cuda_ipc_ns_broker_registry_reg_t *reg);
 
 
 /**

@@ -54,10 +54,10 @@ typedef struct {
 /* A copy running, from launch to its answer */
 typedef struct uct_cuda_ipc_ns_broker_copy_op {
     struct uct_cuda_ipc_ns_broker_copy_op  *next;  /* in the done list */
-    uct_cuda_ipc_ns_broker_copier_t *copier;
+    uct_cuda_ipc_ns_broker_copy_t *copier;
     uct_cuda_ipc_ns_broker_copy_client_t   *client;
     uct_cuda_ipc_ns_copy_buffer_t   *buffer;
-    uct_cuda_ipc_ns_copy_range_t    range;
+    uct_cuda_ipc_ns_broker_registry_range_t    range;
     uint64_t                        reg_id;
     uint64_t                        seq;
     CUresult                        result; /* the stream's, at the end */
@@ -82,10 +82,10 @@ typedef struct {
 } uct_cuda_ipc_ns_copy_stream_t;
 
 
-struct uct_cuda_ipc_ns_broker_copier {
+struct uct_cuda_ipc_ns_broker_copy {
     const char                        *name;
     uct_cuda_ipc_ns_broker_registry_t *registry;
-    uct_cuda_ipc_ns_copier_closed_cb_t closed_cb;
+    uct_cuda_ipc_ns_broker_copy_closed_cb_t closed_cb;
     void                              *closed_arg;
     pthread_t                         thread;
     int                               wake_fd;  /* eventfd */
@@ -108,7 +108,7 @@ struct uct_cuda_ipc_ns_broker_copier {
 static uint64_t uct_cuda_ipc_ns_copier_launched_count = 0;
 
 
-uint64_t uct_cuda_ipc_ns_broker_copier_launched(void)
+uint64_t uct_cuda_ipc_ns_broker_copy_launched(void)
 {
     return __atomic_load_n(&uct_cuda_ipc_ns_copier_launched_count,
                            __ATOMIC_RELAXED);
@@ -116,7 +116,7 @@ uint64_t uct_cuda_ipc_ns_broker_copier_launched(void)
 
 
 /* Close a client's connection, and tell the serving loop */
-static void uct_cuda_ipc_ns_copier_close(uct_cuda_ipc_ns_broker_copier_t *copier,
+static void uct_cuda_ipc_ns_copier_close(uct_cuda_ipc_ns_broker_copy_t *copier,
                                          int sock)
 {
     close(sock);
@@ -124,7 +124,7 @@ static void uct_cuda_ipc_ns_copier_close(uct_cuda_ipc_ns_broker_copier_t *copier
 }
 
 
-static void uct_cuda_ipc_ns_copier_wake(uct_cuda_ipc_ns_broker_copier_t *copier)
+static void uct_cuda_ipc_ns_copier_wake(uct_cuda_ipc_ns_broker_copy_t *copier)
 {
     uint64_t one = 1;
     ssize_t ret;
@@ -136,14 +136,14 @@ static void uct_cuda_ipc_ns_copier_wake(uct_cuda_ipc_ns_broker_copier_t *copier)
 
 
 /* Answer a COPY; a client that cannot take it is closed */
-static void uct_cuda_ipc_ns_copier_reply(uct_cuda_ipc_ns_broker_copier_t *copier,
+static void uct_cuda_ipc_ns_copier_reply(uct_cuda_ipc_ns_broker_copy_t *copier,
                                          uct_cuda_ipc_ns_broker_copy_client_t *client,
-                                         uct_cuda_ipc_ns_broker_status_t status,
+                                         uct_cuda_ipc_ns_broker_proto_status_t status,
                                          uint64_t reg_id, uint64_t seq)
 {
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE];
 
-    uct_cuda_ipc_ns_broker_pack_copy_reply(buf, status, reg_id, seq);
+    uct_cuda_ipc_ns_broker_proto_pack_copy_reply(buf, status, reg_id, seq);
     /* at most UCT_CUDA_IPC_NS_COPY_QUEUE_MAX answers are owed: they fit the
      * socket buffer unless the client stopped reading */
     if (uct_cuda_ipc_ns_scm_send_fd(client->fd, buf, sizeof(buf), -1,
@@ -190,8 +190,8 @@ uct_cuda_ipc_ns_copier_map(uct_cuda_ipc_ns_copy_buffer_t *buffer, int buf_fd,
     ucs_status_t status;
 
     if (!is_host) {
-        return uct_cuda_ipc_ns_map_fd(buf_fd, size, device, what,
-                                      &buffer->dptr);
+        return uct_cuda_ipc_ns_fd_map_import(buf_fd, size, device, what,
+                                             &buffer->dptr);
     }
 
     status = uct_cuda_ipc_ns_host_mem_map(buf_fd, size, what, &buffer->host);
@@ -209,7 +209,7 @@ uct_cuda_ipc_ns_copier_map(uct_cuda_ipc_ns_copy_buffer_t *buffer, int buf_fd,
  * recently used one that no copy uses. NULL when there is none and no fd.
  */
 static uct_cuda_ipc_ns_copy_buffer_t *
-uct_cuda_ipc_ns_copier_buffer(uct_cuda_ipc_ns_broker_copier_t *copier,
+uct_cuda_ipc_ns_copier_buffer(uct_cuda_ipc_ns_broker_copy_t *copier,
                               uct_cuda_ipc_ns_broker_copy_client_t *client,
                               const uct_cuda_ipc_ns_copy_args_t *copy,
                               int device, int buf_fd)
@@ -274,7 +274,7 @@ uct_cuda_ipc_ns_copier_buffer(uct_cuda_ipc_ns_broker_copier_t *copier,
 
 /* The copier's stream in the current context @a ctx, created on first use */
 static ucs_status_t
-uct_cuda_ipc_ns_copier_stream(uct_cuda_ipc_ns_broker_copier_t *copier,
+uct_cuda_ipc_ns_copier_stream(uct_cuda_ipc_ns_broker_copy_t *copier,
                               CUcontext ctx, CUstream *stream_p)
 {
     uct_cuda_ipc_ns_copy_stream_t *grown;
@@ -320,7 +320,7 @@ static void CUDA_CB uct_cuda_ipc_ns_copier_done_cb(CUstream stream,
                                                    CUresult result, void *arg)
 {
     uct_cuda_ipc_ns_broker_copy_op_t *op           = arg;
-    uct_cuda_ipc_ns_broker_copier_t *copier = op->copier;
+    uct_cuda_ipc_ns_broker_copy_t *copier = op->copier;
 
     op->result = result;
     pthread_mutex_lock(&copier->lock);
@@ -334,7 +334,7 @@ static void CUDA_CB uct_cuda_ipc_ns_copier_done_cb(CUstream stream,
 /* Queue the copy of @a op and a host function that reports it done; the
  * memory's context is current */
 static ucs_status_t
-uct_cuda_ipc_ns_copier_launch(uct_cuda_ipc_ns_broker_copier_t *copier,
+uct_cuda_ipc_ns_copier_launch(uct_cuda_ipc_ns_broker_copy_t *copier,
                               uct_cuda_ipc_ns_broker_copy_op_t *op,
                               const uct_cuda_ipc_ns_copy_args_t *copy)
 {
@@ -375,16 +375,58 @@ uct_cuda_ipc_ns_copier_launch(uct_cuda_ipc_ns_broker_copier_t *copier,
 }
 
 
+/* Launch @a op, whose range is begun, on the buffer of @a copy (@a buf_fd,
+ * taken, when the request carries it) in the context of the owner's memory */
+static uct_cuda_ipc_ns_broker_proto_status_t
+uct_cuda_ipc_ns_copier_op_launch(uct_cuda_ipc_ns_broker_copy_t *copier,
+                                 uct_cuda_ipc_ns_broker_copy_client_t *client,
+                                 uct_cuda_ipc_ns_broker_copy_op_t *op,
+                                 const uct_cuda_ipc_ns_copy_args_t *copy,
+                                 int buf_fd)
+{
+    uct_cuda_ipc_ns_broker_proto_status_t status = UCT_CUDA_IPC_NS_BROKER_STATUS_OK;
+    int pushed;
+
+    if (uct_cuda_ipc_ns_ctx_push(op->range.ctx, op->range.device, &pushed) !=
+        UCS_OK) {
+        if (buf_fd >= 0) {
+            close(buf_fd);
+        }
+        return UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL;
+    }
+
+    op->buffer = uct_cuda_ipc_ns_copier_buffer(copier, client, copy,
+                                               op->range.device, buf_fd);
+    if (op->buffer == NULL) {
+        status = UCT_CUDA_IPC_NS_BROKER_STATUS_NO_BUFFER;
+        goto out;
+    }
+
+    ++op->buffer->uses;
+    ++client->in_flight;
+    if (uct_cuda_ipc_ns_copier_launch(copier, op, copy) != UCS_OK) {
+        --op->buffer->uses;
+        --client->in_flight;
+        status = UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL;
+        goto out;
+    }
+    __atomic_fetch_add(&uct_cuda_ipc_ns_copier_launched_count, 1,
+                       __ATOMIC_RELAXED);
+out:
+    uct_cuda_ipc_ns_ctx_pop(pushed);
+    return status;
+}
+
+
 /* Serve one well-formed COPY request of @a client */
-static void uct_cuda_ipc_ns_copier_request(uct_cuda_ipc_ns_broker_copier_t *copier,
+static void uct_cuda_ipc_ns_copier_request(uct_cuda_ipc_ns_broker_copy_t *copier,
                                            uct_cuda_ipc_ns_broker_copy_client_t *client,
                                            uint64_t reg_id, const uint8_t *token,
                                            const uct_cuda_ipc_ns_copy_args_t *copy,
                                            int buf_fd)
 {
-    uct_cuda_ipc_ns_broker_status_t status;
+    uct_cuda_ipc_ns_broker_proto_status_t status;
     uct_cuda_ipc_ns_broker_copy_op_t *op;
-    int pushed;
 
     op = ucs_calloc(1, sizeof(*op), "cuda_ipc_ns_copy_op");
     if (op == NULL) {
@@ -408,41 +450,17 @@ static void uct_cuda_ipc_ns_copier_request(uct_cuda_ipc_ns_broker_copier_t *copi
         goto err_free;
     }
 
-    /* the copy runs in the context of the owner's memory */
-    if (uct_cuda_ipc_ns_ctx_push(op->range.ctx, op->range.device, &pushed) !=
-        UCS_OK) {
-        status = UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL;
-        goto err_end;
-    }
-
-    op->buffer = uct_cuda_ipc_ns_copier_buffer(copier, client, copy,
-                                               op->range.device, buf_fd);
-    buf_fd     = -1;
-    if (op->buffer == NULL) {
-        status = UCT_CUDA_IPC_NS_BROKER_STATUS_NO_BUFFER;
-        goto err_pop;
-    }
-
     op->copier = copier;
     op->client = client;
     op->reg_id = reg_id;
     op->seq    = copy->seq;
-    ++op->buffer->uses;
-    ++client->in_flight;
-    if (uct_cuda_ipc_ns_copier_launch(copier, op, copy) != UCS_OK) {
-        --op->buffer->uses;
-        --client->in_flight;
-        status = UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL;
-        goto err_pop;
+    status     = uct_cuda_ipc_ns_copier_op_launch(copier, client, op, copy,
+                                                  buf_fd);
+    buf_fd     = -1;
+    if (status == UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
+        return;
     }
-    __atomic_fetch_add(&uct_cuda_ipc_ns_copier_launched_count, 1,
-                       __ATOMIC_RELAXED);
-    uct_cuda_ipc_ns_ctx_pop(pushed);
-    return;
 
-err_pop:
-    uct_cuda_ipc_ns_ctx_pop(pushed);
-err_end:
     uct_cuda_ipc_ns_broker_registry_copy_end(copier->registry, &op->range);
 err_free:
     ucs_free(op);
@@ -455,7 +473,7 @@ err:
 
 
 /* Answer the copies the driver reported done */
-static void uct_cuda_ipc_ns_copier_complete(uct_cuda_ipc_ns_broker_copier_t *copier)
+static void uct_cuda_ipc_ns_copier_complete(uct_cuda_ipc_ns_broker_copy_t *copier)
 {
     uct_cuda_ipc_ns_broker_copy_op_t *op, *next;
 
@@ -488,7 +506,7 @@ static void uct_cuda_ipc_ns_copier_complete(uct_cuda_ipc_ns_broker_copier_t *cop
 
 
 /* Take the connections the serving loop handed over, and their requests */
-static void uct_cuda_ipc_ns_copier_take_adopted(uct_cuda_ipc_ns_broker_copier_t *copier)
+static void uct_cuda_ipc_ns_copier_take_adopted(uct_cuda_ipc_ns_broker_copy_t *copier)
 {
     uct_cuda_ipc_ns_copy_adopted_t *adopted, *next;
     uct_cuda_ipc_ns_broker_copy_client_t *client;
@@ -532,12 +550,12 @@ static void uct_cuda_ipc_ns_copier_take_adopted(uct_cuda_ipc_ns_broker_copier_t 
 
 
 /* Read one request of @a client, and serve it */
-static void uct_cuda_ipc_ns_copier_read(uct_cuda_ipc_ns_broker_copier_t *copier,
+static void uct_cuda_ipc_ns_copier_read(uct_cuda_ipc_ns_broker_copy_t *copier,
                                         uct_cuda_ipc_ns_broker_copy_client_t *client)
 {
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_REQ_MAX];
-    uct_cuda_ipc_ns_broker_status_t bstatus;
-    uct_cuda_ipc_ns_broker_req_t req;
+    uct_cuda_ipc_ns_broker_proto_status_t bstatus;
+    uct_cuda_ipc_ns_broker_proto_req_t req;
     ucs_status_t status;
     int buf_fd;
     size_t len;
@@ -553,7 +571,7 @@ static void uct_cuda_ipc_ns_copier_read(uct_cuda_ipc_ns_broker_copier_t *copier,
         return;
     }
 
-    bstatus = uct_cuda_ipc_ns_broker_unpack_request(buf, len, &req);
+    bstatus = uct_cuda_ipc_ns_broker_proto_unpack_request(buf, len, &req);
     if ((bstatus == UCT_CUDA_IPC_NS_BROKER_STATUS_OK) &&
         (req.op != UCT_CUDA_IPC_NS_BROKER_OP_COPY)) {
         bstatus = UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST;
@@ -579,7 +597,7 @@ static void uct_cuda_ipc_ns_copier_read(uct_cuda_ipc_ns_broker_copier_t *copier,
 
 
 /* Close @a client once no copy of it runs: its buffers are unmapped */
-static void uct_cuda_ipc_ns_copier_reap(uct_cuda_ipc_ns_broker_copier_t *copier,
+static void uct_cuda_ipc_ns_copier_reap(uct_cuda_ipc_ns_broker_copy_t *copier,
                                         uct_cuda_ipc_ns_broker_copy_client_t *client)
 {
     unsigned i;
@@ -598,7 +616,7 @@ static void uct_cuda_ipc_ns_copier_reap(uct_cuda_ipc_ns_broker_copier_t *copier,
 }
 
 
-static unsigned uct_cuda_ipc_ns_copier_in_flight(uct_cuda_ipc_ns_broker_copier_t *copier)
+static unsigned uct_cuda_ipc_ns_copier_in_flight(uct_cuda_ipc_ns_broker_copy_t *copier)
 {
     unsigned i, count = 0;
 
@@ -613,7 +631,7 @@ static unsigned uct_cuda_ipc_ns_copier_in_flight(uct_cuda_ipc_ns_broker_copier_t
 
 static void *uct_cuda_ipc_ns_copier_run(void *arg)
 {
-    uct_cuda_ipc_ns_broker_copier_t *copier = arg;
+    uct_cuda_ipc_ns_broker_copy_t *copier = arg;
     struct pollfd pfds[1 + UCT_CUDA_IPC_NS_COPY_CLIENTS_MAX];
     unsigned index[UCT_CUDA_IPC_NS_COPY_CLIENTS_MAX];
     unsigned i, num_polled;
@@ -679,13 +697,13 @@ static void *uct_cuda_ipc_ns_copier_run(void *arg)
 
 
 ucs_status_t
-uct_cuda_ipc_ns_broker_copier_start(const char *name,
-                                    uct_cuda_ipc_ns_broker_registry_t *registry,
-                                    uct_cuda_ipc_ns_copier_closed_cb_t closed_cb,
-                                    void *closed_arg,
-                                    uct_cuda_ipc_ns_broker_copier_t **copier_p)
+uct_cuda_ipc_ns_broker_copy_start(const char *name,
+                                  uct_cuda_ipc_ns_broker_registry_t *registry,
+                                  uct_cuda_ipc_ns_broker_copy_closed_cb_t closed_cb,
+                                  void *closed_arg,
+                                  uct_cuda_ipc_ns_broker_copy_t **copier_p)
 {
-    uct_cuda_ipc_ns_broker_copier_t *copier;
+    uct_cuda_ipc_ns_broker_copy_t *copier;
     sigset_t all, saved;
     unsigned i;
     int ret;
@@ -737,7 +755,7 @@ err_free:
 }
 
 
-void uct_cuda_ipc_ns_broker_copier_stop(uct_cuda_ipc_ns_broker_copier_t *copier)
+void uct_cuda_ipc_ns_broker_copy_stop(uct_cuda_ipc_ns_broker_copy_t *copier)
 {
     uct_cuda_ipc_ns_copy_adopted_t *adopted, *next;
     unsigned i;
@@ -769,10 +787,10 @@ void uct_cuda_ipc_ns_broker_copier_stop(uct_cuda_ipc_ns_broker_copier_t *copier)
 }
 
 
-void uct_cuda_ipc_ns_broker_copier_adopt(uct_cuda_ipc_ns_broker_copier_t *copier,
-                                         int sock, pid_t pid,
-                                         const uct_cuda_ipc_ns_broker_req_t *req,
-                                         int buf_fd)
+void uct_cuda_ipc_ns_broker_copy_adopt(uct_cuda_ipc_ns_broker_copy_t *copier,
+                                       int sock, pid_t pid,
+                                       const uct_cuda_ipc_ns_broker_proto_req_t *req,
+                                       int buf_fd)
 {
     uct_cuda_ipc_ns_copy_adopted_t *adopted;
 

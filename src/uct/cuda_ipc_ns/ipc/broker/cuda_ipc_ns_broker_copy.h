@@ -26,31 +26,29 @@
 
 /* Copies of one client running at once */
 #define UCT_CUDA_IPC_NS_COPY_QUEUE_MAX    8
-/* Importer buffers kept mapped per client */
-#define UCT_CUDA_IPC_NS_COPY_BUFFERS_MAX  16
 /* Clients served at once; a newcomer beyond is closed without an answer */
 #define UCT_CUDA_IPC_NS_COPY_CLIENTS_MAX  64
 
 
-typedef struct uct_cuda_ipc_ns_broker_copier uct_cuda_ipc_ns_broker_copier_t;
+typedef struct uct_cuda_ipc_ns_broker_copy uct_cuda_ipc_ns_broker_copy_t;
 
 
 /* Called on the copier's thread each time it closes a connection it was
  * given (the serving loop counts connections open until then) */
-typedef void (*uct_cuda_ipc_ns_copier_closed_cb_t)(void *arg);
+typedef void (*uct_cuda_ipc_ns_broker_copy_closed_cb_t)(void *arg);
 
 
 /* Start the copier's thread for the broker named @a name */
 ucs_status_t
-uct_cuda_ipc_ns_broker_copier_start(const char *name,
-                                    uct_cuda_ipc_ns_broker_registry_t *registry,
-                                    uct_cuda_ipc_ns_copier_closed_cb_t closed_cb,
-                                    void *closed_arg,
-                                    uct_cuda_ipc_ns_broker_copier_t **copier_p);
+uct_cuda_ipc_ns_broker_copy_start(const char *name,
+                                  uct_cuda_ipc_ns_broker_registry_t *registry,
+                                  uct_cuda_ipc_ns_broker_copy_closed_cb_t closed_cb,
+                                  void *closed_arg,
+                                  uct_cuda_ipc_ns_broker_copy_t **copier_p);
 
 
 /* Wait for the copies running, answer them, close every client, stop */
-void uct_cuda_ipc_ns_broker_copier_stop(uct_cuda_ipc_ns_broker_copier_t *copier);
+void uct_cuda_ipc_ns_broker_copy_stop(uct_cuda_ipc_ns_broker_copy_t *copier);
 
 
 /**
@@ -59,14 +57,14 @@ void uct_cuda_ipc_ns_broker_copier_stop(uct_cuda_ipc_ns_broker_copier_t *copier)
  * and the fd it carried (@a buf_fd, -1 for none). The copier owns both fds
  * from now on, also when it fails.
  */
-void uct_cuda_ipc_ns_broker_copier_adopt(uct_cuda_ipc_ns_broker_copier_t *copier,
-                                         int sock, pid_t pid,
-                                         const uct_cuda_ipc_ns_broker_req_t *req,
-                                         int buf_fd);
+void uct_cuda_ipc_ns_broker_copy_adopt(uct_cuda_ipc_ns_broker_copy_t *copier,
+                                       int sock, pid_t pid,
+                                       const uct_cuda_ipc_ns_broker_proto_req_t *req,
+                                       int buf_fd);
 
 
 /* Copies the copiers of this process launched so far (tests and benchmarks
  * tell from it that a transfer went through the owner) */
-uint64_t uct_cuda_ipc_ns_broker_copier_launched(void);
+uint64_t uct_cuda_ipc_ns_broker_copy_launched(void);
 
 #endif

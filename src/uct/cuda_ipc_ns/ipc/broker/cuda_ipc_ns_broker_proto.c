@@ -66,8 +66,8 @@ static int uct_cuda_ipc_ns_broker_magic_ok(const uint8_t *buf, size_t len,
 }
 
 
-void uct_cuda_ipc_ns_broker_pack_request(uint8_t *buf, uint64_t alloc_id,
-                                         const uint8_t *token)
+void uct_cuda_ipc_ns_broker_proto_pack_request(uint8_t *buf, uint64_t alloc_id,
+                                               const uint8_t *token)
 {
     uct_cuda_ipc_ns_broker_pack_head(buf, UCT_CUDA_IPC_NS_BROKER_OP_GET_FD,
                                      alloc_id);
@@ -76,10 +76,10 @@ void uct_cuda_ipc_ns_broker_pack_request(uint8_t *buf, uint64_t alloc_id,
 }
 
 
-void uct_cuda_ipc_ns_broker_pack_chunk_request(uint8_t *buf, uint16_t op,
-                                               uint64_t reg_id,
-                                               const uint8_t *token,
-                                               uint32_t index)
+void uct_cuda_ipc_ns_broker_proto_pack_chunk_request(uint8_t *buf, uint16_t op,
+                                                     uint64_t reg_id,
+                                                     const uint8_t *token,
+                                                     uint32_t index)
 {
     uct_cuda_ipc_ns_broker_pack_head(buf, op, reg_id);
     memcpy(buf + UCT_CUDA_IPC_NS_BROKER_OFF_TOKEN, token,
@@ -88,19 +88,19 @@ void uct_cuda_ipc_ns_broker_pack_chunk_request(uint8_t *buf, uint16_t op,
 }
 
 
-void uct_cuda_ipc_ns_broker_pack_fds_request(uint8_t *buf, uint64_t reg_id,
-                                             const uint8_t *token,
-                                             uint32_t first, uint32_t count)
+void uct_cuda_ipc_ns_broker_proto_pack_fds_request(uint8_t *buf, uint64_t reg_id,
+                                                   const uint8_t *token,
+                                                   uint32_t first, uint32_t count)
 {
-    uct_cuda_ipc_ns_broker_pack_chunk_request(
+    uct_cuda_ipc_ns_broker_proto_pack_chunk_request(
             buf, UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FDS, reg_id, token, first);
     uct_cuda_ipc_ns_put_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_REQ_COUNT, count);
 }
 
 
-size_t uct_cuda_ipc_ns_broker_pack_fds_reply(uint8_t *buf, uint64_t reg_id,
-                                             uint32_t first, uint32_t count,
-                                             const uint64_t *alloc_ids)
+size_t uct_cuda_ipc_ns_broker_proto_pack_fds_reply(uint8_t *buf, uint64_t reg_id,
+                                                   uint32_t first, uint32_t count,
+                                                   const uint64_t *alloc_ids)
 {
     uint8_t *entry = buf + UCT_CUDA_IPC_NS_BROKER_OFF_FDS_IDS;
     uint32_t i;
@@ -117,10 +117,10 @@ size_t uct_cuda_ipc_ns_broker_pack_fds_reply(uint8_t *buf, uint64_t reg_id,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_broker_unpack_fds_reply(const uint8_t *buf,
-                                                     size_t len,
-                                                     uct_cuda_ipc_ns_chunk_fds_reply_t *reply,
-                                                     uint64_t *alloc_ids)
+ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(const uint8_t *buf,
+                                                           size_t len,
+                                                           uct_cuda_ipc_ns_broker_proto_chunk_fds_reply_t *reply,
+                                                           uint64_t *alloc_ids)
 {
     const uint8_t *entry = buf + UCT_CUDA_IPC_NS_BROKER_OFF_FDS_IDS;
     uint32_t i;
@@ -186,7 +186,7 @@ void uct_cuda_ipc_ns_broker_pack_copy_request(uint8_t *buf, uint64_t reg_id,
 
 /* Read the fields of a COPY request; BAD_REQUEST when they do not hold
  * together by themselves (the registration's range is the broker's check) */
-static uct_cuda_ipc_ns_broker_status_t
+static uct_cuda_ipc_ns_broker_proto_status_t
 uct_cuda_ipc_ns_broker_unpack_copy(const uint8_t *buf,
                                    uct_cuda_ipc_ns_copy_args_t *copy)
 {
@@ -212,9 +212,9 @@ uct_cuda_ipc_ns_broker_unpack_copy(const uint8_t *buf,
 }
 
 
-void uct_cuda_ipc_ns_broker_pack_copy_reply(uint8_t *buf,
-                                            uct_cuda_ipc_ns_broker_status_t status,
-                                            uint64_t reg_id, uint64_t seq)
+void uct_cuda_ipc_ns_broker_proto_pack_copy_reply(uint8_t *buf,
+                                                  uct_cuda_ipc_ns_broker_proto_status_t status,
+                                                  uint64_t reg_id, uint64_t seq)
 {
     uct_cuda_ipc_ns_broker_pack_head(buf, status, reg_id);
     uct_cuda_ipc_ns_put_le64(buf + UCT_CUDA_IPC_NS_BROKER_OFF_SEQ, seq);
@@ -268,9 +268,9 @@ static size_t uct_cuda_ipc_ns_broker_req_size(uint16_t op)
 }
 
 
-uct_cuda_ipc_ns_broker_status_t
-uct_cuda_ipc_ns_broker_unpack_request(const uint8_t *buf, size_t len,
-                                      uct_cuda_ipc_ns_broker_req_t *req)
+uct_cuda_ipc_ns_broker_proto_status_t
+uct_cuda_ipc_ns_broker_proto_unpack_request(const uint8_t *buf, size_t len,
+                                            uct_cuda_ipc_ns_broker_proto_req_t *req)
 {
     memset(req, 0, sizeof(*req));
     /* every request is at least a GET_FD request: magic, version, op */
@@ -313,17 +313,17 @@ uct_cuda_ipc_ns_broker_unpack_request(const uint8_t *buf, size_t len,
 }
 
 
-void uct_cuda_ipc_ns_broker_pack_reply(uint8_t *buf,
-                                       uct_cuda_ipc_ns_broker_status_t status,
-                                       uint64_t alloc_id)
+void uct_cuda_ipc_ns_broker_proto_pack_reply(uint8_t *buf,
+                                             uct_cuda_ipc_ns_broker_proto_status_t status,
+                                             uint64_t alloc_id)
 {
     uct_cuda_ipc_ns_broker_pack_head(buf, status, alloc_id);
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_broker_unpack_reply(const uint8_t *buf, size_t len,
-                                                 unsigned *status_p,
-                                                 uint64_t *alloc_id_p)
+ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_reply(const uint8_t *buf, size_t len,
+                                                       unsigned *status_p,
+                                                       uint64_t *alloc_id_p)
 {
     if (!uct_cuda_ipc_ns_broker_magic_ok(buf, len,
                                          UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE)) {
@@ -340,10 +340,10 @@ ucs_status_t uct_cuda_ipc_ns_broker_unpack_reply(const uint8_t *buf, size_t len,
 }
 
 
-size_t uct_cuda_ipc_ns_broker_pack_layout(uint8_t *buf, uint64_t reg_id,
-                                          uint32_t total, uint32_t first,
-                                          uint32_t count,
-                                          const uct_cuda_ipc_ns_chunk_t *chunks)
+size_t uct_cuda_ipc_ns_broker_proto_pack_layout(uint8_t *buf, uint64_t reg_id,
+                                                uint32_t total, uint32_t first,
+                                                uint32_t count,
+                                                const uct_cuda_ipc_ns_chunk_t *chunks)
 {
     uint8_t *entry = buf + UCT_CUDA_IPC_NS_BROKER_OFF_ENTRIES;
     uint32_t i;
@@ -363,9 +363,9 @@ size_t uct_cuda_ipc_ns_broker_pack_layout(uint8_t *buf, uint64_t reg_id,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_broker_unpack_layout(const uint8_t *buf, size_t len,
-                                                  uct_cuda_ipc_ns_layout_page_t *page,
-                                                  uct_cuda_ipc_ns_chunk_t *chunks)
+ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_layout(const uint8_t *buf, size_t len,
+                                                        uct_cuda_ipc_ns_broker_proto_layout_page_t *page,
+                                                        uct_cuda_ipc_ns_chunk_t *chunks)
 {
     const uint8_t *entry = buf + UCT_CUDA_IPC_NS_BROKER_OFF_ENTRIES;
     uint32_t i;
@@ -410,8 +410,8 @@ ucs_status_t uct_cuda_ipc_ns_broker_unpack_layout(const uint8_t *buf, size_t len
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_layout_check(const uct_cuda_ipc_ns_chunk_t *chunks,
-                                          uint32_t count, uint64_t length)
+ucs_status_t uct_cuda_ipc_ns_broker_proto_layout_check(const uct_cuda_ipc_ns_chunk_t *chunks,
+                                                       uint32_t count, uint64_t length)
 {
     uint64_t end = 0;
     uint32_t i;
@@ -475,8 +475,8 @@ const char *uct_cuda_ipc_ns_broker_status_str(unsigned status)
 }
 
 
-const char *uct_cuda_ipc_ns_fdx_addr_str(const char *addr, uint8_t addr_len,
-                                         char *buf, size_t max)
+const char *uct_cuda_ipc_ns_broker_proto_addr_str(const char *addr, uint8_t addr_len,
+                                                  char *buf, size_t max)
 {
     size_t i, pos = 0;
 

@@ -131,19 +131,24 @@ typedef enum {
     /* COPY: the importer's buffer cannot be mapped by the owner (no fd and
      * none held, not exportable device memory, not buf_size bytes) */
     UCT_CUDA_IPC_NS_BROKER_STATUS_NO_BUFFER   = 7
-} uct_cuda_ipc_ns_broker_status_t;
+} uct_cuda_ipc_ns_broker_proto_status_t;
 
 
 /* Direction of a COPY, as the importer sees it */
 typedef enum {
     UCT_CUDA_IPC_NS_COPY_TO_IMPORTER   = 1, /* get: registration -> buffer */
     UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER = 2  /* put: buffer -> registration */
-} uct_cuda_ipc_ns_copy_dir_t;
+} uct_cuda_ipc_ns_broker_proto_copy_dir_t;
 
 
 /* Flags of a COPY request */
 #define UCT_CUDA_IPC_NS_COPY_BUF_HOST       0x1 /* buffer: host memfd */
 #define UCT_CUDA_IPC_NS_COPY_FLAGS_KNOWN    UCT_CUDA_IPC_NS_COPY_BUF_HOST
+
+/* Importer buffers the owner keeps mapped per COPY connection, the most
+ * recently named first: an importer may name again, without their fd, only
+ * the buffers it can count on still being there */
+#define UCT_CUDA_IPC_NS_COPY_BUFFERS_MAX    16
 
 
 /* The fields of a COPY request after its head */
@@ -154,13 +159,13 @@ typedef struct uct_cuda_ipc_ns_copy_args {
     uint64_t buf_id;
     uint64_t buf_size;
     uint64_t buf_offset;
-    uint16_t direction;  /* uct_cuda_ipc_ns_copy_dir_t */
+    uint16_t direction;  /* uct_cuda_ipc_ns_broker_proto_copy_dir_t */
     uint16_t flags;      /* UCT_CUDA_IPC_NS_COPY_BUF_* */
 } uct_cuda_ipc_ns_copy_args_t;
 
 
 /* A request as the broker reads it; token points into the received bytes */
-typedef struct uct_cuda_ipc_ns_broker_req {
+typedef struct uct_cuda_ipc_ns_broker_proto_req {
     uint16_t      version;
     uint16_t      op;
     uint64_t      alloc_id;  /* LAYOUT, GET_CHUNK_FDS: the registration id */
@@ -168,7 +173,7 @@ typedef struct uct_cuda_ipc_ns_broker_req {
     uint32_t      index;     /* LAYOUT, GET_CHUNK_FDS: the first chunk */
     uint32_t      count;     /* GET_CHUNK_FDS: 1..UCT_CUDA_IPC_NS_BROKER_FDS_MAX */
     uct_cuda_ipc_ns_copy_args_t copy; /* COPY */
-} uct_cuda_ipc_ns_broker_req_t;
+} uct_cuda_ipc_ns_broker_proto_req_t;
 
 
 /* One allocation of a registration, at @a offset from its base */
@@ -180,22 +185,22 @@ typedef struct uct_cuda_ipc_ns_chunk {
 
 
 /* The head of a GET_CHUNK_FDS reply, as the importer reads it */
-typedef struct uct_cuda_ipc_ns_chunk_fds_reply {
+typedef struct uct_cuda_ipc_ns_broker_proto_chunk_fds_reply {
     unsigned status;  /* UCT_CUDA_IPC_NS_BROKER_STATUS_* */
     uint64_t reg_id;
     uint32_t first;
     uint32_t count;
-} uct_cuda_ipc_ns_chunk_fds_reply_t;
+} uct_cuda_ipc_ns_broker_proto_chunk_fds_reply_t;
 
 
 /* A page of a registration's layout, as the importer reads it */
-typedef struct uct_cuda_ipc_ns_layout_page {
+typedef struct uct_cuda_ipc_ns_broker_proto_layout_page {
     unsigned status;  /* UCT_CUDA_IPC_NS_BROKER_STATUS_* */
     uint64_t reg_id;
     uint32_t total;
     uint32_t first;
     uint32_t count;
-} uct_cuda_ipc_ns_layout_page_t;
+} uct_cuda_ipc_ns_broker_proto_layout_page_t;
 
 
 typedef enum {
@@ -203,7 +208,7 @@ typedef enum {
     UCT_CUDA_IPC_NS_FDX_PIDFD,  /* pidfd_getfd only */
     UCT_CUDA_IPC_NS_FDX_BROKER, /* broker only */
     UCT_CUDA_IPC_NS_FDX_LAST
-} uct_cuda_ipc_ns_fdx_mode_t;
+} uct_cuda_ipc_ns_broker_proto_fdx_mode_t;
 
 
 /* "auto", "pidfd", "broker", NULL: for a UCS_CONFIG_TYPE_ENUM config field */
@@ -213,7 +218,7 @@ extern const char *uct_cuda_ipc_ns_fdx_mode_names[];
 /* Fd-exchange settings of an MD: the broker serves with them, the importer
  * fetches with them (docs/configuration.md) */
 typedef struct uct_cuda_ipc_ns_fdx_config {
-    uct_cuda_ipc_ns_fdx_mode_t mode;
+    uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode;
     /* NULL or "": the broker listens on an abstract socket with a random
      * name (reachable only from the same network namespace). Otherwise a
      * pathname socket in this directory, which is created with mode 0700
@@ -236,23 +241,23 @@ typedef struct uct_cuda_ipc_ns_fdx_config {
 
 
 /* Client: write a GET_FD request (UCT_CUDA_IPC_NS_BROKER_REQ_SIZE bytes) */
-void uct_cuda_ipc_ns_broker_pack_request(uint8_t *buf, uint64_t alloc_id,
-                                         const uint8_t *token);
+void uct_cuda_ipc_ns_broker_proto_pack_request(uint8_t *buf, uint64_t alloc_id,
+                                               const uint8_t *token);
 
 
 /* Client: write a LAYOUT request (UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE
  * bytes) */
-void uct_cuda_ipc_ns_broker_pack_chunk_request(uint8_t *buf, uint16_t op,
-                                               uint64_t reg_id,
-                                               const uint8_t *token,
-                                               uint32_t index);
+void uct_cuda_ipc_ns_broker_proto_pack_chunk_request(uint8_t *buf, uint16_t op,
+                                                     uint64_t reg_id,
+                                                     const uint8_t *token,
+                                                     uint32_t index);
 
 
 /* Client: write a GET_CHUNK_FDS request of chunks @a first..first+count-1
  * (UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE bytes) */
-void uct_cuda_ipc_ns_broker_pack_fds_request(uint8_t *buf, uint64_t reg_id,
-                                             const uint8_t *token,
-                                             uint32_t first, uint32_t count);
+void uct_cuda_ipc_ns_broker_proto_pack_fds_request(uint8_t *buf, uint64_t reg_id,
+                                                   const uint8_t *token,
+                                                   uint32_t first, uint32_t count);
 
 
 /**
@@ -260,9 +265,9 @@ void uct_cuda_ipc_ns_broker_pack_fds_request(uint8_t *buf, uint64_t reg_id,
  * (count 1..UCT_CUDA_IPC_NS_BROKER_FDS_MAX) with their allocation ids into
  * @a buf of UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX bytes. @return its length.
  */
-size_t uct_cuda_ipc_ns_broker_pack_fds_reply(uint8_t *buf, uint64_t reg_id,
-                                             uint32_t first, uint32_t count,
-                                             const uint64_t *alloc_ids);
+size_t uct_cuda_ipc_ns_broker_proto_pack_fds_reply(uint8_t *buf, uint64_t reg_id,
+                                                   uint32_t first, uint32_t count,
+                                                   const uint64_t *alloc_ids);
 
 
 /**
@@ -276,10 +281,10 @@ size_t uct_cuda_ipc_ns_broker_pack_fds_reply(uint8_t *buf, uint64_t reg_id,
  *         OK status without entries, a refusal with more than the plain
  *         reply).
  */
-ucs_status_t uct_cuda_ipc_ns_broker_unpack_fds_reply(const uint8_t *buf,
-                                                     size_t len,
-                                                     uct_cuda_ipc_ns_chunk_fds_reply_t *reply,
-                                                     uint64_t *alloc_ids);
+ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(const uint8_t *buf,
+                                                           size_t len,
+                                                           uct_cuda_ipc_ns_broker_proto_chunk_fds_reply_t *reply,
+                                                           uint64_t *alloc_ids);
 
 
 /* Client: write a COPY request (UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE bytes) */
@@ -289,9 +294,9 @@ void uct_cuda_ipc_ns_broker_pack_copy_request(uint8_t *buf, uint64_t reg_id,
 
 
 /* Server: write a COPY reply (UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE bytes) */
-void uct_cuda_ipc_ns_broker_pack_copy_reply(uint8_t *buf,
-                                            uct_cuda_ipc_ns_broker_status_t status,
-                                            uint64_t reg_id, uint64_t seq);
+void uct_cuda_ipc_ns_broker_proto_pack_copy_reply(uint8_t *buf,
+                                                  uct_cuda_ipc_ns_broker_proto_status_t status,
+                                                  uint64_t reg_id, uint64_t seq);
 
 
 /**
@@ -315,10 +320,10 @@ ucs_status_t uct_cuda_ipc_ns_broker_unpack_copy_reply(const uint8_t *buf,
  * registration's chunks @a first..first+count-1 of @a total) into @a buf of
  * UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX bytes. @return its length.
  */
-size_t uct_cuda_ipc_ns_broker_pack_layout(uint8_t *buf, uint64_t reg_id,
-                                          uint32_t total, uint32_t first,
-                                          uint32_t count,
-                                          const uct_cuda_ipc_ns_chunk_t *chunks);
+size_t uct_cuda_ipc_ns_broker_proto_pack_layout(uint8_t *buf, uint64_t reg_id,
+                                                uint32_t total, uint32_t first,
+                                                uint32_t count,
+                                                const uct_cuda_ipc_ns_chunk_t *chunks);
 
 
 /**
@@ -330,9 +335,9 @@ size_t uct_cuda_ipc_ns_broker_pack_layout(uint8_t *buf, uint64_t reg_id,
  *         malformed reply (size, magic, count 0 or above the maximum, an
  *         OK status without entries).
  */
-ucs_status_t uct_cuda_ipc_ns_broker_unpack_layout(const uint8_t *buf, size_t len,
-                                                  uct_cuda_ipc_ns_layout_page_t *page,
-                                                  uct_cuda_ipc_ns_chunk_t *chunks);
+ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_layout(const uint8_t *buf, size_t len,
+                                                        uct_cuda_ipc_ns_broker_proto_layout_page_t *page,
+                                                        uct_cuda_ipc_ns_chunk_t *chunks);
 
 
 /**
@@ -344,8 +349,8 @@ ucs_status_t uct_cuda_ipc_ns_broker_unpack_layout(const uint8_t *buf, size_t len
  * @return UCS_OK, or UCS_ERR_INVALID_PARAM with a debug line naming the
  *         first bad entry.
  */
-ucs_status_t uct_cuda_ipc_ns_layout_check(const uct_cuda_ipc_ns_chunk_t *chunks,
-                                          uint32_t count, uint64_t length);
+ucs_status_t uct_cuda_ipc_ns_broker_proto_layout_check(const uct_cuda_ipc_ns_chunk_t *chunks,
+                                                       uint32_t count, uint64_t length);
 
 
 /**
@@ -359,15 +364,15 @@ ucs_status_t uct_cuda_ipc_ns_layout_check(const uct_cuda_ipc_ns_chunk_t *chunks,
  *         count 0 or above UCT_CUDA_IPC_NS_BROKER_FDS_MAX; BAD_VERSION for another
  *         protocol version. The fields that could be read are set.
  */
-uct_cuda_ipc_ns_broker_status_t
-uct_cuda_ipc_ns_broker_unpack_request(const uint8_t *buf, size_t len,
-                                      uct_cuda_ipc_ns_broker_req_t *req);
+uct_cuda_ipc_ns_broker_proto_status_t
+uct_cuda_ipc_ns_broker_proto_unpack_request(const uint8_t *buf, size_t len,
+                                            uct_cuda_ipc_ns_broker_proto_req_t *req);
 
 
 /* Server: write a reply (UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE bytes) */
-void uct_cuda_ipc_ns_broker_pack_reply(uint8_t *buf,
-                                       uct_cuda_ipc_ns_broker_status_t status,
-                                       uint64_t alloc_id);
+void uct_cuda_ipc_ns_broker_proto_pack_reply(uint8_t *buf,
+                                             uct_cuda_ipc_ns_broker_proto_status_t status,
+                                             uint64_t alloc_id);
 
 
 /**
@@ -376,9 +381,9 @@ void uct_cuda_ipc_ns_broker_pack_reply(uint8_t *buf,
  * @return UCS_OK with *status_p (UCT_CUDA_IPC_NS_BROKER_STATUS_*) and
  *         *alloc_id_p set, or UCS_ERR_INVALID_PARAM for a malformed reply.
  */
-ucs_status_t uct_cuda_ipc_ns_broker_unpack_reply(const uint8_t *buf, size_t len,
-                                                 unsigned *status_p,
-                                                 uint64_t *alloc_id_p);
+ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_reply(const uint8_t *buf, size_t len,
+                                                       unsigned *status_p,
+                                                       uint64_t *alloc_id_p);
 
 
 /* Client: map a broker status code to a UCS status */
@@ -394,7 +399,7 @@ const char *uct_cuda_ipc_ns_broker_status_str(unsigned status);
  * abstract names start with '\0' and are shown with '@', as ss(8) does).
  * @return @a buf, NUL-terminated.
  */
-const char *uct_cuda_ipc_ns_fdx_addr_str(const char *addr, uint8_t addr_len,
-                                         char *buf, size_t max);
+const char *uct_cuda_ipc_ns_broker_proto_addr_str(const char *addr, uint8_t addr_len,
+                                                  char *buf, size_t max);
 
 #endif

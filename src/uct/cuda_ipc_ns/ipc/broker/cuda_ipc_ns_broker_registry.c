@@ -27,7 +27,7 @@ typedef enum {
 
 
 struct uct_cuda_ipc_ns_broker_reg {
-    uct_cuda_ipc_ns_broker_reg_t *next;    /* same alloc_id */
+    uct_cuda_ipc_ns_broker_registry_reg_t *next;    /* same alloc_id */
     uct_cuda_ipc_ns_broker_reg_kind_t kind;
     uint64_t                     alloc_id;
     int                          fd;       /* borrowed from the caller */
@@ -59,7 +59,7 @@ static int uct_cuda_ipc_ns_broker_token_equal(const uint8_t *a, const uint8_t *b
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_broker_random(void *buf, size_t len)
+ucs_status_t uct_cuda_ipc_ns_broker_registry_random(void *buf, size_t len)
 {
     uint8_t *p = buf;
     ssize_t ret;
@@ -91,7 +91,7 @@ void uct_cuda_ipc_ns_broker_registry_init(uct_cuda_ipc_ns_broker_registry_t *reg
 void uct_cuda_ipc_ns_broker_registry_cleanup(uct_cuda_ipc_ns_broker_registry_t *registry,
                                              const char *name)
 {
-    uct_cuda_ipc_ns_broker_reg_t *reg, *next;
+    uct_cuda_ipc_ns_broker_registry_reg_t *reg, *next;
 
     /* registrations left behind by the caller: their fds are not ours */
     if (kh_size(&registry->regs) > 0) {
@@ -114,14 +114,14 @@ void uct_cuda_ipc_ns_broker_registry_cleanup(uct_cuda_ipc_ns_broker_registry_t *
 /* Give @a reg a fresh token and link it under its id */
 static ucs_status_t
 uct_cuda_ipc_ns_broker_registry_link(uct_cuda_ipc_ns_broker_registry_t *registry,
-                                     uct_cuda_ipc_ns_broker_reg_t *reg,
+                                     uct_cuda_ipc_ns_broker_registry_reg_t *reg,
                                      uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE])
 {
     ucs_status_t status;
     khiter_t iter;
     int ret;
 
-    status = uct_cuda_ipc_ns_broker_random(reg->token, sizeof(reg->token));
+    status = uct_cuda_ipc_ns_broker_registry_random(reg->token, sizeof(reg->token));
     if (status != UCS_OK) {
         return status;
     }
@@ -147,11 +147,11 @@ uct_cuda_ipc_ns_broker_registry_link(uct_cuda_ipc_ns_broker_registry_t *registry
 
 /* A registration of @a kind under @a id, no fd: the caller fills in what
  * its kind holds, then publishes it */
-static uct_cuda_ipc_ns_broker_reg_t *
+static uct_cuda_ipc_ns_broker_registry_reg_t *
 uct_cuda_ipc_ns_broker_reg_alloc(uct_cuda_ipc_ns_broker_reg_kind_t kind,
                                  uint64_t id)
 {
-    uct_cuda_ipc_ns_broker_reg_t *reg;
+    uct_cuda_ipc_ns_broker_registry_reg_t *reg;
 
     reg = ucs_calloc(1, sizeof(*reg), "cuda_ipc_ns_broker_reg");
     if (reg == NULL) {
@@ -170,9 +170,9 @@ uct_cuda_ipc_ns_broker_reg_alloc(uct_cuda_ipc_ns_broker_reg_kind_t kind,
  * caller's until this succeeds) */
 static ucs_status_t
 uct_cuda_ipc_ns_broker_registry_publish(uct_cuda_ipc_ns_broker_registry_t *registry,
-                                        uct_cuda_ipc_ns_broker_reg_t *reg,
+                                        uct_cuda_ipc_ns_broker_registry_reg_t *reg,
                                         uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
-                                        uct_cuda_ipc_ns_broker_reg_t **reg_p)
+                                        uct_cuda_ipc_ns_broker_registry_reg_t **reg_p)
 {
     ucs_status_t status;
 
@@ -192,9 +192,9 @@ ucs_status_t
 uct_cuda_ipc_ns_broker_registry_add(uct_cuda_ipc_ns_broker_registry_t *registry,
                                     int fd, uint64_t alloc_id,
                                     uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
-                                    uct_cuda_ipc_ns_broker_reg_t **reg_p)
+                                    uct_cuda_ipc_ns_broker_registry_reg_t **reg_p)
 {
-    uct_cuda_ipc_ns_broker_reg_t *reg;
+    uct_cuda_ipc_ns_broker_registry_reg_t *reg;
 
     reg = uct_cuda_ipc_ns_broker_reg_alloc(UCT_CUDA_IPC_NS_REG_FD, alloc_id);
     if (reg == NULL) {
@@ -212,9 +212,9 @@ uct_cuda_ipc_ns_broker_registry_add_chunks(uct_cuda_ipc_ns_broker_registry_t *re
                                            const uct_cuda_ipc_ns_chunk_t *chunks,
                                            uint32_t num_chunks,
                                            uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
-                                           uct_cuda_ipc_ns_broker_reg_t **reg_p)
+                                           uct_cuda_ipc_ns_broker_registry_reg_t **reg_p)
 {
-    uct_cuda_ipc_ns_broker_reg_t *reg;
+    uct_cuda_ipc_ns_broker_registry_reg_t *reg;
 
     reg = uct_cuda_ipc_ns_broker_reg_alloc(UCT_CUDA_IPC_NS_REG_CHUNKS, reg_id);
     if (reg == NULL) {
@@ -243,9 +243,9 @@ uct_cuda_ipc_ns_broker_registry_add_range(uct_cuda_ipc_ns_broker_registry_t *reg
                                           uint64_t length, CUcontext ctx,
                                           int device,
                                           uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
-                                          uct_cuda_ipc_ns_broker_reg_t **reg_p)
+                                          uct_cuda_ipc_ns_broker_registry_reg_t **reg_p)
 {
-    uct_cuda_ipc_ns_broker_reg_t *reg;
+    uct_cuda_ipc_ns_broker_registry_reg_t *reg;
 
     reg = uct_cuda_ipc_ns_broker_reg_alloc(UCT_CUDA_IPC_NS_REG_RANGE, reg_id);
     if (reg == NULL) {
@@ -261,9 +261,9 @@ uct_cuda_ipc_ns_broker_registry_add_range(uct_cuda_ipc_ns_broker_registry_t *reg
 
 
 void uct_cuda_ipc_ns_broker_registry_remove(uct_cuda_ipc_ns_broker_registry_t *registry,
-                                            uct_cuda_ipc_ns_broker_reg_t *reg)
+                                            uct_cuda_ipc_ns_broker_registry_reg_t *reg)
 {
-    uct_cuda_ipc_ns_broker_reg_t **pp;
+    uct_cuda_ipc_ns_broker_registry_reg_t **pp;
     khiter_t iter;
 
     pthread_mutex_lock(&registry->lock);
@@ -299,12 +299,12 @@ void uct_cuda_ipc_ns_broker_registry_remove(uct_cuda_ipc_ns_broker_registry_t *r
  * The registration of (@a id, @a token) of @a kind; with the lock held.
  * Every entry of the chain is compared: timing tells nothing of tokens.
  */
-static uct_cuda_ipc_ns_broker_reg_t *
+static uct_cuda_ipc_ns_broker_registry_reg_t *
 uct_cuda_ipc_ns_broker_registry_find(uct_cuda_ipc_ns_broker_registry_t *registry,
                                      uint64_t id, const uint8_t *token,
                                      uct_cuda_ipc_ns_broker_reg_kind_t kind)
 {
-    uct_cuda_ipc_ns_broker_reg_t *reg, *found = NULL;
+    uct_cuda_ipc_ns_broker_registry_reg_t *reg, *found = NULL;
     khiter_t iter;
 
     iter = kh_get(uct_cuda_ipc_ns_broker_regs, &registry->regs, id);
@@ -325,10 +325,10 @@ uct_cuda_ipc_ns_broker_registry_find(uct_cuda_ipc_ns_broker_registry_t *registry
 int uct_cuda_ipc_ns_broker_registry_hand_out(uct_cuda_ipc_ns_broker_registry_t *registry,
                                              uint64_t alloc_id,
                                              const uint8_t *token,
-                                             uct_cuda_ipc_ns_broker_send_fd_func_t send,
+                                             uct_cuda_ipc_ns_broker_registry_send_fd_func_t send,
                                              void *arg)
 {
-    uct_cuda_ipc_ns_broker_reg_t *found;
+    uct_cuda_ipc_ns_broker_registry_reg_t *found;
 
     pthread_mutex_lock(&registry->lock);
     found = uct_cuda_ipc_ns_broker_registry_find(registry, alloc_id, token,
@@ -347,7 +347,7 @@ int uct_cuda_ipc_ns_broker_registry_layout(uct_cuda_ipc_ns_broker_registry_t *re
                                            uct_cuda_ipc_ns_chunk_t *chunks,
                                            uint32_t *count_p, uint32_t *total_p)
 {
-    uct_cuda_ipc_ns_broker_reg_t *found;
+    uct_cuda_ipc_ns_broker_registry_reg_t *found;
 
     pthread_mutex_lock(&registry->lock);
     found = uct_cuda_ipc_ns_broker_registry_find(registry, reg_id, token,
@@ -370,10 +370,10 @@ int uct_cuda_ipc_ns_broker_registry_hand_out_chunks(uct_cuda_ipc_ns_broker_regis
                                                     const uint8_t *token,
                                                     uint32_t first,
                                                     uint32_t count,
-                                                    uct_cuda_ipc_ns_broker_export_chunk_func_t export_chunk,
+                                                    uct_cuda_ipc_ns_broker_registry_export_chunk_func_t export_chunk,
                                                     void *arg)
 {
-    uct_cuda_ipc_ns_broker_reg_t *found;
+    uct_cuda_ipc_ns_broker_registry_reg_t *found;
     const uct_cuda_ipc_ns_chunk_t *chunk;
     uint32_t i;
 
@@ -395,14 +395,14 @@ int uct_cuda_ipc_ns_broker_registry_hand_out_chunks(uct_cuda_ipc_ns_broker_regis
 }
 
 
-uct_cuda_ipc_ns_broker_status_t
+uct_cuda_ipc_ns_broker_proto_status_t
 uct_cuda_ipc_ns_broker_registry_copy_begin(uct_cuda_ipc_ns_broker_registry_t *registry,
                                            uint64_t reg_id, const uint8_t *token,
                                            uint64_t offset, uint64_t length,
-                                           uct_cuda_ipc_ns_copy_range_t *range)
+                                           uct_cuda_ipc_ns_broker_registry_range_t *range)
 {
-    uct_cuda_ipc_ns_broker_status_t status;
-    uct_cuda_ipc_ns_broker_reg_t *found;
+    uct_cuda_ipc_ns_broker_proto_status_t status;
+    uct_cuda_ipc_ns_broker_registry_reg_t *found;
 
     pthread_mutex_lock(&registry->lock);
     found = uct_cuda_ipc_ns_broker_registry_find(registry, reg_id, token,
@@ -425,7 +425,7 @@ uct_cuda_ipc_ns_broker_registry_copy_begin(uct_cuda_ipc_ns_broker_registry_t *re
 
 
 void uct_cuda_ipc_ns_broker_registry_copy_end(uct_cuda_ipc_ns_broker_registry_t *registry,
-                                              const uct_cuda_ipc_ns_copy_range_t *range)
+                                              const uct_cuda_ipc_ns_broker_registry_range_t *range)
 {
     pthread_mutex_lock(&registry->lock);
     if (--range->reg->copies == 0) {

@@ -22,9 +22,9 @@
 #include <stdint.h>
 
 
-typedef struct uct_cuda_ipc_ns_broker_reg uct_cuda_ipc_ns_broker_reg_t;
+typedef struct uct_cuda_ipc_ns_broker_reg uct_cuda_ipc_ns_broker_registry_reg_t;
 
-KHASH_MAP_INIT_INT64(uct_cuda_ipc_ns_broker_regs, uct_cuda_ipc_ns_broker_reg_t*)
+KHASH_MAP_INIT_INT64(uct_cuda_ipc_ns_broker_regs, uct_cuda_ipc_ns_broker_registry_reg_t*)
 
 
 typedef struct uct_cuda_ipc_ns_broker_registry {
@@ -36,19 +36,19 @@ typedef struct uct_cuda_ipc_ns_broker_registry {
 
 /* Where a copy of a range registration reads or writes, pinned until
  * uct_cuda_ipc_ns_broker_registry_copy_end() */
-typedef struct uct_cuda_ipc_ns_copy_range {
-    uct_cuda_ipc_ns_broker_reg_t *reg;
+typedef struct uct_cuda_ipc_ns_broker_registry_range {
+    uct_cuda_ipc_ns_broker_registry_reg_t *reg;
     uint64_t                     addr;   /* base + offset, in the owner */
     CUcontext                    ctx;    /* the memory's context */
     int                          device;
-} uct_cuda_ipc_ns_copy_range_t;
+} uct_cuda_ipc_ns_broker_registry_range_t;
 
 
 /**
  * Send @a fd, the registered fd of a request, to the requester; called with
  * the registry locked, so that the fd is not released meanwhile.
  */
-typedef void (*uct_cuda_ipc_ns_broker_send_fd_func_t)(void *arg, int fd);
+typedef void (*uct_cuda_ipc_ns_broker_registry_send_fd_func_t)(void *arg, int fd);
 
 
 /**
@@ -56,14 +56,14 @@ typedef void (*uct_cuda_ipc_ns_broker_send_fd_func_t)(void *arg, int fd);
  * the requester; called with the registry locked, so that the registration
  * is not released meanwhile.
  */
-typedef void (*uct_cuda_ipc_ns_broker_export_chunk_func_t)(void *arg,
-                                                           uint64_t addr,
-                                                           uint64_t size,
-                                                           uint64_t alloc_id);
+typedef void (*uct_cuda_ipc_ns_broker_registry_export_chunk_func_t)(void *arg,
+                                                                    uint64_t addr,
+                                                                    uint64_t size,
+                                                                    uint64_t alloc_id);
 
 
 /* @a len random bytes from the kernel (tokens, socket names) */
-ucs_status_t uct_cuda_ipc_ns_broker_random(void *buf, size_t len);
+ucs_status_t uct_cuda_ipc_ns_broker_registry_random(void *buf, size_t len);
 
 
 void uct_cuda_ipc_ns_broker_registry_init(uct_cuda_ipc_ns_broker_registry_t *registry);
@@ -79,7 +79,7 @@ ucs_status_t
 uct_cuda_ipc_ns_broker_registry_add(uct_cuda_ipc_ns_broker_registry_t *registry,
                                     int fd, uint64_t alloc_id,
                                     uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
-                                    uct_cuda_ipc_ns_broker_reg_t **reg_p);
+                                    uct_cuda_ipc_ns_broker_registry_reg_t **reg_p);
 
 
 /**
@@ -93,7 +93,7 @@ uct_cuda_ipc_ns_broker_registry_add_chunks(uct_cuda_ipc_ns_broker_registry_t *re
                                            const uct_cuda_ipc_ns_chunk_t *chunks,
                                            uint32_t num_chunks,
                                            uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
-                                           uct_cuda_ipc_ns_broker_reg_t **reg_p);
+                                           uct_cuda_ipc_ns_broker_registry_reg_t **reg_p);
 
 
 /**
@@ -121,7 +121,7 @@ int uct_cuda_ipc_ns_broker_registry_hand_out_chunks(uct_cuda_ipc_ns_broker_regis
                                                     const uint8_t *token,
                                                     uint32_t first,
                                                     uint32_t count,
-                                                    uct_cuda_ipc_ns_broker_export_chunk_func_t export_chunk,
+                                                    uct_cuda_ipc_ns_broker_registry_export_chunk_func_t export_chunk,
                                                     void *arg);
 
 
@@ -137,7 +137,7 @@ uct_cuda_ipc_ns_broker_registry_add_range(uct_cuda_ipc_ns_broker_registry_t *reg
                                           uint64_t length, CUcontext ctx,
                                           int device,
                                           uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
-                                          uct_cuda_ipc_ns_broker_reg_t **reg_p);
+                                          uct_cuda_ipc_ns_broker_registry_reg_t **reg_p);
 
 
 /**
@@ -148,22 +148,22 @@ uct_cuda_ipc_ns_broker_registry_add_range(uct_cuda_ipc_ns_broker_registry_t *reg
  * @return UCT_CUDA_IPC_NS_BROKER_STATUS_OK, NO_ENTRY (no such range
  *         registration, or another token) or RANGE.
  */
-uct_cuda_ipc_ns_broker_status_t
+uct_cuda_ipc_ns_broker_proto_status_t
 uct_cuda_ipc_ns_broker_registry_copy_begin(uct_cuda_ipc_ns_broker_registry_t *registry,
                                            uint64_t reg_id, const uint8_t *token,
                                            uint64_t offset, uint64_t length,
-                                           uct_cuda_ipc_ns_copy_range_t *range);
+                                           uct_cuda_ipc_ns_broker_registry_range_t *range);
 
 
 /* The copy of @a range is done: its registration may be removed */
 void uct_cuda_ipc_ns_broker_registry_copy_end(uct_cuda_ipc_ns_broker_registry_t *registry,
-                                              const uct_cuda_ipc_ns_copy_range_t *range);
+                                              const uct_cuda_ipc_ns_broker_registry_range_t *range);
 
 
 /* Remove and free @a reg; once this returns its fd is never sent again and
  * no copy of it runs */
 void uct_cuda_ipc_ns_broker_registry_remove(uct_cuda_ipc_ns_broker_registry_t *registry,
-                                            uct_cuda_ipc_ns_broker_reg_t *reg);
+                                            uct_cuda_ipc_ns_broker_registry_reg_t *reg);
 
 
 /**
@@ -174,7 +174,7 @@ void uct_cuda_ipc_ns_broker_registry_remove(uct_cuda_ipc_ns_broker_registry_t *r
 int uct_cuda_ipc_ns_broker_registry_hand_out(uct_cuda_ipc_ns_broker_registry_t *registry,
                                              uint64_t alloc_id,
                                              const uint8_t *token,
-                                             uct_cuda_ipc_ns_broker_send_fd_func_t send,
+                                             uct_cuda_ipc_ns_broker_registry_send_fd_func_t send,
                                              void *arg);
 
 #endif

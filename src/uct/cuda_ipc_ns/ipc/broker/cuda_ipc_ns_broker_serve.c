@@ -34,29 +34,29 @@
 
 
 /* What the brokers of this process served; updated with atomics */
-static uct_cuda_ipc_ns_broker_stats_t uct_cuda_ipc_ns_broker_stats;
+static uct_cuda_ipc_ns_broker_serve_stats_t uct_cuda_ipc_ns_broker_serve_stats;
 
 
-void uct_cuda_ipc_ns_broker_get_stats(uct_cuda_ipc_ns_broker_stats_t *stats)
+void uct_cuda_ipc_ns_broker_serve_get_stats(uct_cuda_ipc_ns_broker_serve_stats_t *stats)
 {
     stats->layout_requests    = __atomic_load_n(
-            &uct_cuda_ipc_ns_broker_stats.layout_requests, __ATOMIC_RELAXED);
+            &uct_cuda_ipc_ns_broker_serve_stats.layout_requests, __ATOMIC_RELAXED);
     stats->chunk_fds_requests = __atomic_load_n(
-            &uct_cuda_ipc_ns_broker_stats.chunk_fds_requests, __ATOMIC_RELAXED);
+            &uct_cuda_ipc_ns_broker_serve_stats.chunk_fds_requests, __ATOMIC_RELAXED);
     stats->chunk_fds_sent     = __atomic_load_n(
-            &uct_cuda_ipc_ns_broker_stats.chunk_fds_sent, __ATOMIC_RELAXED);
+            &uct_cuda_ipc_ns_broker_serve_stats.chunk_fds_sent, __ATOMIC_RELAXED);
     stats->accept_failures    = __atomic_load_n(
-            &uct_cuda_ipc_ns_broker_stats.accept_failures, __ATOMIC_RELAXED);
-    stats->copies             = uct_cuda_ipc_ns_broker_copier_launched();
+            &uct_cuda_ipc_ns_broker_serve_stats.accept_failures, __ATOMIC_RELAXED);
+    stats->copies             = uct_cuda_ipc_ns_broker_copy_launched();
 }
 
 
-void uct_cuda_ipc_ns_broker_server_init(uct_cuda_ipc_ns_broker_server_t *server,
-                                        const char *name, int listen_fd,
-                                        int wake_fd,
-                                        uct_cuda_ipc_ns_broker_registry_t *registry,
-                                        int allowed_uid, int userns_peers,
-                                        double req_timeout)
+void uct_cuda_ipc_ns_broker_serve_init(uct_cuda_ipc_ns_broker_serve_t *server,
+                                       const char *name, int listen_fd,
+                                       int wake_fd,
+                                       uct_cuda_ipc_ns_broker_registry_t *registry,
+                                       int allowed_uid, int userns_peers,
+                                       double req_timeout)
 {
     memset(server, 0, sizeof(*server));
     server->name        = name;
@@ -73,10 +73,10 @@ void uct_cuda_ipc_ns_broker_server_init(uct_cuda_ipc_ns_broker_server_t *server,
 }
 
 
-void uct_cuda_ipc_ns_broker_server_cleanup(uct_cuda_ipc_ns_broker_server_t *server)
+void uct_cuda_ipc_ns_broker_serve_cleanup(uct_cuda_ipc_ns_broker_serve_t *server)
 {
     if (server->copier != NULL) {
-        uct_cuda_ipc_ns_broker_copier_stop(server->copier);
+        uct_cuda_ipc_ns_broker_copy_stop(server->copier);
         server->copier = NULL;
     }
     kh_destroy_inplace(uct_cuda_ipc_ns_broker_peers, &server->logged_peers);
@@ -86,7 +86,7 @@ void uct_cuda_ipc_ns_broker_server_cleanup(uct_cuda_ipc_ns_broker_server_t *serv
 
 
 /* Count an accepted connection (+1) or one closed (-1) */
-static void uct_cuda_ipc_ns_broker_count_conn(uct_cuda_ipc_ns_broker_server_t *server,
+static void uct_cuda_ipc_ns_broker_count_conn(uct_cuda_ipc_ns_broker_serve_t *server,
                                               int delta)
 {
     pthread_mutex_lock(&server->conns_lock);
@@ -100,7 +100,7 @@ static void uct_cuda_ipc_ns_broker_count_conn(uct_cuda_ipc_ns_broker_server_t *s
 
 /* @a fd is -1 when the connection was handed to the copier, which counts
  * it closed when it closes it */
-static void uct_cuda_ipc_ns_broker_close_conn(uct_cuda_ipc_ns_broker_server_t *server,
+static void uct_cuda_ipc_ns_broker_close_conn(uct_cuda_ipc_ns_broker_serve_t *server,
                                               int fd)
 {
     if (fd >= 0) {
@@ -118,7 +118,7 @@ static void uct_cuda_ipc_ns_broker_copier_closed(void *arg)
 
 
 /* Close connection @a index of the table, keeping the others in age order */
-static void uct_cuda_ipc_ns_broker_remove_conn(uct_cuda_ipc_ns_broker_server_t *server,
+static void uct_cuda_ipc_ns_broker_remove_conn(uct_cuda_ipc_ns_broker_serve_t *server,
                                                unsigned index)
 {
     uct_cuda_ipc_ns_broker_close_conn(server, server->conns[index].fd);
@@ -129,7 +129,7 @@ static void uct_cuda_ipc_ns_broker_remove_conn(uct_cuda_ipc_ns_broker_server_t *
 
 
 /* Whether a refusal from @a pid is the first one seen (log it loudly) */
-static int uct_cuda_ipc_ns_broker_first_refusal(uct_cuda_ipc_ns_broker_server_t *server,
+static int uct_cuda_ipc_ns_broker_first_refusal(uct_cuda_ipc_ns_broker_serve_t *server,
                                                 pid_t pid)
 {
     int ret;
@@ -170,14 +170,14 @@ static int uct_cuda_ipc_ns_broker_first_refusal(uct_cuda_ipc_ns_broker_server_t 
  * small message on a fresh connection, so it fits the socket buffer, and the
  * caller may hold the registry lock.
  */
-static void uct_cuda_ipc_ns_broker_reply(uct_cuda_ipc_ns_broker_server_t *server,
-                                         const uct_cuda_ipc_ns_broker_conn_t *conn,
-                                         uct_cuda_ipc_ns_broker_status_t status,
+static void uct_cuda_ipc_ns_broker_reply(uct_cuda_ipc_ns_broker_serve_t *server,
+                                         const uct_cuda_ipc_ns_broker_serve_conn_t *conn,
+                                         uct_cuda_ipc_ns_broker_proto_status_t status,
                                          uint64_t alloc_id, int fd)
 {
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE];
 
-    uct_cuda_ipc_ns_broker_pack_reply(buf, status, alloc_id);
+    uct_cuda_ipc_ns_broker_proto_pack_reply(buf, status, alloc_id);
     if (uct_cuda_ipc_ns_scm_send_fd(conn->fd, buf, sizeof(buf), fd,
                                     MSG_DONTWAIT | MSG_NOSIGNAL) != UCS_OK) {
         ucs_debug("cuda_ipc_ns: broker %s: sending reply '%s' to pid %d "
@@ -188,8 +188,8 @@ static void uct_cuda_ipc_ns_broker_reply(uct_cuda_ipc_ns_broker_server_t *server
 
 
 typedef struct {
-    uct_cuda_ipc_ns_broker_server_t     *server;
-    const uct_cuda_ipc_ns_broker_conn_t *conn;
+    uct_cuda_ipc_ns_broker_serve_t     *server;
+    const uct_cuda_ipc_ns_broker_serve_conn_t *conn;
     uint64_t                            alloc_id;
 } uct_cuda_ipc_ns_broker_hand_out_t;
 
@@ -205,8 +205,8 @@ static void uct_cuda_ipc_ns_broker_send_fd(void *arg, int fd)
 
 
 /* Answer a well-formed request: the fd of a live registration, or NO_ENTRY */
-static void uct_cuda_ipc_ns_broker_serve(uct_cuda_ipc_ns_broker_server_t *server,
-                                         const uct_cuda_ipc_ns_broker_conn_t *conn,
+static void uct_cuda_ipc_ns_broker_serve(uct_cuda_ipc_ns_broker_serve_t *server,
+                                         const uct_cuda_ipc_ns_broker_serve_conn_t *conn,
                                          uint64_t alloc_id, const uint8_t *token)
 {
     uct_cuda_ipc_ns_broker_hand_out_t hand_out = {server, conn, alloc_id};
@@ -230,16 +230,16 @@ static void uct_cuda_ipc_ns_broker_serve(uct_cuda_ipc_ns_broker_server_t *server
 
 
 /* Answer a LAYOUT request: a page of the registration's chunks */
-static void uct_cuda_ipc_ns_broker_serve_layout(uct_cuda_ipc_ns_broker_server_t *server,
-                                                const uct_cuda_ipc_ns_broker_conn_t *conn,
-                                                const uct_cuda_ipc_ns_broker_req_t *req)
+static void uct_cuda_ipc_ns_broker_serve_layout(uct_cuda_ipc_ns_broker_serve_t *server,
+                                                const uct_cuda_ipc_ns_broker_serve_conn_t *conn,
+                                                const uct_cuda_ipc_ns_broker_proto_req_t *req)
 {
     uct_cuda_ipc_ns_chunk_t chunks[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX];
     uint32_t count, total;
     size_t len;
 
-    __atomic_fetch_add(&uct_cuda_ipc_ns_broker_stats.layout_requests, 1,
+    __atomic_fetch_add(&uct_cuda_ipc_ns_broker_serve_stats.layout_requests, 1,
                        __ATOMIC_RELAXED);
     if (!uct_cuda_ipc_ns_broker_registry_layout(server->registry,
                                                 req->alloc_id, req->token,
@@ -256,8 +256,8 @@ static void uct_cuda_ipc_ns_broker_serve_layout(uct_cuda_ipc_ns_broker_server_t 
         return;
     }
 
-    len = uct_cuda_ipc_ns_broker_pack_layout(buf, req->alloc_id, total,
-                                             req->index, count, chunks);
+    len = uct_cuda_ipc_ns_broker_proto_pack_layout(buf, req->alloc_id, total,
+                                                   req->index, count, chunks);
     /* a few KiB on a fresh connection: fits the socket buffer at once */
     if (uct_cuda_ipc_ns_scm_send_fd(conn->fd, buf, len, -1,
                                     MSG_DONTWAIT | MSG_NOSIGNAL) != UCS_OK) {
@@ -271,7 +271,7 @@ static void uct_cuda_ipc_ns_broker_serve_layout(uct_cuda_ipc_ns_broker_server_t 
 /* The chunks of one GET_CHUNK_FDS request, exported in order until one
  * fails */
 typedef struct {
-    uct_cuda_ipc_ns_broker_status_t status;
+    uct_cuda_ipc_ns_broker_proto_status_t status;
     uint32_t                        count;  /* exported so far */
     uint64_t                        alloc_ids[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
     int                             fds[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
@@ -353,9 +353,9 @@ out:
  * message, then ours closed (no fd per chunk is kept); or, when any of them
  * cannot be exported, a refusal, and the ones exported closed.
  */
-static void uct_cuda_ipc_ns_broker_serve_chunk_fds(uct_cuda_ipc_ns_broker_server_t *server,
-                                                   const uct_cuda_ipc_ns_broker_conn_t *conn,
-                                                   const uct_cuda_ipc_ns_broker_req_t *req)
+static void uct_cuda_ipc_ns_broker_serve_chunk_fds(uct_cuda_ipc_ns_broker_serve_t *server,
+                                                   const uct_cuda_ipc_ns_broker_serve_conn_t *conn,
+                                                   const uct_cuda_ipc_ns_broker_proto_req_t *req)
 {
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX];
     uct_cuda_ipc_ns_broker_chunks_out_t out;
@@ -364,7 +364,7 @@ static void uct_cuda_ipc_ns_broker_serve_chunk_fds(uct_cuda_ipc_ns_broker_server
 
     UCS_STATIC_ASSERT(UCT_CUDA_IPC_NS_BROKER_FDS_MAX <=
                       UCT_CUDA_IPC_NS_SCM_MAX_FDS);
-    __atomic_fetch_add(&uct_cuda_ipc_ns_broker_stats.chunk_fds_requests, 1,
+    __atomic_fetch_add(&uct_cuda_ipc_ns_broker_serve_stats.chunk_fds_requests, 1,
                        __ATOMIC_RELAXED);
     out.status = UCT_CUDA_IPC_NS_BROKER_STATUS_OK;
     out.count  = 0;
@@ -387,12 +387,12 @@ static void uct_cuda_ipc_ns_broker_serve_chunk_fds(uct_cuda_ipc_ns_broker_server
                   req->alloc_id, (int)conn->pid,
                   uct_cuda_ipc_ns_broker_status_str(out.status));
     } else {
-        len = uct_cuda_ipc_ns_broker_pack_fds_reply(buf, req->alloc_id,
-                                                    req->index, out.count,
-                                                    out.alloc_ids);
+        len = uct_cuda_ipc_ns_broker_proto_pack_fds_reply(buf, req->alloc_id,
+                                                          req->index, out.count,
+                                                          out.alloc_ids);
         /* counted before the send: a peer that got them may read the
          * count at once (the tests do) */
-        __atomic_fetch_add(&uct_cuda_ipc_ns_broker_stats.chunk_fds_sent,
+        __atomic_fetch_add(&uct_cuda_ipc_ns_broker_serve_stats.chunk_fds_sent,
                            out.count, __ATOMIC_RELAXED);
         /* one small message on a fresh connection: fits the socket buffer */
         if (uct_cuda_ipc_ns_scm_send_fds(conn->fd, buf, len, out.fds,
@@ -403,7 +403,7 @@ static void uct_cuda_ipc_ns_broker_serve_chunk_fds(uct_cuda_ipc_ns_broker_server
                       PRIx64 " to pid %d", server->name, req->index,
                       out.count, req->alloc_id, (int)conn->pid);
         } else {
-            __atomic_fetch_sub(&uct_cuda_ipc_ns_broker_stats.chunk_fds_sent,
+            __atomic_fetch_sub(&uct_cuda_ipc_ns_broker_serve_stats.chunk_fds_sent,
                                out.count, __ATOMIC_RELAXED);
             ucs_debug("cuda_ipc_ns: broker %s: sending chunks %u..+%u of 0x%"
                       PRIx64 " to pid %d failed", server->name, req->index,
@@ -421,15 +421,15 @@ static void uct_cuda_ipc_ns_broker_serve_chunk_fds(uct_cuda_ipc_ns_broker_server
  * Hand a COPY request and its connection to the copier, started on first
  * use; conn->fd is the copier's then (-1 here).
  */
-static void uct_cuda_ipc_ns_broker_serve_copy(uct_cuda_ipc_ns_broker_server_t *server,
-                                              uct_cuda_ipc_ns_broker_conn_t *conn,
-                                              const uct_cuda_ipc_ns_broker_req_t *req,
+static void uct_cuda_ipc_ns_broker_serve_copy(uct_cuda_ipc_ns_broker_serve_t *server,
+                                              uct_cuda_ipc_ns_broker_serve_conn_t *conn,
+                                              const uct_cuda_ipc_ns_broker_proto_req_t *req,
                                               int buf_fd)
 {
     if ((server->copier == NULL) &&
-        (uct_cuda_ipc_ns_broker_copier_start(server->name, server->registry,
-                                             uct_cuda_ipc_ns_broker_copier_closed,
-                                             server, &server->copier) !=
+        (uct_cuda_ipc_ns_broker_copy_start(server->name, server->registry,
+                                           uct_cuda_ipc_ns_broker_copier_closed,
+                                           server, &server->copier) !=
          UCS_OK)) {
         uct_cuda_ipc_ns_broker_reply(server, conn,
                                      UCT_CUDA_IPC_NS_BROKER_STATUS_INTERNAL,
@@ -441,22 +441,48 @@ static void uct_cuda_ipc_ns_broker_serve_copy(uct_cuda_ipc_ns_broker_server_t *s
     }
 
     /* the copier answers with the COPY reply, and keeps the connection */
-    uct_cuda_ipc_ns_broker_copier_adopt(server->copier, conn->fd, conn->pid,
-                                        req, buf_fd);
+    uct_cuda_ipc_ns_broker_copy_adopt(server->copier, conn->fd, conn->pid,
+                                      req, buf_fd);
     conn->fd = -1;
+}
+
+
+/* Answer the request of @a conn that unpacked as @a status (not OK), and log
+ * why it is refused */
+static void
+uct_cuda_ipc_ns_broker_refuse_request(uct_cuda_ipc_ns_broker_serve_t *server,
+                                      uct_cuda_ipc_ns_broker_serve_conn_t *conn,
+                                      uct_cuda_ipc_ns_broker_proto_status_t status,
+                                      const uct_cuda_ipc_ns_broker_proto_req_t *req,
+                                      size_t len)
+{
+    uct_cuda_ipc_ns_broker_reply(server, conn, status, req->alloc_id, -1);
+    if (status == UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION) {
+        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
+                                           "protocol version %u, expected %u",
+                                           req->version,
+                                           UCT_CUDA_IPC_NS_BROKER_VERSION);
+    } else if (req->token != NULL) {
+        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
+                                           "unknown operation %u", req->op);
+    } else {
+        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
+                                           "malformed request (%zu bytes)",
+                                           len);
+    }
 }
 
 
 /* @return nonzero when the connection is done and can be closed (or was
  * handed to the copier) */
-static int uct_cuda_ipc_ns_broker_handle(uct_cuda_ipc_ns_broker_server_t *server,
-                                         uct_cuda_ipc_ns_broker_conn_t *conn)
+static int uct_cuda_ipc_ns_broker_handle(uct_cuda_ipc_ns_broker_serve_t *server,
+                                         uct_cuda_ipc_ns_broker_serve_conn_t *conn)
 {
     /* one more byte than the longest request: a longer message shows as
      * too long */
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_REQ_MAX + 1];
-    uct_cuda_ipc_ns_broker_status_t status;
-    uct_cuda_ipc_ns_broker_req_t req;
+    uct_cuda_ipc_ns_broker_proto_status_t status;
+    uct_cuda_ipc_ns_broker_proto_req_t req;
     ucs_status_t recv_status;
     size_t len;
     int fd;
@@ -480,7 +506,7 @@ static int uct_cuda_ipc_ns_broker_handle(uct_cuda_ipc_ns_broker_server_t *server
         return 1;
     }
 
-    status = uct_cuda_ipc_ns_broker_unpack_request(buf, len, &req);
+    status = uct_cuda_ipc_ns_broker_proto_unpack_request(buf, len, &req);
     if ((status == UCT_CUDA_IPC_NS_BROKER_STATUS_OK) &&
         (req.op == UCT_CUDA_IPC_NS_BROKER_OP_COPY)) {
         uct_cuda_ipc_ns_broker_serve_copy(server, conn, &req, fd);
@@ -505,20 +531,7 @@ static int uct_cuda_ipc_ns_broker_handle(uct_cuda_ipc_ns_broker_server_t *server
         return 1;
     }
 
-    uct_cuda_ipc_ns_broker_reply(server, conn, status, req.alloc_id, -1);
-    if (status == UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_VERSION) {
-        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
-                                           "protocol version %u, expected %u",
-                                           req.version,
-                                           UCT_CUDA_IPC_NS_BROKER_VERSION);
-    } else if (req.token != NULL) {
-        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
-                                           "unknown operation %u", req.op);
-    } else {
-        uct_cuda_ipc_ns_broker_refusal_log(server, conn->pid,
-                                           "malformed request (%zu bytes)",
-                                           len);
-    }
+    uct_cuda_ipc_ns_broker_refuse_request(server, conn, status, &req, len);
     return 1;
 }
 
@@ -541,7 +554,7 @@ static void uct_cuda_ipc_ns_broker_drain(int fd)
 
 
 /* Whether a client waits in the listening socket's backlog */
-static int uct_cuda_ipc_ns_broker_client_waits(uct_cuda_ipc_ns_broker_server_t *server)
+static int uct_cuda_ipc_ns_broker_client_waits(uct_cuda_ipc_ns_broker_serve_t *server)
 {
     struct pollfd pfd = {.fd = server->listen_fd, .events = POLLIN};
 
@@ -557,7 +570,7 @@ static int uct_cuda_ipc_ns_broker_client_waits(uct_cuda_ipc_ns_broker_server_t *
  * accepted is still sending its request); otherwise pause accepting.
  * @return nonzero to try accepting again now.
  */
-static int uct_cuda_ipc_ns_broker_accept_failed(uct_cuda_ipc_ns_broker_server_t *server,
+static int uct_cuda_ipc_ns_broker_accept_failed(uct_cuda_ipc_ns_broker_serve_t *server,
                                                 int err)
 {
     ucs_time_t min_backoff =
@@ -573,7 +586,7 @@ static int uct_cuda_ipc_ns_broker_accept_failed(uct_cuda_ipc_ns_broker_server_t 
         return 0;
     }
 
-    __atomic_fetch_add(&uct_cuda_ipc_ns_broker_stats.accept_failures, 1,
+    __atomic_fetch_add(&uct_cuda_ipc_ns_broker_serve_stats.accept_failures, 1,
                        __ATOMIC_RELAXED);
     if (!server->accept_failing) {
         server->accept_failing = 1;
@@ -607,9 +620,9 @@ static int uct_cuda_ipc_ns_broker_accept_failed(uct_cuda_ipc_ns_broker_server_t 
 
 /* Accept one connection; refuse a foreign uid at once, answer at once a
  * request already queued, else keep it (evicting the oldest when full) */
-static int uct_cuda_ipc_ns_broker_accept_one(uct_cuda_ipc_ns_broker_server_t *server)
+static int uct_cuda_ipc_ns_broker_accept_one(uct_cuda_ipc_ns_broker_serve_t *server)
 {
-    uct_cuda_ipc_ns_broker_conn_t conn;
+    uct_cuda_ipc_ns_broker_serve_conn_t conn;
     struct ucred cred;
     socklen_t len;
 
@@ -669,7 +682,7 @@ static int uct_cuda_ipc_ns_broker_accept_one(uct_cuda_ipc_ns_broker_server_t *se
 
 
 /* poll() timeout until the first connection deadline or accept resumes */
-static int uct_cuda_ipc_ns_broker_poll_timeout(uct_cuda_ipc_ns_broker_server_t *server,
+static int uct_cuda_ipc_ns_broker_poll_timeout(uct_cuda_ipc_ns_broker_serve_t *server,
                                                ucs_time_t now, int accepting)
 {
     ucs_time_t next = UCS_TIME_INFINITY;
@@ -690,9 +703,9 @@ static int uct_cuda_ipc_ns_broker_poll_timeout(uct_cuda_ipc_ns_broker_server_t *
 }
 
 
-void *uct_cuda_ipc_ns_broker_server_run(void *arg)
+void *uct_cuda_ipc_ns_broker_serve_run(void *arg)
 {
-    uct_cuda_ipc_ns_broker_server_t *server = arg;
+    uct_cuda_ipc_ns_broker_serve_t *server = arg;
     struct pollfd pfds[2 + UCT_CUDA_IPC_NS_BROKER_MAX_CONNS];
     unsigned i, num_polled, accepted;
     int accepting, ret;
@@ -761,7 +774,7 @@ void *uct_cuda_ipc_ns_broker_server_run(void *arg)
 }
 
 
-void uct_cuda_ipc_ns_broker_server_wait_idle(uct_cuda_ipc_ns_broker_server_t *server)
+void uct_cuda_ipc_ns_broker_serve_wait_idle(uct_cuda_ipc_ns_broker_serve_t *server)
 {
     pthread_mutex_lock(&server->conns_lock);
     while (server->open_conns > 0) {

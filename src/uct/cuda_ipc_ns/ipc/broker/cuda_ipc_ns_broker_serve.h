@@ -31,24 +31,24 @@
 KHASH_SET_INIT_INT(uct_cuda_ipc_ns_broker_peers)
 
 
-typedef struct uct_cuda_ipc_ns_broker_conn {
+typedef struct uct_cuda_ipc_ns_broker_serve_conn {
     int        fd;
     pid_t      pid;        /* SO_PEERCRED, for logs */
     ucs_time_t deadline;   /* closed when no request by then */
-} uct_cuda_ipc_ns_broker_conn_t;
+} uct_cuda_ipc_ns_broker_serve_conn_t;
 
 
 /* Requests the brokers of this process served (for tests and benchmarks) */
-typedef struct uct_cuda_ipc_ns_broker_stats {
+typedef struct uct_cuda_ipc_ns_broker_serve_stats {
     uint64_t layout_requests;    /* LAYOUT */
     uint64_t chunk_fds_requests; /* GET_CHUNK_FDS: one round trip each */
     uint64_t chunk_fds_sent;     /* fds those requests were answered with */
     uint64_t accept_failures;    /* accept() out of fds or memory */
     uint64_t copies;             /* COPY requests launched by the copiers */
-} uct_cuda_ipc_ns_broker_stats_t;
+} uct_cuda_ipc_ns_broker_serve_stats_t;
 
 
-typedef struct uct_cuda_ipc_ns_broker_server {
+typedef struct uct_cuda_ipc_ns_broker_serve_state {
     /* set before the thread starts */
     const char                        *name;      /* printable address */
     int                               listen_fd;
@@ -67,39 +67,39 @@ typedef struct uct_cuda_ipc_ns_broker_server {
     ucs_time_t                        accept_backoff;
     ucs_time_t                        accept_resume; /* listen again then */
     /* started by the first COPY request (docs/owner-copies.md) */
-    uct_cuda_ipc_ns_broker_copier_t   *copier;
+    uct_cuda_ipc_ns_broker_copy_t   *copier;
     unsigned                          num_conns;     /* oldest first */
-    uct_cuda_ipc_ns_broker_conn_t     conns[UCT_CUDA_IPC_NS_BROKER_MAX_CONNS];
+    uct_cuda_ipc_ns_broker_serve_conn_t     conns[UCT_CUDA_IPC_NS_BROKER_MAX_CONNS];
 
     /* accepted connections not closed yet, for _wait_idle() */
     pthread_mutex_t                   conns_lock;
     pthread_cond_t                    conns_cond;
     unsigned                          open_conns;
-} uct_cuda_ipc_ns_broker_server_t;
+} uct_cuda_ipc_ns_broker_serve_t;
 
 
-void uct_cuda_ipc_ns_broker_server_init(uct_cuda_ipc_ns_broker_server_t *server,
-                                        const char *name, int listen_fd,
-                                        int wake_fd,
-                                        uct_cuda_ipc_ns_broker_registry_t *registry,
-                                        int allowed_uid, int userns_peers,
-                                        double req_timeout);
+void uct_cuda_ipc_ns_broker_serve_init(uct_cuda_ipc_ns_broker_serve_t *server,
+                                       const char *name, int listen_fd,
+                                       int wake_fd,
+                                       uct_cuda_ipc_ns_broker_registry_t *registry,
+                                       int allowed_uid, int userns_peers,
+                                       double req_timeout);
 
 
 /* After the thread ended: stop the copier, if one started */
-void uct_cuda_ipc_ns_broker_server_cleanup(uct_cuda_ipc_ns_broker_server_t *server);
+void uct_cuda_ipc_ns_broker_serve_cleanup(uct_cuda_ipc_ns_broker_serve_t *server);
 
 
 /* The thread: serve until the wake-up fd is readable, then close every
  * connection */
-void *uct_cuda_ipc_ns_broker_server_run(void *arg);
+void *uct_cuda_ipc_ns_broker_serve_run(void *arg);
 
 
 /* What the brokers of this process served so far */
-void uct_cuda_ipc_ns_broker_get_stats(uct_cuda_ipc_ns_broker_stats_t *stats);
+void uct_cuda_ipc_ns_broker_serve_get_stats(uct_cuda_ipc_ns_broker_serve_stats_t *stats);
 
 
 /* Return once every accepted connection is closed */
-void uct_cuda_ipc_ns_broker_server_wait_idle(uct_cuda_ipc_ns_broker_server_t *server);
+void uct_cuda_ipc_ns_broker_serve_wait_idle(uct_cuda_ipc_ns_broker_serve_t *server);
 
 #endif

@@ -153,24 +153,26 @@ uct_cuda_ipc_ns_broker_sock_bind_abstract(uct_cuda_ipc_ns_broker_sock_t *sock)
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_broker_sock_listen(uct_cuda_ipc_ns_broker_sock_t *sock,
-                                                pid_t owner_pid,
-                                                const char *sock_dir)
+/*
+ * A new name for the socket of @a owner_pid (@a name, of
+ * UCT_CUDA_IPC_NS_BROKER_ADDR_MAX bytes) and the address keys carry: a path
+ * in @a sock_dir, whose directory @a sock->dir_fd is opened, or abstract.
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_broker_sock_address(uct_cuda_ipc_ns_broker_sock_t *sock,
+                                    pid_t owner_pid, const char *sock_dir,
+                                    char *name)
 {
-    char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX];
     int is_pathname = (sock_dir != NULL) && (sock_dir[0] != '\0');
     ucs_status_t status;
     uint8_t rnd[8];
     int len;
 
-    sock->fd     = -1;
-    sock->dir_fd = -1;
-
-    status = uct_cuda_ipc_ns_broker_random(rnd, sizeof(rnd));
+    status = uct_cuda_ipc_ns_broker_registry_random(rnd, sizeof(rnd));
     if (status != UCS_OK) {
         return status;
     }
-    snprintf(name, sizeof(name),
+    snprintf(name, UCT_CUDA_IPC_NS_BROKER_ADDR_MAX,
              "cuda_ipc_ns-%d-%02x%02x%02x%02x%02x%02x%02x%02x%s",
              (int)owner_pid, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5],
              rnd[6], rnd[7], is_pathname ? ".sock" : "");
@@ -197,8 +199,28 @@ ucs_status_t uct_cuda_ipc_ns_broker_sock_listen(uct_cuda_ipc_ns_broker_sock_t *s
                                  name) + 1;
     }
     sock->addr_len = len;
-    uct_cuda_ipc_ns_fdx_addr_str(sock->addr, sock->addr_len, sock->name,
-                                 sizeof(sock->name));
+    uct_cuda_ipc_ns_broker_proto_addr_str(sock->addr, sock->addr_len, sock->name,
+                                          sizeof(sock->name));
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_broker_sock_listen(uct_cuda_ipc_ns_broker_sock_t *sock,
+                                                pid_t owner_pid,
+                                                const char *sock_dir)
+{
+    char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX];
+    int is_pathname = (sock_dir != NULL) && (sock_dir[0] != '\0');
+    ucs_status_t status;
+
+    sock->fd     = -1;
+    sock->dir_fd = -1;
+
+    status = uct_cuda_ipc_ns_broker_sock_address(sock, owner_pid, sock_dir,
+                                                 name);
+    if (status != UCS_OK) {
+        return status;
+    }
 
     sock->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (sock->fd < 0) {

@@ -128,6 +128,31 @@ static int uct_cuda_ipc_ns_scm_rx_fds(struct msghdr *msg, int *fds, int max,
 }
 
 
+/* Whether the message recvmsg() returned @a ret for on @a sock, with
+ * @a num_fds fds of which at most @a max_fds are taken, is taken whole */
+static ucs_status_t
+uct_cuda_ipc_ns_scm_rx_verdict(int sock, const struct msghdr *msg, ssize_t ret,
+                               size_t max, int num_fds, unsigned max_fds,
+                               int malformed)
+{
+    if (ret == 0) {
+        return UCS_ERR_CONNECTION_RESET;
+    } else if (msg->msg_flags & MSG_TRUNC) {
+        ucs_debug("cuda_ipc_ns: socket %d: message longer than %zu bytes",
+                  sock, max);
+        return UCS_ERR_MESSAGE_TRUNCATED;
+    } else if ((msg->msg_flags & MSG_CTRUNC) || malformed ||
+               (num_fds > (int)max_fds)) {
+        ucs_debug("cuda_ipc_ns: socket %d: refusing a message with %s", sock,
+                  (msg->msg_flags & MSG_CTRUNC) ?
+                  "truncated control data" : malformed ?
+                  "a malformed SCM_RIGHTS header" : "too many fds");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+}
+
+
 ucs_status_t uct_cuda_ipc_ns_scm_recv_fds(int sock, void *buf, size_t max,
                                           int flags, size_t *len_p, int *fds,
                                           unsigned max_fds,
@@ -178,20 +203,9 @@ ucs_status_t uct_cuda_ipc_ns_scm_recv_fds(int sock, void *buf, size_t max,
     num_fds = uct_cuda_ipc_ns_scm_rx_fds(&msg, rx_fds,
                                          ucs_static_array_size(rx_fds),
                                          &malformed);
-    if (ret == 0) {
-        status = UCS_ERR_CONNECTION_RESET;
-    } else if (msg.msg_flags & MSG_TRUNC) {
-        ucs_debug("cuda_ipc_ns: socket %d: message longer than %zu bytes",
-                  sock, max);
-        status = UCS_ERR_MESSAGE_TRUNCATED;
-    } else if ((msg.msg_flags & MSG_CTRUNC) || malformed ||
-               (num_fds > (int)max_fds)) {
-        ucs_debug("cuda_ipc_ns: socket %d: refusing a message with %s", sock,
-                  (msg.msg_flags & MSG_CTRUNC) ?
-                  "truncated control data" : malformed ?
-                  "a malformed SCM_RIGHTS header" : "too many fds");
-        status = UCS_ERR_INVALID_PARAM;
-    } else {
+    status = uct_cuda_ipc_ns_scm_rx_verdict(sock, &msg, ret, max, num_fds,
+                                            max_fds, malformed);
+    if (status == UCS_OK) {
         *len_p     = ret;
         *num_fds_p = num_fds;
         memcpy(fds, rx_fds, sizeof(int) * num_fds);

@@ -162,21 +162,22 @@ err_close:
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_sockdir_open(const char *dir, int create,
-                                          int allowed_uid, int *dirfd_p)
+/*
+ * Split @a dir, "a/b/c//", into its parent "a/b" (@a *parent_path_p) and its
+ * last component "c" (@a *base_p), both in @a parent (PATH_MAX bytes).
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_sockdir_split(const char *dir, char *parent,
+                              const char **parent_path_p, const char **base_p)
 {
-    char parent[PATH_MAX], resolved[PATH_MAX];
     const char *base, *parent_path;
-    ucs_status_t status;
     size_t len;
-    int pfd, fd;
 
-    /* split "a/b/c//" into the parent "a/b" and the last component "c" */
     len = strlen(dir);
     while ((len > 1) && (dir[len - 1] == '/')) {
         --len;
     }
-    if ((len == 0) || (len >= sizeof(parent))) {
+    if ((len == 0) || (len >= PATH_MAX)) {
         ucs_error("cuda_ipc_ns: invalid socket directory '%s'", dir);
         return UCS_ERR_INVALID_PARAM;
     }
@@ -195,6 +196,25 @@ ucs_status_t uct_cuda_ipc_ns_sockdir_open(const char *dir, int create,
         ucs_error("cuda_ipc_ns: invalid socket directory '%s' (name a "
                   "directory by its own name)", dir);
         return UCS_ERR_INVALID_PARAM;
+    }
+
+    *parent_path_p = parent_path;
+    *base_p        = base;
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_sockdir_open(const char *dir, int create,
+                                          int allowed_uid, int *dirfd_p)
+{
+    char parent[PATH_MAX], resolved[PATH_MAX];
+    const char *base, *parent_path;
+    ucs_status_t status;
+    int pfd, fd;
+
+    status = uct_cuda_ipc_ns_sockdir_split(dir, parent, &parent_path, &base);
+    if (status != UCS_OK) {
+        return status;
     }
 
     /* links above the directory (/var/run -> /run) are resolved once; the

@@ -7,7 +7,6 @@
 #endif
 
 #include "cuda_ipc_ns_copy_op.h"
-#include "cuda_ipc_ns_broker_copy.h"
 #include "cuda_ipc_ns_copy_client.h"
 #include "cuda_ipc_ns_ptr.h"
 

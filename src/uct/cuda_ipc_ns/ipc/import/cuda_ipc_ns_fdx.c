@@ -6,11 +6,10 @@
 #endif
 
 #include "cuda_ipc_ns_fdx.h"
+#include "cuda_ipc_ns_broker_client.h"
 #include "cuda_ipc_ns_nsid.h"
-#include "cuda_ipc_ns_owner.h"
 #include "cuda_ipc_ns_pidfd.h"
 #include "cuda_ipc_ns_scm.h"
-#include "cuda_ipc_ns_sockdir.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/time/time.h>
@@ -187,303 +186,38 @@ out:
 }
 
 
-/* Set a socket timeout to what is left until @a deadline */
-static ucs_status_t uct_cuda_ipc_ns_fdx_set_timeout(int sock, int optname,
-                                                    ucs_time_t deadline)
-{
-    ucs_time_t now = ucs_get_time();
-    struct timeval tv;
-    double left;
-
-    if (now >= deadline) {
-        return UCS_ERR_TIMED_OUT;
-    }
-
-    left       = ucs_time_to_sec(deadline - now);
-    tv.tv_sec  = (time_t)left;
-    tv.tv_usec = (suseconds_t)((left - tv.tv_sec) * 1e6);
-    if ((tv.tv_sec == 0) && (tv.tv_usec == 0)) {
-        tv.tv_usec = 1; /* zero would mean "no timeout" */
-    }
-
-    if (setsockopt(sock, SOL_SOCKET, optname, &tv, sizeof(tv)) < 0) {
-        ucs_error("cuda_ipc_ns: setsockopt(%s) failed: %m",
-                  (optname == SO_RCVTIMEO) ? "SO_RCVTIMEO" : "SO_SNDTIMEO");
-        return UCS_ERR_IO_ERROR;
-    }
-    return UCS_OK;
-}
-
-
-static ucs_status_t uct_cuda_ipc_ns_fdx_connect_status(int err)
-{
-    switch (err) {
-    case EAGAIN:
-    case ETIMEDOUT:
-        return UCS_ERR_TIMED_OUT;
-    case ECONNREFUSED:
-    case ENOENT:
-    case ENOTDIR:
-    case EACCES:
-    case EPERM:
-        return UCS_ERR_UNREACHABLE;
-    case EPIPE:
-    case ECONNRESET:
-        return UCS_ERR_CONNECTION_RESET;
-    default:
-        return UCS_ERR_IO_ERROR;
-    }
-}
-
-
-/*
- * The address to connect to for @a key: its abstract name as it is, or its
- * pathname through the socket directory, opened and checked (*dir_fd_p: to
- * close once connected, -1 for an abstract name).
- */
+/* Whether the reply @a reply (@a len bytes, fd @a fd) of broker @a name gives
+ * the allocation @a alloc_id of @a key: its refusal mapped, else the fd */
 static ucs_status_t
-uct_cuda_ipc_ns_fdx_broker_sockaddr(const uct_cuda_ipc_ns_fdx_config_t *cfg,
-                                    const uct_cuda_ipc_ns_rkey_info_t *key,
-                                    const char *name, struct sockaddr_un *sa,
-                                    socklen_t *len_p, int *dir_fd_p)
+uct_cuda_ipc_ns_fdx_import_reply_check(const char *name,
+                                       const uct_cuda_ipc_ns_rkey_info_t *key,
+                                       uint64_t alloc_id, const uint8_t *reply,
+                                       size_t len, int fd)
 {
-    char path[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 1];
-    ucs_status_t status;
-    char *base;
+    uint64_t reply_alloc_id;
+    unsigned bstatus;
 
-    *dir_fd_p = -1;
-    if (key->broker_addr[0] == '\0') {
-        memset(sa, 0, sizeof(*sa));
-        sa->sun_family = AF_UNIX;
-        memcpy(sa->sun_path, key->broker_addr, key->broker_addr_len);
-        *len_p = offsetof(struct sockaddr_un, sun_path) + key->broker_addr_len;
-        return UCS_OK;
-    }
-
-    /* a path from the key: only a broker's socket name in a directory */
-    memcpy(path, key->broker_addr, key->broker_addr_len);
-    path[key->broker_addr_len] = '\0';
-    base = strrchr(path, '/');
-    if ((base == NULL) || (base == path) || (strlen(path) != key->broker_addr_len) ||
-        !uct_cuda_ipc_ns_sockdir_is_sock_name(base + 1, 0)) {
-        ucs_error("cuda_ipc_ns: broker address %s of owner pid %u is not a "
-                  "broker socket in a directory", name, key->pid);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    *base = '\0';
-
-    status = uct_cuda_ipc_ns_sockdir_open(path, 0, cfg->allowed_uid, dir_fd_p);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = uct_cuda_ipc_ns_sockdir_addr(*dir_fd_p, base + 1, sa, len_p);
-    if (status != UCS_OK) {
-        close(*dir_fd_p);
-        *dir_fd_p = -1;
-    }
-    return status;
-}
-
-
-/* A connected socket to the broker of @a key, or a status */
-static ucs_status_t
-uct_cuda_ipc_ns_fdx_broker_connect(const uct_cuda_ipc_ns_fdx_config_t *cfg,
-                                   const uct_cuda_ipc_ns_rkey_info_t *key,
-                                   const char *name, ucs_time_t deadline,
-                                   int *sock_p)
-{
-    struct sockaddr_un sa;
-    ucs_status_t status;
-    int sock, ret, err, dir_fd;
-    socklen_t len;
-
-    status = uct_cuda_ipc_ns_fdx_broker_sockaddr(cfg, key, name, &sa, &len,
-                                                 &dir_fd);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (sock < 0) {
-        ucs_error("cuda_ipc_ns: socket(AF_UNIX, SOCK_SEQPACKET) failed: %m");
-        status = UCS_ERR_IO_ERROR;
-        goto out;
-    }
-
-    /* connect waits for room in the broker's backlog at most SO_SNDTIMEO */
-    status = uct_cuda_ipc_ns_fdx_set_timeout(sock, SO_SNDTIMEO, deadline);
-    if (status != UCS_OK) {
-        goto err_close;
-    }
-    do {
-        ret = connect(sock, (struct sockaddr*)&sa, len);
-    } while ((ret < 0) && (errno == EINTR));
-    if (ret < 0) {
-        err    = errno;
-        status = uct_cuda_ipc_ns_fdx_connect_status(err);
-        ucs_debug("cuda_ipc_ns: connect to broker %s (owner pid %u, pid_ns %"
-                  PRIu64 ") failed: %s%s", name, key->pid, key->pid_ns,
-                  strerror(err),
-                  ((status == UCS_ERR_UNREACHABLE) &&
-                   (key->broker_addr[0] == '\0')) ?
-                  " (abstract sockets are not shared across network "
-                  "namespaces; set UCX_CUDA_IPC_NS_SOCK_DIR to a shared "
-                  "directory)" : "");
-        goto err_close;
-    }
-
-    *sock_p = sock;
-    goto out;
-
-err_close:
-    close(sock);
-out:
-    if (dir_fd >= 0) {
-        close(dir_fd);
-    }
-    return status;
-}
-
-
-/* Check the broker address of @a key, print it into @a name and connect */
-static ucs_status_t
-uct_cuda_ipc_ns_fdx_broker_open(const uct_cuda_ipc_ns_fdx_config_t *cfg,
-                                const uct_cuda_ipc_ns_rkey_info_t *key,
-                                ucs_time_t deadline,
-                                char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2],
-                                int *sock_p)
-{
-    if ((key->broker_addr_len == 0) ||
-        (key->broker_addr_len > UCT_CUDA_IPC_NS_BROKER_ADDR_MAX)) {
-        ucs_debug("cuda_ipc_ns: owner pid %u (pid_ns %" PRIu64 ") has no "
-                  "broker address in its key", key->pid, key->pid_ns);
-        return UCS_ERR_UNREACHABLE;
-    }
-
-    uct_cuda_ipc_ns_fdx_addr_str(key->broker_addr, key->broker_addr_len,
-                                 name, UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2);
-    return uct_cuda_ipc_ns_fdx_broker_connect(cfg, key, name, deadline, sock_p);
-}
-
-
-/* Send the request @a req for @a key and receive the reply (at most
- * @a reply_max bytes), with its fds if any (at most @a max_fds, more are
- * refused) */
-static ucs_status_t
-uct_cuda_ipc_ns_fdx_broker_exchange(const uct_cuda_ipc_ns_rkey_info_t *key,
-                                    const char *name, int sock,
-                                    ucs_time_t deadline, const uint8_t *req,
-                                    size_t req_len, uint8_t *reply,
-                                    size_t reply_max, size_t *len_p, int *fds,
-                                    unsigned max_fds, unsigned *num_fds_p)
-{
-    const char *what;
-    ucs_status_t status;
-
-    what   = "send";
-    status = uct_cuda_ipc_ns_fdx_set_timeout(sock, SO_SNDTIMEO, deadline);
-    if (status != UCS_OK) {
-        return status;
-    }
-    status = uct_cuda_ipc_ns_scm_send_fd(sock, req, req_len, -1,
-                                         MSG_NOSIGNAL);
-    /* on a reset the broker closed after refusing us: its reply may be
-     * waiting, read it */
-    if ((status != UCS_OK) && (status != UCS_ERR_CONNECTION_RESET)) {
-        goto err;
-    }
-
-    what   = "recv";
-    status = uct_cuda_ipc_ns_fdx_set_timeout(sock, SO_RCVTIMEO, deadline);
-    if (status != UCS_OK) {
-        return status;
-    }
-    status = uct_cuda_ipc_ns_scm_recv_fds(sock, reply, reply_max, 0, len_p,
-                                          fds, max_fds, num_fds_p);
-    if (status == UCS_ERR_CONNECTION_RESET) {
-        /* a broker that refused us before reading our request closes with
-         * it unread: the kernel reports ECONNRESET ahead of the reply that
-         * is already queued */
-        status = uct_cuda_ipc_ns_scm_recv_fds(sock, reply, reply_max, 0,
-                                              len_p, fds, max_fds, num_fds_p);
-    }
-    if (status == UCS_OK) {
-        return UCS_OK;
-    } else if ((status == UCS_ERR_MESSAGE_TRUNCATED) ||
-               (status == UCS_ERR_INVALID_PARAM)) {
+    if (uct_cuda_ipc_ns_broker_proto_unpack_reply(reply, len, &bstatus,
+                                                  &reply_alloc_id) != UCS_OK) {
         ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a malformed "
-                  "reply (%s)", name, key->pid, ucs_status_string(status));
+                  "reply (%zu bytes)", name, key->pid, len);
         return UCS_ERR_IO_ERROR;
     }
 
-err:
-    ucs_debug("cuda_ipc_ns: %s to broker %s (owner pid %u, pid_ns %" PRIu64
-              ") failed: %s", what, name, key->pid, key->pid_ns,
-              ucs_status_string(status));
-    return status;
-}
-
-
-/* Connect to the broker of @a key's owner (@a name gets its printable
- * address) and check that it is the owner: nothing is sent to, or believed
- * from, another process. *pidfd_p: the owner's pidfd when known, else -1 */
-static ucs_status_t
-uct_cuda_ipc_ns_fdx_owner_connect(const uct_cuda_ipc_ns_fdx_config_t *cfg,
-                                  const uct_cuda_ipc_ns_rkey_info_t *key,
-                                  ucs_time_t deadline,
-                                  char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2],
-                                  int *sock_p, int *pidfd_p)
-{
-    ucs_status_t status;
-    int sock;
-
-    *pidfd_p = -1;
-    status   = uct_cuda_ipc_ns_fdx_broker_open(cfg, key, deadline, name, &sock);
-    if (status != UCS_OK) {
-        return status;
+    if (bstatus != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
+        ucs_debug("cuda_ipc_ns: broker %s (owner pid %u) refused alloc_id "
+                  "0x%" PRIx64 ": %s", name, key->pid, alloc_id,
+                  uct_cuda_ipc_ns_broker_status_str(bstatus));
+        return uct_cuda_ipc_ns_broker_status_to_ucs(bstatus);
     }
 
-    status = uct_cuda_ipc_ns_owner_check(sock, name, key, cfg->allowed_uid,
-                                         cfg->userns_peers, pidfd_p);
-    if (status != UCS_OK) {
-        close(sock);
-        return status;
+    if ((fd < 0) || (reply_alloc_id != alloc_id)) {
+        ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a bad reply "
+                  "for alloc_id 0x%" PRIx64 ": fd %d, alloc_id 0x%" PRIx64,
+                  name, key->pid, alloc_id, fd, reply_alloc_id);
+        return UCS_ERR_IO_ERROR;
     }
-
-    *sock_p = sock;
     return UCS_OK;
-}
-
-
-/* One request and its reply (at most @a max_fds fds) on a connection of its
- * own to the checked owner's broker, within @a deadline (one request per
- * connection: the broker closes after answering) */
-static ucs_status_t
-uct_cuda_ipc_ns_fdx_broker_call(const uct_cuda_ipc_ns_fdx_config_t *cfg,
-                                const uct_cuda_ipc_ns_rkey_info_t *key,
-                                ucs_time_t deadline,
-                                char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2],
-                                const uint8_t *req, size_t req_len,
-                                uint8_t *reply, size_t reply_max,
-                                size_t *len_p, int *fds, unsigned max_fds,
-                                unsigned *num_fds_p, int *pidfd_p)
-{
-    ucs_status_t status;
-    int sock;
-
-    status = uct_cuda_ipc_ns_fdx_owner_connect(cfg, key, deadline, name,
-                                               &sock, pidfd_p);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    status = uct_cuda_ipc_ns_fdx_broker_exchange(key, name, sock, deadline,
-                                                 req, req_len, reply,
-                                                 reply_max, len_p, fds,
-                                                 max_fds, num_fds_p);
-    close(sock);
-    return status;
 }
 
 
@@ -492,52 +226,31 @@ uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                                   const uct_cuda_ipc_ns_rkey_info_t *key,
                                   int *fd_p, int *owner_pidfd_p)
 {
-    double timeout    = (cfg->timeout > 0) ? cfg->timeout : 1.0;
     uint8_t reply[UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE];
     uint8_t req[UCT_CUDA_IPC_NS_BROKER_REQ_SIZE];
-    char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2];
-    uint64_t reply_alloc_id;
-    ucs_time_t deadline;
+    uct_cuda_ipc_ns_broker_client_t client;
+    const char *name = client.name;
     ucs_status_t status;
-    unsigned bstatus, num_fds;
+    unsigned num_fds;
     int fd = -1, pidfd = -1;
     uint64_t alloc_id;
     size_t len;
 
     uct_cuda_ipc_ns_rkey_fd_source(key, NULL, &alloc_id);
-    uct_cuda_ipc_ns_broker_pack_request(req, alloc_id, key->token);
+    uct_cuda_ipc_ns_broker_proto_pack_request(req, alloc_id, key->token);
 
     /* one deadline from connect to the fd */
-    deadline = ucs_get_time() + ucs_time_from_sec(timeout);
-    status   = uct_cuda_ipc_ns_fdx_broker_call(cfg, key, deadline, name, req,
-                                               sizeof(req), reply,
-                                               sizeof(reply), &len, &fd, 1,
-                                               &num_fds, &pidfd);
+    uct_cuda_ipc_ns_broker_client_start(&client, cfg, key);
+    status = uct_cuda_ipc_ns_broker_client_call(&client, req, sizeof(req),
+                                                reply, sizeof(reply), &len,
+                                                &fd, 1, &num_fds, &pidfd);
     if (status != UCS_OK) {
         goto out;
     }
 
-    if (uct_cuda_ipc_ns_broker_unpack_reply(reply, len, &bstatus,
-                                            &reply_alloc_id) != UCS_OK) {
-        ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a malformed "
-                  "reply (%zu bytes)", name, key->pid, len);
-        status = UCS_ERR_IO_ERROR;
-        goto out_close_fd;
-    }
-
-    if (bstatus != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
-        status = uct_cuda_ipc_ns_broker_status_to_ucs(bstatus);
-        ucs_debug("cuda_ipc_ns: broker %s (owner pid %u) refused alloc_id "
-                  "0x%" PRIx64 ": %s", name, key->pid, alloc_id,
-                  uct_cuda_ipc_ns_broker_status_str(bstatus));
-        goto out_close_fd;
-    }
-
-    if ((fd < 0) || (reply_alloc_id != alloc_id)) {
-        ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a bad reply "
-                  "for alloc_id 0x%" PRIx64 ": fd %d, alloc_id 0x%" PRIx64,
-                  name, key->pid, alloc_id, fd, reply_alloc_id);
-        status = UCS_ERR_IO_ERROR;
+    status = uct_cuda_ipc_ns_fdx_import_reply_check(name, key, alloc_id,
+                                                    reply, len, fd);
+    if (status != UCS_OK) {
         goto out_close_fd;
     }
 
@@ -555,10 +268,7 @@ out:
     if (pidfd >= 0) {
         close(pidfd);
     }
-    if (status == UCS_ERR_TIMED_OUT) {
-        ucs_debug("cuda_ipc_ns: broker %s (owner pid %u) did not answer "
-                  "within %.3f s", name, key->pid, timeout);
-    }
+    uct_cuda_ipc_ns_broker_client_log(&client, status);
     return status;
 }
 
@@ -568,15 +278,12 @@ uct_cuda_ipc_ns_fdx_broker_session(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                                    const uct_cuda_ipc_ns_rkey_info_t *key,
                                    int *sock_p)
 {
-    double timeout = (cfg->timeout > 0) ? cfg->timeout : 1.0;
-    char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2];
-    ucs_time_t deadline;
+    uct_cuda_ipc_ns_broker_client_t client;
     ucs_status_t status;
-    int sock, pidfd = -1;
+    int sock, pidfd;
 
-    deadline = ucs_get_time() + ucs_time_from_sec(timeout);
-    status   = uct_cuda_ipc_ns_fdx_owner_connect(cfg, key, deadline, name,
-                                                 &sock, &pidfd);
+    uct_cuda_ipc_ns_broker_client_start(&client, cfg, key);
+    status = uct_cuda_ipc_ns_broker_client_connect(&client, &sock, &pidfd);
     if (status != UCS_OK) {
         return status;
     }
@@ -593,7 +300,7 @@ ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                                         const uct_cuda_ipc_ns_rkey_info_t *key,
                                         int *fd_p, int *owner_pidfd_p)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     int same_ns                            = (key->pid_ns == self->pid_ns);
     ucs_status_t status;
     uint64_t alloc_id;
@@ -668,7 +375,7 @@ static int
 uct_cuda_ipc_ns_fdx_chunk_fds_match(const uct_cuda_ipc_ns_rkey_info_t *key,
                                     const uct_cuda_ipc_ns_chunk_t *chunks,
                                     uint32_t first, uint32_t count,
-                                    const uct_cuda_ipc_ns_chunk_fds_reply_t *reply,
+                                    const uct_cuda_ipc_ns_broker_proto_chunk_fds_reply_t *reply,
                                     const uint64_t *alloc_ids, unsigned num_fds)
 {
     uint32_t i;
@@ -688,24 +395,13 @@ uct_cuda_ipc_ns_fdx_chunk_fds_match(const uct_cuda_ipc_ns_rkey_info_t *key,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *cfg,
-                                           const uct_cuda_ipc_ns_rkey_info_t *key,
-                                           const uct_cuda_ipc_ns_chunk_t *chunks,
-                                           uint32_t first, uint32_t count,
-                                           int *fds, int *owner_pidfd_p)
+/* Whether chunks @a first..first+count-1 of @a key can be asked for in one
+ * GET_CHUNK_FDS request: an error line names why not */
+static ucs_status_t
+uct_cuda_ipc_ns_fdx_chunk_fds_valid(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                    const uct_cuda_ipc_ns_rkey_info_t *key,
+                                    uint32_t first, uint32_t count)
 {
-    double timeout = (cfg->timeout > 0) ? cfg->timeout : 1.0;
-    uint8_t req[UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE];
-    uint8_t reply[UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX];
-    uint64_t alloc_ids[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
-    char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2];
-    uct_cuda_ipc_ns_chunk_fds_reply_t head;
-    unsigned num_fds = 0;
-    ucs_time_t deadline;
-    ucs_status_t status;
-    int pidfd = -1;
-    size_t len;
-
     UCS_STATIC_ASSERT(UCT_CUDA_IPC_NS_BROKER_FDS_MAX <=
                       UCT_CUDA_IPC_NS_SCM_MAX_FDS);
     if ((key->handle_type != UCT_CUDA_IPC_NS_HANDLE_CHUNKS) || (count == 0) ||
@@ -721,38 +417,39 @@ ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *c
                   cfg->mode);
         return UCS_ERR_INVALID_PARAM;
     }
+    return UCS_OK;
+}
 
-    uct_cuda_ipc_ns_broker_pack_fds_request(req, key->handle.posix.reg_id,
-                                            key->token, first, count);
 
-    /* one deadline from connect to the fds */
-    deadline = ucs_get_time() + ucs_time_from_sec(timeout);
-    status   = uct_cuda_ipc_ns_fdx_broker_call(cfg, key, deadline, name, req,
-                                               sizeof(req), reply,
-                                               sizeof(reply), &len, fds,
-                                               UCT_CUDA_IPC_NS_BROKER_FDS_MAX,
-                                               &num_fds, &pidfd);
-    if (status != UCS_OK) {
-        goto out;
-    }
+/* Whether the GET_CHUNK_FDS reply @a reply (@a len bytes, @a num_fds fds) of
+ * broker @a name gives chunks @a first..first+count-1 of @a key: its refusal
+ * mapped, else the fds of the allocations the layout @a chunks names */
+static ucs_status_t
+uct_cuda_ipc_ns_fdx_chunk_fds_reply_check(const char *name,
+                                          const uct_cuda_ipc_ns_rkey_info_t *key,
+                                          const uct_cuda_ipc_ns_chunk_t *chunks,
+                                          uint32_t first, uint32_t count,
+                                          const uint8_t *reply, size_t len,
+                                          unsigned num_fds)
+{
+    uint64_t alloc_ids[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
+    uct_cuda_ipc_ns_broker_proto_chunk_fds_reply_t head;
 
-    if (uct_cuda_ipc_ns_broker_unpack_fds_reply(reply, len, &head,
-                                                alloc_ids) != UCS_OK) {
+    if (uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(reply, len, &head,
+                                                      alloc_ids) != UCS_OK) {
         ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a malformed "
                   "reply (%zu bytes, %u fds) for chunks %u..+%u of 0x%" PRIx64,
                   name, key->pid, len, num_fds, first, count,
                   key->handle.posix.reg_id);
-        status = UCS_ERR_IO_ERROR;
-        goto out_close_fds;
+        return UCS_ERR_IO_ERROR;
     }
 
     if (head.status != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
-        status = uct_cuda_ipc_ns_broker_status_to_ucs(head.status);
         ucs_debug("cuda_ipc_ns: broker %s (owner pid %u) refused chunks "
                   "%u..+%u of 0x%" PRIx64 ": %s", name, key->pid, first, count,
                   key->handle.posix.reg_id,
                   uct_cuda_ipc_ns_broker_status_str(head.status));
-        goto out_close_fds;
+        return uct_cuda_ipc_ns_broker_status_to_ucs(head.status);
     }
 
     if (!uct_cuda_ipc_ns_fdx_chunk_fds_match(key, chunks, first, count, &head,
@@ -763,13 +460,55 @@ ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *c
                   "refused", name, key->pid, first, count,
                   key->handle.posix.reg_id, head.first, head.count,
                   head.reg_id, num_fds);
-        status = UCS_ERR_IO_ERROR;
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                           const uct_cuda_ipc_ns_rkey_info_t *key,
+                                           const uct_cuda_ipc_ns_chunk_t *chunks,
+                                           uint32_t first, uint32_t count,
+                                           int *fds, int *owner_pidfd_p)
+{
+    uint8_t req[UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE];
+    uint8_t reply[UCT_CUDA_IPC_NS_BROKER_FDS_REPLY_MAX];
+    uct_cuda_ipc_ns_broker_client_t client;
+    unsigned num_fds = 0;
+    ucs_status_t status;
+    int pidfd = -1;
+    size_t len;
+
+    status = uct_cuda_ipc_ns_fdx_chunk_fds_valid(cfg, key, first, count);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    uct_cuda_ipc_ns_broker_proto_pack_fds_request(req, key->handle.posix.reg_id,
+                                                  key->token, first, count);
+
+    /* one deadline from connect to the fds */
+    uct_cuda_ipc_ns_broker_client_start(&client, cfg, key);
+    status = uct_cuda_ipc_ns_broker_client_call(&client, req, sizeof(req),
+                                                reply, sizeof(reply), &len,
+                                                fds,
+                                                UCT_CUDA_IPC_NS_BROKER_FDS_MAX,
+                                                &num_fds, &pidfd);
+    if (status != UCS_OK) {
+        goto out;
+    }
+
+    status = uct_cuda_ipc_ns_fdx_chunk_fds_reply_check(client.name, key,
+                                                       chunks, first, count,
+                                                       reply, len, num_fds);
+    if (status != UCS_OK) {
         goto out_close_fds;
     }
 
     ucs_trace("cuda_ipc_ns: got chunks %u..+%u of 0x%" PRIx64 " of pid %u "
               "from broker %s", first, count, key->handle.posix.reg_id,
-              key->pid, name);
+              key->pid, client.name);
     __atomic_fetch_add(&uct_cuda_ipc_ns_fdx_broker_count, count,
                        __ATOMIC_RELAXED);
     uct_cuda_ipc_ns_fdx_give_pidfd(pidfd, owner_pidfd_p);
@@ -781,38 +520,36 @@ out:
     if (pidfd >= 0) {
         close(pidfd);
     }
-    if (status == UCS_ERR_TIMED_OUT) {
-        ucs_debug("cuda_ipc_ns: broker %s (owner pid %u) did not answer "
-                  "within %.3f s", name, key->pid, timeout);
-    }
+    uct_cuda_ipc_ns_broker_client_log(&client, status);
     return status;
 }
 
 
 /* One page of the layout of @a key from index @a first: its own connection
- * (one request per connection), checked owner, within @a deadline */
+ * (one request per connection), checked owner, within the client's
+ * deadline */
 static ucs_status_t
-uct_cuda_ipc_ns_fdx_layout_page(const uct_cuda_ipc_ns_fdx_config_t *cfg,
-                                const uct_cuda_ipc_ns_rkey_info_t *key,
-                                uint32_t first, ucs_time_t deadline,
-                                uct_cuda_ipc_ns_layout_page_t *page,
+uct_cuda_ipc_ns_fdx_layout_page(uct_cuda_ipc_ns_broker_client_t *client,
+                                uint32_t first,
+                                uct_cuda_ipc_ns_broker_proto_layout_page_t *page,
                                 uct_cuda_ipc_ns_chunk_t *chunks)
 {
+    const uct_cuda_ipc_ns_rkey_info_t *key = client->key;
+    const char *name                       = client->name;
     uint8_t req[UCT_CUDA_IPC_NS_BROKER_CHUNK_REQ_SIZE];
     uint8_t reply[UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX];
-    char name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2];
     int fd = -1, pidfd = -1;
     ucs_status_t status;
     unsigned num_fds;
     size_t len;
 
-    uct_cuda_ipc_ns_broker_pack_chunk_request(req,
-                                              UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT,
-                                              key->handle.posix.reg_id,
-                                              key->token, first);
-    status = uct_cuda_ipc_ns_fdx_broker_call(cfg, key, deadline, name, req,
-                                             sizeof(req), reply, sizeof(reply),
-                                             &len, &fd, 1, &num_fds, &pidfd);
+    uct_cuda_ipc_ns_broker_proto_pack_chunk_request(req,
+                                                    UCT_CUDA_IPC_NS_BROKER_OP_LAYOUT,
+                                                    key->handle.posix.reg_id,
+                                                    key->token, first);
+    status = uct_cuda_ipc_ns_broker_client_call(client, req, sizeof(req),
+                                                reply, sizeof(reply), &len,
+                                                &fd, 1, &num_fds, &pidfd);
     if (pidfd >= 0) {
         close(pidfd); /* the chunks' imports hand one to the watch */
     }
@@ -827,7 +564,7 @@ uct_cuda_ipc_ns_fdx_layout_page(const uct_cuda_ipc_ns_fdx_config_t *cfg,
         return UCS_ERR_IO_ERROR;
     }
 
-    if (uct_cuda_ipc_ns_broker_unpack_layout(reply, len, page, chunks) !=
+    if (uct_cuda_ipc_ns_broker_proto_unpack_layout(reply, len, page, chunks) !=
         UCS_OK) {
         ucs_error("cuda_ipc_ns: broker %s (owner pid %u) sent a malformed "
                   "layout reply (%zu bytes)", name, key->pid, len);
@@ -861,11 +598,10 @@ ucs_status_t uct_cuda_ipc_ns_fdx_layout(const uct_cuda_ipc_ns_fdx_config_t *cfg,
                                         const uct_cuda_ipc_ns_rkey_info_t *key,
                                         uct_cuda_ipc_ns_chunk_t **chunks_p)
 {
-    double timeout = (cfg->timeout > 0) ? cfg->timeout : 1.0;
     uint32_t total = key->handle.posix.num_chunks;
-    uct_cuda_ipc_ns_layout_page_t page;
+    uct_cuda_ipc_ns_broker_client_t client;
+    uct_cuda_ipc_ns_broker_proto_layout_page_t page;
     uct_cuda_ipc_ns_chunk_t *chunks;
-    ucs_time_t deadline;
     ucs_status_t status;
     uint32_t first;
 
@@ -892,16 +628,16 @@ ucs_status_t uct_cuda_ipc_ns_fdx_layout(const uct_cuda_ipc_ns_fdx_config_t *cfg,
     }
 
     /* one deadline for the whole layout */
-    deadline = ucs_get_time() + ucs_time_from_sec(timeout);
+    uct_cuda_ipc_ns_broker_client_start(&client, cfg, key);
     for (first = 0; first < total; first += page.count) {
-        status = uct_cuda_ipc_ns_fdx_layout_page(cfg, key, first, deadline,
-                                                 &page, chunks + first);
+        status = uct_cuda_ipc_ns_fdx_layout_page(&client, first, &page,
+                                                 chunks + first);
         if (status != UCS_OK) {
             goto err_free;
         }
     }
 
-    if (uct_cuda_ipc_ns_layout_check(chunks, total, key->length) != UCS_OK) {
+    if (uct_cuda_ipc_ns_broker_proto_layout_check(chunks, total, key->length) != UCS_OK) {
         ucs_error("cuda_ipc_ns: the layout of 0x%" PRIx64 " from pid %u does "
                   "not tile its %" PRIu64 " bytes with its %u chunks: refused",
                   key->base, key->pid, key->length, total);

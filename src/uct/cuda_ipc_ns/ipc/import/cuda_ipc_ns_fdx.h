@@ -76,7 +76,7 @@ ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
  * asked of the owner's broker page by page (docs/framework-memory.md), each
  * page from a broker checked as the key's owner, all within cfg->timeout;
  * the answer must give exactly the key's number of chunks, tiling its
- * length (uct_cuda_ipc_ns_layout_check()).
+ * length (uct_cuda_ipc_ns_broker_proto_layout_check()).
  *
  * @param [out] chunks_p  key->handle.posix.num_chunks entries, the caller
  *                        frees them (ucs_free).

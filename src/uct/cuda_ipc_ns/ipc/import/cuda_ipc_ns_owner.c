@@ -83,7 +83,7 @@ uct_cuda_ipc_ns_owner_check_cred_pid(const struct ucred *cred, const char *name,
     ucs_status_t status;
     int err;
 
-    if (key->pid_ns != uct_cuda_ipc_ns_self()->pid_ns) {
+    if (key->pid_ns != uct_cuda_ipc_ns_nsid_self()->pid_ns) {
         uct_cuda_ipc_ns_owner_unchecked(name, "no SO_PEERPIDFD (Linux < 6.5) "
                                         "for a peer of another PID namespace");
         *pidfd_p = -1;
@@ -113,6 +113,60 @@ uct_cuda_ipc_ns_owner_check_cred_pid(const struct ucred *cred, const char *name,
 }
 
 
+/* Whether the process behind @a pidfd, listening at broker @a name, is the
+ * owner of @a key: alive, in its PID namespace, with its pid and start time
+ * where our /proc shows it */
+static ucs_status_t
+uct_cuda_ipc_ns_owner_check_pidfd(int pidfd, const char *name,
+                                  const uct_cuda_ipc_ns_rkey_info_t *key)
+{
+    ucs_status_t status;
+    uint64_t pid_ns;
+    pid_t inner_pid;
+    int checked;
+
+    /* the credentials are those of the process that called listen(): one
+     * that exited may have left the socket to anyone of its uid */
+    if (uct_cuda_ipc_ns_pidfd_exited(pidfd)) {
+        uct_cuda_ipc_ns_owner_refuse(name, key, "the process that listens "
+                                     "there has exited");
+        return UCT_CUDA_IPC_NS_ERR_NO_PERMISSION;
+    }
+
+    checked = 0;
+    if (uct_cuda_ipc_ns_pidfd_pid_ns(pidfd, &pid_ns) == UCS_OK) {
+        if (pid_ns != key->pid_ns) {
+            uct_cuda_ipc_ns_owner_refuse(name, key, "it is in PID namespace %"
+                                         PRIu64, pid_ns);
+            return UCT_CUDA_IPC_NS_ERR_NO_PERMISSION;
+        }
+        checked = 1;
+    }
+
+    if (uct_cuda_ipc_ns_pidfd_inner_pid(pidfd, &inner_pid) == UCS_OK) {
+        status = uct_cuda_ipc_ns_owner_check_visible(pidfd, inner_pid, name,
+                                                     key);
+        if (status != UCS_OK) {
+            return status;
+        }
+    } else if (!checked) {
+        uct_cuda_ipc_ns_owner_unchecked(name, "its PID namespace cannot be "
+                                        "read (PIDFD_GET_PID_NAMESPACE: Linux "
+                                        "6.11) and our /proc does not show it");
+    }
+
+    /* what was read above was read of a live process (it cannot have been
+     * another one: the pidfd pins it) */
+    if (uct_cuda_ipc_ns_pidfd_exited(pidfd)) {
+        uct_cuda_ipc_ns_owner_refuse(name, key, "the process that listens "
+                                     "there exited during the check");
+        return UCT_CUDA_IPC_NS_ERR_NO_PERMISSION;
+    }
+
+    return UCS_OK;
+}
+
+
 ucs_status_t uct_cuda_ipc_ns_owner_check(int sock, const char *name,
                                          const uct_cuda_ipc_ns_rkey_info_t *key,
                                          int allowed_uid, int userns_peers,
@@ -121,9 +175,7 @@ ucs_status_t uct_cuda_ipc_ns_owner_check(int sock, const char *name,
     socklen_t len = sizeof(struct ucred);
     ucs_status_t status;
     struct ucred cred;
-    uint64_t pid_ns;
-    pid_t inner_pid;
-    int pidfd, checked;
+    int pidfd;
 
     if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
         ucs_error("cuda_ipc_ns: getsockopt(SO_PEERCRED) on the connection to "
@@ -151,51 +203,12 @@ ucs_status_t uct_cuda_ipc_ns_owner_check(int sock, const char *name,
         return uct_cuda_ipc_ns_owner_check_cred_pid(&cred, name, key, pidfd_p);
     }
 
-    /* the credentials are those of the process that called listen(): one
-     * that exited may have left the socket to anyone of its uid */
-    if (uct_cuda_ipc_ns_pidfd_exited(pidfd)) {
-        uct_cuda_ipc_ns_owner_refuse(name, key, "the process that listens "
-                                     "there has exited");
-        status = UCT_CUDA_IPC_NS_ERR_NO_PERMISSION;
-        goto err_close;
-    }
-
-    checked = 0;
-    if (uct_cuda_ipc_ns_pidfd_pid_ns(pidfd, &pid_ns) == UCS_OK) {
-        if (pid_ns != key->pid_ns) {
-            uct_cuda_ipc_ns_owner_refuse(name, key, "it is in PID namespace %"
-                                         PRIu64, pid_ns);
-            status = UCT_CUDA_IPC_NS_ERR_NO_PERMISSION;
-            goto err_close;
-        }
-        checked = 1;
-    }
-
-    if (uct_cuda_ipc_ns_pidfd_inner_pid(pidfd, &inner_pid) == UCS_OK) {
-        status = uct_cuda_ipc_ns_owner_check_visible(pidfd, inner_pid, name,
-                                                     key);
-        if (status != UCS_OK) {
-            goto err_close;
-        }
-    } else if (!checked) {
-        uct_cuda_ipc_ns_owner_unchecked(name, "its PID namespace cannot be "
-                                        "read (PIDFD_GET_PID_NAMESPACE: Linux "
-                                        "6.11) and our /proc does not show it");
-    }
-
-    /* what was read above was read of a live process (it cannot have been
-     * another one: the pidfd pins it) */
-    if (uct_cuda_ipc_ns_pidfd_exited(pidfd)) {
-        uct_cuda_ipc_ns_owner_refuse(name, key, "the process that listens "
-                                     "there exited during the check");
-        status = UCT_CUDA_IPC_NS_ERR_NO_PERMISSION;
-        goto err_close;
+    status = uct_cuda_ipc_ns_owner_check_pidfd(pidfd, name, key);
+    if (status != UCS_OK) {
+        close(pidfd);
+        return status;
     }
 
     *pidfd_p = pidfd;
     return UCS_OK;
-
-err_close:
-    close(pidfd);
-    return status;
 }

@@ -72,7 +72,7 @@ static const char *uct_cuda_ipc_ns_pidfd_fdinfo_field(int pidfd,
     const char *p;
 
     snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
-    if (uct_cuda_ipc_ns_read_proc_file(path, buf, max) != UCS_OK) {
+    if (uct_cuda_ipc_ns_nsid_read_proc_file(path, buf, max) != UCS_OK) {
         return NULL;
     }
 
@@ -125,7 +125,7 @@ ucs_status_t uct_cuda_ipc_ns_pidfd_check_start(int pidfd, uint32_t pid,
         return UCS_ERR_UNSUPPORTED;
     }
 
-    if (uct_cuda_ipc_ns_proc_start_time(procfs_pid, &actual_start_time) !=
+    if (uct_cuda_ipc_ns_nsid_start_time(procfs_pid, &actual_start_time) !=
         UCS_OK) {
         ucs_debug("cuda_ipc_ns: pid %u exited (no /proc/%d/stat)", pid,
                   (int)procfs_pid);

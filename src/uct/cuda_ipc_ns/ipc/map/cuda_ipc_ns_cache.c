@@ -3,7 +3,7 @@
  *
  * Locks, in the order they nest:
  *   cache.lock     peers table, LRU list, totals, table membership of
- *                  regions, peer watches;
+ *                  regions, peer liveness (cuda_ipc_ns_liveness.h);
  *   peer->lock     (rwlock) the peer's region table: read by hits, written
  *                  under cache.lock.
  * Region lifetime: one reference for the table and one per pin; whoever
@@ -14,10 +14,9 @@
 #endif
 
 #include "cuda_ipc_ns_cache.h"
-#include "cuda_ipc_ns_watch.h"
+#include "cuda_ipc_ns_liveness.h"
 #include "cuda_ipc_ns_fdx.h"
 
-#include <ucs/async/async.h>
 #include <ucs/datastruct/khash.h>
 #include <ucs/debug/assert.h>
 #include <ucs/debug/log.h>
@@ -27,7 +26,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
-#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -75,14 +73,13 @@ struct uct_cuda_ipc_ns_peer {
     unsigned                          refcount;  /* users + regions, cache.lock */
     int                               dead;      /* atomic */
     int                               in_table;  /* in cache.peers */
-    int                               watch_fd;  /* pidfd, -1: none yet */
-    int                               watch_async; /* watch_fd is on UCX's
-                                                    * async loop (cache.lock) */
+    uct_cuda_ipc_ns_liveness_t        live;      /* cache.lock */
     pthread_rwlock_t                  lock;
     khash_t(uct_cuda_ipc_ns_regions)  regions;
-    ucs_list_link_t                   reap;      /* in cache.reap */
-    ucs_list_link_t                   watched;   /* in cache.watched */
 };
+
+
+static const uct_cuda_ipc_ns_liveness_ops_t uct_cuda_ipc_ns_peer_liveness_ops;
 
 
 static struct {
@@ -91,13 +88,9 @@ static struct {
     uct_cuda_ipc_ns_cache_config_t config;
     khash_t(uct_cuda_ipc_ns_peers) peers;
     ucs_list_link_t                lru;       /* oldest first */
-    /* peers whose last reference went on UCX's async thread, destroyed by
-     * the next application thread that uses the cache */
-    ucs_list_link_t                reap;
-    /* peers whose pidfd is on UCX's async loop (watch_async), in or out of
-     * the table: the last md's close and the module's unload take them all
-     * off (uct_cuda_ipc_ns_cache_unwatch_all) */
-    ucs_list_link_t                watched;
+    /* the peers' watches: the last md's close and the module's unload take
+     * them all off UCX's async loop */
+    uct_cuda_ipc_ns_liveness_set_t live;
     uint64_t                       num_regions;
     uint64_t                       num_bytes;
     uint64_t                       num_peers;
@@ -105,10 +98,9 @@ static struct {
     uint64_t                       hits, misses, evictions, unmaps;
 } uct_cuda_ipc_ns_cache = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
-    .reap    = UCS_LIST_INITIALIZER(&uct_cuda_ipc_ns_cache.reap,
-                                    &uct_cuda_ipc_ns_cache.reap),
-    .watched = UCS_LIST_INITIALIZER(&uct_cuda_ipc_ns_cache.watched,
-                                    &uct_cuda_ipc_ns_cache.watched)
+    .live = UCT_CUDA_IPC_NS_LIVENESS_SET_INITIALIZER(
+                    uct_cuda_ipc_ns_cache.live, &uct_cuda_ipc_ns_cache.lock,
+                    &uct_cuda_ipc_ns_peer_liveness_ops)
 };
 
 
@@ -139,7 +131,7 @@ ucs_status_t uct_cuda_ipc_ns_cache_get(const uct_cuda_ipc_ns_cache_config_t *con
 
 static void uct_cuda_ipc_ns_region_unmap(uct_cuda_ipc_ns_region_t *region)
 {
-    uct_cuda_ipc_ns_unmap(&region->mapping);
+    uct_cuda_ipc_ns_map_unmap(&region->mapping);
     UCT_CUDA_IPC_NS_STAT_ADD(unmaps, 1);
     uct_cuda_ipc_ns_cache_peer_put(region->peer);
     ucs_free(region);
@@ -237,40 +229,12 @@ static void uct_cuda_ipc_ns_cache_evict(ucs_list_link_t *victims)
 }
 
 
-/*
- * Take the peer's pidfd off UCX's async loop, if still on it (its own
- * destruction and the module's unload race for it). Waits for a call of the
- * handler in progress, so never called from the handler (see
- * uct_cuda_ipc_ns_peer_put_async()); called without cache.lock, which the
- * handler takes.
- */
-static void uct_cuda_ipc_ns_peer_unwatch(uct_cuda_ipc_ns_peer_t *peer)
-{
-    int watched;
-
-    pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
-    watched = peer->watch_async;
-    if (watched) {
-        peer->watch_async = 0;
-        ucs_list_del(&peer->watched);
-    }
-    pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
-
-    if (watched) {
-        ucs_async_remove_handler(peer->watch_fd, 1);
-    }
-}
-
-
 static void uct_cuda_ipc_ns_peer_destroy(uct_cuda_ipc_ns_peer_t *peer)
 {
     ucs_debug("cuda_ipc_ns: forgetting peer pid %u (PID namespace %" PRIu64
               ")", peer->id.pid, peer->id.pid_ns);
     ucs_assert(kh_size(&peer->regions) == 0);
-    uct_cuda_ipc_ns_peer_unwatch(peer);
-    if (peer->watch_fd >= 0) {
-        close(peer->watch_fd);
-    }
+    uct_cuda_ipc_ns_liveness_close(&peer->live);
     kh_destroy_inplace(uct_cuda_ipc_ns_regions, &peer->regions);
     pthread_rwlock_destroy(&peer->lock);
     ucs_free(peer);
@@ -295,85 +259,20 @@ static void uct_cuda_ipc_ns_peer_unlink(uct_cuda_ipc_ns_peer_t *peer)
 }
 
 
-/* Detach every region of the peer; called with cache.lock */
 /*
  * Destroy the peers whose last reference went on UCX's async thread. Called
- * by application threads without cache.lock: removing the last handler of
- * UCX's async loop stops its thread, which joins it from here but could only
- * detach it from the thread itself (and then nothing orders the thread's end
- * before UCX's own cleanup at exit).
+ * by application threads without cache.lock (cuda_ipc_ns_liveness.h).
  */
 void uct_cuda_ipc_ns_cache_reap(void)
 {
-    uct_cuda_ipc_ns_peer_t *peer, *tmp;
-    UCS_LIST_HEAD(dead);
-
-    pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
-    ucs_list_splice_tail(&dead, &uct_cuda_ipc_ns_cache.reap);
-    ucs_list_head_init(&uct_cuda_ipc_ns_cache.reap);
-    pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
-
-    ucs_list_for_each_safe(peer, tmp, &dead, reap) {
-        uct_cuda_ipc_ns_peer_destroy(peer);
-    }
-}
-
-
-/*
- * Take every peer's pidfd off UCX's async loop (@a why: for the log); with
- * @a closing, only while the cache stays closed. Returns once no call of
- * the handler runs and the dead peers are destroyed; the live ones stay,
- * unwatched (their next use still checks them).
- */
-static void uct_cuda_ipc_ns_cache_unwatch_all(int closing, const char *why)
-{
-    uct_cuda_ipc_ns_peer_t *peer;
-
-    for (;;) {
-        uct_cuda_ipc_ns_cache_reap();
-        pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
-        if (ucs_list_is_empty(&uct_cuda_ipc_ns_cache.watched) ||
-            (closing && (uct_cuda_ipc_ns_cache.refcount > 0))) {
-            pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
-            return;
-        }
-        peer = ucs_list_head(&uct_cuda_ipc_ns_cache.watched,
-                             uct_cuda_ipc_ns_peer_t, watched);
-        if (peer->refcount == 0) {
-            /* on its way to destruction (reap list): the next turn, or the
-             * thread that reaped it, takes it off */
-            pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
-            sched_yield();
-            continue;
-        }
-        ++peer->refcount; /* so it outlives its unwatching */
-        pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
-
-        ucs_debug("cuda_ipc_ns: %s: no more watching peer pid %u", why,
-                  peer->id.pid);
-        uct_cuda_ipc_ns_peer_unwatch(peer);
-        uct_cuda_ipc_ns_cache_peer_put(peer);
-    }
+    uct_cuda_ipc_ns_liveness_reap(&uct_cuda_ipc_ns_cache.live);
 }
 
 
 void uct_cuda_ipc_ns_cache_unload(void)
 {
-    uct_cuda_ipc_ns_cache_unwatch_all(0, "unloading");
-}
-
-
-/* Drop the async handler's reference: a peer it leaves unreferenced waits
- * in cache.reap */
-static void uct_cuda_ipc_ns_peer_put_async(uct_cuda_ipc_ns_peer_t *peer)
-{
-    pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
-    ucs_assert(peer->refcount > 0);
-    if (--peer->refcount == 0) {
-        uct_cuda_ipc_ns_peer_unlink(peer);
-        ucs_list_add_tail(&uct_cuda_ipc_ns_cache.reap, &peer->reap);
-    }
-    pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
+    uct_cuda_ipc_ns_liveness_unwatch_all(&uct_cuda_ipc_ns_cache.live, NULL,
+                                         "unloading");
 }
 
 
@@ -422,7 +321,9 @@ void uct_cuda_ipc_ns_cache_put(void)
     /* and no exit of a peer is dispatched to us any more: a peer an rkey
      * still holds, or whose exit is being handled now, would keep UCX's
      * async thread and the peer's pidfd until its release or its reaping */
-    uct_cuda_ipc_ns_cache_unwatch_all(1, "mapping cache closed");
+    uct_cuda_ipc_ns_liveness_unwatch_all(&uct_cuda_ipc_ns_cache.live,
+                                         &uct_cuda_ipc_ns_cache.refcount,
+                                         "mapping cache closed");
 
     pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
     if (uct_cuda_ipc_ns_cache.refcount == 0) {
@@ -441,89 +342,10 @@ void uct_cuda_ipc_ns_cache_put(void)
 }
 
 
-/* Called with cache.lock */
-static void uct_cuda_ipc_ns_peer_watch_pid(uct_cuda_ipc_ns_peer_t *peer)
-{
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
-
-    if ((peer->id.pid_ns != self->pid_ns) || (peer->id.start_time == 0) ||
-        (peer->id.system_id != self->system_id)) {
-        return; /* not here: the first import from its broker may tell */
-    }
-
-    if (uct_cuda_ipc_ns_watch_pid(peer->id.pid, peer->id.start_time,
-                                  &peer->watch_fd) != UCS_OK) {
-        ucs_debug("cuda_ipc_ns: cannot watch peer pid %u", peer->id.pid);
-        peer->watch_fd = -1;
-    }
-}
-
-
-/*
- * The peer's pidfd turned readable: it exited. Runs on UCX's async thread,
- * so that a peer nobody asks about any more (its endpoint destroyed while
- * its exit was not yet reported, no later op or import) still has its
- * mappings released (docs/architecture.md, "Peer failure").
- */
-static void uct_cuda_ipc_ns_peer_watch_cb(int fd, ucs_event_set_types_t events,
-                                          void *arg)
-{
-    uct_cuda_ipc_ns_peer_t *peer = arg;
-    int alive;
-
-    pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
-    alive = (peer->refcount > 0);
-    if (alive) {
-        ++peer->refcount;
-    }
-    pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
-    if (!alive) {
-        return; /* being destroyed: its removal of this handler waits */
-    }
-
-    if (uct_cuda_ipc_ns_watch_exited(fd)) {
-        uct_cuda_ipc_ns_cache_peer_fail(peer);
-    }
-    uct_cuda_ipc_ns_peer_put_async(peer);
-}
-
-
-/*
- * Put the peer's watch on UCX's async event loop, edge-triggered: one call
- * when the peer exits. Called without cache.lock (the handler takes it, and
- * adding a handler waits for the async thread), by the thread that set
- * watch_fd and holds a reference.
- */
-static void uct_cuda_ipc_ns_peer_watch_async(uct_cuda_ipc_ns_peer_t *peer)
-{
-    ucs_status_t status;
-
-    status = ucs_async_set_event_handler(UCS_ASYNC_MODE_THREAD_MUTEX,
-                                         peer->watch_fd,
-                                         UCS_EVENT_SET_EVREAD |
-                                         UCS_EVENT_SET_EDGE_TRIGGERED,
-                                         uct_cuda_ipc_ns_peer_watch_cb, peer,
-                                         NULL);
-    if (status != UCS_OK) {
-        /* the checks at each op, endpoint and import still read it */
-        ucs_diag("cuda_ipc_ns: cannot watch peer pid %u on UCX's async "
-                 "loop (ucs_async_set_event_handler: %s): its mappings go "
-                 "at the next use of that peer", peer->id.pid,
-                 ucs_status_string(status));
-        return;
-    }
-
-    pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
-    peer->watch_async = 1;
-    ucs_list_add_tail(&uct_cuda_ipc_ns_cache.watched, &peer->watched);
-    pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
-}
-
-
 ucs_status_t uct_cuda_ipc_ns_cache_peer_get(const uct_cuda_ipc_ns_identity_t *id,
                                             uct_cuda_ipc_ns_peer_t **peer_p)
 {
-    int created = 0;
+    int watched = 0;
     uct_cuda_ipc_ns_peer_t *peer;
     khiter_t iter;
     int ret;
@@ -556,20 +378,20 @@ ucs_status_t uct_cuda_ipc_ns_cache_peer_get(const uct_cuda_ipc_ns_identity_t *id
     peer->id       = *id;
     peer->refcount = 1;
     peer->in_table = 1;
-    peer->watch_fd = -1;
+    uct_cuda_ipc_ns_liveness_init(&peer->live, &uct_cuda_ipc_ns_cache.live,
+                                  &peer->id);
     pthread_rwlock_init(&peer->lock, NULL);
     kh_init_inplace(uct_cuda_ipc_ns_regions, &peer->regions);
     kh_val(&uct_cuda_ipc_ns_cache.peers, iter) = peer;
     ++uct_cuda_ipc_ns_cache.num_peers;
-    uct_cuda_ipc_ns_peer_watch_pid(peer);
+    watched = uct_cuda_ipc_ns_liveness_open(&peer->live);
     ucs_debug("cuda_ipc_ns: new peer pid %u (PID namespace %" PRIu64
               ", start time %" PRIu64 ")%s", id->pid, id->pid_ns,
-              id->start_time, (peer->watch_fd >= 0) ? ", watched" : "");
-    created = 1;
+              id->start_time, watched ? ", watched" : "");
 out:
     pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
-    if (created && (peer->watch_fd >= 0)) {
-        uct_cuda_ipc_ns_peer_watch_async(peer);
+    if (watched) {
+        uct_cuda_ipc_ns_liveness_start(&peer->live);
     }
     *peer_p = peer;
     return UCS_OK;
@@ -628,44 +450,74 @@ void uct_cuda_ipc_ns_cache_peer_fail(uct_cuda_ipc_ns_peer_t *peer)
 }
 
 
-/* Take @a fd (a pidfd of the peer) as its watch unless it has one */
-static void uct_cuda_ipc_ns_peer_set_watch(uct_cuda_ipc_ns_peer_t *peer, int fd)
+static uct_cuda_ipc_ns_peer_t *
+uct_cuda_ipc_ns_peer_of(uct_cuda_ipc_ns_liveness_t *live)
 {
-    if (fd < 0) {
-        return;
-    }
-
-    pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
-    if (peer->watch_fd < 0) {
-        __atomic_store_n(&peer->watch_fd, fd, __ATOMIC_RELEASE);
-        fd = -1;
-        ucs_debug("cuda_ipc_ns: watching peer pid %u (PID namespace %" PRIu64
-                  ") through its broker", peer->id.pid, peer->id.pid_ns);
-    }
-    pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
-
-    if (fd >= 0) {
-        close(fd);
-    } else {
-        uct_cuda_ipc_ns_peer_watch_async(peer);
-    }
+    return ucs_container_of(live, uct_cuda_ipc_ns_peer_t, live);
 }
+
+
+/* Called with cache.lock */
+static int uct_cuda_ipc_ns_peer_live_hold(uct_cuda_ipc_ns_liveness_t *live)
+{
+    uct_cuda_ipc_ns_peer_t *peer = uct_cuda_ipc_ns_peer_of(live);
+
+    if (peer->refcount == 0) {
+        return 0;
+    }
+    ++peer->refcount;
+    return 1;
+}
+
+
+/* Called with cache.lock */
+static int uct_cuda_ipc_ns_peer_live_drop(uct_cuda_ipc_ns_liveness_t *live)
+{
+    uct_cuda_ipc_ns_peer_t *peer = uct_cuda_ipc_ns_peer_of(live);
+
+    ucs_assert(peer->refcount > 0);
+    if (--peer->refcount > 0) {
+        return 0;
+    }
+    uct_cuda_ipc_ns_peer_unlink(peer);
+    return 1;
+}
+
+
+static void uct_cuda_ipc_ns_peer_live_put(uct_cuda_ipc_ns_liveness_t *live)
+{
+    uct_cuda_ipc_ns_cache_peer_put(uct_cuda_ipc_ns_peer_of(live));
+}
+
+
+static void uct_cuda_ipc_ns_peer_live_exited(uct_cuda_ipc_ns_liveness_t *live)
+{
+    uct_cuda_ipc_ns_cache_peer_fail(uct_cuda_ipc_ns_peer_of(live));
+}
+
+
+static void uct_cuda_ipc_ns_peer_live_destroy(uct_cuda_ipc_ns_liveness_t *live)
+{
+    uct_cuda_ipc_ns_peer_destroy(uct_cuda_ipc_ns_peer_of(live));
+}
+
+
+static const uct_cuda_ipc_ns_liveness_ops_t uct_cuda_ipc_ns_peer_liveness_ops = {
+    .hold    = uct_cuda_ipc_ns_peer_live_hold,
+    .drop    = uct_cuda_ipc_ns_peer_live_drop,
+    .put     = uct_cuda_ipc_ns_peer_live_put,
+    .exited  = uct_cuda_ipc_ns_peer_live_exited,
+    .destroy = uct_cuda_ipc_ns_peer_live_destroy
+};
 
 
 ucs_status_t uct_cuda_ipc_ns_cache_peer_check(uct_cuda_ipc_ns_peer_t *peer)
 {
-    int exited;
-
     if (uct_cuda_ipc_ns_cache_peer_is_dead(peer)) {
         return UCS_ERR_CONNECTION_RESET;
     }
 
-    pthread_mutex_lock(&uct_cuda_ipc_ns_cache.lock);
-    exited = (peer->watch_fd >= 0) &&
-             uct_cuda_ipc_ns_watch_exited(peer->watch_fd);
-    pthread_mutex_unlock(&uct_cuda_ipc_ns_cache.lock);
-
-    if (exited) {
+    if (uct_cuda_ipc_ns_liveness_exited(&peer->live)) {
         uct_cuda_ipc_ns_cache_peer_fail(peer);
         return UCS_ERR_CONNECTION_RESET;
     }
@@ -808,7 +660,7 @@ uct_cuda_ipc_ns_cache_add(uct_cuda_ipc_ns_region_t *region,
     uct_cuda_ipc_ns_cache_unmap_victims(&victims);
     if (found != region) {
         /* not inserted: the region holds no peer reference yet */
-        uct_cuda_ipc_ns_unmap(&region->mapping);
+        uct_cuda_ipc_ns_map_unmap(&region->mapping);
         UCT_CUDA_IPC_NS_STAT_ADD(unmaps, 1);
         ucs_free(region);
         if (found == NULL) {
@@ -856,7 +708,7 @@ ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
         ucs_free(region);
         return status;
     }
-    uct_cuda_ipc_ns_peer_set_watch(peer, owner_pidfd);
+    uct_cuda_ipc_ns_liveness_adopt(&peer->live, owner_pidfd);
 
     return uct_cuda_ipc_ns_cache_add(region, key, region_p);
 }
@@ -913,7 +765,7 @@ uct_cuda_ipc_ns_cache_import_chunks(uct_cuda_ipc_ns_peer_t *peer,
                   ucs_status_string(status));
         return status;
     }
-    uct_cuda_ipc_ns_peer_set_watch(peer, owner_pidfd);
+    uct_cuda_ipc_ns_liveness_adopt(&peer->live, owner_pidfd);
 
     for (i = 0; (i < count) && (status == UCS_OK); ++i) {
         uct_cuda_ipc_ns_cache_chunk_key(key, chunks, first + i, &chunk_key);

@@ -54,7 +54,7 @@ struct uct_cuda_ipc_ns_region {
     uint8_t                   referenced; /* clock bit, set by hits */
     uint8_t                   in_table;   /* under the cache lock */
     uint64_t                  alloc_id;   /* VMM keys */
-    uct_cuda_ipc_ns_mapping_t mapping;
+    uct_cuda_ipc_ns_map_t mapping;
     uct_cuda_ipc_ns_peer_t    *peer;
     uint64_t                  base;       /* allocation base in the owner */
     ucs_list_link_t           lru;        /* cache LRU, while in the table */

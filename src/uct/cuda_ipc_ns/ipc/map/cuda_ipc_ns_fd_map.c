@@ -83,8 +83,8 @@ uct_cuda_ipc_ns_map_check_handle(size_t length, const char *what,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_map_fd(int fd, size_t length, int device,
-                                    const char *what, CUdeviceptr *dptr_p)
+ucs_status_t uct_cuda_ipc_ns_fd_map_import(int fd, size_t length, int device,
+                                           const char *what, CUdeviceptr *dptr_p)
 {
     CUmemGenericAllocationHandle handle;
     CUmemAccessDesc access = {};

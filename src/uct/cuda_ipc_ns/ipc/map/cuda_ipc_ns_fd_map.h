@@ -18,7 +18,7 @@
  * in error lines). The mapping keeps the memory; unmap with cuMemUnmap and
  * cuMemAddressFree of @a length bytes.
  */
-ucs_status_t uct_cuda_ipc_ns_map_fd(int fd, size_t length, int device,
-                                    const char *what, CUdeviceptr *dptr_p);
+ucs_status_t uct_cuda_ipc_ns_fd_map_import(int fd, size_t length, int device,
+                                           const char *what, CUdeviceptr *dptr_p);
 
 #endif

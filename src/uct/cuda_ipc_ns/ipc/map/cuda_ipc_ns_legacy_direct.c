@@ -2,9 +2,9 @@
  * cuda_ipc_ns: which path a legacy key of another PID namespace takes (see
  * cuda_ipc_ns_legacy_direct.h).
  *
- * Lock: uct_cuda_ipc_ns_legacy_failed.lock guards the ring of owners whose
- * memory did not open; taken at unpack and after a failed open, never on a
- * copy's path, and no other lock is taken under it.
+ * The owners whose memory did not open are an owner set
+ * (cuda_ipc_ns_owner_set.h), read at unpack and written after a failed
+ * open, never on a copy's path.
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -12,6 +12,7 @@
 
 #include "cuda_ipc_ns_legacy_direct.h"
 #include "cuda_ipc_ns_nsid.h"
+#include "cuda_ipc_ns_owner_set.h"
 
 #include <ucs/config/types.h>
 #include <ucs/debug/log.h>
@@ -21,24 +22,17 @@
 #include <pthread.h>
 
 
-/* Owners whose legacy memory did not open here: a ring, so that a process
- * talking to many owners keeps the latest ones */
-#define UCT_CUDA_IPC_NS_LEGACY_FAILED_MAX 64
-
-
 static int uct_cuda_ipc_ns_legacy_direct_mode = UCS_AUTO;
 
+/* Owners whose legacy memory did not open here */
+static uct_cuda_ipc_ns_owner_set_t uct_cuda_ipc_ns_legacy_failed_owners =
+        UCT_CUDA_IPC_NS_OWNER_SET_INITIALIZER;
+
+/* The failures logged, for the tests */
 static struct {
     pthread_mutex_t lock;
-    unsigned        next;
     uint64_t        logged;          /* failures logged: one per owner */
     char            last_answer[64]; /* the driver's, of the last one */
-    struct {
-        uint64_t pid_ns;
-        uint64_t start_time;
-        uint32_t pid;
-        int      used;
-    } owners[UCT_CUDA_IPC_NS_LEGACY_FAILED_MAX];
 } uct_cuda_ipc_ns_legacy_failed = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 
@@ -56,62 +50,41 @@ static int uct_cuda_ipc_ns_legacy_direct_get_mode(void)
 }
 
 
-/* Index of @a key's owner in the ring, or -1; with the lock held */
-static int uct_cuda_ipc_ns_legacy_failed_find(const uct_cuda_ipc_ns_rkey_info_t *key)
+static void uct_cuda_ipc_ns_legacy_owner(const uct_cuda_ipc_ns_rkey_info_t *key,
+                                         uct_cuda_ipc_ns_owner_set_entry_t *owner)
 {
-    unsigned i;
-
-    for (i = 0; i < UCT_CUDA_IPC_NS_LEGACY_FAILED_MAX; ++i) {
-        if (uct_cuda_ipc_ns_legacy_failed.owners[i].used &&
-            (uct_cuda_ipc_ns_legacy_failed.owners[i].pid == key->pid) &&
-            (uct_cuda_ipc_ns_legacy_failed.owners[i].pid_ns == key->pid_ns) &&
-            (uct_cuda_ipc_ns_legacy_failed.owners[i].start_time ==
-             key->start_time)) {
-            return (int)i;
-        }
-    }
-    return -1;
+    uct_cuda_ipc_ns_owner_set_entry(owner, key->pid, key->pid_ns,
+                                    key->start_time, NULL);
 }
 
 
 /* Whether an open of @a key's owner's memory failed before */
 static int uct_cuda_ipc_ns_legacy_failed_before(const uct_cuda_ipc_ns_rkey_info_t *key)
 {
-    int found;
+    uct_cuda_ipc_ns_owner_set_entry_t owner;
 
-    pthread_mutex_lock(&uct_cuda_ipc_ns_legacy_failed.lock);
-    found = uct_cuda_ipc_ns_legacy_failed_find(key) >= 0;
-    pthread_mutex_unlock(&uct_cuda_ipc_ns_legacy_failed.lock);
-    return found;
+    uct_cuda_ipc_ns_legacy_owner(key, &owner);
+    return uct_cuda_ipc_ns_owner_set_contains(
+            &uct_cuda_ipc_ns_legacy_failed_owners, &owner);
 }
 
 
 /* Remember @a key's owner; nonzero when it was not remembered yet */
 static int uct_cuda_ipc_ns_legacy_failed_add(const uct_cuda_ipc_ns_rkey_info_t *key)
 {
-    int first;
-    unsigned i;
+    uct_cuda_ipc_ns_owner_set_entry_t owner;
 
-    pthread_mutex_lock(&uct_cuda_ipc_ns_legacy_failed.lock);
-    first = uct_cuda_ipc_ns_legacy_failed_find(key) < 0;
-    if (first) {
-        i = uct_cuda_ipc_ns_legacy_failed.next++ %
-            UCT_CUDA_IPC_NS_LEGACY_FAILED_MAX;
-        uct_cuda_ipc_ns_legacy_failed.owners[i].pid        = key->pid;
-        uct_cuda_ipc_ns_legacy_failed.owners[i].pid_ns     = key->pid_ns;
-        uct_cuda_ipc_ns_legacy_failed.owners[i].start_time = key->start_time;
-        uct_cuda_ipc_ns_legacy_failed.owners[i].used       = 1;
-    }
-    pthread_mutex_unlock(&uct_cuda_ipc_ns_legacy_failed.lock);
-    return first;
+    uct_cuda_ipc_ns_legacy_owner(key, &owner);
+    return uct_cuda_ipc_ns_owner_set_add(&uct_cuda_ipc_ns_legacy_failed_owners,
+                                         &owner);
 }
 
 
-uct_cuda_ipc_ns_legacy_path_t
+uct_cuda_ipc_ns_legacy_direct_path_t
 uct_cuda_ipc_ns_legacy_direct_path(const uct_cuda_ipc_ns_rkey_info_t *key,
                                    int gpu_usable)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     int has_broker = key->broker_addr_len > 0;
     const char *why;
 

@@ -39,7 +39,7 @@ typedef enum {
     /* our own cuIpcOpenMemHandle; a failure sends the peer's keys to the
      * owner's copies */
     UCT_CUDA_IPC_NS_LEGACY_PATH_DIRECT_OR_OWNER
-} uct_cuda_ipc_ns_legacy_path_t;
+} uct_cuda_ipc_ns_legacy_direct_path_t;
 
 
 /** Set the mode: UCS_YES, UCS_NO, or UCS_AUTO (UCS_TRY counts as UCS_AUTO) */
@@ -50,7 +50,7 @@ void uct_cuda_ipc_ns_legacy_direct_configure(int mode);
  * The path of legacy key @a key of another PID namespace than ours.
  * @a gpu_usable: its GPU is one this process can use.
  */
-uct_cuda_ipc_ns_legacy_path_t
+uct_cuda_ipc_ns_legacy_direct_path_t
 uct_cuda_ipc_ns_legacy_direct_path(const uct_cuda_ipc_ns_rkey_info_t *key,
                                    int gpu_usable);
 

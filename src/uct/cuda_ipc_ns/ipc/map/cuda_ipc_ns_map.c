@@ -32,7 +32,7 @@
  */
 static ucs_status_t
 uct_cuda_ipc_ns_map_legacy(const uct_cuda_ipc_ns_rkey_info_t *key, int device,
-                           uct_cuda_ipc_ns_mapping_t *mapping)
+                           uct_cuda_ipc_ns_map_t *mapping)
 {
     CUipcMemHandle handle;
     CUdeviceptr dptr;
@@ -55,7 +55,7 @@ uct_cuda_ipc_ns_map_legacy(const uct_cuda_ipc_ns_rkey_info_t *key, int device,
     }
 
     status = uct_cuda_ipc_ns_cu_status(res);
-    if (key->pid_ns != uct_cuda_ipc_ns_self()->pid_ns) {
+    if (key->pid_ns != uct_cuda_ipc_ns_nsid_self()->pid_ns) {
         ucs_debug("cuda_ipc_ns: cuIpcOpenMemHandle() of allocation 0x%" PRIx64
                   " of pid %u in PID namespace %" PRIu64 " failed: %s",
                   key->base, key->pid, key->pid_ns,
@@ -75,7 +75,7 @@ uct_cuda_ipc_ns_map_legacy(const uct_cuda_ipc_ns_rkey_info_t *key, int device,
 
 ucs_status_t uct_cuda_ipc_ns_map_fd_of(const uct_cuda_ipc_ns_rkey_info_t *key,
                                        int device, int fd,
-                                       uct_cuda_ipc_ns_mapping_t *mapping)
+                                       uct_cuda_ipc_ns_map_t *mapping)
 {
     char what[64];
     CUdeviceptr dptr;
@@ -92,7 +92,7 @@ ucs_status_t uct_cuda_ipc_ns_map_fd_of(const uct_cuda_ipc_ns_rkey_info_t *key,
         status = uct_cuda_ipc_ns_pool_map(key, device, fd, &mapping->pool,
                                           &dptr);
     } else {
-        status = uct_cuda_ipc_ns_map_fd(fd, key->length, device, what, &dptr);
+        status = uct_cuda_ipc_ns_fd_map_import(fd, key->length, device, what, &dptr);
     }
     /* the driver holds the memory through the mapping now */
     close(fd);
@@ -111,7 +111,7 @@ ucs_status_t uct_cuda_ipc_ns_map_fd_of(const uct_cuda_ipc_ns_rkey_info_t *key,
 static ucs_status_t
 uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_fdx_config_t *fdx,
                              const uct_cuda_ipc_ns_rkey_info_t *key,
-                             int device, uct_cuda_ipc_ns_mapping_t *mapping,
+                             int device, uct_cuda_ipc_ns_map_t *mapping,
                              int *owner_pidfd_p)
 {
     ucs_status_t status;
@@ -137,7 +137,7 @@ uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_fdx_config_t *fdx,
 
 ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
                                  const uct_cuda_ipc_ns_rkey_info_t *key,
-                                 int device, uct_cuda_ipc_ns_mapping_t *mapping,
+                                 int device, uct_cuda_ipc_ns_map_t *mapping,
                                  int *owner_pidfd_p)
 {
     ucs_status_t status;
@@ -164,7 +164,7 @@ ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
 }
 
 
-void uct_cuda_ipc_ns_unmap(uct_cuda_ipc_ns_mapping_t *mapping)
+void uct_cuda_ipc_ns_map_unmap(uct_cuda_ipc_ns_map_t *mapping)
 {
     CUdeviceptr dptr = (CUdeviceptr)mapping->addr;
     int pushed;
@@ -178,7 +178,7 @@ void uct_cuda_ipc_ns_unmap(uct_cuda_ipc_ns_mapping_t *mapping)
             uct_cuda_ipc_ns_ctx_pop(pushed);
         }
     } else if (mapping->handle_type == UCT_CUDA_IPC_NS_HANDLE_POOL) {
-        uct_cuda_ipc_ns_pool_unmap(mapping->pool, dptr, mapping->device);
+        uct_cuda_ipc_ns_pool_map_unmap(mapping->pool, dptr, mapping->device);
     } else {
         (void)UCT_CUDA_IPC_NS_CU(cuMemUnmap, dptr, mapping->length);
         (void)UCT_CUDA_IPC_NS_CU(cuMemAddressFree, dptr, mapping->length);

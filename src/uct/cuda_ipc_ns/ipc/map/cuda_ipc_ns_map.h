@@ -22,13 +22,13 @@
 #include <cuda.h>
 
 
-typedef struct uct_cuda_ipc_ns_mapping {
+typedef struct uct_cuda_ipc_ns_map_entry {
     void      *addr;        /* where the allocation base is mapped here */
     size_t    length;
-    uint8_t   handle_type;  /* uct_cuda_ipc_ns_handle_type_t */
+    uint8_t   handle_type;  /* uct_cuda_ipc_ns_rkey_handle_type_t */
     int       device;       /* local device ordinal */
     CUmemoryPool pool;      /* pool keys: the pool imported for it */
-} uct_cuda_ipc_ns_mapping_t;
+} uct_cuda_ipc_ns_map_t;
 
 
 /**
@@ -40,7 +40,7 @@ typedef struct uct_cuda_ipc_ns_mapping {
  */
 ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
                                  const uct_cuda_ipc_ns_rkey_info_t *key,
-                                 int device, uct_cuda_ipc_ns_mapping_t *mapping,
+                                 int device, uct_cuda_ipc_ns_map_t *mapping,
                                  int *owner_pidfd_p);
 
 /**
@@ -51,10 +51,10 @@ ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
  */
 ucs_status_t uct_cuda_ipc_ns_map_fd_of(const uct_cuda_ipc_ns_rkey_info_t *key,
                                        int device, int fd,
-                                       uct_cuda_ipc_ns_mapping_t *mapping);
+                                       uct_cuda_ipc_ns_map_t *mapping);
 
 /** Undo uct_cuda_ipc_ns_map() and uct_cuda_ipc_ns_map_fd_of() */
-void uct_cuda_ipc_ns_unmap(uct_cuda_ipc_ns_mapping_t *mapping);
+void uct_cuda_ipc_ns_map_unmap(uct_cuda_ipc_ns_map_t *mapping);
 
 
 #endif

@@ -98,8 +98,8 @@ out:
 }
 
 
-void uct_cuda_ipc_ns_pool_unmap(CUmemoryPool pool, CUdeviceptr dptr,
-                                int device)
+void uct_cuda_ipc_ns_pool_map_unmap(CUmemoryPool pool, CUdeviceptr dptr,
+                                    int device)
 {
     int pushed;
 

@@ -18,7 +18,7 @@
  * Import the pool of @a fd (borrowed) and from it the allocation of pool key
  * @a key, which must be exactly the key's length, accessible to @a device.
  * With UCS_OK, *pool_p holds the allocation; release both with
- * uct_cuda_ipc_ns_pool_unmap().
+ * uct_cuda_ipc_ns_pool_map_unmap().
  */
 ucs_status_t uct_cuda_ipc_ns_pool_map(const uct_cuda_ipc_ns_rkey_info_t *key,
                                       int device, int fd, CUmemoryPool *pool_p,
@@ -26,7 +26,7 @@ ucs_status_t uct_cuda_ipc_ns_pool_map(const uct_cuda_ipc_ns_rkey_info_t *key,
 
 
 /** Free the imported allocation @a dptr, then its imported pool */
-void uct_cuda_ipc_ns_pool_unmap(CUmemoryPool pool, CUdeviceptr dptr,
-                                int device);
+void uct_cuda_ipc_ns_pool_map_unmap(CUmemoryPool pool, CUdeviceptr dptr,
+                                    int device);
 
 #endif
