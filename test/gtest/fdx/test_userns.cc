@@ -92,7 +92,7 @@ TEST_PEER_ROLE(userns_owner)
 {
     uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_BROKER);
     userns_owner_reply reply = {};
-    uct_cuda_ipc_ns_broker_reg_t *reg;
+    uct_cuda_ipc_ns_broker_registry_reg_t *reg;
     uct_cuda_ipc_ns_broker_t *broker;
     userns_owner_req req;
     int fd, dummy;
@@ -117,7 +117,7 @@ TEST_PEER_ROLE(userns_owner)
                    uct_cuda_ipc_ns_broker_register(broker, fd, 0x4949,
                                                    reply.desc.token, &reg);
     if (reply.status == UCS_OK) {
-        const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_self();
+        const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
         const char *addr = uct_cuda_ipc_ns_broker_addr(
                 broker, &reply.desc.broker_addr_len);
         reply.desc.pid                   = self->pid;
