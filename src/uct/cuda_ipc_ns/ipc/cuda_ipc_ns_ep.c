@@ -11,13 +11,13 @@
 #endif
 
 #include "cuda_ipc_ns_ep.h"
+#include "cuda_ipc_ns_target.h"
 #include "cuda_ipc_ns_copy_session.h"
 #include "cuda_ipc_ns_md.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_compat.h"
 #include "cuda_ipc_ns_legacy_direct.h"
-#include "cuda_ipc_ns_fdx.h"
 
 #include <uct/base/uct_iov.inl>
 #include <ucs/debug/memtrack_int.h>
@@ -282,121 +282,6 @@ static ucs_status_t uct_cuda_ipc_ns_ep_apply_fence(uct_cuda_ipc_ns_ep_t *ep,
 }
 
 
-/* A remote range mapped here, pinned, and the context to copy in */
-typedef struct {
-    uct_cuda_ipc_ns_region_t      *region;  /* the first (or only) one */
-    void                          *remote;  /* one allocation: the mapped
-                                               address of remote_addr */
-    CUcontext                     ctx;      /* of the local buffer */
-    /* a key of several allocations (chunks != NULL): the range touches its
-     * chunks first..first+count-1; region maps the first, more[] the
-     * others (heap, count - 1 entries) */
-    const uct_cuda_ipc_ns_chunk_t *chunks;
-    uint64_t                      offset;   /* of remote_addr in the key */
-    uint32_t                      first;
-    uint32_t                      count;
-    uct_cuda_ipc_ns_region_t      **more;
-} uct_cuda_ipc_ns_target_t;
-
-
-/* Unpin everything @a target holds */
-static void uct_cuda_ipc_ns_ep_target_release(uct_cuda_ipc_ns_target_t *target)
-{
-    uct_cuda_ipc_ns_cache_unpin(target->region);
-    if (target->more != NULL) {
-        uct_cuda_ipc_ns_cq_unpin_regions(target->more, target->count - 1);
-        target->more = NULL;
-    }
-}
-
-
-/* Index of the chunk holding @a offset (< the key's length) */
-static uint32_t uct_cuda_ipc_ns_ep_chunk_index(const uct_cuda_ipc_ns_chunk_t *chunks,
-                                               uint32_t count, uint64_t offset)
-{
-    uint32_t low = 0, high = count - 1, mid;
-
-    /* chunks tile the key (checked when learned): the last one whose
-     * offset is <= @a offset */
-    while (low < high) {
-        mid = low + (high - low + 1) / 2;
-        if (chunks[mid].offset <= offset) {
-            low = mid;
-        } else {
-            high = mid - 1;
-        }
-    }
-    return low;
-}
-
-
-/* One copy on @a stream; @a any_memory: the local side may be host memory */
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_cuda_ipc_ns_ep_memcpy_one(void *remote, CUdeviceptr local, size_t length,
-                              int is_put, int any_memory, CUstream stream)
-{
-    CUdeviceptr dst = is_put ? (CUdeviceptr)remote : local;
-    CUdeviceptr src = is_put ? local : (CUdeviceptr)remote;
-
-    return any_memory ?
-           UCT_CUDA_IPC_NS_CU(cuMemcpyAsync, dst, src, length, stream) :
-           UCT_CUDA_IPC_NS_CU(cuMemcpyDtoDAsync, dst, src, length, stream);
-}
-
-
-/*
- * Copy @a length bytes between @a local and the target's range at @a off
- * (from remote_addr). A key of several allocations is copied chunk by chunk:
- * each chunk is mapped by itself (docs/framework-memory.md, "Split at chunk
- * boundaries"). *posted_p is set once a copy was enqueued.
- */
-static ucs_status_t
-uct_cuda_ipc_ns_ep_memcpy(const uct_cuda_ipc_ns_target_t *target,
-                          CUdeviceptr local, size_t off, size_t length,
-                          int is_put, int any_memory, CUstream stream,
-                          int *posted_p)
-{
-    const uct_cuda_ipc_ns_chunk_t *chunk;
-    uct_cuda_ipc_ns_region_t *region;
-    ucs_status_t status;
-    uint64_t pos;
-    uint32_t index;
-    size_t seg;
-
-    if (ucs_likely(target->chunks == NULL)) {
-        status = uct_cuda_ipc_ns_ep_memcpy_one(
-                UCS_PTR_BYTE_OFFSET(target->remote, off), local, length,
-                is_put, any_memory, stream);
-        *posted_p |= (status == UCS_OK);
-        return status;
-    }
-
-    pos   = target->offset + off;
-    index = target->first +
-            uct_cuda_ipc_ns_ep_chunk_index(target->chunks + target->first,
-                                           target->count,
-                                           pos - target->chunks[target->first].offset);
-    while (length > 0) {
-        chunk  = &target->chunks[index];
-        region = (index == target->first) ? target->region :
-                 target->more[index - target->first - 1];
-        seg    = ucs_min(length, chunk->offset + chunk->size - pos);
-        status = uct_cuda_ipc_ns_ep_memcpy_one(
-                UCS_PTR_BYTE_OFFSET(region->mapping.addr, pos - chunk->offset),
-                local, seg, is_put, any_memory, stream);
-        if (status != UCS_OK) {
-            return status;
-        }
-        *posted_p = 1;
-        pos      += seg;
-        local    += seg;
-        length   -= seg;
-        ++index;
-    }
-    return UCS_OK;
-}
-
-
 /* Enqueue the copies of @a iov on @a stream and post the op */
 static ucs_status_t
 uct_cuda_ipc_ns_ep_enqueue(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_op_t *op,
@@ -433,9 +318,9 @@ uct_cuda_ipc_ns_ep_enqueue(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_op_t *op,
         for (j = 0; j < count; ++j) {
             local  = (CUdeviceptr)UCS_PTR_BYTE_OFFSET(iov[i].buffer,
                                                       j * iov[i].stride);
-            status = uct_cuda_ipc_ns_ep_memcpy(target, local, off, length,
-                                               is_put, 0, stream->stream,
-                                               &posted);
+            status = uct_cuda_ipc_ns_target_memcpy(target, local, off,
+                                                   length, is_put, 0,
+                                                   stream->stream, &posted);
             if (status != UCS_OK) {
                 if (posted) {
                     /* earlier copies use the mapping: let them end first */
@@ -450,99 +335,6 @@ uct_cuda_ipc_ns_ep_enqueue(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_op_t *op,
 
     return uct_cuda_ipc_ns_cq_post(&iface->cq, &ep->cq_ep, op, stream,
                                    target->region, comp);
-}
-
-
-/* The layout of a key of several allocations, asked of its owner once */
-static ucs_status_t uct_cuda_ipc_ns_ep_layout(uct_cuda_ipc_ns_ep_t *ep,
-                                              uct_cuda_ipc_ns_rkey_t *key,
-                                              const uct_cuda_ipc_ns_chunk_t **chunks_p)
-{
-    uct_cuda_ipc_ns_chunk_t *chunks, *expected = NULL;
-    ucs_status_t status;
-
-    chunks = __atomic_load_n(&key->chunks, __ATOMIC_ACQUIRE);
-    if (ucs_likely(chunks != NULL)) {
-        *chunks_p = chunks;
-        return UCS_OK;
-    }
-
-    status = uct_cuda_ipc_ns_fdx_layout(&uct_cuda_ipc_ns_ep_md(ep)->fdx,
-                                        &key->info, &chunks);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    /* another thread may have learned it meanwhile: keep the first */
-    if (!__atomic_compare_exchange_n(&key->chunks, &expected, chunks, 0,
-                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        ucs_free(chunks);
-        chunks = expected;
-    }
-    *chunks_p = chunks;
-    return UCS_OK;
-}
-
-
-/*
- * Map and pin the chunks of @a key that [offset, offset + length) touches,
- * each one a region of the cache of its own, the ones not mapped yet
- * imported in batches (uct_cuda_ipc_ns_cache_map_chunks()).
- */
-static ucs_status_t
-uct_cuda_ipc_ns_ep_map_chunks(uct_cuda_ipc_ns_ep_t *ep,
-                              uct_cuda_ipc_ns_rkey_t *key,
-                              uct_cuda_ipc_ns_peer_t *peer, int device,
-                              uint64_t offset, size_t length,
-                              uct_cuda_ipc_ns_target_t *target)
-{
-    uint32_t num_chunks = key->info.handle.posix.num_chunks;
-    const uct_cuda_ipc_ns_chunk_t *chunks;
-    uct_cuda_ipc_ns_region_t **regions;
-    ucs_status_t status;
-    uint32_t last;
-
-    status = uct_cuda_ipc_ns_ep_layout(ep, key, &chunks);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    target->chunks = chunks;
-    target->offset = offset;
-    target->first  = uct_cuda_ipc_ns_ep_chunk_index(chunks, num_chunks, offset);
-    last           = uct_cuda_ipc_ns_ep_chunk_index(chunks, num_chunks,
-                                                    offset + length - 1);
-    target->count  = last - target->first + 1;
-    if (target->count == 1) {
-        return uct_cuda_ipc_ns_cache_map_chunks(peer, &key->info, chunks,
-                                                target->first, 1, device,
-                                                &uct_cuda_ipc_ns_ep_md(ep)->fdx,
-                                                &target->region);
-    }
-
-    regions = ucs_malloc(sizeof(*regions) * target->count,
-                         "cuda_ipc_ns_op_regions");
-    if (regions == NULL) {
-        ucs_error("cuda_ipc_ns: failed to allocate the regions of %u chunks",
-                  target->count);
-        return UCS_ERR_NO_MEMORY;
-    }
-
-    status = uct_cuda_ipc_ns_cache_map_chunks(peer, &key->info, chunks,
-                                              target->first, target->count,
-                                              device,
-                                              &uct_cuda_ipc_ns_ep_md(ep)->fdx,
-                                              regions);
-    if (status != UCS_OK) {
-        ucs_free(regions);
-        return status;
-    }
-
-    /* the op holds the first region apart, the others in more[] */
-    target->region = regions[0];
-    memmove(regions, regions + 1, sizeof(*regions) * (target->count - 1));
-    target->more   = regions;
-    return UCS_OK;
 }
 
 
@@ -615,9 +407,10 @@ uct_cuda_ipc_ns_ep_resolve(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_rkey_t *key
     target->more   = NULL;
     target->count  = 1;
     if (ucs_unlikely(key->info.handle_type == UCT_CUDA_IPC_NS_HANDLE_CHUNKS)) {
-        status = uct_cuda_ipc_ns_ep_map_chunks(ep, key, peer, device,
-                                               remote_addr - key->info.base,
-                                               length, target);
+        status = uct_cuda_ipc_ns_target_map_chunks(target, key, peer, device,
+                                                   remote_addr - key->info.base,
+                                                   length,
+                                                   &uct_cuda_ipc_ns_ep_md(ep)->fdx);
     } else {
         status = uct_cuda_ipc_ns_cache_map(peer, &key->info, device,
                                            &uct_cuda_ipc_ns_ep_md(ep)->fdx,
@@ -891,7 +684,7 @@ uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     return UCS_INPROGRESS;
 
 err_unpin:
-    uct_cuda_ipc_ns_ep_target_release(&target);
+    uct_cuda_ipc_ns_target_release(&target);
 err_put_op:
     uct_cuda_ipc_ns_cq_op_put(&iface->cq, op);
     if (ucs_unlikely(key->owner_copy)) {
@@ -957,9 +750,10 @@ uct_cuda_ipc_ns_ep_copy_sync(uct_ep_h tl_ep, void *local, size_t length,
         status = uct_cuda_ipc_ns_cq_stream(&iface->cq, target.ctx,
                                            key->info.dev_uuid, &stream);
         if (status == UCS_OK) {
-            status = uct_cuda_ipc_ns_ep_memcpy(&target, (CUdeviceptr)local, 0,
-                                               length, is_put, 1,
-                                               stream->stream, &posted);
+            status = uct_cuda_ipc_ns_target_memcpy(&target,
+                                                   (CUdeviceptr)local, 0,
+                                                   length, is_put, 1,
+                                                   stream->stream, &posted);
             /* even after a failed enqueue: earlier copies use the mapping */
             if (UCT_CUDA_IPC_NS_CU(cuStreamSynchronize, stream->stream) !=
                 UCS_OK) {
@@ -969,7 +763,7 @@ uct_cuda_ipc_ns_ep_copy_sync(uct_ep_h tl_ep, void *local, size_t length,
         uct_cuda_ipc_ns_ctx_pop(pushed);
     }
 
-    uct_cuda_ipc_ns_ep_target_release(&target);
+    uct_cuda_ipc_ns_target_release(&target);
     return status;
 }
 

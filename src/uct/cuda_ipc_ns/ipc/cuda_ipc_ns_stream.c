@@ -6,6 +6,7 @@
 #endif
 
 #include "cuda_ipc_ns_stream.h"
+#include "cuda_ipc_ns_target.h"
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_compat.h"
@@ -140,18 +141,6 @@ static void uct_cuda_ipc_ns_cq_ep_progress_flush(uct_cuda_ipc_ns_cq_ep_t *cq_ep)
 }
 
 
-void uct_cuda_ipc_ns_cq_unpin_regions(uct_cuda_ipc_ns_region_t **regions,
-                                      unsigned count)
-{
-    unsigned i;
-
-    for (i = 0; i < count; ++i) {
-        uct_cuda_ipc_ns_cache_unpin(regions[i]);
-    }
-    ucs_free(regions);
-}
-
-
 /*
  * The op's copy ended with @a status: a copy whose other end is gone is moot
  * (the peer died), the mapping is unpinned, the user's completion called,
@@ -172,8 +161,8 @@ static void uct_cuda_ipc_ns_cq_op_complete(uct_cuda_ipc_ns_cq_t *cq,
         uct_cuda_ipc_ns_cache_unpin(op->region);
     }
     if (op->more_regions != NULL) {
-        uct_cuda_ipc_ns_cq_unpin_regions(op->more_regions,
-                                         op->num_more_regions);
+        uct_cuda_ipc_ns_target_unpin_regions(op->more_regions,
+                                             op->num_more_regions);
         op->more_regions     = NULL;
         op->num_more_regions = 0;
     }

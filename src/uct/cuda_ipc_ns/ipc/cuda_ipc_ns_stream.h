@@ -185,11 +185,6 @@ ucs_status_t uct_cuda_ipc_ns_cq_wait_op(uct_cuda_ipc_ns_stream_t *stream,
                                         const uct_cuda_ipc_ns_op_t *op);
 
 
-/* Unpin @a count regions and free their array (op->more_regions) */
-void uct_cuda_ipc_ns_cq_unpin_regions(uct_cuda_ipc_ns_region_t **regions,
-                                      unsigned count);
-
-
 /** Complete up to max_poll finished ops; returns how many */
 unsigned uct_cuda_ipc_ns_cq_progress(uct_cuda_ipc_ns_cq_t *cq);
 
