@@ -4,7 +4,7 @@
  * A put or get maps the remote allocation through the cache (pinned until
  * the copy completes), enqueues cuMemcpyDtoDAsync on the stream of (local
  * buffer's context, remote device) and hands the op to the completion queue
- * (cuda_ipc_ns_stream.h), which owns it from then on.
+ * (cuda_ipc_ns_cq.h), which owns it from then on.
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -241,11 +241,11 @@ static ucs_status_t uct_cuda_ipc_ns_ep_key_peer(uct_cuda_ipc_ns_ep_t *ep,
 
 /* Make @a stream wait for what a fence orders before the next op */
 static ucs_status_t uct_cuda_ipc_ns_ep_apply_fence(uct_cuda_ipc_ns_ep_t *ep,
-                                                   uct_cuda_ipc_ns_stream_t *stream)
+                                                   uct_cuda_ipc_ns_cq_stream_t *stream)
 {
     uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
-    uct_cuda_ipc_ns_stream_t *other;
-    uct_cuda_ipc_ns_op_t *op;
+    uct_cuda_ipc_ns_cq_stream_t *other;
+    uct_cuda_ipc_ns_cq_op_t *op;
     ucs_status_t status;
 
     if (iface->fence) {
@@ -254,7 +254,7 @@ static ucs_status_t uct_cuda_ipc_ns_ep_apply_fence(uct_cuda_ipc_ns_ep_t *ep,
                 continue;
             }
             op     = ucs_queue_tail_elem_non_empty(&other->queue,
-                                                   uct_cuda_ipc_ns_op_t, queue);
+                                                   uct_cuda_ipc_ns_cq_op_t, queue);
             status = uct_cuda_ipc_ns_cq_wait_op(stream, op);
             if (status != UCS_OK) {
                 return status;
@@ -284,8 +284,8 @@ static ucs_status_t uct_cuda_ipc_ns_ep_apply_fence(uct_cuda_ipc_ns_ep_t *ep,
 
 /* Enqueue the copies of @a iov on @a stream and post the op */
 static ucs_status_t
-uct_cuda_ipc_ns_ep_enqueue(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_op_t *op,
-                           uct_cuda_ipc_ns_stream_t *stream,
+uct_cuda_ipc_ns_ep_enqueue(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_cq_op_t *op,
+                           uct_cuda_ipc_ns_cq_stream_t *stream,
                            const uct_iov_t *iov, size_t iovcnt,
                            const uct_cuda_ipc_ns_target_t *target,
                            uct_completion_t *comp, int is_put)
@@ -617,9 +617,9 @@ uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
     uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
     uct_cuda_ipc_ns_rkey_t *key    = (uct_cuda_ipc_ns_rkey_t*)rkey;
     size_t length                  = uct_iov_total_length(iov, iovcnt);
-    uct_cuda_ipc_ns_stream_t *stream;
+    uct_cuda_ipc_ns_cq_stream_t *stream;
     uct_cuda_ipc_ns_target_t target;
-    uct_cuda_ipc_ns_op_t *op;
+    uct_cuda_ipc_ns_cq_op_t *op;
     ucs_status_t status;
     int pushed;
 
@@ -710,7 +710,7 @@ uct_cuda_ipc_ns_ep_copy_sync(uct_ep_h tl_ep, void *local, size_t length,
     uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
     uct_cuda_ipc_ns_rkey_t *key    = (uct_cuda_ipc_ns_rkey_t*)rkey;
     uct_cuda_ipc_ns_ep_bcopy_t bcopy;
-    uct_cuda_ipc_ns_stream_t *stream;
+    uct_cuda_ipc_ns_cq_stream_t *stream;
     uct_cuda_ipc_ns_target_t target;
     ucs_status_t status;
     int pushed, posted = 0;

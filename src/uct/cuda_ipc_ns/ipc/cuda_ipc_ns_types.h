@@ -7,7 +7,7 @@
 
 #include "cuda_ipc_ns_iface_base.h"
 #include "cuda_ipc_ns_cache.h"
-#include "cuda_ipc_ns_stream.h"
+#include "cuda_ipc_ns_cq.h"
 #include "cuda_ipc_ns_copy_op.h"
 
 #include <uct/base/uct_iface.h>

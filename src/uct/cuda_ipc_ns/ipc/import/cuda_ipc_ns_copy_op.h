@@ -11,7 +11,7 @@
 #include "cuda_ipc_ns_rkey.h"
 #include "cuda_ipc_ns_broker_proto.h"
 #include "cuda_ipc_ns_copy_staging.h"
-#include "cuda_ipc_ns_stream.h"
+#include "cuda_ipc_ns_cq.h"
 
 #include <uct/api/uct.h>
 #include <ucs/datastruct/list.h>
@@ -150,7 +150,7 @@ typedef struct uct_cuda_ipc_ns_copy_ring {
     unsigned                            retry_slots; /* RETRY_COPY or _SEND */
     ucs_list_link_t                     waiting;     /* staged ops, FIFO */
     uct_cuda_ipc_ns_cq_ep_t             cq_ep;       /* our copies of it */
-    uct_cuda_ipc_ns_stream_t            *stream;
+    uct_cuda_ipc_ns_cq_stream_t            *stream;
     uct_cuda_ipc_ns_copy_slot_t         slots[];     /* staging.num_slots */
 } uct_cuda_ipc_ns_copy_ring_t;
 

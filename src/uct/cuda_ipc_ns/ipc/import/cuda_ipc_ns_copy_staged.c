@@ -96,7 +96,7 @@ uct_cuda_ipc_ns_staged_copy(uct_cuda_ipc_ns_copies_t *copies,
                                                         slot->index);
     CUdeviceptr local    = (CUdeviceptr)slot->local;
     int is_put           = slot->op->is_put;
-    uct_cuda_ipc_ns_op_t *cq_op;
+    uct_cuda_ipc_ns_cq_op_t *cq_op;
     ucs_status_t status;
     int pushed;
 

@@ -12,8 +12,8 @@
  * and its event to the pool. For blocking waits an eventfd is signalled by a
  * host function that arm() enqueues behind the work of each busy stream.
  */
-#ifndef UCT_CUDA_IPC_NS_STREAM_H
-#define UCT_CUDA_IPC_NS_STREAM_H
+#ifndef UCT_CUDA_IPC_NS_CQ_H
+#define UCT_CUDA_IPC_NS_CQ_H
 
 #include "cuda_ipc_ns_cache.h"
 
@@ -24,13 +24,13 @@
 #include <cuda.h>
 
 
-typedef struct uct_cuda_ipc_ns_stream uct_cuda_ipc_ns_stream_t;
+typedef struct uct_cuda_ipc_ns_cq_stream uct_cuda_ipc_ns_cq_stream_t;
 
 
 /* What the completion queue keeps of one endpoint (embedded in it): its
  * copies in flight in post order, and its flushes waiting for them */
 typedef struct uct_cuda_ipc_ns_cq_ep {
-    ucs_list_link_t  ops;     /* uct_cuda_ipc_ns_op_t, post order */
+    ucs_list_link_t  ops;     /* uct_cuda_ipc_ns_cq_op_t, post order */
     ucs_queue_head_t flush_q; /* uct_cuda_ipc_ns_flush_req_t, post order */
     uint64_t         seq;     /* ops posted */
 } uct_cuda_ipc_ns_cq_ep_t;
@@ -49,10 +49,10 @@ typedef struct uct_cuda_ipc_ns_op {
     unsigned                      num_more_regions;
     uct_completion_t              *comp;    /* user's, may be NULL */
     uint64_t                      seq;      /* endpoint post order */
-    uct_cuda_ipc_ns_stream_t      *stream;
+    uct_cuda_ipc_ns_cq_stream_t      *stream;
     CUevent                       event;
     CUcontext                     event_ctx; /* context the event belongs to */
-} uct_cuda_ipc_ns_op_t;
+} uct_cuda_ipc_ns_cq_op_t;
 
 
 /* An ep_flush with a completion, waiting for the ops posted before it */
@@ -63,7 +63,7 @@ typedef struct uct_cuda_ipc_ns_flush_req {
 } uct_cuda_ipc_ns_flush_req_t;
 
 
-struct uct_cuda_ipc_ns_stream {
+struct uct_cuda_ipc_ns_cq_stream {
     CUcontext        ctx;
     uint8_t          remote_uuid[UCT_CUDA_IPC_NS_UUID_SIZE];
     CUstream         stream;
@@ -90,7 +90,7 @@ typedef struct uct_cuda_ipc_ns_cq {
     unsigned                     max_poll;
     unsigned                     max_ops;     /* events in flight */
     unsigned                     num_ops;
-    uct_cuda_ipc_ns_stream_t     **streams;
+    uct_cuda_ipc_ns_cq_stream_t     **streams;
     unsigned                     num_streams;
     ucs_list_link_t              active;      /* streams with queued ops */
     ucs_mpool_t                  op_mp;
@@ -134,19 +134,19 @@ ucs_status_t uct_cuda_ipc_ns_cq_ep_flush(uct_cuda_ipc_ns_cq_t *cq,
  */
 ucs_status_t uct_cuda_ipc_ns_cq_stream(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
                                        const uint8_t *remote_uuid,
-                                       uct_cuda_ipc_ns_stream_t **stream_p);
+                                       uct_cuda_ipc_ns_cq_stream_t **stream_p);
 
 
 /** An op descriptor, or NULL when max_events ops are in flight */
-static inline uct_cuda_ipc_ns_op_t *uct_cuda_ipc_ns_cq_op_get(uct_cuda_ipc_ns_cq_t *cq)
+static inline uct_cuda_ipc_ns_cq_op_t *uct_cuda_ipc_ns_cq_op_get(uct_cuda_ipc_ns_cq_t *cq)
 {
-    uct_cuda_ipc_ns_op_t *op;
+    uct_cuda_ipc_ns_cq_op_t *op;
 
     if (cq->num_ops >= cq->max_ops) {
         return NULL;
     }
 
-    op = (uct_cuda_ipc_ns_op_t*)ucs_mpool_get(&cq->op_mp);
+    op = (uct_cuda_ipc_ns_cq_op_t*)ucs_mpool_get(&cq->op_mp);
     if (op != NULL) {
         ++cq->num_ops;
     }
@@ -154,7 +154,7 @@ static inline uct_cuda_ipc_ns_op_t *uct_cuda_ipc_ns_cq_op_get(uct_cuda_ipc_ns_cq
 }
 
 static inline void uct_cuda_ipc_ns_cq_op_put(uct_cuda_ipc_ns_cq_t *cq,
-                                             uct_cuda_ipc_ns_op_t *op)
+                                             uct_cuda_ipc_ns_cq_op_t *op)
 {
     --cq->num_ops;
     ucs_mpool_put(op);
@@ -174,15 +174,15 @@ static inline int uct_cuda_ipc_ns_cq_has_resources(const uct_cuda_ipc_ns_cq_t *c
  */
 ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
                                      uct_cuda_ipc_ns_cq_ep_t *cq_ep,
-                                     uct_cuda_ipc_ns_op_t *op,
-                                     uct_cuda_ipc_ns_stream_t *stream,
+                                     uct_cuda_ipc_ns_cq_op_t *op,
+                                     uct_cuda_ipc_ns_cq_stream_t *stream,
                                      uct_cuda_ipc_ns_region_t *region,
                                      uct_completion_t *comp);
 
 
 /** Make @a stream wait for the op's event (fences across streams) */
-ucs_status_t uct_cuda_ipc_ns_cq_wait_op(uct_cuda_ipc_ns_stream_t *stream,
-                                        const uct_cuda_ipc_ns_op_t *op);
+ucs_status_t uct_cuda_ipc_ns_cq_wait_op(uct_cuda_ipc_ns_cq_stream_t *stream,
+                                        const uct_cuda_ipc_ns_cq_op_t *op);
 
 
 /** Complete up to max_poll finished ops; returns how many */

@@ -1,11 +1,11 @@
 /*
- * cuda_ipc_ns: asynchronous completion of copies (see cuda_ipc_ns_stream.h).
+ * cuda_ipc_ns: asynchronous completion of copies (see cuda_ipc_ns_cq.h).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
 #endif
 
-#include "cuda_ipc_ns_stream.h"
+#include "cuda_ipc_ns_cq.h"
 #include "cuda_ipc_ns_target.h"
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_ctx.h"
@@ -27,9 +27,9 @@
 #include <limits.h>
 
 
-static void uct_cuda_ipc_ns_op_init(ucs_mpool_t *mp, void *obj, void *chunk)
+static void uct_cuda_ipc_ns_cq_op_init(ucs_mpool_t *mp, void *obj, void *chunk)
 {
-    uct_cuda_ipc_ns_op_t *op = obj;
+    uct_cuda_ipc_ns_cq_op_t *op = obj;
 
     op->event     = NULL;
     op->more_regions     = NULL;
@@ -38,9 +38,9 @@ static void uct_cuda_ipc_ns_op_init(ucs_mpool_t *mp, void *obj, void *chunk)
 }
 
 
-static void uct_cuda_ipc_ns_op_cleanup(ucs_mpool_t *mp, void *obj)
+static void uct_cuda_ipc_ns_cq_op_cleanup(ucs_mpool_t *mp, void *obj)
 {
-    uct_cuda_ipc_ns_op_t *op = obj;
+    uct_cuda_ipc_ns_cq_op_t *op = obj;
 
     if (op->event != NULL) {
         (void)UCT_CUDA_IPC_NS_CU(cuEventDestroy, op->event);
@@ -48,11 +48,11 @@ static void uct_cuda_ipc_ns_op_cleanup(ucs_mpool_t *mp, void *obj)
 }
 
 
-static ucs_mpool_ops_t uct_cuda_ipc_ns_op_mpool_ops = {
+static ucs_mpool_ops_t uct_cuda_ipc_ns_cq_op_mpool_ops = {
     .chunk_alloc   = ucs_mpool_chunk_malloc,
     .chunk_release = ucs_mpool_chunk_free,
-    .obj_init      = uct_cuda_ipc_ns_op_init,
-    .obj_cleanup   = uct_cuda_ipc_ns_op_cleanup,
+    .obj_init      = uct_cuda_ipc_ns_cq_op_init,
+    .obj_cleanup   = uct_cuda_ipc_ns_cq_op_cleanup,
     .obj_str       = NULL
 };
 
@@ -70,11 +70,11 @@ ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
     ucs_list_head_init(&cq->active);
 
     status = uct_cuda_ipc_ns_compat_mpool_init(&cq->op_mp,
-                                               sizeof(uct_cuda_ipc_ns_op_t),
+                                               sizeof(uct_cuda_ipc_ns_cq_op_t),
                                                UCS_SYS_CACHE_LINE_SIZE,
                                                ucs_min(128, max_events),
                                                max_events,
-                                               &uct_cuda_ipc_ns_op_mpool_ops,
+                                               &uct_cuda_ipc_ns_cq_op_mpool_ops,
                                                "cuda_ipc_ns_ops");
     if (status != UCS_OK) {
         ucs_error("cuda_ipc_ns: failed to create the op pool: %s",
@@ -124,7 +124,7 @@ err_op_mp:
 static void uct_cuda_ipc_ns_cq_ep_progress_flush(uct_cuda_ipc_ns_cq_ep_t *cq_ep)
 {
     uint64_t oldest = ucs_list_is_empty(&cq_ep->ops) ? UINT64_MAX :
-                      ucs_list_head(&cq_ep->ops, uct_cuda_ipc_ns_op_t,
+                      ucs_list_head(&cq_ep->ops, uct_cuda_ipc_ns_cq_op_t,
                                     ep_elem)->seq;
     uct_cuda_ipc_ns_flush_req_t *req;
 
@@ -147,7 +147,7 @@ static void uct_cuda_ipc_ns_cq_ep_progress_flush(uct_cuda_ipc_ns_cq_ep_t *cq_ep)
  * the endpoint's flushes advanced, and the op and its event go back.
  */
 static void uct_cuda_ipc_ns_cq_op_complete(uct_cuda_ipc_ns_cq_t *cq,
-                                           uct_cuda_ipc_ns_op_t *op,
+                                           uct_cuda_ipc_ns_cq_op_t *op,
                                            ucs_status_t status)
 {
     uct_cuda_ipc_ns_cq_ep_t *cq_ep = op->ep;
@@ -191,7 +191,7 @@ void uct_cuda_ipc_ns_cq_ep_cleanup(uct_cuda_ipc_ns_cq_t *cq,
                                    uct_cuda_ipc_ns_cq_ep_t *cq_ep)
 {
     uct_cuda_ipc_ns_flush_req_t *req;
-    uct_cuda_ipc_ns_op_t *op, *tmp;
+    uct_cuda_ipc_ns_cq_op_t *op, *tmp;
 
     ucs_list_for_each_safe(op, tmp, &cq_ep->ops, ep_elem) {
         ucs_list_del(&op->ep_elem);
@@ -241,8 +241,8 @@ static void uct_cuda_ipc_ns_cq_wakeup_put(uct_cuda_ipc_ns_cq_wakeup_t *wakeup)
 
 void uct_cuda_ipc_ns_cq_cleanup(uct_cuda_ipc_ns_cq_t *cq)
 {
-    uct_cuda_ipc_ns_stream_t *stream;
-    uct_cuda_ipc_ns_op_t *op;
+    uct_cuda_ipc_ns_cq_stream_t *stream;
+    uct_cuda_ipc_ns_cq_op_t *op;
     unsigned i;
     int pushed;
 
@@ -272,9 +272,9 @@ void uct_cuda_ipc_ns_cq_cleanup(uct_cuda_ipc_ns_cq_t *cq)
 static ucs_status_t
 uct_cuda_ipc_ns_cq_stream_create(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
                                  const uint8_t *remote_uuid,
-                                 uct_cuda_ipc_ns_stream_t **stream_p)
+                                 uct_cuda_ipc_ns_cq_stream_t **stream_p)
 {
-    uct_cuda_ipc_ns_stream_t *stream, **streams;
+    uct_cuda_ipc_ns_cq_stream_t *stream, **streams;
     ucs_status_t status;
 
     streams = ucs_realloc(cq->streams,
@@ -313,7 +313,7 @@ uct_cuda_ipc_ns_cq_stream_create(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
 
 ucs_status_t uct_cuda_ipc_ns_cq_stream(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
                                        const uint8_t *remote_uuid,
-                                       uct_cuda_ipc_ns_stream_t **stream_p)
+                                       uct_cuda_ipc_ns_cq_stream_t **stream_p)
 {
     unsigned i, pick, count = 0;
     uint32_t hash = 0;
@@ -386,8 +386,8 @@ static ucs_status_t uct_cuda_ipc_ns_cq_queue_signal(uct_cuda_ipc_ns_cq_t *cq,
 
 ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
                                      uct_cuda_ipc_ns_cq_ep_t *cq_ep,
-                                     uct_cuda_ipc_ns_op_t *op,
-                                     uct_cuda_ipc_ns_stream_t *stream,
+                                     uct_cuda_ipc_ns_cq_op_t *op,
+                                     uct_cuda_ipc_ns_cq_stream_t *stream,
                                      uct_cuda_ipc_ns_region_t *region,
                                      uct_completion_t *comp)
 {
@@ -440,15 +440,15 @@ err_sync:
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_cq_wait_op(uct_cuda_ipc_ns_stream_t *stream,
-                                        const uct_cuda_ipc_ns_op_t *op)
+ucs_status_t uct_cuda_ipc_ns_cq_wait_op(uct_cuda_ipc_ns_cq_stream_t *stream,
+                                        const uct_cuda_ipc_ns_cq_op_t *op)
 {
     return UCT_CUDA_IPC_NS_CU(cuStreamWaitEvent, stream->stream, op->event, 0);
 }
 
 
 /* Whether the op's copy finished: UCS_INPROGRESS, UCS_OK or its error */
-static ucs_status_t uct_cuda_ipc_ns_op_query(const uct_cuda_ipc_ns_op_t *op)
+static ucs_status_t uct_cuda_ipc_ns_cq_op_query(const uct_cuda_ipc_ns_cq_op_t *op)
 {
     CUresult res = uct_cuda_ipc_ns_drv.cuEventQuery(op->event);
 
@@ -466,11 +466,11 @@ static ucs_status_t uct_cuda_ipc_ns_op_query(const uct_cuda_ipc_ns_op_t *op)
 
 /* Complete the finished ops at the head of @a stream, up to @a budget */
 static unsigned uct_cuda_ipc_ns_cq_progress_stream(uct_cuda_ipc_ns_cq_t *cq,
-                                                   uct_cuda_ipc_ns_stream_t *stream,
+                                                   uct_cuda_ipc_ns_cq_stream_t *stream,
                                                    unsigned budget)
 {
     unsigned count = 0;
-    uct_cuda_ipc_ns_op_t *op;
+    uct_cuda_ipc_ns_cq_op_t *op;
     ucs_status_t status;
     int pushed;
 
@@ -481,8 +481,8 @@ static unsigned uct_cuda_ipc_ns_cq_progress_stream(uct_cuda_ipc_ns_cq_t *cq,
 
     do {
         op     = ucs_queue_head_elem_non_empty(&stream->queue,
-                                               uct_cuda_ipc_ns_op_t, queue);
-        status = uct_cuda_ipc_ns_op_query(op);
+                                               uct_cuda_ipc_ns_cq_op_t, queue);
+        status = uct_cuda_ipc_ns_cq_op_query(op);
         if (status == UCS_INPROGRESS) {
             break;
         }
@@ -502,7 +502,7 @@ static unsigned uct_cuda_ipc_ns_cq_progress_stream(uct_cuda_ipc_ns_cq_t *cq,
 
 unsigned uct_cuda_ipc_ns_cq_progress(uct_cuda_ipc_ns_cq_t *cq)
 {
-    uct_cuda_ipc_ns_stream_t *stream, *tmp;
+    uct_cuda_ipc_ns_cq_stream_t *stream, *tmp;
     unsigned count = 0;
 
     ucs_list_for_each_safe(stream, tmp, &cq->active, active) {
@@ -521,8 +521,8 @@ unsigned uct_cuda_ipc_ns_cq_progress(uct_cuda_ipc_ns_cq_t *cq)
 
 ucs_status_t uct_cuda_ipc_ns_cq_arm(uct_cuda_ipc_ns_cq_t *cq)
 {
-    uct_cuda_ipc_ns_stream_t *stream;
-    uct_cuda_ipc_ns_op_t *op;
+    uct_cuda_ipc_ns_cq_stream_t *stream;
+    uct_cuda_ipc_ns_cq_op_t *op;
     ucs_status_t status;
     uint64_t value;
     int pushed;
@@ -538,8 +538,8 @@ ucs_status_t uct_cuda_ipc_ns_cq_arm(uct_cuda_ipc_ns_cq_t *cq)
         }
 
         op = ucs_queue_head_elem_non_empty(&stream->queue,
-                                           uct_cuda_ipc_ns_op_t, queue);
-        if (uct_cuda_ipc_ns_op_query(op) != UCS_INPROGRESS) {
+                                           uct_cuda_ipc_ns_cq_op_t, queue);
+        if (uct_cuda_ipc_ns_cq_op_query(op) != UCS_INPROGRESS) {
             status = UCS_ERR_BUSY;
         } else {
             /* runs when the stream has done all the work queued so far */
