@@ -31,6 +31,7 @@ static void uct_cuda_ipc_ns_cq_op_init(ucs_mpool_t *mp, void *obj, void *chunk)
 {
     uct_cuda_ipc_ns_cq_op_t *op = obj;
 
+    op->super.list = NULL;
     op->event     = NULL;
     op->more_regions     = NULL;
     op->num_more_regions = 0;
@@ -82,15 +83,8 @@ ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
         return status;
     }
 
-    status = uct_cuda_ipc_ns_compat_mpool_init(&cq->flush_mp,
-                                               sizeof(uct_cuda_ipc_ns_flush_req_t),
-                                               UCS_SYS_CACHE_LINE_SIZE, 16,
-                                               UINT_MAX,
-                                               NULL,
-                                               "cuda_ipc_ns_flush_reqs");
+    status = uct_cuda_ipc_ns_op_flush_mp_init(&cq->flush_mp);
     if (status != UCS_OK) {
-        ucs_error("cuda_ipc_ns: failed to create the flush request pool: %s",
-                  ucs_status_string(status));
         goto err_op_mp;
     }
 
@@ -120,27 +114,6 @@ err_op_mp:
 }
 
 
-/* Complete the endpoint's flushes that no op in flight holds back */
-static void uct_cuda_ipc_ns_cq_ep_progress_flush(uct_cuda_ipc_ns_cq_ep_t *cq_ep)
-{
-    uint64_t oldest = ucs_list_is_empty(&cq_ep->ops) ? UINT64_MAX :
-                      ucs_list_head(&cq_ep->ops, uct_cuda_ipc_ns_cq_op_t,
-                                    ep_elem)->seq;
-    uct_cuda_ipc_ns_flush_req_t *req;
-
-    while (!ucs_queue_is_empty(&cq_ep->flush_q)) {
-        req = ucs_queue_head_elem_non_empty(&cq_ep->flush_q,
-                                            uct_cuda_ipc_ns_flush_req_t, queue);
-        if (req->seq >= oldest) {
-            break;
-        }
-        ucs_queue_pull_non_empty(&cq_ep->flush_q);
-        uct_invoke_completion(req->comp, UCS_OK);
-        ucs_mpool_put(req);
-    }
-}
-
-
 /*
  * The op's copy ended with @a status: a copy whose other end is gone is moot
  * (the peer died), the mapping is unpinned, the user's completion called,
@@ -150,8 +123,6 @@ static void uct_cuda_ipc_ns_cq_op_complete(uct_cuda_ipc_ns_cq_t *cq,
                                            uct_cuda_ipc_ns_cq_op_t *op,
                                            ucs_status_t status)
 {
-    uct_cuda_ipc_ns_cq_ep_t *cq_ep = op->ep;
-
     /* NULL: a copy within our own memory (a copy session's staging ring) */
     if (ucs_likely(op->region != NULL)) {
         if ((status == UCS_OK) &&
@@ -167,66 +138,8 @@ static void uct_cuda_ipc_ns_cq_op_complete(uct_cuda_ipc_ns_cq_t *cq,
         op->num_more_regions = 0;
     }
 
-    if (cq_ep != NULL) {
-        ucs_list_del(&op->ep_elem);
-        if (op->comp != NULL) {
-            uct_invoke_completion(op->comp, status);
-        }
-        uct_cuda_ipc_ns_cq_ep_progress_flush(cq_ep);
-    }
-
+    uct_cuda_ipc_ns_op_complete(&op->super, status);
     uct_cuda_ipc_ns_cq_op_put(cq, op);
-}
-
-
-void uct_cuda_ipc_ns_cq_ep_init(uct_cuda_ipc_ns_cq_ep_t *cq_ep)
-{
-    ucs_list_head_init(&cq_ep->ops);
-    ucs_queue_head_init(&cq_ep->flush_q);
-    cq_ep->seq = 0;
-}
-
-
-void uct_cuda_ipc_ns_cq_ep_cleanup(uct_cuda_ipc_ns_cq_t *cq,
-                                   uct_cuda_ipc_ns_cq_ep_t *cq_ep)
-{
-    uct_cuda_ipc_ns_flush_req_t *req;
-    uct_cuda_ipc_ns_cq_op_t *op, *tmp;
-
-    ucs_list_for_each_safe(op, tmp, &cq_ep->ops, ep_elem) {
-        ucs_list_del(&op->ep_elem);
-        op->ep   = NULL;
-        op->comp = NULL;
-    }
-    ucs_queue_for_each_extract(req, &cq_ep->flush_q, queue, 1) {
-        ucs_mpool_put(req);
-    }
-}
-
-
-ucs_status_t uct_cuda_ipc_ns_cq_ep_flush(uct_cuda_ipc_ns_cq_t *cq,
-                                         uct_cuda_ipc_ns_cq_ep_t *cq_ep,
-                                         uct_completion_t *comp)
-{
-    uct_cuda_ipc_ns_flush_req_t *req;
-
-    if (ucs_list_is_empty(&cq_ep->ops)) {
-        return UCS_OK;
-    }
-
-    /* copies are in flight: never OK, with or without a completion */
-    if (comp != NULL) {
-        req = ucs_mpool_get(&cq->flush_mp);
-        if (req == NULL) {
-            ucs_error("cuda_ipc_ns: failed to allocate a flush request");
-            return UCS_ERR_NO_MEMORY;
-        }
-        req->comp = comp;
-        req->seq  = cq_ep->seq;
-        ucs_queue_push(&cq_ep->flush_q, &req->queue);
-    }
-
-    return UCS_INPROGRESS;
 }
 
 
@@ -385,7 +298,7 @@ static ucs_status_t uct_cuda_ipc_ns_cq_queue_signal(uct_cuda_ipc_ns_cq_t *cq,
 
 
 ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
-                                     uct_cuda_ipc_ns_cq_ep_t *cq_ep,
+                                     uct_cuda_ipc_ns_op_list_t *list,
                                      uct_cuda_ipc_ns_cq_op_t *op,
                                      uct_cuda_ipc_ns_cq_stream_t *stream,
                                      uct_cuda_ipc_ns_region_t *region,
@@ -421,12 +334,11 @@ ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
         }
     }
 
-    op->ep     = cq_ep;
-    op->region = region;
-    op->comp   = comp;
-    op->seq    = ++cq_ep->seq;
-    op->stream = stream;
-    ucs_list_add_tail(&cq_ep->ops, &op->ep_elem);
+    op->super.kind = UCT_CUDA_IPC_NS_OP_STREAM;
+    op->super.comp = comp;
+    op->region     = region;
+    op->stream     = stream;
+    uct_cuda_ipc_ns_op_list_add(list, &op->super);
     if (ucs_queue_is_empty(&stream->queue)) {
         ucs_list_add_tail(&cq->active, &stream->active);
     }

@@ -16,9 +16,9 @@
 #define UCT_CUDA_IPC_NS_CQ_H
 
 #include "cuda_ipc_ns_cache.h"
+#include "cuda_ipc_ns_op.h"
 
 #include <uct/api/uct.h>
-#include <ucs/datastruct/list.h>
 #include <ucs/datastruct/mpool.h>
 #include <ucs/datastruct/queue_types.h>
 #include <cuda.h>
@@ -27,40 +27,20 @@
 typedef struct uct_cuda_ipc_ns_cq_stream uct_cuda_ipc_ns_cq_stream_t;
 
 
-/* What the completion queue keeps of one endpoint (embedded in it): its
- * copies in flight in post order, and its flushes waiting for them */
-typedef struct uct_cuda_ipc_ns_cq_ep {
-    ucs_list_link_t  ops;     /* uct_cuda_ipc_ns_cq_op_t, post order */
-    ucs_queue_head_t flush_q; /* uct_cuda_ipc_ns_flush_req_t, post order */
-    uint64_t         seq;     /* ops posted */
-} uct_cuda_ipc_ns_cq_ep_t;
-
-
-/* One copy in flight */
-typedef struct uct_cuda_ipc_ns_op {
+/* One copy in flight on a stream (an op of STREAM kind) */
+typedef struct uct_cuda_ipc_ns_cq_op {
+    uct_cuda_ipc_ns_op_t          super;
     ucs_queue_elem_t              queue;    /* in its stream's queue */
-    ucs_list_link_t               ep_elem;  /* in its endpoint's list */
-    uct_cuda_ipc_ns_cq_ep_t       *ep;      /* NULL once the ep is gone */
     uct_cuda_ipc_ns_region_t      *region;  /* pinned until completion, or
                                              * NULL: a copy within our memory */
     /* an op over several allocations of a registration: the regions after
      * the first, pinned until completion; owned by the op (ucs_free) */
     uct_cuda_ipc_ns_region_t      **more_regions;
     unsigned                      num_more_regions;
-    uct_completion_t              *comp;    /* user's, may be NULL */
-    uint64_t                      seq;      /* endpoint post order */
-    uct_cuda_ipc_ns_cq_stream_t      *stream;
+    uct_cuda_ipc_ns_cq_stream_t   *stream;
     CUevent                       event;
     CUcontext                     event_ctx; /* context the event belongs to */
 } uct_cuda_ipc_ns_cq_op_t;
-
-
-/* An ep_flush with a completion, waiting for the ops posted before it */
-typedef struct uct_cuda_ipc_ns_flush_req {
-    ucs_queue_elem_t queue;
-    uct_completion_t *comp;
-    uint64_t         seq;  /* last op it waits for */
-} uct_cuda_ipc_ns_flush_req_t;
 
 
 struct uct_cuda_ipc_ns_cq_stream {
@@ -94,7 +74,7 @@ typedef struct uct_cuda_ipc_ns_cq {
     unsigned                     num_streams;
     ucs_list_link_t              active;      /* streams with queued ops */
     ucs_mpool_t                  op_mp;
-    ucs_mpool_t                  flush_mp;    /* uct_cuda_ipc_ns_flush_req_t */
+    ucs_mpool_t                  flush_mp;    /* of the endpoints' op lists */
     uct_cuda_ipc_ns_cq_wakeup_t  *wakeup;      /* its fd: the iface's event fd */
     int                          armed;       /* a waiter sleeps on the fd */
 } uct_cuda_ipc_ns_cq_t;
@@ -106,26 +86,6 @@ ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
 
 /* Waits for the streams, then completes what is left with UCS_ERR_CANCELED */
 void uct_cuda_ipc_ns_cq_cleanup(uct_cuda_ipc_ns_cq_t *cq);
-
-
-void uct_cuda_ipc_ns_cq_ep_init(uct_cuda_ipc_ns_cq_ep_t *cq_ep);
-
-/**
- * The endpoint is going away: its copies finish (their mappings stay pinned
- * until then) but nobody is told, and its waiting flushes are dropped, as
- * UCT discards what is outstanding on a destroyed endpoint.
- */
-void uct_cuda_ipc_ns_cq_ep_cleanup(uct_cuda_ipc_ns_cq_t *cq,
-                                   uct_cuda_ipc_ns_cq_ep_t *cq_ep);
-
-/**
- * Flush of one endpoint: UCS_OK when none of its copies is in flight, else
- * UCS_INPROGRESS, and @a comp (if not NULL) is called once the copies posted
- * so far have completed; UCS_ERR_NO_MEMORY when it cannot be queued.
- */
-ucs_status_t uct_cuda_ipc_ns_cq_ep_flush(uct_cuda_ipc_ns_cq_t *cq,
-                                         uct_cuda_ipc_ns_cq_ep_t *cq_ep,
-                                         uct_completion_t *comp);
 
 
 /**
@@ -168,12 +128,13 @@ static inline int uct_cuda_ipc_ns_cq_has_resources(const uct_cuda_ipc_ns_cq_t *c
 
 /**
  * Record the op's event on @a stream behind the copies just enqueued there
- * (the stream's context current) and queue the op for completion: from then
- * on the queue owns it, its pinned @a region and @a comp. On failure the
- * copies are waited for, so the caller may release what they use.
+ * (the stream's context current) and queue the op for completion, last in
+ * @a list: from then on the queue owns it, its pinned @a region and
+ * @a comp. On failure the copies are waited for, so the caller may release
+ * what they use.
  */
 ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
-                                     uct_cuda_ipc_ns_cq_ep_t *cq_ep,
+                                     uct_cuda_ipc_ns_op_list_t *list,
                                      uct_cuda_ipc_ns_cq_op_t *op,
                                      uct_cuda_ipc_ns_cq_stream_t *stream,
                                      uct_cuda_ipc_ns_region_t *region,

@@ -63,11 +63,9 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_ep_t, const uct_ep_params_t *params)
         return status;
     }
 
-    uct_cuda_ipc_ns_cq_ep_init(&self->cq_ep);
-    uct_cuda_ipc_ns_copy_ep_init(&self->copy_ep, self);
+    uct_cuda_ipc_ns_op_list_init(&self->ops,
+                                 &uct_cuda_ipc_ns_ep_iface(self)->cq.flush_mp);
     ucs_arbiter_group_init(&self->arb_group);
-    self->fence_seq   = 0;
-    self->copy_fence  = 0;
     self->must_wait   = 0;
     self->failed      = 0;
     self->canceled    = 0;
@@ -105,8 +103,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_ep_t)
             &iface->super.super.worker->super.progress_q, self,
             uct_cuda_ipc_ns_ep_is_err_cb, self);
 
-    uct_cuda_ipc_ns_cq_ep_cleanup(&iface->cq, &self->cq_ep);
-    uct_cuda_ipc_ns_copy_ep_cleanup(&self->copy_ep);
+    uct_cuda_ipc_ns_op_list_cleanup(&self->ops);
     if (!ucs_arbiter_group_is_empty(&self->arb_group)) {
         ucs_warn("cuda_ipc_ns: ep %p destroyed with pending requests", self);
         uct_cuda_ipc_ns_ep_pending_purge(&self->super.super.super, NULL, NULL);
@@ -154,9 +151,10 @@ static void uct_cuda_ipc_ns_ep_set_failed(uct_cuda_ipc_ns_ep_t *ep)
 }
 
 
-void uct_cuda_ipc_ns_ep_copy_failed(void *ep)
+void uct_cuda_ipc_ns_ep_ops_failed(uct_cuda_ipc_ns_op_list_t *ops)
 {
-    uct_cuda_ipc_ns_ep_set_failed(ep);
+    uct_cuda_ipc_ns_ep_set_failed(ucs_container_of(ops, uct_cuda_ipc_ns_ep_t,
+                                                   ops));
 }
 
 
@@ -246,6 +244,7 @@ static ucs_status_t uct_cuda_ipc_ns_ep_apply_fence(uct_cuda_ipc_ns_ep_t *ep,
     uct_cuda_ipc_ns_iface_t *iface = uct_cuda_ipc_ns_ep_iface(ep);
     uct_cuda_ipc_ns_cq_stream_t *other;
     uct_cuda_ipc_ns_cq_op_t *op;
+    uct_cuda_ipc_ns_op_t *any;
     ucs_status_t status;
 
     if (iface->fence) {
@@ -263,11 +262,14 @@ static ucs_status_t uct_cuda_ipc_ns_ep_apply_fence(uct_cuda_ipc_ns_ep_t *ep,
         iface->fence = 0;
     }
 
-    if (ep->fence_seq != 0) {
-        ucs_list_for_each(op, &ep->cq_ep.ops, ep_elem) {
-            if (op->seq > ep->fence_seq) {
+    /* the ops left before the fence are all on streams (those by owners
+     * made the op wait: uct_cuda_ipc_ns_ep_fenced) */
+    if (ep->ops.fence_seq != 0) {
+        ucs_list_for_each(any, &ep->ops.ops, elem) {
+            if (any->seq > ep->ops.fence_seq) {
                 break;
             }
+            op = ucs_derived_of(any, uct_cuda_ipc_ns_cq_op_t);
             if (op->stream != stream) {
                 status = uct_cuda_ipc_ns_cq_wait_op(stream, op);
                 if (status != UCS_OK) {
@@ -275,7 +277,7 @@ static ucs_status_t uct_cuda_ipc_ns_ep_apply_fence(uct_cuda_ipc_ns_ep_t *ep,
                 }
             }
         }
-        ep->fence_seq = 0;
+        ep->ops.fence_seq = 0;
     }
 
     return UCS_OK;
@@ -333,7 +335,7 @@ uct_cuda_ipc_ns_ep_enqueue(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_cq_op_t *op
         }
     }
 
-    return uct_cuda_ipc_ns_cq_post(&iface->cq, &ep->cq_ep, op, stream,
+    return uct_cuda_ipc_ns_cq_post(&iface->cq, &ep->ops, op, stream,
                                    target->region, comp);
 }
 
@@ -472,32 +474,32 @@ uct_cuda_ipc_ns_ep_check_iov_ctx(const uct_iov_t *iov, size_t iovcnt,
 
 
 /*
- * Whether copies made by owners that a fence put before the next op are
- * still outstanding (then the op waits: UCS_ERR_NO_RESOURCE, and a pending
- * request is dispatched at their completion)
+ * The fence rule (docs/architecture.md, "Op model"): whether an op of
+ * @a kind must wait for ops a fence put before it (then UCS_ERR_NO_RESOURCE,
+ * and a pending request is dispatched at a completion). An op on a stream
+ * waits here only for the copies by owners; its stream waits for the
+ * other streams' ops (uct_cuda_ipc_ns_ep_apply_fence).
  */
 static UCS_F_ALWAYS_INLINE int
-uct_cuda_ipc_ns_ep_copies_fenced(uct_cuda_ipc_ns_ep_t *ep,
-                                 uct_cuda_ipc_ns_iface_t *iface)
+uct_cuda_ipc_ns_ep_fenced(uct_cuda_ipc_ns_ep_t *ep,
+                          uct_cuda_ipc_ns_iface_t *iface,
+                          uct_cuda_ipc_ns_op_kind_t kind)
 {
-    int fenced = 0;
+    int fenced;
 
-    if (ucs_likely(!ep->copy_fence && !iface->copy_fence)) {
+    if (ucs_likely((ep->ops.fence_seq == 0) && !iface->fence)) {
         return 0;
     }
 
-    if (ep->copy_fence) {
-        if (uct_cuda_ipc_ns_copy_ep_idle(&ep->copy_ep)) {
-            ep->copy_fence = 0;
-        } else {
+    fenced = (ep->ops.fence_seq != 0) &&
+             uct_cuda_ipc_ns_op_list_fenced(&ep->ops, kind);
+    if (iface->fence) {
+        if ((iface->copies.outstanding > 0) ||
+            ((kind != UCT_CUDA_IPC_NS_OP_STREAM) &&
+             !ucs_list_is_empty(&iface->cq.active))) {
             fenced = 1;
-        }
-    }
-    if (iface->copy_fence) {
-        if (iface->copies.outstanding == 0) {
-            iface->copy_fence = 0;
-        } else {
-            fenced = 1;
+        } else if (kind != UCT_CUDA_IPC_NS_OP_STREAM) {
+            iface->fence = 0; /* an op on a stream: once its stream waits */
         }
     }
 
@@ -553,32 +555,24 @@ uct_cuda_ipc_ns_ep_owner_copy(uct_cuda_ipc_ns_ep_t *ep,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    if (((ep->fence_seq != 0) && !ucs_list_is_empty(&ep->cq_ep.ops)) ||
-        (iface->fence && !ucs_list_is_empty(&iface->cq.active))) {
-        ep->must_wait = 1;
-        return UCS_ERR_NO_RESOURCE;
-    }
-    ep->fence_seq = 0;
-    iface->fence  = 0;
-
-    if (uct_cuda_ipc_ns_ep_copies_fenced(ep, iface)) {
+    if (uct_cuda_ipc_ns_ep_fenced(ep, iface, UCT_CUDA_IPC_NS_OP_OWNER)) {
         return UCS_ERR_NO_RESOURCE;
     }
 
     if (bcopy == NULL) {
-        status = uct_cuda_ipc_ns_copies_post(&iface->copies, &ep->copy_ep,
+        status = uct_cuda_ipc_ns_copies_post(&iface->copies, &ep->ops,
                                              &key->info, key->owner_gpu_usable,
                                              iov, iovcnt, remote_addr, is_put,
                                              comp);
     } else if (is_put) {
-        status = uct_cuda_ipc_ns_copies_put_now(&iface->copies, &ep->copy_ep,
+        status = uct_cuda_ipc_ns_copies_put_now(&iface->copies, &ep->ops,
                                                 &key->info,
                                                 key->owner_gpu_usable,
                                                 bcopy->buffer, length,
                                                 remote_addr);
     } else {
         status = uct_cuda_ipc_ns_copies_get_unpack(&iface->copies,
-                                                   &ep->copy_ep, &key->info,
+                                                   &ep->ops, &key->info,
                                                    key->owner_gpu_usable,
                                                    length, remote_addr,
                                                    bcopy->unpack_cb,
@@ -632,7 +626,8 @@ uct_cuda_ipc_ns_ep_copy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
                                              remote_addr, comp, is_put, NULL);
     }
 
-    if (ucs_unlikely(uct_cuda_ipc_ns_ep_copies_fenced(ep, iface))) {
+    if (ucs_unlikely(uct_cuda_ipc_ns_ep_fenced(ep, iface,
+                                               UCT_CUDA_IPC_NS_OP_STREAM))) {
         return UCS_ERR_NO_RESOURCE;
     }
 
@@ -728,7 +723,8 @@ uct_cuda_ipc_ns_ep_copy_sync(uct_ep_h tl_ep, void *local, size_t length,
                                              remote_addr, NULL, 1, &bcopy);
     }
 
-    if (ucs_unlikely(uct_cuda_ipc_ns_ep_copies_fenced(ep, iface))) {
+    if (ucs_unlikely(uct_cuda_ipc_ns_ep_fenced(ep, iface,
+                                               UCT_CUDA_IPC_NS_OP_STREAM))) {
         return UCS_ERR_NO_RESOURCE;
     }
 
@@ -922,15 +918,7 @@ ucs_status_t uct_cuda_ipc_ns_ep_flush(uct_ep_h tl_ep, unsigned flags,
         ep->canceled = 1;
     }
 
-    status = uct_cuda_ipc_ns_cq_ep_flush(&iface->cq, &ep->cq_ep, comp);
-    if (ucs_unlikely(!uct_cuda_ipc_ns_copy_ep_idle(&ep->copy_ep)) &&
-        !UCS_STATUS_IS_ERR(status)) {
-        /* copies by the owner too: the completion waits for both */
-        if ((status == UCS_INPROGRESS) && (comp != NULL)) {
-            ++comp->count;
-        }
-        status = uct_cuda_ipc_ns_copy_ep_flush(&ep->copy_ep, comp);
-    }
+    status = uct_cuda_ipc_ns_op_list_flush(&ep->ops, comp);
     if (status == UCS_OK) {
         UCT_TL_EP_STAT_FLUSH(&ep->super.super);
     } else if (status == UCS_INPROGRESS) {
@@ -950,15 +938,9 @@ ucs_status_t uct_cuda_ipc_ns_ep_fence(uct_ep_h tl_ep, unsigned flags)
 {
     uct_cuda_ipc_ns_ep_t *ep = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
 
-    /* one stream keeps order by itself; across streams the next op waits
-     * for the events of those before the fence */
-    if (!ucs_list_is_empty(&ep->cq_ep.ops)) {
-        ep->fence_seq = ep->cq_ep.seq;
-    }
-    /* copies by owners end when answered: the next op waits for them */
-    if (!uct_cuda_ipc_ns_copy_ep_idle(&ep->copy_ep)) {
-        ep->copy_fence = 1;
-    }
+    /* the next op comes after every op in flight, on whatever lane
+     * (uct_cuda_ipc_ns_ep_fenced) */
+    uct_cuda_ipc_ns_op_list_fence(&ep->ops);
     UCT_TL_EP_STAT_FENCE(&ep->super.super);
     return UCS_OK;
 }

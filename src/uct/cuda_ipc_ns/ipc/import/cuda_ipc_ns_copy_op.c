@@ -26,84 +26,20 @@ _Static_assert(UCT_CUDA_IPC_NS_COPY_SENT_MAX < UCT_CUDA_IPC_NS_COPY_BUFFERS_MAX,
                "the owner must keep the buffers we count on");
 
 
-/* An endpoint flush with a completion, waiting for the ops up to seq */
-typedef struct uct_cuda_ipc_ns_copy_flush {
-    ucs_queue_elem_t queue;
-    uct_completion_t *comp;
-    uint64_t         seq;
-} uct_cuda_ipc_ns_copy_flush_t;
-
-
-void uct_cuda_ipc_ns_copy_ep_init(uct_cuda_ipc_ns_copy_ep_t *copy_ep, void *ep)
-{
-    ucs_list_head_init(&copy_ep->ops);
-    ucs_queue_head_init(&copy_ep->flush_q);
-    copy_ep->seq   = 0;
-    copy_ep->owner = ep;
-}
-
-
-void uct_cuda_ipc_ns_copy_ep_cleanup(uct_cuda_ipc_ns_copy_ep_t *copy_ep)
-{
-    uct_cuda_ipc_ns_copy_op_t *op, *tmp;
-    uct_cuda_ipc_ns_copy_flush_t *flush;
-
-    /* the owner answers them later: the answers are dropped */
-    ucs_list_for_each_safe(op, tmp, &copy_ep->ops, ep_elem) {
-        ucs_list_del(&op->ep_elem);
-        op->ep   = NULL;
-        op->comp = NULL;
-    }
-
-    while (!ucs_queue_is_empty(&copy_ep->flush_q)) {
-        flush = ucs_queue_pull_elem_non_empty(&copy_ep->flush_q,
-                                              uct_cuda_ipc_ns_copy_flush_t,
-                                              queue);
-        ucs_free(flush);
-    }
-}
-
-
 void uct_cuda_ipc_ns_copy_op_complete(uct_cuda_ipc_ns_copies_t *copies,
                                       uct_cuda_ipc_ns_copy_op_t *op)
 {
-    uct_cuda_ipc_ns_copy_ep_t *copy_ep = op->ep;
-    uct_cuda_ipc_ns_copy_flush_t *flush;
-    uct_cuda_ipc_ns_copy_op_t *first;
+    uct_cuda_ipc_ns_op_list_t *ops = op->super.list;
 
-    if (copy_ep != NULL) {
-        ucs_list_del(&op->ep_elem);
-    }
-    if (op->comp != NULL) {
-        uct_invoke_completion(op->comp, op->status);
-    } else if ((op->status != UCS_OK) && (copy_ep != NULL)) {
+    if ((op->super.comp == NULL) && (op->status != UCS_OK) && (ops != NULL)) {
         /* as a transport whose peer refused a write: the endpoint fails */
-        ucs_error("cuda_ipc_ns: ep %p: a %s by the owner with no completion "
-                  "failed after it was posted: %s", copy_ep->owner,
+        ucs_error("cuda_ipc_ns: ops %p: a %s by the owner with no completion "
+                  "failed after it was posted: %s", ops,
                   op->is_put ? "put" : "get", ucs_status_string(op->status));
-        copies->ep_failed(copy_ep->owner);
+        copies->ep_failed(ops);
     }
-    ucs_free(op);
-
-    if (copy_ep == NULL) {
-        return;
-    }
-
-    while (!ucs_queue_is_empty(&copy_ep->flush_q)) {
-        flush = ucs_queue_head_elem_non_empty(&copy_ep->flush_q,
-                                              uct_cuda_ipc_ns_copy_flush_t,
-                                              queue);
-        if (!ucs_list_is_empty(&copy_ep->ops)) {
-            first = ucs_list_head(&copy_ep->ops, uct_cuda_ipc_ns_copy_op_t,
-                                  ep_elem);
-            if (first->seq <= flush->seq) {
-                break; /* ops complete in any order: the oldest decides */
-            }
-        }
-        ucs_queue_pull_non_empty(&copy_ep->flush_q);
-        uct_invoke_completion(flush->comp, UCS_OK);
-        ucs_free(flush);
-    }
+    uct_cuda_ipc_ns_op_complete(&op->super, op->status);
+    ucs_mpool_put(op);
 }
 
 
@@ -286,21 +222,22 @@ ucs_status_t uct_cuda_ipc_ns_copy_op_set_iov(uct_cuda_ipc_ns_copy_op_t *op,
 
 
 uct_cuda_ipc_ns_copy_op_t *
-uct_cuda_ipc_ns_copy_op_new(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+uct_cuda_ipc_ns_copy_op_new(uct_cuda_ipc_ns_copies_t *copies,
                             const uct_cuda_ipc_ns_rkey_info_t *key,
                             uint64_t offset, int is_put,
                             uct_completion_t *comp)
 {
     uct_cuda_ipc_ns_copy_op_t *op;
 
-    op = ucs_calloc(1, sizeof(*op), "cuda_ipc_ns_copy_op");
+    op = ucs_mpool_get(&copies->op_mp);
     if (op == NULL) {
         ucs_error("cuda_ipc_ns: failed to allocate a copy op");
         return NULL;
     }
-    op->ep     = copy_ep;
-    op->comp   = comp;
-    op->status = UCS_OK;
+    memset(op, 0, sizeof(*op));
+    op->super.kind = UCT_CUDA_IPC_NS_OP_OWNER;
+    op->super.comp = comp;
+    op->status     = UCS_OK;
     op->is_put = is_put;
     op->reg_id = key->base; /* a legacy key's id at its owner is its base */
     memcpy(op->token, key->token, sizeof(op->token));
@@ -310,24 +247,7 @@ uct_cuda_ipc_ns_copy_op_new(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_copy_ep_flush(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
-                                           uct_completion_t *comp)
+void uct_cuda_ipc_ns_copy_op_free(uct_cuda_ipc_ns_copy_op_t *op)
 {
-    uct_cuda_ipc_ns_copy_flush_t *flush;
-
-    if (ucs_list_is_empty(&copy_ep->ops)) {
-        return UCS_OK;
-    }
-
-    if (comp != NULL) {
-        flush = ucs_malloc(sizeof(*flush), "cuda_ipc_ns_copy_flush");
-        if (flush == NULL) {
-            ucs_error("cuda_ipc_ns: failed to allocate a flush request");
-            return UCS_ERR_NO_MEMORY;
-        }
-        flush->comp = comp;
-        flush->seq  = copy_ep->seq;
-        ucs_queue_push(&copy_ep->flush_q, &flush->queue);
-    }
-    return UCS_INPROGRESS;
+    ucs_mpool_put(op);
 }

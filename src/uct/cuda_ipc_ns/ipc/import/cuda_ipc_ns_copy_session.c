@@ -10,10 +10,14 @@
 #include "cuda_ipc_ns_copy_client.h"
 #include "cuda_ipc_ns_copy_staged.h"
 #include "cuda_ipc_ns_ptr.h"
+#include "cuda_ipc_ns_compat.h"
 
+#include <ucs/arch/cpu.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/math.h>
+#include <ucs/sys/compiler_def.h>
+#include <limits.h>
 #include <sys/epoll.h>
 #include <inttypes.h>
 #include <string.h>
@@ -27,7 +31,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copies_t *copies,
                                          size_t staging_slot_size,
                                          uct_cuda_ipc_ns_staging_kind_t staging_kind,
                                          uct_cuda_ipc_ns_cq_t *cq,
-                                         uct_cuda_ipc_ns_copy_ep_failed_func_t ep_failed)
+                                         uct_cuda_ipc_ns_copy_op_failed_func_t ep_failed)
 {
     struct epoll_event event = {.events = EPOLLIN};
     int cq_event_fd          = cq->wakeup->fd;
@@ -57,6 +61,18 @@ ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copies_t *copies,
                   "failed: %m", cq_event_fd);
         close(copies->wakeup_fd);
         return UCS_ERR_IO_ERROR;
+    }
+
+    status = uct_cuda_ipc_ns_compat_mpool_init(&copies->op_mp,
+                                               sizeof(uct_cuda_ipc_ns_copy_op_t),
+                                               UCS_SYS_CACHE_LINE_SIZE, 16,
+                                               UINT_MAX, NULL,
+                                               "cuda_ipc_ns_copy_ops");
+    if (status != UCS_OK) {
+        ucs_error("cuda_ipc_ns: failed to create the copy op pool: %s",
+                  ucs_status_string(status));
+        close(copies->wakeup_fd);
+        return status;
     }
 
     ucs_list_head_init(&copies->sessions);
@@ -168,20 +184,20 @@ static unsigned uct_cuda_ipc_ns_copy_session_fail(uct_cuda_ipc_ns_copies_t *copi
     }
 
     ucs_list_for_each(req, &session->reqs, list) {
-        if (req->op->ep != NULL) {
-            copies->ep_failed(req->op->ep->owner);
+        if (req->op->super.list != NULL) {
+            copies->ep_failed(req->op->super.list);
         }
     }
     ucs_list_for_each(ring, &session->rings, list) {
         for (i = 0; i < ring->staging.num_slots; ++i) {
             op = ring->slots[i].op;
-            if ((op != NULL) && (op->ep != NULL)) {
-                copies->ep_failed(op->ep->owner);
+            if ((op != NULL) && (op->super.list != NULL)) {
+                copies->ep_failed(op->super.list);
             }
         }
         ucs_list_for_each(op, &ring->waiting, queue) {
-            if (op->ep != NULL) {
-                copies->ep_failed(op->ep->owner);
+            if (op->super.list != NULL) {
+                copies->ep_failed(op->super.list);
             }
         }
     }
@@ -200,6 +216,7 @@ void uct_cuda_ipc_ns_copies_cleanup(uct_cuda_ipc_ns_copies_t *copies)
                                                 UCS_ERR_CANCELED);
     }
     close(copies->wakeup_fd);
+    ucs_mpool_cleanup(&copies->op_mp, 1);
 }
 
 
@@ -332,7 +349,7 @@ uct_cuda_ipc_ns_copy_ring_get(uct_cuda_ipc_ns_copies_t *copies,
 
 
 ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
-                                            uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                            uct_cuda_ipc_ns_op_list_t *ops,
                                             const uct_cuda_ipc_ns_rkey_info_t *key,
                                             int owner_gpu_usable,
                                             const void *buffer, size_t length,
@@ -367,7 +384,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    op = uct_cuda_ipc_ns_copy_op_new(copy_ep, key, remote_addr - key->base,
+    op = uct_cuda_ipc_ns_copy_op_new(copies, key, remote_addr - key->base,
                                      1, NULL);
     if (op == NULL) {
         return UCS_ERR_NO_MEMORY;
@@ -376,14 +393,14 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
     op->elems[0].ptr     = (char*)buffer;
     op->elems[0].length  = length;
     op->num_elems        = 1;
-    status = uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, ring, op);
+    status = uct_cuda_ipc_ns_staged_op_start(copies, ops, ring, op);
     /* the owner's copies complete later: flush waits for them */
     return (status == UCS_INPROGRESS) ? UCS_OK : status;
 }
 
 
 ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
-                                               uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                               uct_cuda_ipc_ns_op_list_t *ops,
                                                const uct_cuda_ipc_ns_rkey_info_t *key,
                                                int owner_gpu_usable,
                                                size_t length,
@@ -403,7 +420,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
         return status;
     }
 
-    op = uct_cuda_ipc_ns_copy_op_new(copy_ep, key, remote_addr - key->base,
+    op = uct_cuda_ipc_ns_copy_op_new(copies, key, remote_addr - key->base,
                                      0, comp);
     if (op == NULL) {
         return UCS_ERR_NO_MEMORY;
@@ -412,7 +429,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
     if (op->bounce == NULL) {
         ucs_error("cuda_ipc_ns: failed to allocate %zu bytes for a get bcopy",
                   length);
-        ucs_free(op);
+        uct_cuda_ipc_ns_copy_op_free(op);
         return UCS_ERR_NO_MEMORY;
     }
     op->unpack_cb       = unpack_cb;
@@ -420,12 +437,12 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
     op->elems[0].ptr    = op->bounce;
     op->elems[0].length = length;
     op->num_elems       = 1;
-    return uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, ring, op);
+    return uct_cuda_ipc_ns_staged_op_start(copies, ops, ring, op);
 }
 
 
 ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
-                                         uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                         uct_cuda_ipc_ns_op_list_t *ops,
                                          const uct_cuda_ipc_ns_rkey_info_t *key,
                                          int owner_gpu_usable,
                                          const uct_iov_t *iov, size_t iovcnt,
@@ -442,7 +459,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
     unsigned elem;
     int on_host, staged;
 
-    op = uct_cuda_ipc_ns_copy_op_new(copy_ep, key, remote_addr - key->base,
+    op = uct_cuda_ipc_ns_copy_op_new(copies, key, remote_addr - key->base,
                                      is_put, comp);
     if (op == NULL) {
         return UCS_ERR_NO_MEMORY;
@@ -484,7 +501,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
         if (status != UCS_OK) {
             goto err_free_op;
         }
-        return uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, ring, op);
+        return uct_cuda_ipc_ns_staged_op_start(copies, ops, ring, op);
     }
 
     status = uct_cuda_ipc_ns_copy_session_get(copies, key, &session);
@@ -513,19 +530,18 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
 
     if (op->unanswered == 0) {
         /* nothing went; a full socket: later */
-        ucs_free(op);
+        uct_cuda_ipc_ns_copy_op_free(op);
         return (status == UCS_ERR_TIMED_OUT) ? UCS_ERR_NO_RESOURCE : status;
     }
 
     /* some went: the op completes with the error once they are answered */
     op->status = status;
-    op->seq    = ++copy_ep->seq;
-    ucs_list_add_tail(&copy_ep->ops, &op->ep_elem);
+    uct_cuda_ipc_ns_op_list_add(ops, &op->super);
     uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 1);
     return UCS_INPROGRESS;
 
 err_free_op:
-    ucs_free(op);
+    uct_cuda_ipc_ns_copy_op_free(op);
     return status;
 }
 

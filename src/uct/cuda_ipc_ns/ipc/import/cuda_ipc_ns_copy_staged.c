@@ -46,7 +46,7 @@ static unsigned uct_cuda_ipc_ns_staged_op_check(uct_cuda_ipc_ns_copies_t *copies
     }
 
     if (op->bounce != NULL) {
-        if ((op->status == UCS_OK) && (op->ep != NULL)) {
+        if ((op->status == UCS_OK) && (op->super.list != NULL)) {
             op->unpack_cb(op->unpack_arg, op->bounce, op->elems[0].length);
         }
         ucs_free(op->bounce);
@@ -119,7 +119,7 @@ uct_cuda_ipc_ns_staged_copy(uct_cuda_ipc_ns_copies_t *copies,
         slot->comp.func   = uct_cuda_ipc_ns_staged_copied;
         slot->comp.count  = 1;
         slot->comp.status = UCS_OK;
-        status = uct_cuda_ipc_ns_cq_post(copies->cq, &ring->cq_ep, cq_op,
+        status = uct_cuda_ipc_ns_cq_post(copies->cq, &ring->ops, cq_op,
                                          ring->stream, NULL, &slot->comp);
     }
     uct_cuda_ipc_ns_ctx_pop(pushed);
@@ -413,7 +413,7 @@ uct_cuda_ipc_ns_staging_ring_open(uct_cuda_ipc_ns_copies_t *copies,
     ring->free_slots  = ring->staging.num_slots;
     ring->retry_slots = 0;
     ucs_list_head_init(&ring->waiting);
-    uct_cuda_ipc_ns_cq_ep_init(&ring->cq_ep);
+    uct_cuda_ipc_ns_op_list_init(&ring->ops, NULL);
     ucs_list_add_tail(&session->rings, &ring->list);
     /* its memory was logged by uct_cuda_ipc_ns_staging_alloc() */
     ucs_debug("cuda_ipc_ns: staging ring at 0x%llx opened for pid %u's session",
@@ -451,7 +451,7 @@ uct_cuda_ipc_ns_staging_ring_close(uct_cuda_ipc_ns_copies_t *copies,
         uct_cuda_ipc_ns_ctx_pop(pushed);
     }
     /* their completion queue ops complete unseen */
-    uct_cuda_ipc_ns_cq_ep_cleanup(copies->cq, &ring->cq_ep);
+    uct_cuda_ipc_ns_op_list_cleanup(&ring->ops);
 
     for (i = 0; i < ring->staging.num_slots; ++i) {
         if (ring->slots[i].state != UCT_CUDA_IPC_NS_SLOT_FREE) {
@@ -540,16 +540,15 @@ uct_cuda_ipc_ns_staged_chunk(const uct_cuda_ipc_ns_copy_ring_t *ring,
 
 ucs_status_t
 uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
-                                uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                uct_cuda_ipc_ns_op_list_t *ops,
                                 uct_cuda_ipc_ns_copy_ring_t *ring,
                                 uct_cuda_ipc_ns_copy_op_t *op)
 {
     ucs_status_t status;
 
     op->chunk   = uct_cuda_ipc_ns_staged_chunk(ring, op);
-    op->seq     = ++copy_ep->seq;
     op->posting = 1; /* it completes only after its post returned */
-    ucs_list_add_tail(&copy_ep->ops, &op->ep_elem);
+    uct_cuda_ipc_ns_op_list_add(ops, &op->super);
     ++copies->outstanding;
     ucs_list_add_tail(&ring->waiting, &op->queue);
     op->in_queue = 1;
@@ -561,9 +560,9 @@ uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
     }
 
     status = op->status;
-    ucs_list_del(&op->ep_elem);
+    uct_cuda_ipc_ns_op_list_del(&op->super);
     --copies->outstanding;
     ucs_free(op->bounce);
-    ucs_free(op);
+    uct_cuda_ipc_ns_copy_op_free(op);
     return status;
 }

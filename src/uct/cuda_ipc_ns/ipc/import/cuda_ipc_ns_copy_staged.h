@@ -69,7 +69,7 @@ uct_cuda_ipc_ns_staging_ring_get(uct_cuda_ipc_ns_copies_t *copies,
  */
 ucs_status_t
 uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
-                                uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                uct_cuda_ipc_ns_op_list_t *ops,
                                 uct_cuda_ipc_ns_copy_ring_t *ring,
                                 uct_cuda_ipc_ns_copy_op_t *op);
 
