@@ -162,7 +162,8 @@ public:
     {
         auto rings = staging_rings();
         ASSERT_EQ(1u, rings.size());
-        EXPECT_EQ(is_host, uct_cuda_ipc_ns_staging_is_host(rings[0]) != 0)
+        EXPECT_EQ(is_host,
+                  rings[0]->ops == &uct_cuda_ipc_ns_staging_host_ops)
                 << "in " << uct_cuda_ipc_ns_staging_kind_str(rings[0])
                 << " memory";
     }
@@ -1698,8 +1699,7 @@ TEST_F(owner_copy_two_rings, owner_memory_on_our_gpu_and_another) {
 
     auto rings = staging_rings();
     ASSERT_EQ(2u, rings.size()) << "a device ring and a host ring";
-    EXPECT_NE(uct_cuda_ipc_ns_staging_is_host(rings[0]),
-              uct_cuda_ipc_ns_staging_is_host(rings[1]));
+    EXPECT_NE(rings[0]->ops, rings[1]->ops);
     EXPECT_EQ(0u, m_node->ep_errors());
 }
 

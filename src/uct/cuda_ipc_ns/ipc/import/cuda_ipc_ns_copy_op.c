@@ -9,7 +9,6 @@
 #include "cuda_ipc_ns_copy_op.h"
 #include "cuda_ipc_ns_broker_copy.h"
 #include "cuda_ipc_ns_copy_client.h"
-#include "cuda_ipc_ns_ptr.h"
 
 #include <uct/base/uct_iface.h>
 #include <ucs/datastruct/queue.h>
@@ -77,7 +76,7 @@ uct_cuda_ipc_ns_copy_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
         sent = &session->sent[i];
         if ((sent->buf_id == buf->buf_id) &&
             (sent->buf_size == buf->buf_size) &&
-            (sent->is_host == buf->is_host) &&
+            (sent->flags == buf->flags) &&
             !memcmp(sent->dev_uuid, buf->dev_uuid, sizeof(sent->dev_uuid))) {
             sent->last_use = ++session->clock;
             return sent;
@@ -130,21 +129,11 @@ uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
 
     req->buf.buf_id   = local->buf_id;
     req->buf.buf_size = local->size;
-    req->buf.is_host  = (local->memfd >= 0);
+    req->buf.flags    = local->ops->buf_flags;
     memcpy(req->buf.dev_uuid, op->dev_uuid, sizeof(req->buf.dev_uuid));
-    if (uct_cuda_ipc_ns_copy_sent_find(session, &req->buf) != NULL) {
-        /* the owner holds it: no fd */
-    } else if (req->buf.is_host) {
-        fd = dup(local->memfd);
-        if (fd < 0) {
-            ucs_error("cuda_ipc_ns: dup of the host ring's memfd %d failed: "
-                      "%m", local->memfd);
-            ucs_free(req);
-            return UCS_ERR_IO_ERROR;
-        }
-    } else {
-        status = uct_cuda_ipc_ns_ptr_export_fd(local->base, UCS_LOG_LEVEL_ERROR,
-                                               &fd);
+    if (uct_cuda_ipc_ns_copy_sent_find(session, &req->buf) == NULL) {
+        /* the owner does not hold it yet: its fd goes with the request */
+        status = local->ops->export_fd(local->staging, local->base, &fd);
         if (status != UCS_OK) {
             ucs_free(req);
             return status;
@@ -159,7 +148,7 @@ uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
     args.buf_offset = (uintptr_t)ptr - local->base;
     args.direction  = op->is_put ? UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER :
                                UCT_CUDA_IPC_NS_COPY_TO_IMPORTER;
-    args.flags      = req->buf.is_host ? UCT_CUDA_IPC_NS_COPY_BUF_HOST : 0;
+    args.flags      = req->buf.flags;
     status = uct_cuda_ipc_ns_copy_client_send(session->sock, op->reg_id,
                                               op->token, &args, fd,
                                               MSG_DONTWAIT);

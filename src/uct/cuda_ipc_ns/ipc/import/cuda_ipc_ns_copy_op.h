@@ -149,7 +149,7 @@ typedef struct uct_cuda_ipc_ns_copy_ring {
 typedef struct uct_cuda_ipc_ns_copy_sent {
     uint64_t buf_id;
     uint64_t buf_size;
-    int      is_host;  /* a host ring */
+    uint32_t flags;    /* its memory's (uct_cuda_ipc_ns_staging_ops_t) */
     uint8_t  dev_uuid[UCT_CUDA_IPC_NS_UUID_SIZE];
     uint64_t last_use;
 } uct_cuda_ipc_ns_copy_sent_t;
@@ -201,7 +201,8 @@ typedef struct uct_cuda_ipc_ns_copy_local {
     uint64_t base;
     uint64_t size;
     uint64_t buf_id;
-    int      memfd;   /* a host ring's; -1: VMM memory exported on demand */
+    const uct_cuda_ipc_ns_staging_ops_t *ops;     /* its kind of memory */
+    const uct_cuda_ipc_ns_staging_t     *staging; /* a ring's, or NULL */
 } uct_cuda_ipc_ns_copy_local_t;
 
 

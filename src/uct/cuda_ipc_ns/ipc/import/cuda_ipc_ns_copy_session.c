@@ -320,20 +320,22 @@ static ucs_status_t uct_cuda_ipc_ns_copy_local(const void *ptr, size_t length,
 
     local->base   = base;
     local->size   = size;
-    local->buf_id = attr.alloc_id;
-    local->memfd  = -1;
+    local->buf_id  = attr.alloc_id;
+    local->ops     = &uct_cuda_ipc_ns_staging_vmm_ops;
+    local->staging = NULL;
     *device_p     = attr.device;
     return UCS_OK;
 }
 
 
-/* The staging ring, in pinned host memory (@a on_host) or not, for a local
- * buffer on @a device (-1: host memory) in the session with the owner of
- * @a key; the session and the ring are opened on first use */
+/* The staging ring, in memory of @a ops, for a local buffer on @a device
+ * (-1: host memory) in the session with the owner of @a key; the session
+ * and the ring are opened on first use */
 static ucs_status_t
 uct_cuda_ipc_ns_copy_ring_get(uct_cuda_ipc_ns_copies_t *copies,
                               const uct_cuda_ipc_ns_rkey_info_t *key,
-                              int on_host, int device,
+                              const uct_cuda_ipc_ns_staging_ops_t *ops,
+                              int device,
                               uct_cuda_ipc_ns_copy_ring_t **ring_p)
 {
     uct_cuda_ipc_ns_copy_session_t *session;
@@ -343,7 +345,7 @@ uct_cuda_ipc_ns_copy_ring_get(uct_cuda_ipc_ns_copies_t *copies,
     if (status != UCS_OK) {
         return status;
     }
-    return uct_cuda_ipc_ns_staging_ring_get(copies, session, on_host, device,
+    return uct_cuda_ipc_ns_staging_ring_get(copies, session, ops, device,
                                             ring_p);
 }
 
@@ -363,7 +365,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
 
     status = uct_cuda_ipc_ns_copy_ring_get(
             copies, key,
-            uct_cuda_ipc_ns_staged_on_host(copies, owner_gpu_usable),
+            uct_cuda_ipc_ns_staged_ring_ops(copies, owner_gpu_usable),
             (uct_cuda_ipc_ns_ptr_attr_get(buffer, &attr) == UCS_OK) ?
             attr.device : -1, &ring);
     if (status != UCS_OK) {
@@ -414,7 +416,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
 
     status = uct_cuda_ipc_ns_copy_ring_get(
             copies, key,
-            uct_cuda_ipc_ns_staged_on_host(copies, owner_gpu_usable), -1,
+            uct_cuda_ipc_ns_staged_ring_ops(copies, owner_gpu_usable), -1,
             &ring);
     if (status != UCS_OK) {
         return status;
@@ -457,7 +459,8 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
     uint64_t offset;
     ucs_status_t status;
     unsigned elem;
-    int on_host, staged;
+    const uct_cuda_ipc_ns_staging_ops_t *ring_ops;
+    int staged;
 
     op = uct_cuda_ipc_ns_copy_op_new(copies, key, remote_addr - key->base,
                                      is_put, comp);
@@ -471,8 +474,8 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
     }
 
     /* through pinned host memory, the owner maps none of ours */
-    on_host = uct_cuda_ipc_ns_staged_on_host(copies, owner_gpu_usable);
-    staged  = on_host;
+    ring_ops = uct_cuda_ipc_ns_staged_ring_ops(copies, owner_gpu_usable);
+    staged   = !ring_ops->owner_maps_buffers;
 
     /* every element is checked before anything is sent */
     for (elem = 0; elem < op->num_elems; ++elem) {
@@ -496,7 +499,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
     }
 
     if (staged) {
-        status = uct_cuda_ipc_ns_copy_ring_get(copies, key, on_host, device,
+        status = uct_cuda_ipc_ns_copy_ring_get(copies, key, ring_ops, device,
                                                &ring);
         if (status != UCS_OK) {
             goto err_free_op;

@@ -178,11 +178,11 @@ uct_cuda_ipc_ns_staged_send(uct_cuda_ipc_ns_copies_t *copies,
     uct_cuda_ipc_ns_copy_local_t local;
     ucs_status_t status;
 
-    local.base   = staging->base;
-    local.size   = staging->size;
-    local.buf_id = staging->buf_id;
-    local.memfd  = uct_cuda_ipc_ns_staging_is_host(staging) ?
-                   staging->host.fd : -1;
+    local.base    = staging->base;
+    local.size    = staging->size;
+    local.buf_id  = staging->buf_id;
+    local.ops     = staging->ops;
+    local.staging = staging;
     status = uct_cuda_ipc_ns_copy_send(
             copies, session, &local,
             (void*)uct_cuda_ipc_ns_staging_slot(staging, slot->index),
@@ -366,7 +366,8 @@ unsigned uct_cuda_ipc_ns_staged_retry(uct_cuda_ipc_ns_copies_t *copies,
 static ucs_status_t
 uct_cuda_ipc_ns_staging_ring_open(uct_cuda_ipc_ns_copies_t *copies,
                                   uct_cuda_ipc_ns_copy_session_t *session,
-                                  int device, int is_host,
+                                  int device,
+                                  const uct_cuda_ipc_ns_staging_ops_t *ops,
                                   uct_cuda_ipc_ns_copy_ring_t **ring_p)
 {
     /* the ring's copies are within one device: a stream of their own */
@@ -385,7 +386,7 @@ uct_cuda_ipc_ns_staging_ring_open(uct_cuda_ipc_ns_copies_t *copies,
         return UCS_ERR_NO_MEMORY;
     }
 
-    status = uct_cuda_ipc_ns_staging_alloc(device, is_host,
+    status = uct_cuda_ipc_ns_staging_alloc(ops, device,
                                            copies->staging_slots,
                                            copies->staging_slot_size,
                                            &ring->staging);
@@ -491,13 +492,14 @@ unsigned uct_cuda_ipc_ns_staging_close(uct_cuda_ipc_ns_copies_t *copies,
 ucs_status_t
 uct_cuda_ipc_ns_staging_ring_get(uct_cuda_ipc_ns_copies_t *copies,
                                  uct_cuda_ipc_ns_copy_session_t *session,
-                                 int is_host, int device,
+                                 const uct_cuda_ipc_ns_staging_ops_t *ops,
+                                 int device,
                                  uct_cuda_ipc_ns_copy_ring_t **ring_p)
 {
     uct_cuda_ipc_ns_copy_ring_t *ring;
 
     ucs_list_for_each(ring, &session->rings, list) {
-        if ((uct_cuda_ipc_ns_staging_is_host(&ring->staging) == is_host) &&
+        if ((ring->staging.ops == ops) &&
             ((device < 0) || (ring->staging.device == device))) {
             *ring_p = ring;
             return UCS_OK;
@@ -507,7 +509,7 @@ uct_cuda_ipc_ns_staging_ring_get(uct_cuda_ipc_ns_copies_t *copies,
     /* host memory of ours: a ring on device 0 serves it as well as any */
     return uct_cuda_ipc_ns_staging_ring_open(copies, session,
                                              (device >= 0) ? device : 0,
-                                             is_host, ring_p);
+                                             ops, ring_p);
 }
 
 
