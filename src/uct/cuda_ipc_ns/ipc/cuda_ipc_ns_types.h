@@ -1,6 +1,7 @@
 /*
  * cuda_ipc_ns: the transport's objects — interface and endpoint — shared by
- * cuda_ipc_ns_iface.c and cuda_ipc_ns_ep.c (docs/architecture.md).
+ * cuda_ipc_ns_iface.c, cuda_ipc_ns_ep.c and the lanes (cuda_ipc_ns_lane.h,
+ * docs/architecture.md).
  */
 #ifndef UCT_CUDA_IPC_NS_TYPES_H
 #define UCT_CUDA_IPC_NS_TYPES_H
