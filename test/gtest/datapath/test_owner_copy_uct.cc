@@ -823,10 +823,10 @@ TEST_F(owner_copy_uct, answers_not_owed_end_the_session) {
 
         int sv[2];
         ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv));
-        uct_cuda_ipc_ns_copy_session_wakeup(copies(), s, 0);
+        uct_cuda_ipc_ns_copy_op_wakeup(copies(), s, 0);
         ASSERT_EQ(s->sock, dup2(sv[0], s->sock)) << "the owner's end closes";
         close(sv[0]);
-        uct_cuda_ipc_ns_copy_session_wakeup(copies(), s, 1);
+        uct_cuda_ipc_ns_copy_op_wakeup(copies(), s, 1);
 
         uint8_t reply[UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE];
         uct_cuda_ipc_ns_broker_pack_copy_reply(

@@ -9,7 +9,7 @@
 #endif
 
 #include "cuda_ipc_ns_types.h"
-#include "cuda_ipc_ns_copy_session.h"
+#include "cuda_ipc_ns_copies.h"
 #include "cuda_ipc_ns_ep.h"
 #include "cuda_ipc_ns_md.h"
 #include "cuda_ipc_ns_md_base.h"

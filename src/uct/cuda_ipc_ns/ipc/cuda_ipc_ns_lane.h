@@ -7,7 +7,7 @@
  *          copies on a stream;
  *   owner  (cuda_ipc_ns_lane_owner.h): the owner copies, into the local
  *          buffer or through a staging ring of device or pinned host memory
- *          (cuda_ipc_ns_copy_session.h).
+ *          (cuda_ipc_ns_copies.h).
  */
 #ifndef UCT_CUDA_IPC_NS_LANE_H
 #define UCT_CUDA_IPC_NS_LANE_H

@@ -6,7 +6,7 @@
 #endif
 
 #include "cuda_ipc_ns_lane_owner.h"
-#include "cuda_ipc_ns_copy_session.h"
+#include "cuda_ipc_ns_copies.h"
 
 #include <ucs/debug/log.h>
 #include <inttypes.h>

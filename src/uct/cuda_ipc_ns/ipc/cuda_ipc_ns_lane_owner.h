@@ -3,7 +3,7 @@
  * namespace that we cannot map, copied by its owner (docs/owner-copies.md):
  * one copy into or out of the local buffer when the owner can map it, else
  * two through a staging ring of device or pinned host memory
- * (cuda_ipc_ns_copy_session.h), completed from progress when the owner
+ * (cuda_ipc_ns_copies.h), completed from progress when the owner
  * answers.
  */
 #ifndef UCT_CUDA_IPC_NS_LANE_OWNER_H

@@ -42,7 +42,7 @@ void uct_cuda_ipc_ns_copy_op_complete(uct_cuda_ipc_ns_copies_t *copies,
 }
 
 
-void uct_cuda_ipc_ns_copy_session_wakeup(uct_cuda_ipc_ns_copies_t *copies,
+void uct_cuda_ipc_ns_copy_op_wakeup(uct_cuda_ipc_ns_copies_t *copies,
                                          uct_cuda_ipc_ns_copy_session_t *session,
                                          int in_wakeup)
 {
@@ -66,7 +66,7 @@ void uct_cuda_ipc_ns_copy_session_wakeup(uct_cuda_ipc_ns_copies_t *copies,
 
 
 uct_cuda_ipc_ns_copy_sent_t *
-uct_cuda_ipc_ns_copy_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
+uct_cuda_ipc_ns_copy_op_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
                                const uct_cuda_ipc_ns_copy_sent_t *buf)
 {
     uct_cuda_ipc_ns_copy_sent_t *sent;
@@ -86,7 +86,7 @@ uct_cuda_ipc_ns_copy_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
 }
 
 
-void uct_cuda_ipc_ns_copy_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
+void uct_cuda_ipc_ns_copy_op_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
                                    const uct_cuda_ipc_ns_copy_sent_t *buf)
 {
     uct_cuda_ipc_ns_copy_sent_t *sent;
@@ -109,7 +109,7 @@ void uct_cuda_ipc_ns_copy_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
 
 
 ucs_status_t
-uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_copy_op_send(uct_cuda_ipc_ns_copies_t *copies,
                           uct_cuda_ipc_ns_copy_session_t *session,
                           const uct_cuda_ipc_ns_copy_local_t *local,
                           const void *ptr, size_t length, uint64_t offset,
@@ -131,7 +131,7 @@ uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
     req->buf.buf_size = local->size;
     req->buf.flags    = local->ops->buf_flags;
     memcpy(req->buf.dev_uuid, op->dev_uuid, sizeof(req->buf.dev_uuid));
-    if (uct_cuda_ipc_ns_copy_sent_find(session, &req->buf) == NULL) {
+    if (uct_cuda_ipc_ns_copy_op_sent_find(session, &req->buf) == NULL) {
         /* the owner does not hold it yet: its fd goes with the request */
         status = local->ops->export_fd(local->staging, local->base, &fd);
         if (status != UCS_OK) {

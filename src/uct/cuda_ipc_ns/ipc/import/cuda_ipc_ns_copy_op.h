@@ -2,15 +2,15 @@
  * cuda_ipc_ns: what a copy by the owner is made of, on the importer's side
  * (docs/owner-copies.md): the ops of an endpoint, the COPY requests owed an
  * answer, the session with one owner they go through, and the buffers the
- * owner holds for it. The sessions (cuda_ipc_ns_copy_session.h) and the
- * staged ops (cuda_ipc_ns_copy_staged.h) share them.
+ * owner holds for it. The sessions (cuda_ipc_ns_copies.h) and the
+ * staged ops (cuda_ipc_ns_staged.h) share them.
  */
 #ifndef UCT_CUDA_IPC_NS_COPY_OP_H
 #define UCT_CUDA_IPC_NS_COPY_OP_H
 
 #include "cuda_ipc_ns_rkey.h"
 #include "cuda_ipc_ns_broker_proto.h"
-#include "cuda_ipc_ns_copy_staging.h"
+#include "cuda_ipc_ns_staging.h"
 #include "cuda_ipc_ns_cq.h"
 #include "cuda_ipc_ns_op.h"
 
@@ -234,18 +234,18 @@ void uct_cuda_ipc_ns_copy_op_complete(uct_cuda_ipc_ns_copies_t *copies,
 /* Add or remove the session's socket from the wakeup set: it is there while
  * answers are owed, so that an idle session (or one whose owner closed it)
  * never makes a waiter spin */
-void uct_cuda_ipc_ns_copy_session_wakeup(uct_cuda_ipc_ns_copies_t *copies,
+void uct_cuda_ipc_ns_copy_op_wakeup(uct_cuda_ipc_ns_copies_t *copies,
                                          uct_cuda_ipc_ns_copy_session_t *session,
                                          int in_wakeup);
 
 /* The owner holds @a buf: no fd needed */
 uct_cuda_ipc_ns_copy_sent_t *
-uct_cuda_ipc_ns_copy_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
+uct_cuda_ipc_ns_copy_op_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
                                const uct_cuda_ipc_ns_copy_sent_t *buf);
 
 /* The owner mapped @a buf: remembered, replacing the least recently named
  * one */
-void uct_cuda_ipc_ns_copy_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
+void uct_cuda_ipc_ns_copy_op_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
                                    const uct_cuda_ipc_ns_copy_sent_t *buf);
 
 /* Send the request of one element of @a op (@a slot NULL) or of @a slot's
@@ -253,7 +253,7 @@ void uct_cuda_ipc_ns_copy_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
  * the op's registration: owed an answer on success (UCS_ERR_TIMED_OUT: no
  * room in the socket now) */
 ucs_status_t
-uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_copy_op_send(uct_cuda_ipc_ns_copies_t *copies,
                           uct_cuda_ipc_ns_copy_session_t *session,
                           const uct_cuda_ipc_ns_copy_local_t *local,
                           const void *ptr, size_t length, uint64_t offset,

@@ -1,14 +1,14 @@
 /*
- * cuda_ipc_ns: the importer's copy sessions (see cuda_ipc_ns_copy_session.h,
+ * cuda_ipc_ns: the importer's copy sessions (see cuda_ipc_ns_copies.h,
  * docs/owner-copies.md).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
 #endif
 
-#include "cuda_ipc_ns_copy_session.h"
+#include "cuda_ipc_ns_copies.h"
 #include "cuda_ipc_ns_copy_client.h"
-#include "cuda_ipc_ns_copy_staged.h"
+#include "cuda_ipc_ns_staged.h"
 #include "cuda_ipc_ns_ptr.h"
 #include "cuda_ipc_ns_compat.h"
 
@@ -99,12 +99,12 @@ static unsigned uct_cuda_ipc_ns_copy_req_done(uct_cuda_ipc_ns_copies_t *copies,
     uct_cuda_ipc_ns_copy_sent_t *sent;
 
     if ((status == UCS_OK) && req->carried_fd) {
-        if (uct_cuda_ipc_ns_copy_sent_find(session, &req->buf) == NULL) {
-            uct_cuda_ipc_ns_copy_sent_add(session, &req->buf);
+        if (uct_cuda_ipc_ns_copy_op_sent_find(session, &req->buf) == NULL) {
+            uct_cuda_ipc_ns_copy_op_sent_add(session, &req->buf);
         }
     } else if (status == UCS_ERR_UNSUPPORTED) {
         /* NO_BUFFER: whatever we thought, the owner does not hold it */
-        sent = uct_cuda_ipc_ns_copy_sent_find(session, &req->buf);
+        sent = uct_cuda_ipc_ns_copy_op_sent_find(session, &req->buf);
         if (sent != NULL) {
             *sent = session->sent[--session->num_sent];
         }
@@ -143,12 +143,12 @@ static unsigned uct_cuda_ipc_ns_copy_session_free(uct_cuda_ipc_ns_copies_t *copi
     ucs_list_for_each_safe(req, tmp, &session->reqs, list) {
         count += uct_cuda_ipc_ns_copy_req_done(copies, session, req, status);
     }
-    count += uct_cuda_ipc_ns_staging_close(copies, session, status);
+    count += uct_cuda_ipc_ns_staged_close(copies, session, status);
 
     if (session->send_status != UCS_OK) {
         --copies->outstanding; /* the session to end (copy_send) */
     }
-    uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 0);
+    uct_cuda_ipc_ns_copy_op_wakeup(copies, session, 0);
     close(session->sock);
     ucs_list_del(&session->list);
     ucs_free(session);
@@ -345,7 +345,7 @@ uct_cuda_ipc_ns_copy_ring_get(uct_cuda_ipc_ns_copies_t *copies,
     if (status != UCS_OK) {
         return status;
     }
-    return uct_cuda_ipc_ns_staging_ring_get(copies, session, ops, device,
+    return uct_cuda_ipc_ns_staged_ring_get(copies, session, ops, device,
                                             ring_p);
 }
 
@@ -521,7 +521,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
 
     offset = op->offset;
     for (elem = 0; elem < op->num_elems; ++elem) {
-        status = uct_cuda_ipc_ns_copy_send(copies, session, &locals[elem],
+        status = uct_cuda_ipc_ns_copy_op_send(copies, session, &locals[elem],
                                            op->elems[elem].ptr,
                                            op->elems[elem].length, offset, op,
                                            NULL);
@@ -540,7 +540,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
     /* some went: the op completes with the error once they are answered */
     op->status = status;
     uct_cuda_ipc_ns_op_list_add(ops, &op->super);
-    uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 1);
+    uct_cuda_ipc_ns_copy_op_wakeup(copies, session, 1);
     return UCS_INPROGRESS;
 
 err_free_op:
@@ -618,7 +618,7 @@ unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copies_t *copies)
             continue;
         }
         if (session->num_reqs == 0) {
-            uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 0);
+            uct_cuda_ipc_ns_copy_op_wakeup(copies, session, 0);
         }
     }
 

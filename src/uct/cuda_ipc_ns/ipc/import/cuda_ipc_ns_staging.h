@@ -11,7 +11,7 @@
  * pinned host memory instead: a sealed memfd both sides register with the
  * driver ("The pinned host ring"). The importer copies between its buffer
  * and a slot on its own stream. This file allocates and frees the ring; the
- * staged ops (cuda_ipc_ns_copy_staged.c) drive its slots.
+ * staged ops (cuda_ipc_ns_staged.c) drive its slots.
  *
  * Each kind of memory a local buffer the owner copies can be is a small
  * ops table (uct_cuda_ipc_ns_staging_ops_t), as sm/mm's memory kinds are:
@@ -19,8 +19,8 @@
  * pinned host memory (the host ring). Nothing outside the tables asks which
  * kind a buffer is.
  */
-#ifndef UCT_CUDA_IPC_NS_COPY_STAGING_H
-#define UCT_CUDA_IPC_NS_COPY_STAGING_H
+#ifndef UCT_CUDA_IPC_NS_STAGING_H
+#define UCT_CUDA_IPC_NS_STAGING_H
 
 #include "cuda_ipc_ns_host_mem.h"
 

@@ -8,7 +8,7 @@
  * buffer element when the buffer is VMM memory exportable as a POSIX fd
  * (its fd goes to the owner with the first request that names it);
  * otherwise it goes through a staging ring of the session (one per local
- * device and kind of memory, cuda_ipc_ns_copy_staging.h), chunk by chunk:
+ * device and kind of memory, cuda_ipc_ns_staging.h), chunk by chunk:
  * a copy by the owner between the remote
  * memory and a slot, and one by us between the slot and the buffer, on a
  * stream of the completion queue. The op completes when every answer and
@@ -19,8 +19,8 @@
  * answered nonsense) completes what it owed with an error and reports the
  * endpoints that were waiting.
  */
-#ifndef UCT_CUDA_IPC_NS_COPY_SESSION_H
-#define UCT_CUDA_IPC_NS_COPY_SESSION_H
+#ifndef UCT_CUDA_IPC_NS_COPIES_H
+#define UCT_CUDA_IPC_NS_COPIES_H
 
 #include "cuda_ipc_ns_copy_op.h"
 

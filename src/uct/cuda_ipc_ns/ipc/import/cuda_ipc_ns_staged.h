@@ -4,8 +4,8 @@
  * owner cannot map: legacy cudaMalloc memory, VMM memory without a POSIX-fd
  * handle type, host memory, and the short and bcopy puts and gets.
  */
-#ifndef UCT_CUDA_IPC_NS_COPY_STAGED_H
-#define UCT_CUDA_IPC_NS_COPY_STAGED_H
+#ifndef UCT_CUDA_IPC_NS_STAGED_H
+#define UCT_CUDA_IPC_NS_STAGED_H
 
 #include "cuda_ipc_ns_copy_op.h"
 
@@ -28,7 +28,7 @@ unsigned uct_cuda_ipc_ns_staged_retry(uct_cuda_ipc_ns_copies_t *copies,
  * ops waiting for a slot complete with it, and the ring goes. Returns the
  * ops completed.
  */
-unsigned uct_cuda_ipc_ns_staging_close(uct_cuda_ipc_ns_copies_t *copies,
+unsigned uct_cuda_ipc_ns_staged_close(uct_cuda_ipc_ns_copies_t *copies,
                                        uct_cuda_ipc_ns_copy_session_t *session,
                                        ucs_status_t status);
 
@@ -56,7 +56,7 @@ uct_cuda_ipc_ns_staged_ring_ops(const uct_cuda_ipc_ns_copies_t *copies,
  * @a device (-1: host memory, any device's ring serves it), opened (on
  * device 0 for host memory) if it has none */
 ucs_status_t
-uct_cuda_ipc_ns_staging_ring_get(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_staged_ring_get(uct_cuda_ipc_ns_copies_t *copies,
                                  uct_cuda_ipc_ns_copy_session_t *session,
                                  const uct_cuda_ipc_ns_staging_ops_t *ops,
                                  int device,

@@ -1,5 +1,5 @@
 /*
- * cuda_ipc_ns: staged ops (see cuda_ipc_ns_copy_staged.h,
+ * cuda_ipc_ns: staged ops (see cuda_ipc_ns_staged.h,
  * docs/owner-copies.md, "The staging ring").
  *
  * A chunk holds a slot from the moment it is issued until its last copy
@@ -15,7 +15,7 @@
 #  include "config.h"
 #endif
 
-#include "cuda_ipc_ns_copy_staged.h"
+#include "cuda_ipc_ns_staged.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
 
@@ -183,12 +183,12 @@ uct_cuda_ipc_ns_staged_send(uct_cuda_ipc_ns_copies_t *copies,
     local.buf_id  = staging->buf_id;
     local.ops     = staging->ops;
     local.staging = staging;
-    status = uct_cuda_ipc_ns_copy_send(
+    status = uct_cuda_ipc_ns_copy_op_send(
             copies, session, &local,
             (void*)uct_cuda_ipc_ns_staging_slot(staging, slot->index),
             slot->length, slot->offset, op, slot);
     if (status == UCS_OK) {
-        uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 1);
+        uct_cuda_ipc_ns_copy_op_wakeup(copies, session, 1);
     }
     return status;
 }
@@ -364,7 +364,7 @@ unsigned uct_cuda_ipc_ns_staged_retry(uct_cuda_ipc_ns_copies_t *copies,
 /* A new ring of @a session, on @a device (in its primary context: the ring
  * outlives any context of the application's), with its stream */
 static ucs_status_t
-uct_cuda_ipc_ns_staging_ring_open(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_staged_ring_open(uct_cuda_ipc_ns_copies_t *copies,
                                   uct_cuda_ipc_ns_copy_session_t *session,
                                   int device,
                                   const uct_cuda_ipc_ns_staging_ops_t *ops,
@@ -434,7 +434,7 @@ err_free_ring:
  * are waited for: the memory is freed after), its waiting ops complete
  * with it. Returns the ops completed. */
 static unsigned
-uct_cuda_ipc_ns_staging_ring_close(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_staged_ring_close(uct_cuda_ipc_ns_copies_t *copies,
                                    uct_cuda_ipc_ns_copy_ring_t *ring,
                                    ucs_status_t status)
 {
@@ -475,7 +475,7 @@ uct_cuda_ipc_ns_staging_ring_close(uct_cuda_ipc_ns_copies_t *copies,
 }
 
 
-unsigned uct_cuda_ipc_ns_staging_close(uct_cuda_ipc_ns_copies_t *copies,
+unsigned uct_cuda_ipc_ns_staged_close(uct_cuda_ipc_ns_copies_t *copies,
                                        uct_cuda_ipc_ns_copy_session_t *session,
                                        ucs_status_t status)
 {
@@ -483,14 +483,14 @@ unsigned uct_cuda_ipc_ns_staging_close(uct_cuda_ipc_ns_copies_t *copies,
     unsigned count = 0;
 
     ucs_list_for_each_safe(ring, tmp, &session->rings, list) {
-        count += uct_cuda_ipc_ns_staging_ring_close(copies, ring, status);
+        count += uct_cuda_ipc_ns_staged_ring_close(copies, ring, status);
     }
     return count;
 }
 
 
 ucs_status_t
-uct_cuda_ipc_ns_staging_ring_get(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_staged_ring_get(uct_cuda_ipc_ns_copies_t *copies,
                                  uct_cuda_ipc_ns_copy_session_t *session,
                                  const uct_cuda_ipc_ns_staging_ops_t *ops,
                                  int device,
@@ -507,7 +507,7 @@ uct_cuda_ipc_ns_staging_ring_get(uct_cuda_ipc_ns_copies_t *copies,
     }
 
     /* host memory of ours: a ring on device 0 serves it as well as any */
-    return uct_cuda_ipc_ns_staging_ring_open(copies, session,
+    return uct_cuda_ipc_ns_staged_ring_open(copies, session,
                                              (device >= 0) ? device : 0,
                                              ops, ring_p);
 }

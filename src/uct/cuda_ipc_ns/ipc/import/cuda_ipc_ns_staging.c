@@ -1,12 +1,12 @@
 /*
  * cuda_ipc_ns: the staging ring of a copy session (see
- * cuda_ipc_ns_copy_staging.h, docs/owner-copies.md).
+ * cuda_ipc_ns_staging.h, docs/owner-copies.md).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
 #endif
 
-#include "cuda_ipc_ns_copy_staging.h"
+#include "cuda_ipc_ns_staging.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_ptr.h"
 #include "cuda_ipc_ns_vmm.h"
