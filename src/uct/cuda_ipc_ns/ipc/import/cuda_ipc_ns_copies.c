@@ -443,6 +443,85 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
 }
 
 
+/*
+ * Every local element of @a op as the owner would map it, into @a locals,
+ * checked before anything is sent: *staged_p set when the owner cannot
+ * map one (it goes through the staging ring), *device_p their one device
+ * (-1: host memory only)
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_copies_locals(const uct_cuda_ipc_ns_copy_op_t *op,
+                              uct_cuda_ipc_ns_copy_local_t *locals,
+                              int *staged_p, int *device_p)
+{
+    int device = -1, elem_device;
+    ucs_status_t status;
+    unsigned elem;
+
+    for (elem = 0; elem < op->num_elems; ++elem) {
+        status = uct_cuda_ipc_ns_copy_local(op->elems[elem].ptr,
+                                            op->elems[elem].length,
+                                            &locals[elem], &elem_device);
+        if (status == UCS_ERR_UNSUPPORTED) {
+            *staged_p = 1; /* the owner cannot map it */
+        } else if (status != UCS_OK) {
+            return status;
+        }
+        if (elem_device < 0) {
+            continue;
+        } else if ((device >= 0) && (elem_device != device)) {
+            ucs_error("cuda_ipc_ns: a copy by the owner takes local elements "
+                      "of one device (%d and %d here)", device, elem_device);
+            return UCS_ERR_UNSUPPORTED;
+        }
+        device = elem_device;
+    }
+
+    *device_p = device;
+    return UCS_OK;
+}
+
+
+/*
+ * One request per local element of @a op to @a session: UCS_INPROGRESS
+ * once some went (the op completes with the error of the rest once they
+ * are answered), else the error, and the op is the caller's to free
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_copies_send_all(uct_cuda_ipc_ns_copies_t *copies,
+                                uct_cuda_ipc_ns_copy_session_t *session,
+                                uct_cuda_ipc_ns_op_list_t *ops,
+                                uct_cuda_ipc_ns_copy_op_t *op,
+                                const uct_cuda_ipc_ns_copy_local_t *locals)
+{
+    uint64_t offset     = op->offset;
+    ucs_status_t status = UCS_OK;
+    unsigned elem;
+
+    for (elem = 0; elem < op->num_elems; ++elem) {
+        status = uct_cuda_ipc_ns_copy_op_send(copies, session, &locals[elem],
+                                              op->elems[elem].ptr,
+                                              op->elems[elem].length, offset,
+                                              op, NULL);
+        if (status != UCS_OK) {
+            break;
+        }
+        offset += op->elems[elem].length;
+    }
+
+    if (op->unanswered == 0) {
+        /* nothing went; a full socket: later */
+        return (status == UCS_ERR_TIMED_OUT) ? UCS_ERR_NO_RESOURCE : status;
+    }
+
+    /* some went: the op completes with the error once they are answered */
+    op->status = status;
+    uct_cuda_ipc_ns_op_list_add(ops, &op->super);
+    uct_cuda_ipc_ns_copy_op_wakeup(copies, session, 1);
+    return UCS_INPROGRESS;
+}
+
+
 ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
                                          uct_cuda_ipc_ns_op_list_t *ops,
                                          const uct_cuda_ipc_ns_rkey_info_t *key,
@@ -455,12 +534,9 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
     uct_cuda_ipc_ns_copy_session_t *session;
     uct_cuda_ipc_ns_copy_ring_t *ring;
     uct_cuda_ipc_ns_copy_op_t *op;
-    int device = -1, elem_device;
-    uint64_t offset;
-    ucs_status_t status;
-    unsigned elem;
     const uct_cuda_ipc_ns_staging_ops_t *ring_ops;
-    int staged;
+    ucs_status_t status;
+    int device, staged;
 
     op = uct_cuda_ipc_ns_copy_op_new(copies, key, remote_addr - key->base,
                                      is_put, comp);
@@ -477,25 +553,9 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
     ring_ops = uct_cuda_ipc_ns_staged_ring_ops(copies, owner_gpu_usable);
     staged   = !ring_ops->owner_maps_buffers;
 
-    /* every element is checked before anything is sent */
-    for (elem = 0; elem < op->num_elems; ++elem) {
-        status = uct_cuda_ipc_ns_copy_local(op->elems[elem].ptr,
-                                            op->elems[elem].length,
-                                            &locals[elem], &elem_device);
-        if (status == UCS_ERR_UNSUPPORTED) {
-            staged = 1; /* the owner cannot map it */
-        } else if (status != UCS_OK) {
-            goto err_free_op;
-        }
-        if (elem_device < 0) {
-            continue;
-        } else if ((device >= 0) && (elem_device != device)) {
-            ucs_error("cuda_ipc_ns: a copy by the owner takes local elements "
-                      "of one device (%d and %d here)", device, elem_device);
-            status = UCS_ERR_UNSUPPORTED;
-            goto err_free_op;
-        }
-        device = elem_device;
+    status = uct_cuda_ipc_ns_copies_locals(op, locals, &staged, &device);
+    if (status != UCS_OK) {
+        goto err_free_op;
     }
 
     if (staged) {
@@ -519,29 +579,11 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
         goto err_free_op;
     }
 
-    offset = op->offset;
-    for (elem = 0; elem < op->num_elems; ++elem) {
-        status = uct_cuda_ipc_ns_copy_op_send(copies, session, &locals[elem],
-                                           op->elems[elem].ptr,
-                                           op->elems[elem].length, offset, op,
-                                           NULL);
-        if (status != UCS_OK) {
-            break;
-        }
-        offset += op->elems[elem].length;
+    status = uct_cuda_ipc_ns_copies_send_all(copies, session, ops, op,
+                                             locals);
+    if (status == UCS_INPROGRESS) {
+        return status;
     }
-
-    if (op->unanswered == 0) {
-        /* nothing went; a full socket: later */
-        uct_cuda_ipc_ns_copy_op_free(op);
-        return (status == UCS_ERR_TIMED_OUT) ? UCS_ERR_NO_RESOURCE : status;
-    }
-
-    /* some went: the op completes with the error once they are answered */
-    op->status = status;
-    uct_cuda_ipc_ns_op_list_add(ops, &op->super);
-    uct_cuda_ipc_ns_copy_op_wakeup(copies, session, 1);
-    return UCS_INPROGRESS;
 
 err_free_op:
     uct_cuda_ipc_ns_copy_op_free(op);
