@@ -29,8 +29,10 @@ typedef struct uct_cuda_ipc_ns_cq_stream uct_cuda_ipc_ns_cq_stream_t;
 
 /* One copy in flight on a stream (an op of STREAM kind) */
 typedef struct uct_cuda_ipc_ns_cq_op {
-    uct_cuda_ipc_ns_op_t          super;
+    /* first: ucs_queue_for_each_extract() takes the element of an empty
+     * queue's NULL head, at no offset */
     ucs_queue_elem_t              queue;    /* in its stream's queue */
+    uct_cuda_ipc_ns_op_t          super;
     uct_cuda_ipc_ns_region_t      *region;  /* pinned until completion, or
                                              * NULL: a copy within our memory */
     /* an op over several allocations of a registration: the regions after

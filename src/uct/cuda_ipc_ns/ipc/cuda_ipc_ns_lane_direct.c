@@ -100,7 +100,7 @@ static ucs_status_t uct_cuda_ipc_ns_lane_direct_apply_fence(uct_cuda_ipc_ns_ep_t
             if (any->seq > ep->ops.fence_seq) {
                 break;
             }
-            op = ucs_derived_of(any, uct_cuda_ipc_ns_cq_op_t);
+            op = ucs_container_of(any, uct_cuda_ipc_ns_cq_op_t, super);
             if (op->stream != stream) {
                 status = uct_cuda_ipc_ns_cq_wait_op(stream, op);
                 if (status != UCS_OK) {
