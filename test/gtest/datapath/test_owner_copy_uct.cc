@@ -162,7 +162,8 @@ public:
     {
         auto rings = staging_rings();
         ASSERT_EQ(1u, rings.size());
-        EXPECT_EQ(is_host, uct_cuda_ipc_ns_staging_is_host(rings[0]) != 0)
+        EXPECT_EQ(is_host,
+                  rings[0]->ops == &uct_cuda_ipc_ns_staging_host_ops)
                 << "in " << uct_cuda_ipc_ns_staging_kind_str(rings[0])
                 << " memory";
     }
@@ -822,10 +823,10 @@ TEST_F(owner_copy_uct, answers_not_owed_end_the_session) {
 
         int sv[2];
         ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv));
-        uct_cuda_ipc_ns_copy_session_wakeup(copies(), s, 0);
+        uct_cuda_ipc_ns_copy_op_wakeup(copies(), s, 0);
         ASSERT_EQ(s->sock, dup2(sv[0], s->sock)) << "the owner's end closes";
         close(sv[0]);
-        uct_cuda_ipc_ns_copy_session_wakeup(copies(), s, 1);
+        uct_cuda_ipc_ns_copy_op_wakeup(copies(), s, 1);
 
         uint8_t reply[UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE];
         uct_cuda_ipc_ns_broker_proto_pack_copy_reply(
@@ -1698,8 +1699,7 @@ TEST_F(owner_copy_two_rings, owner_memory_on_our_gpu_and_another) {
 
     auto rings = staging_rings();
     ASSERT_EQ(2u, rings.size()) << "a device ring and a host ring";
-    EXPECT_NE(uct_cuda_ipc_ns_staging_is_host(rings[0]),
-              uct_cuda_ipc_ns_staging_is_host(rings[1]));
+    EXPECT_NE(rings[0]->ops, rings[1]->ops);
     EXPECT_EQ(0u, m_node->ep_errors());
 }
 

@@ -2,7 +2,7 @@
  * cuda_ipc_ns: one VMM allocation of our own, exportable as a POSIX fd and
  * mapped read-write for its device: the copy component's default device
  * memory (cpy/cuda_cpy_ns_alloc.c) and an importer's staging ring
- * (ipc/import/cuda_ipc_ns_copy_staging.c).
+ * (ipc/import/cuda_ipc_ns_staging.c).
  */
 #ifndef UCT_CUDA_IPC_NS_VMM_H
 #define UCT_CUDA_IPC_NS_VMM_H

@@ -12,9 +12,9 @@
 UCS_CLASS_DECLARE_NEW_FUNC(uct_cuda_ipc_ns_ep_t, uct_ep_t, const uct_ep_params_t*);
 UCS_CLASS_DECLARE_DELETE_FUNC(uct_cuda_ipc_ns_ep_t, uct_ep_t);
 
-/* A session with an owner ended while @a ep (uct_cuda_ipc_ns_ep_t) waited
- * for copies on it: the peer failed (uct_cuda_ipc_ns_copy_ep_failed_func_t) */
-void uct_cuda_ipc_ns_ep_copy_failed(void *ep);
+/* A session with an owner ended while the endpoint of @a ops waited for
+ * copies on it: the peer failed (uct_cuda_ipc_ns_copy_op_failed_func_t) */
+void uct_cuda_ipc_ns_ep_ops_failed(uct_cuda_ipc_ns_op_list_t *ops);
 
 ucs_status_t uct_cuda_ipc_ns_ep_put_short(uct_ep_h tl_ep, const void *buffer,
                                           unsigned length, uint64_t remote_addr,

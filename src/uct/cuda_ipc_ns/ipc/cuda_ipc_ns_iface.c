@@ -9,7 +9,7 @@
 #endif
 
 #include "cuda_ipc_ns_types.h"
-#include "cuda_ipc_ns_copy_session.h"
+#include "cuda_ipc_ns_copies.h"
 #include "cuda_ipc_ns_ep.h"
 #include "cuda_ipc_ns_md.h"
 #include "cuda_ipc_ns_md_base.h"
@@ -210,9 +210,10 @@ static ucs_status_t uct_cuda_ipc_ns_iface_fence(uct_iface_h tl_iface,
     uct_cuda_ipc_ns_iface_t *iface = ucs_derived_of(tl_iface,
                                                     uct_cuda_ipc_ns_iface_t);
 
-    /* the next op, on whatever stream, waits for every busy stream */
-    iface->fence      = !ucs_list_is_empty(&iface->cq.active);
-    iface->copy_fence = (iface->copies.outstanding > 0);
+    /* the next op, of whatever endpoint and lane, comes after every op in
+     * flight (uct_cuda_ipc_ns_ep_fenced) */
+    iface->fence = !ucs_list_is_empty(&iface->cq.active) ||
+                   (iface->copies.outstanding > 0);
     UCT_TL_IFACE_STAT_FENCE(&iface->super.super);
     return UCS_OK;
 }
@@ -471,7 +472,6 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
 
     uct_cuda_ipc_ns_iface_set_perf(self, config);
     self->fence                = 0;
-    self->copy_fence           = 0;
     self->cancel_prog_id       = UCS_CALLBACKQ_ID_NULL;
     ucs_arbiter_init(&self->arbiter);
 
@@ -493,7 +493,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_t, uct_md_h tl_md,
                                          config->owner_copy_staging_slot_size,
                                          config->owner_copy_staging,
                                          &self->cq,
-                                         uct_cuda_ipc_ns_ep_copy_failed);
+                                         uct_cuda_ipc_ns_ep_ops_failed);
     if (status != UCS_OK) {
         goto err_cq_cleanup;
     }

@@ -1,13 +1,14 @@
 /*
  * cuda_ipc_ns: the transport's objects — interface and endpoint — shared by
- * cuda_ipc_ns_iface.c and cuda_ipc_ns_ep.c (docs/architecture.md).
+ * cuda_ipc_ns_iface.c, cuda_ipc_ns_ep.c and the lanes (cuda_ipc_ns_lane.h,
+ * docs/architecture.md).
  */
 #ifndef UCT_CUDA_IPC_NS_TYPES_H
 #define UCT_CUDA_IPC_NS_TYPES_H
 
 #include "cuda_ipc_ns_iface_base.h"
 #include "cuda_ipc_ns_cache.h"
-#include "cuda_ipc_ns_stream.h"
+#include "cuda_ipc_ns_cq.h"
 #include "cuda_ipc_ns_copy_op.h"
 
 #include <uct/base/uct_iface.h>
@@ -47,8 +48,8 @@ typedef struct uct_cuda_ipc_ns_iface {
     uct_cuda_ipc_ns_cq_t         cq;       /* copies in flight */
     uct_cuda_ipc_ns_copies_t     copies;   /* copies made by owners */
     ucs_arbiter_t                arbiter;  /* endpoints waiting for an event */
-    int                          fence;    /* next op waits for all */
-    int                          copy_fence; /* ...and for owner copies */
+    int                          fence;    /* the next op comes after all
+                                            * ops in flight (every lane) */
     void                         *bounce;  /* bcopy staging, MAX_BCOPY */
     uct_worker_cb_id_t           cancel_prog_id; /* progress while a
                                                   * canceled ep's copies run */
@@ -58,11 +59,9 @@ typedef struct uct_cuda_ipc_ns_iface {
 typedef struct uct_cuda_ipc_ns_ep {
     uct_cuda_ipc_ns_ep_base_t    super;       /* the peer's addresses */
     uct_cuda_ipc_ns_peer_t       *peer;       /* its cache entry */
-    uct_cuda_ipc_ns_cq_ep_t      cq_ep;       /* its copies in flight */
-    uct_cuda_ipc_ns_copy_ep_t    copy_ep;     /* its owner copies */
+    uct_cuda_ipc_ns_op_list_t    ops;         /* its ops in flight, every
+                                               * lane, and its fence */
     ucs_arbiter_group_t          arb_group;   /* its pending requests */
-    uint64_t                     fence_seq;   /* ops up to it finish first */
-    int                          copy_fence;  /* owner copies finish first */
     /* an op was refused until copies outstanding complete (fence, or an
      * owner's session full): pending requests wait for a completion */
     int                          must_wait;

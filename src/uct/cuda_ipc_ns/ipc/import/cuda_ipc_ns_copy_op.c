@@ -8,7 +8,6 @@
 
 #include "cuda_ipc_ns_copy_op.h"
 #include "cuda_ipc_ns_copy_client.h"
-#include "cuda_ipc_ns_ptr.h"
 
 #include <uct/base/uct_iface.h>
 #include <ucs/datastruct/queue.h>
@@ -25,88 +24,24 @@ _Static_assert(UCT_CUDA_IPC_NS_COPY_SENT_MAX < UCT_CUDA_IPC_NS_COPY_BUFFERS_MAX,
                "the owner must keep the buffers we count on");
 
 
-/* An endpoint flush with a completion, waiting for the ops up to seq */
-typedef struct uct_cuda_ipc_ns_copy_flush {
-    ucs_queue_elem_t queue;
-    uct_completion_t *comp;
-    uint64_t         seq;
-} uct_cuda_ipc_ns_copy_flush_t;
-
-
-void uct_cuda_ipc_ns_copy_ep_init(uct_cuda_ipc_ns_copy_ep_t *copy_ep, void *ep)
-{
-    ucs_list_head_init(&copy_ep->ops);
-    ucs_queue_head_init(&copy_ep->flush_q);
-    copy_ep->seq   = 0;
-    copy_ep->owner = ep;
-}
-
-
-void uct_cuda_ipc_ns_copy_ep_cleanup(uct_cuda_ipc_ns_copy_ep_t *copy_ep)
-{
-    uct_cuda_ipc_ns_copy_op_t *op, *tmp;
-    uct_cuda_ipc_ns_copy_flush_t *flush;
-
-    /* the owner answers them later: the answers are dropped */
-    ucs_list_for_each_safe(op, tmp, &copy_ep->ops, ep_elem) {
-        ucs_list_del(&op->ep_elem);
-        op->ep   = NULL;
-        op->comp = NULL;
-    }
-
-    while (!ucs_queue_is_empty(&copy_ep->flush_q)) {
-        flush = ucs_queue_pull_elem_non_empty(&copy_ep->flush_q,
-                                              uct_cuda_ipc_ns_copy_flush_t,
-                                              queue);
-        ucs_free(flush);
-    }
-}
-
-
 void uct_cuda_ipc_ns_copy_op_complete(uct_cuda_ipc_ns_copies_t *copies,
                                       uct_cuda_ipc_ns_copy_op_t *op)
 {
-    uct_cuda_ipc_ns_copy_ep_t *copy_ep = op->ep;
-    uct_cuda_ipc_ns_copy_flush_t *flush;
-    uct_cuda_ipc_ns_copy_op_t *first;
+    uct_cuda_ipc_ns_op_list_t *ops = op->super.list;
 
-    if (copy_ep != NULL) {
-        ucs_list_del(&op->ep_elem);
-    }
-    if (op->comp != NULL) {
-        uct_invoke_completion(op->comp, op->status);
-    } else if ((op->status != UCS_OK) && (copy_ep != NULL)) {
+    if ((op->super.comp == NULL) && (op->status != UCS_OK) && (ops != NULL)) {
         /* as a transport whose peer refused a write: the endpoint fails */
-        ucs_error("cuda_ipc_ns: ep %p: a %s by the owner with no completion "
-                  "failed after it was posted: %s", copy_ep->owner,
+        ucs_error("cuda_ipc_ns: ops %p: a %s by the owner with no completion "
+                  "failed after it was posted: %s", ops,
                   op->is_put ? "put" : "get", ucs_status_string(op->status));
-        copies->ep_failed(copy_ep->owner);
+        copies->ep_failed(ops);
     }
-    ucs_free(op);
-
-    if (copy_ep == NULL) {
-        return;
-    }
-
-    while (!ucs_queue_is_empty(&copy_ep->flush_q)) {
-        flush = ucs_queue_head_elem_non_empty(&copy_ep->flush_q,
-                                              uct_cuda_ipc_ns_copy_flush_t,
-                                              queue);
-        if (!ucs_list_is_empty(&copy_ep->ops)) {
-            first = ucs_list_head(&copy_ep->ops, uct_cuda_ipc_ns_copy_op_t,
-                                  ep_elem);
-            if (first->seq <= flush->seq) {
-                break; /* ops complete in any order: the oldest decides */
-            }
-        }
-        ucs_queue_pull_non_empty(&copy_ep->flush_q);
-        uct_invoke_completion(flush->comp, UCS_OK);
-        ucs_free(flush);
-    }
+    uct_cuda_ipc_ns_op_complete(&op->super, op->status);
+    ucs_mpool_put(op);
 }
 
 
-void uct_cuda_ipc_ns_copy_session_wakeup(uct_cuda_ipc_ns_copies_t *copies,
+void uct_cuda_ipc_ns_copy_op_wakeup(uct_cuda_ipc_ns_copies_t *copies,
                                          uct_cuda_ipc_ns_copy_session_t *session,
                                          int in_wakeup)
 {
@@ -130,7 +65,7 @@ void uct_cuda_ipc_ns_copy_session_wakeup(uct_cuda_ipc_ns_copies_t *copies,
 
 
 uct_cuda_ipc_ns_copy_sent_t *
-uct_cuda_ipc_ns_copy_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
+uct_cuda_ipc_ns_copy_op_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
                                const uct_cuda_ipc_ns_copy_sent_t *buf)
 {
     uct_cuda_ipc_ns_copy_sent_t *sent;
@@ -140,7 +75,7 @@ uct_cuda_ipc_ns_copy_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
         sent = &session->sent[i];
         if ((sent->buf_id == buf->buf_id) &&
             (sent->buf_size == buf->buf_size) &&
-            (sent->is_host == buf->is_host) &&
+            (sent->flags == buf->flags) &&
             !memcmp(sent->dev_uuid, buf->dev_uuid, sizeof(sent->dev_uuid))) {
             sent->last_use = ++session->clock;
             return sent;
@@ -150,7 +85,7 @@ uct_cuda_ipc_ns_copy_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
 }
 
 
-void uct_cuda_ipc_ns_copy_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
+void uct_cuda_ipc_ns_copy_op_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
                                    const uct_cuda_ipc_ns_copy_sent_t *buf)
 {
     uct_cuda_ipc_ns_copy_sent_t *sent;
@@ -173,7 +108,7 @@ void uct_cuda_ipc_ns_copy_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
 
 
 ucs_status_t
-uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_copy_op_send(uct_cuda_ipc_ns_copies_t *copies,
                           uct_cuda_ipc_ns_copy_session_t *session,
                           const uct_cuda_ipc_ns_copy_local_t *local,
                           const void *ptr, size_t length, uint64_t offset,
@@ -193,21 +128,11 @@ uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
 
     req->buf.buf_id   = local->buf_id;
     req->buf.buf_size = local->size;
-    req->buf.is_host  = (local->memfd >= 0);
+    req->buf.flags    = local->ops->buf_flags;
     memcpy(req->buf.dev_uuid, op->dev_uuid, sizeof(req->buf.dev_uuid));
-    if (uct_cuda_ipc_ns_copy_sent_find(session, &req->buf) != NULL) {
-        /* the owner holds it: no fd */
-    } else if (req->buf.is_host) {
-        fd = dup(local->memfd);
-        if (fd < 0) {
-            ucs_error("cuda_ipc_ns: dup of the host ring's memfd %d failed: "
-                      "%m", local->memfd);
-            ucs_free(req);
-            return UCS_ERR_IO_ERROR;
-        }
-    } else {
-        status = uct_cuda_ipc_ns_ptr_export_fd(local->base, UCS_LOG_LEVEL_ERROR,
-                                               &fd);
+    if (uct_cuda_ipc_ns_copy_op_sent_find(session, &req->buf) == NULL) {
+        /* the owner does not hold it yet: its fd goes with the request */
+        status = local->ops->export_fd(local->staging, local->base, &fd);
         if (status != UCS_OK) {
             ucs_free(req);
             return status;
@@ -222,7 +147,7 @@ uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
     args.buf_offset = (uintptr_t)ptr - local->base;
     args.direction  = op->is_put ? UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER :
                                UCT_CUDA_IPC_NS_COPY_TO_IMPORTER;
-    args.flags      = req->buf.is_host ? UCT_CUDA_IPC_NS_COPY_BUF_HOST : 0;
+    args.flags      = req->buf.flags;
     status = uct_cuda_ipc_ns_copy_client_send(session->sock, op->reg_id,
                                               op->token, &args, fd,
                                               MSG_DONTWAIT);
@@ -285,21 +210,22 @@ ucs_status_t uct_cuda_ipc_ns_copy_op_set_iov(uct_cuda_ipc_ns_copy_op_t *op,
 
 
 uct_cuda_ipc_ns_copy_op_t *
-uct_cuda_ipc_ns_copy_op_new(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+uct_cuda_ipc_ns_copy_op_new(uct_cuda_ipc_ns_copies_t *copies,
                             const uct_cuda_ipc_ns_rkey_info_t *key,
                             uint64_t offset, int is_put,
                             uct_completion_t *comp)
 {
     uct_cuda_ipc_ns_copy_op_t *op;
 
-    op = ucs_calloc(1, sizeof(*op), "cuda_ipc_ns_copy_op");
+    op = ucs_mpool_get(&copies->op_mp);
     if (op == NULL) {
         ucs_error("cuda_ipc_ns: failed to allocate a copy op");
         return NULL;
     }
-    op->ep     = copy_ep;
-    op->comp   = comp;
-    op->status = UCS_OK;
+    memset(op, 0, sizeof(*op));
+    op->super.kind = UCT_CUDA_IPC_NS_OP_OWNER;
+    op->super.comp = comp;
+    op->status     = UCS_OK;
     op->is_put = is_put;
     op->reg_id = key->base; /* a legacy key's id at its owner is its base */
     memcpy(op->token, key->token, sizeof(op->token));
@@ -309,24 +235,7 @@ uct_cuda_ipc_ns_copy_op_new(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_copy_ep_flush(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
-                                           uct_completion_t *comp)
+void uct_cuda_ipc_ns_copy_op_free(uct_cuda_ipc_ns_copy_op_t *op)
 {
-    uct_cuda_ipc_ns_copy_flush_t *flush;
-
-    if (ucs_list_is_empty(&copy_ep->ops)) {
-        return UCS_OK;
-    }
-
-    if (comp != NULL) {
-        flush = ucs_malloc(sizeof(*flush), "cuda_ipc_ns_copy_flush");
-        if (flush == NULL) {
-            ucs_error("cuda_ipc_ns: failed to allocate a flush request");
-            return UCS_ERR_NO_MEMORY;
-        }
-        flush->comp = comp;
-        flush->seq  = copy_ep->seq;
-        ucs_queue_push(&copy_ep->flush_q, &flush->queue);
-    }
-    return UCS_INPROGRESS;
+    ucs_mpool_put(op);
 }

@@ -2,16 +2,17 @@
  * cuda_ipc_ns: what a copy by the owner is made of, on the importer's side
  * (docs/owner-copies.md): the ops of an endpoint, the COPY requests owed an
  * answer, the session with one owner they go through, and the buffers the
- * owner holds for it. The sessions (cuda_ipc_ns_copy_session.h) and the
- * staged ops (cuda_ipc_ns_copy_staged.h) share them.
+ * owner holds for it. The sessions (cuda_ipc_ns_copies.h) and the
+ * staged ops (cuda_ipc_ns_staged.h) share them.
  */
 #ifndef UCT_CUDA_IPC_NS_COPY_OP_H
 #define UCT_CUDA_IPC_NS_COPY_OP_H
 
 #include "cuda_ipc_ns_rkey.h"
 #include "cuda_ipc_ns_broker_proto.h"
-#include "cuda_ipc_ns_copy_staging.h"
-#include "cuda_ipc_ns_stream.h"
+#include "cuda_ipc_ns_staging.h"
+#include "cuda_ipc_ns_cq.h"
+#include "cuda_ipc_ns_op.h"
 
 #include <uct/api/uct.h>
 #include <ucs/datastruct/list.h>
@@ -30,19 +31,10 @@
 #define UCT_CUDA_IPC_NS_COPY_ELEMS_MAX 16
 
 
-/* What the copy sessions keep of one endpoint (embedded in it) */
-typedef struct uct_cuda_ipc_ns_copy_ep {
-    ucs_list_link_t  ops;     /* uct_cuda_ipc_ns_copy_op_t, post order */
-    ucs_queue_head_t flush_q; /* flushes waiting for them */
-    uint64_t         seq;     /* ops posted */
-    void             *owner;  /* the endpoint, for the failure callback */
-} uct_cuda_ipc_ns_copy_ep_t;
-
-
-/* Called from progress for an endpoint that had copies outstanding on a
- * session that ended (its owner died or broke the protocol), or whose op
- * with no completion failed */
-typedef void (*uct_cuda_ipc_ns_copy_ep_failed_func_t)(void *ep);
+/* Called from progress with the op list of an endpoint that had copies
+ * outstanding on a session that ended (its owner died or broke the
+ * protocol), or whose op with no completion failed */
+typedef void (*uct_cuda_ipc_ns_copy_op_failed_func_t)(uct_cuda_ipc_ns_op_list_t *ops);
 
 
 /* The copy sessions of one interface */
@@ -58,7 +50,8 @@ typedef struct uct_cuda_ipc_ns_copies {
     int                                   wakeup_fd;   /* epoll set */
     uct_cuda_ipc_ns_cq_t                  *cq;  /* runs the staging copies */
     const uct_cuda_ipc_ns_fdx_config_t    *fdx;
-    uct_cuda_ipc_ns_copy_ep_failed_func_t ep_failed;
+    uct_cuda_ipc_ns_copy_op_failed_func_t ep_failed;
+    ucs_mpool_t                           op_mp; /* uct_cuda_ipc_ns_copy_op_t */
 } uct_cuda_ipc_ns_copies_t;
 
 
@@ -76,10 +69,7 @@ typedef struct uct_cuda_ipc_ns_copy_elem {
  * while it has chunks to issue and no slot is free.
  */
 typedef struct uct_cuda_ipc_ns_copy_op {
-    ucs_list_link_t           ep_elem;    /* in its endpoint's ops */
-    uct_cuda_ipc_ns_copy_ep_t *ep;        /* NULL once the ep is gone */
-    uct_completion_t          *comp;      /* user's, may be NULL */
-    uint64_t                  seq;        /* endpoint post order */
+    uct_cuda_ipc_ns_op_t      super;      /* of OWNER kind */
     /* requests owed an answer; staged: slots it holds */
     unsigned                  unanswered;
     ucs_status_t              status;     /* first error */
@@ -149,8 +139,8 @@ typedef struct uct_cuda_ipc_ns_copy_ring {
     unsigned                            free_slots;
     unsigned                            retry_slots; /* RETRY_COPY or _SEND */
     ucs_list_link_t                     waiting;     /* staged ops, FIFO */
-    uct_cuda_ipc_ns_cq_ep_t             cq_ep;       /* our copies of it */
-    uct_cuda_ipc_ns_stream_t            *stream;
+    uct_cuda_ipc_ns_op_list_t           ops;         /* our copies of it */
+    uct_cuda_ipc_ns_cq_stream_t            *stream;
     uct_cuda_ipc_ns_copy_slot_t         slots[];     /* staging.num_slots */
 } uct_cuda_ipc_ns_copy_ring_t;
 
@@ -159,7 +149,7 @@ typedef struct uct_cuda_ipc_ns_copy_ring {
 typedef struct uct_cuda_ipc_ns_copy_sent {
     uint64_t buf_id;
     uint64_t buf_size;
-    int      is_host;  /* a host ring */
+    uint32_t flags;    /* its memory's (uct_cuda_ipc_ns_staging_ops_t) */
     uint8_t  dev_uuid[UCT_CUDA_IPC_NS_UUID_SIZE];
     uint64_t last_use;
 } uct_cuda_ipc_ns_copy_sent_t;
@@ -211,30 +201,9 @@ typedef struct uct_cuda_ipc_ns_copy_local {
     uint64_t base;
     uint64_t size;
     uint64_t buf_id;
-    int      memfd;   /* a host ring's; -1: VMM memory exported on demand */
+    const uct_cuda_ipc_ns_staging_ops_t *ops;     /* its kind of memory */
+    const uct_cuda_ipc_ns_staging_t     *staging; /* a ring's, or NULL */
 } uct_cuda_ipc_ns_copy_local_t;
-
-
-void uct_cuda_ipc_ns_copy_ep_init(uct_cuda_ipc_ns_copy_ep_t *copy_ep, void *ep);
-
-/* The endpoint is going away: its copies run on, nobody is told, its
- * waiting flushes are dropped (as UCT discards them) */
-void uct_cuda_ipc_ns_copy_ep_cleanup(uct_cuda_ipc_ns_copy_ep_t *copy_ep);
-
-static inline int
-uct_cuda_ipc_ns_copy_ep_idle(uct_cuda_ipc_ns_copy_ep_t *copy_ep)
-{
-    return ucs_list_is_empty(&copy_ep->ops);
-}
-
-
-/**
- * Flush of one endpoint's copies: UCS_OK when none is outstanding, else
- * UCS_INPROGRESS and @a comp (if not NULL) is called once those posted so
- * far completed (uct_invoke_completion: its count is the caller's).
- */
-ucs_status_t uct_cuda_ipc_ns_copy_ep_flush(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
-                                           uct_completion_t *comp);
 
 
 /* The local elements of @a iov (each entry's count, a stride apart; empty
@@ -244,36 +213,39 @@ ucs_status_t uct_cuda_ipc_ns_copy_op_set_iov(uct_cuda_ipc_ns_copy_op_t *op,
                                              const uct_iov_t *iov,
                                              size_t iovcnt);
 
-/* A new op of @a copy_ep on the registration of @a key, at @a offset in it,
- * its local elements still to set; NULL when out of memory (logged) */
+/* A new op on the registration of @a key, at @a offset in it, its local
+ * elements still to set, not in a list yet; NULL when out of memory */
 uct_cuda_ipc_ns_copy_op_t *
-uct_cuda_ipc_ns_copy_op_new(uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+uct_cuda_ipc_ns_copy_op_new(uct_cuda_ipc_ns_copies_t *copies,
                             const uct_cuda_ipc_ns_rkey_info_t *key,
                             uint64_t offset, int is_put,
                             uct_completion_t *comp);
 
-/* Complete @a op: its completion, then the flushes that waited for it. An
- * op with no completion (put short/bcopy returned UCS_OK; a zero-copy op
- * posted with none) that failed reports its endpoint failed: nothing else
- * would tell that its data was lost */
+/* @a op back to the pool, never completed (its post failed) */
+void uct_cuda_ipc_ns_copy_op_free(uct_cuda_ipc_ns_copy_op_t *op);
+
+/* Complete @a op (uct_cuda_ipc_ns_op_complete) and free it. An op with no
+ * completion (put short/bcopy returned UCS_OK; a zero-copy op posted with
+ * none) that failed reports its endpoint failed: nothing else would tell
+ * that its data was lost */
 void uct_cuda_ipc_ns_copy_op_complete(uct_cuda_ipc_ns_copies_t *copies,
                                       uct_cuda_ipc_ns_copy_op_t *op);
 
 /* Add or remove the session's socket from the wakeup set: it is there while
  * answers are owed, so that an idle session (or one whose owner closed it)
  * never makes a waiter spin */
-void uct_cuda_ipc_ns_copy_session_wakeup(uct_cuda_ipc_ns_copies_t *copies,
+void uct_cuda_ipc_ns_copy_op_wakeup(uct_cuda_ipc_ns_copies_t *copies,
                                          uct_cuda_ipc_ns_copy_session_t *session,
                                          int in_wakeup);
 
 /* The owner holds @a buf: no fd needed */
 uct_cuda_ipc_ns_copy_sent_t *
-uct_cuda_ipc_ns_copy_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
+uct_cuda_ipc_ns_copy_op_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
                                const uct_cuda_ipc_ns_copy_sent_t *buf);
 
 /* The owner mapped @a buf: remembered, replacing the least recently named
  * one */
-void uct_cuda_ipc_ns_copy_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
+void uct_cuda_ipc_ns_copy_op_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
                                    const uct_cuda_ipc_ns_copy_sent_t *buf);
 
 /* Send the request of one element of @a op (@a slot NULL) or of @a slot's
@@ -281,7 +253,7 @@ void uct_cuda_ipc_ns_copy_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
  * the op's registration: owed an answer on success (UCS_ERR_TIMED_OUT: no
  * room in the socket now) */
 ucs_status_t
-uct_cuda_ipc_ns_copy_send(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_copy_op_send(uct_cuda_ipc_ns_copies_t *copies,
                           uct_cuda_ipc_ns_copy_session_t *session,
                           const uct_cuda_ipc_ns_copy_local_t *local,
                           const void *ptr, size_t length, uint64_t offset,

@@ -11,10 +11,16 @@
  * pinned host memory instead: a sealed memfd both sides register with the
  * driver ("The pinned host ring"). The importer copies between its buffer
  * and a slot on its own stream. This file allocates and frees the ring; the
- * staged ops (cuda_ipc_ns_copy_staged.c) drive its slots.
+ * staged ops (cuda_ipc_ns_staged.c) drive its slots.
+ *
+ * Each kind of memory a local buffer the owner copies can be is a small
+ * ops table (uct_cuda_ipc_ns_staging_ops_t), as sm/mm's memory kinds are:
+ * VMM device memory (the importer's own buffers and the device ring) and
+ * pinned host memory (the host ring). Nothing outside the tables asks which
+ * kind a buffer is.
  */
-#ifndef UCT_CUDA_IPC_NS_COPY_STAGING_H
-#define UCT_CUDA_IPC_NS_COPY_STAGING_H
+#ifndef UCT_CUDA_IPC_NS_STAGING_H
+#define UCT_CUDA_IPC_NS_STAGING_H
 
 #include "cuda_ipc_ns_host_mem.h"
 
@@ -43,8 +49,38 @@ typedef enum {
 extern const char *uct_cuda_ipc_ns_staging_kind_names[];
 
 
+struct uct_cuda_ipc_ns_staging;
+
+
+/* One kind of memory the owner's copies reach */
+typedef struct uct_cuda_ipc_ns_staging_ops {
+    const char *name;         /* for log lines */
+    /* the owner can map the importer's own (VMM) buffers beside a ring of
+     * this kind: else every op stages */
+    int        owner_maps_buffers;
+    uint32_t   buf_flags;     /* of a COPY request naming such memory */
+    /* a ring of @a num_slots of @a slot_size (rounded up), the device's
+     * primary context current */
+    ucs_status_t (*alloc)(unsigned num_slots, size_t slot_size, int device,
+                          struct uct_cuda_ipc_ns_staging *staging);
+    void         (*free)(struct uct_cuda_ipc_ns_staging *staging);
+    /* the fd the owner maps the memory at @a base by (a ring's: @a staging,
+     * else NULL), the caller's to close */
+    ucs_status_t (*export_fd)(const struct uct_cuda_ipc_ns_staging *staging,
+                              uint64_t base, int *fd_p);
+} uct_cuda_ipc_ns_staging_ops_t;
+
+
+/* VMM device memory: the importer's exportable buffers, the device ring */
+extern const uct_cuda_ipc_ns_staging_ops_t uct_cuda_ipc_ns_staging_vmm_ops;
+
+/* Pinned host memory of a sealed memfd: the host ring */
+extern const uct_cuda_ipc_ns_staging_ops_t uct_cuda_ipc_ns_staging_host_ops;
+
+
 /* The ring's memory */
 typedef struct uct_cuda_ipc_ns_staging {
+    const uct_cuda_ipc_ns_staging_ops_t *ops; /* its kind */
     int                          device;    /* ordinal */
     CUcontext                    ctx;       /* its primary context */
     uct_cuda_ipc_ns_host_mem_t   host;      /* pinned host memory, or none */
@@ -67,12 +103,13 @@ ucs_status_t uct_cuda_ipc_ns_staging_check_config(unsigned num_slots,
 
 /**
  * Allocate @a num_slots slots of @a slot_size bytes (rounded up to the
- * allocation granularity) on @a device, in its primary context, mapped
- * read-write for it; or, @a is_host, in pinned host memory registered in
- * that context. Errors name the driver call and its CUresult.
+ * allocation granularity) of the memory of @a ops for @a device, in its
+ * primary context: VMM memory mapped read-write for it, or pinned host
+ * memory registered in it. Errors name the driver call and its CUresult.
  */
-ucs_status_t uct_cuda_ipc_ns_staging_alloc(int device, int is_host,
-                                           unsigned num_slots, size_t slot_size,
+ucs_status_t uct_cuda_ipc_ns_staging_alloc(const uct_cuda_ipc_ns_staging_ops_t *ops,
+                                           int device, unsigned num_slots,
+                                           size_t slot_size,
                                            uct_cuda_ipc_ns_staging_t *staging);
 
 
@@ -80,18 +117,10 @@ ucs_status_t uct_cuda_ipc_ns_staging_alloc(int device, int is_host,
 void uct_cuda_ipc_ns_staging_free(uct_cuda_ipc_ns_staging_t *staging);
 
 
-/* Whether the ring is in pinned host memory (else device memory) */
-static inline int
-uct_cuda_ipc_ns_staging_is_host(const uct_cuda_ipc_ns_staging_t *staging)
-{
-    return staging->host.ptr != NULL;
-}
-
-
 static inline const char *
 uct_cuda_ipc_ns_staging_kind_str(const uct_cuda_ipc_ns_staging_t *staging)
 {
-    return uct_cuda_ipc_ns_staging_is_host(staging) ? "pinned host" : "device";
+    return staging->ops->name;
 }
 
 

@@ -8,7 +8,7 @@
  * buffer element when the buffer is VMM memory exportable as a POSIX fd
  * (its fd goes to the owner with the first request that names it);
  * otherwise it goes through a staging ring of the session (one per local
- * device and kind of memory, cuda_ipc_ns_copy_staging.h), chunk by chunk:
+ * device and kind of memory, cuda_ipc_ns_staging.h), chunk by chunk:
  * a copy by the owner between the remote
  * memory and a slot, and one by us between the slot and the buffer, on a
  * stream of the completion queue. The op completes when every answer and
@@ -19,8 +19,8 @@
  * answered nonsense) completes what it owed with an error and reports the
  * endpoints that were waiting.
  */
-#ifndef UCT_CUDA_IPC_NS_COPY_SESSION_H
-#define UCT_CUDA_IPC_NS_COPY_SESSION_H
+#ifndef UCT_CUDA_IPC_NS_COPIES_H
+#define UCT_CUDA_IPC_NS_COPIES_H
 
 #include "cuda_ipc_ns_copy_op.h"
 
@@ -40,7 +40,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copies_t *copies,
                                          size_t staging_slot_size,
                                          uct_cuda_ipc_ns_staging_kind_t staging_kind,
                                          uct_cuda_ipc_ns_cq_t *cq,
-                                         uct_cuda_ipc_ns_copy_ep_failed_func_t ep_failed);
+                                         uct_cuda_ipc_ns_copy_op_failed_func_t ep_failed);
 
 /* Closes every session and frees its staging ring; what is outstanding
  * completes with UCS_ERR_CANCELED. Before the completion queue's cleanup. */
@@ -61,7 +61,7 @@ void uct_cuda_ipc_ns_copies_cleanup(uct_cuda_ipc_ns_copies_t *copies);
  *         opening the session, allocating a ring or sending.
  */
 ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
-                                         uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                         uct_cuda_ipc_ns_op_list_t *ops,
                                          const uct_cuda_ipc_ns_rkey_info_t *key,
                                          int owner_gpu_usable,
                                          const uct_iov_t *iov, size_t iovcnt,
@@ -79,7 +79,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
  *         staged ops wait for them), or an error as for the post.
  */
 ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
-                                            uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                            uct_cuda_ipc_ns_op_list_t *ops,
                                             const uct_cuda_ipc_ns_rkey_info_t *key,
                                             int owner_gpu_usable,
                                             const void *buffer, size_t length,
@@ -92,7 +92,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
  * is called. @return UCS_INPROGRESS or an error as for the post.
  */
 ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
-                                               uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                               uct_cuda_ipc_ns_op_list_t *ops,
                                                const uct_cuda_ipc_ns_rkey_info_t *key,
                                                int owner_gpu_usable,
                                                size_t length,

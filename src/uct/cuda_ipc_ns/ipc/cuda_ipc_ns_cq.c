@@ -1,11 +1,12 @@
 /*
- * cuda_ipc_ns: asynchronous completion of copies (see cuda_ipc_ns_stream.h).
+ * cuda_ipc_ns: asynchronous completion of copies (see cuda_ipc_ns_cq.h).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
 #endif
 
-#include "cuda_ipc_ns_stream.h"
+#include "cuda_ipc_ns_cq.h"
+#include "cuda_ipc_ns_target.h"
 #include "cuda_ipc_ns_driver.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_compat.h"
@@ -26,10 +27,11 @@
 #include <limits.h>
 
 
-static void uct_cuda_ipc_ns_op_init(ucs_mpool_t *mp, void *obj, void *chunk)
+static void uct_cuda_ipc_ns_cq_op_init(ucs_mpool_t *mp, void *obj, void *chunk)
 {
-    uct_cuda_ipc_ns_op_t *op = obj;
+    uct_cuda_ipc_ns_cq_op_t *op = obj;
 
+    op->super.list = NULL;
     op->event     = NULL;
     op->more_regions     = NULL;
     op->num_more_regions = 0;
@@ -37,9 +39,9 @@ static void uct_cuda_ipc_ns_op_init(ucs_mpool_t *mp, void *obj, void *chunk)
 }
 
 
-static void uct_cuda_ipc_ns_op_cleanup(ucs_mpool_t *mp, void *obj)
+static void uct_cuda_ipc_ns_cq_op_cleanup(ucs_mpool_t *mp, void *obj)
 {
-    uct_cuda_ipc_ns_op_t *op = obj;
+    uct_cuda_ipc_ns_cq_op_t *op = obj;
 
     if (op->event != NULL) {
         (void)UCT_CUDA_IPC_NS_CU(cuEventDestroy, op->event);
@@ -47,11 +49,11 @@ static void uct_cuda_ipc_ns_op_cleanup(ucs_mpool_t *mp, void *obj)
 }
 
 
-static ucs_mpool_ops_t uct_cuda_ipc_ns_op_mpool_ops = {
+static ucs_mpool_ops_t uct_cuda_ipc_ns_cq_op_mpool_ops = {
     .chunk_alloc   = ucs_mpool_chunk_malloc,
     .chunk_release = ucs_mpool_chunk_free,
-    .obj_init      = uct_cuda_ipc_ns_op_init,
-    .obj_cleanup   = uct_cuda_ipc_ns_op_cleanup,
+    .obj_init      = uct_cuda_ipc_ns_cq_op_init,
+    .obj_cleanup   = uct_cuda_ipc_ns_cq_op_cleanup,
     .obj_str       = NULL
 };
 
@@ -69,11 +71,11 @@ ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
     ucs_list_head_init(&cq->active);
 
     status = uct_cuda_ipc_ns_compat_mpool_init(&cq->op_mp,
-                                               sizeof(uct_cuda_ipc_ns_op_t),
+                                               sizeof(uct_cuda_ipc_ns_cq_op_t),
                                                UCS_SYS_CACHE_LINE_SIZE,
                                                ucs_min(128, max_events),
                                                max_events,
-                                               &uct_cuda_ipc_ns_op_mpool_ops,
+                                               &uct_cuda_ipc_ns_cq_op_mpool_ops,
                                                "cuda_ipc_ns_ops");
     if (status != UCS_OK) {
         ucs_error("cuda_ipc_ns: failed to create the op pool: %s",
@@ -81,15 +83,8 @@ ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
         return status;
     }
 
-    status = uct_cuda_ipc_ns_compat_mpool_init(&cq->flush_mp,
-                                               sizeof(uct_cuda_ipc_ns_flush_req_t),
-                                               UCS_SYS_CACHE_LINE_SIZE, 16,
-                                               UINT_MAX,
-                                               NULL,
-                                               "cuda_ipc_ns_flush_reqs");
+    status = uct_cuda_ipc_ns_op_flush_mp_init(&cq->flush_mp);
     if (status != UCS_OK) {
-        ucs_error("cuda_ipc_ns: failed to create the flush request pool: %s",
-                  ucs_status_string(status));
         goto err_op_mp;
     }
 
@@ -119,50 +114,15 @@ err_op_mp:
 }
 
 
-/* Complete the endpoint's flushes that no op in flight holds back */
-static void uct_cuda_ipc_ns_cq_ep_progress_flush(uct_cuda_ipc_ns_cq_ep_t *cq_ep)
-{
-    uint64_t oldest = ucs_list_is_empty(&cq_ep->ops) ? UINT64_MAX :
-                      ucs_list_head(&cq_ep->ops, uct_cuda_ipc_ns_op_t,
-                                    ep_elem)->seq;
-    uct_cuda_ipc_ns_flush_req_t *req;
-
-    while (!ucs_queue_is_empty(&cq_ep->flush_q)) {
-        req = ucs_queue_head_elem_non_empty(&cq_ep->flush_q,
-                                            uct_cuda_ipc_ns_flush_req_t, queue);
-        if (req->seq >= oldest) {
-            break;
-        }
-        ucs_queue_pull_non_empty(&cq_ep->flush_q);
-        uct_invoke_completion(req->comp, UCS_OK);
-        ucs_mpool_put(req);
-    }
-}
-
-
-void uct_cuda_ipc_ns_cq_unpin_regions(uct_cuda_ipc_ns_region_t **regions,
-                                      unsigned count)
-{
-    unsigned i;
-
-    for (i = 0; i < count; ++i) {
-        uct_cuda_ipc_ns_cache_unpin(regions[i]);
-    }
-    ucs_free(regions);
-}
-
-
 /*
  * The op's copy ended with @a status: a copy whose other end is gone is moot
  * (the peer died), the mapping is unpinned, the user's completion called,
  * the endpoint's flushes advanced, and the op and its event go back.
  */
 static void uct_cuda_ipc_ns_cq_op_complete(uct_cuda_ipc_ns_cq_t *cq,
-                                           uct_cuda_ipc_ns_op_t *op,
+                                           uct_cuda_ipc_ns_cq_op_t *op,
                                            ucs_status_t status)
 {
-    uct_cuda_ipc_ns_cq_ep_t *cq_ep = op->ep;
-
     /* NULL: a copy within our own memory (a copy session's staging ring) */
     if (ucs_likely(op->region != NULL)) {
         if ((status == UCS_OK) &&
@@ -172,72 +132,14 @@ static void uct_cuda_ipc_ns_cq_op_complete(uct_cuda_ipc_ns_cq_t *cq,
         uct_cuda_ipc_ns_cache_unpin(op->region);
     }
     if (op->more_regions != NULL) {
-        uct_cuda_ipc_ns_cq_unpin_regions(op->more_regions,
-                                         op->num_more_regions);
+        uct_cuda_ipc_ns_target_unpin_regions(op->more_regions,
+                                             op->num_more_regions);
         op->more_regions     = NULL;
         op->num_more_regions = 0;
     }
 
-    if (cq_ep != NULL) {
-        ucs_list_del(&op->ep_elem);
-        if (op->comp != NULL) {
-            uct_invoke_completion(op->comp, status);
-        }
-        uct_cuda_ipc_ns_cq_ep_progress_flush(cq_ep);
-    }
-
+    uct_cuda_ipc_ns_op_complete(&op->super, status);
     uct_cuda_ipc_ns_cq_op_put(cq, op);
-}
-
-
-void uct_cuda_ipc_ns_cq_ep_init(uct_cuda_ipc_ns_cq_ep_t *cq_ep)
-{
-    ucs_list_head_init(&cq_ep->ops);
-    ucs_queue_head_init(&cq_ep->flush_q);
-    cq_ep->seq = 0;
-}
-
-
-void uct_cuda_ipc_ns_cq_ep_cleanup(uct_cuda_ipc_ns_cq_t *cq,
-                                   uct_cuda_ipc_ns_cq_ep_t *cq_ep)
-{
-    uct_cuda_ipc_ns_flush_req_t *req;
-    uct_cuda_ipc_ns_op_t *op, *tmp;
-
-    ucs_list_for_each_safe(op, tmp, &cq_ep->ops, ep_elem) {
-        ucs_list_del(&op->ep_elem);
-        op->ep   = NULL;
-        op->comp = NULL;
-    }
-    ucs_queue_for_each_extract(req, &cq_ep->flush_q, queue, 1) {
-        ucs_mpool_put(req);
-    }
-}
-
-
-ucs_status_t uct_cuda_ipc_ns_cq_ep_flush(uct_cuda_ipc_ns_cq_t *cq,
-                                         uct_cuda_ipc_ns_cq_ep_t *cq_ep,
-                                         uct_completion_t *comp)
-{
-    uct_cuda_ipc_ns_flush_req_t *req;
-
-    if (ucs_list_is_empty(&cq_ep->ops)) {
-        return UCS_OK;
-    }
-
-    /* copies are in flight: never OK, with or without a completion */
-    if (comp != NULL) {
-        req = ucs_mpool_get(&cq->flush_mp);
-        if (req == NULL) {
-            ucs_error("cuda_ipc_ns: failed to allocate a flush request");
-            return UCS_ERR_NO_MEMORY;
-        }
-        req->comp = comp;
-        req->seq  = cq_ep->seq;
-        ucs_queue_push(&cq_ep->flush_q, &req->queue);
-    }
-
-    return UCS_INPROGRESS;
 }
 
 
@@ -252,8 +154,8 @@ static void uct_cuda_ipc_ns_cq_wakeup_put(uct_cuda_ipc_ns_cq_wakeup_t *wakeup)
 
 void uct_cuda_ipc_ns_cq_cleanup(uct_cuda_ipc_ns_cq_t *cq)
 {
-    uct_cuda_ipc_ns_stream_t *stream;
-    uct_cuda_ipc_ns_op_t *op;
+    uct_cuda_ipc_ns_cq_stream_t *stream;
+    uct_cuda_ipc_ns_cq_op_t *op;
     unsigned i;
     int pushed;
 
@@ -283,9 +185,9 @@ void uct_cuda_ipc_ns_cq_cleanup(uct_cuda_ipc_ns_cq_t *cq)
 static ucs_status_t
 uct_cuda_ipc_ns_cq_stream_create(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
                                  const uint8_t *remote_uuid,
-                                 uct_cuda_ipc_ns_stream_t **stream_p)
+                                 uct_cuda_ipc_ns_cq_stream_t **stream_p)
 {
-    uct_cuda_ipc_ns_stream_t *stream, **streams;
+    uct_cuda_ipc_ns_cq_stream_t *stream, **streams;
     ucs_status_t status;
 
     streams = ucs_realloc(cq->streams,
@@ -324,7 +226,7 @@ uct_cuda_ipc_ns_cq_stream_create(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
 
 ucs_status_t uct_cuda_ipc_ns_cq_stream(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
                                        const uint8_t *remote_uuid,
-                                       uct_cuda_ipc_ns_stream_t **stream_p)
+                                       uct_cuda_ipc_ns_cq_stream_t **stream_p)
 {
     unsigned i, pick, count = 0;
     uint32_t hash = 0;
@@ -396,9 +298,9 @@ static ucs_status_t uct_cuda_ipc_ns_cq_queue_signal(uct_cuda_ipc_ns_cq_t *cq,
 
 
 ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
-                                     uct_cuda_ipc_ns_cq_ep_t *cq_ep,
-                                     uct_cuda_ipc_ns_op_t *op,
-                                     uct_cuda_ipc_ns_stream_t *stream,
+                                     uct_cuda_ipc_ns_op_list_t *list,
+                                     uct_cuda_ipc_ns_cq_op_t *op,
+                                     uct_cuda_ipc_ns_cq_stream_t *stream,
                                      uct_cuda_ipc_ns_region_t *region,
                                      uct_completion_t *comp)
 {
@@ -432,12 +334,11 @@ ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
         }
     }
 
-    op->ep     = cq_ep;
-    op->region = region;
-    op->comp   = comp;
-    op->seq    = ++cq_ep->seq;
-    op->stream = stream;
-    ucs_list_add_tail(&cq_ep->ops, &op->ep_elem);
+    op->super.kind = UCT_CUDA_IPC_NS_OP_STREAM;
+    op->super.comp = comp;
+    op->region     = region;
+    op->stream     = stream;
+    uct_cuda_ipc_ns_op_list_add(list, &op->super);
     if (ucs_queue_is_empty(&stream->queue)) {
         ucs_list_add_tail(&cq->active, &stream->active);
     }
@@ -451,15 +352,15 @@ err_sync:
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_cq_wait_op(uct_cuda_ipc_ns_stream_t *stream,
-                                        const uct_cuda_ipc_ns_op_t *op)
+ucs_status_t uct_cuda_ipc_ns_cq_wait_op(uct_cuda_ipc_ns_cq_stream_t *stream,
+                                        const uct_cuda_ipc_ns_cq_op_t *op)
 {
     return UCT_CUDA_IPC_NS_CU(cuStreamWaitEvent, stream->stream, op->event, 0);
 }
 
 
 /* Whether the op's copy finished: UCS_INPROGRESS, UCS_OK or its error */
-static ucs_status_t uct_cuda_ipc_ns_op_query(const uct_cuda_ipc_ns_op_t *op)
+static ucs_status_t uct_cuda_ipc_ns_cq_op_query(const uct_cuda_ipc_ns_cq_op_t *op)
 {
     CUresult res = uct_cuda_ipc_ns_drv.cuEventQuery(op->event);
 
@@ -477,11 +378,11 @@ static ucs_status_t uct_cuda_ipc_ns_op_query(const uct_cuda_ipc_ns_op_t *op)
 
 /* Complete the finished ops at the head of @a stream, up to @a budget */
 static unsigned uct_cuda_ipc_ns_cq_progress_stream(uct_cuda_ipc_ns_cq_t *cq,
-                                                   uct_cuda_ipc_ns_stream_t *stream,
+                                                   uct_cuda_ipc_ns_cq_stream_t *stream,
                                                    unsigned budget)
 {
     unsigned count = 0;
-    uct_cuda_ipc_ns_op_t *op;
+    uct_cuda_ipc_ns_cq_op_t *op;
     ucs_status_t status;
     int pushed;
 
@@ -492,8 +393,8 @@ static unsigned uct_cuda_ipc_ns_cq_progress_stream(uct_cuda_ipc_ns_cq_t *cq,
 
     do {
         op     = ucs_queue_head_elem_non_empty(&stream->queue,
-                                               uct_cuda_ipc_ns_op_t, queue);
-        status = uct_cuda_ipc_ns_op_query(op);
+                                               uct_cuda_ipc_ns_cq_op_t, queue);
+        status = uct_cuda_ipc_ns_cq_op_query(op);
         if (status == UCS_INPROGRESS) {
             break;
         }
@@ -513,7 +414,7 @@ static unsigned uct_cuda_ipc_ns_cq_progress_stream(uct_cuda_ipc_ns_cq_t *cq,
 
 unsigned uct_cuda_ipc_ns_cq_progress(uct_cuda_ipc_ns_cq_t *cq)
 {
-    uct_cuda_ipc_ns_stream_t *stream, *tmp;
+    uct_cuda_ipc_ns_cq_stream_t *stream, *tmp;
     unsigned count = 0;
 
     ucs_list_for_each_safe(stream, tmp, &cq->active, active) {
@@ -532,8 +433,8 @@ unsigned uct_cuda_ipc_ns_cq_progress(uct_cuda_ipc_ns_cq_t *cq)
 
 ucs_status_t uct_cuda_ipc_ns_cq_arm(uct_cuda_ipc_ns_cq_t *cq)
 {
-    uct_cuda_ipc_ns_stream_t *stream;
-    uct_cuda_ipc_ns_op_t *op;
+    uct_cuda_ipc_ns_cq_stream_t *stream;
+    uct_cuda_ipc_ns_cq_op_t *op;
     ucs_status_t status;
     uint64_t value;
     int pushed;
@@ -549,8 +450,8 @@ ucs_status_t uct_cuda_ipc_ns_cq_arm(uct_cuda_ipc_ns_cq_t *cq)
         }
 
         op = ucs_queue_head_elem_non_empty(&stream->queue,
-                                           uct_cuda_ipc_ns_op_t, queue);
-        if (uct_cuda_ipc_ns_op_query(op) != UCS_INPROGRESS) {
+                                           uct_cuda_ipc_ns_cq_op_t, queue);
+        if (uct_cuda_ipc_ns_cq_op_query(op) != UCS_INPROGRESS) {
             status = UCS_ERR_BUSY;
         } else {
             /* runs when the stream has done all the work queued so far */

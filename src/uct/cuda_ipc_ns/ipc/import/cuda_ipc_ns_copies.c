@@ -1,19 +1,23 @@
 /*
- * cuda_ipc_ns: the importer's copy sessions (see cuda_ipc_ns_copy_session.h,
+ * cuda_ipc_ns: the importer's copy sessions (see cuda_ipc_ns_copies.h,
  * docs/owner-copies.md).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
 #endif
 
-#include "cuda_ipc_ns_copy_session.h"
+#include "cuda_ipc_ns_copies.h"
 #include "cuda_ipc_ns_copy_client.h"
-#include "cuda_ipc_ns_copy_staged.h"
+#include "cuda_ipc_ns_staged.h"
 #include "cuda_ipc_ns_ptr.h"
+#include "cuda_ipc_ns_compat.h"
 
+#include <ucs/arch/cpu.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/math.h>
+#include <ucs/sys/compiler_def.h>
+#include <limits.h>
 #include <sys/epoll.h>
 #include <inttypes.h>
 #include <string.h>
@@ -27,7 +31,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copies_t *copies,
                                          size_t staging_slot_size,
                                          uct_cuda_ipc_ns_staging_kind_t staging_kind,
                                          uct_cuda_ipc_ns_cq_t *cq,
-                                         uct_cuda_ipc_ns_copy_ep_failed_func_t ep_failed)
+                                         uct_cuda_ipc_ns_copy_op_failed_func_t ep_failed)
 {
     struct epoll_event event = {.events = EPOLLIN};
     int cq_event_fd          = cq->wakeup->fd;
@@ -59,6 +63,18 @@ ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copies_t *copies,
         return UCS_ERR_IO_ERROR;
     }
 
+    status = uct_cuda_ipc_ns_compat_mpool_init(&copies->op_mp,
+                                               sizeof(uct_cuda_ipc_ns_copy_op_t),
+                                               UCS_SYS_CACHE_LINE_SIZE, 16,
+                                               UINT_MAX, NULL,
+                                               "cuda_ipc_ns_copy_ops");
+    if (status != UCS_OK) {
+        ucs_error("cuda_ipc_ns: failed to create the copy op pool: %s",
+                  ucs_status_string(status));
+        close(copies->wakeup_fd);
+        return status;
+    }
+
     ucs_list_head_init(&copies->sessions);
     copies->outstanding  = 0;
     copies->max_requests = max_requests;
@@ -83,12 +99,12 @@ static unsigned uct_cuda_ipc_ns_copy_req_done(uct_cuda_ipc_ns_copies_t *copies,
     uct_cuda_ipc_ns_copy_sent_t *sent;
 
     if ((status == UCS_OK) && req->carried_fd) {
-        if (uct_cuda_ipc_ns_copy_sent_find(session, &req->buf) == NULL) {
-            uct_cuda_ipc_ns_copy_sent_add(session, &req->buf);
+        if (uct_cuda_ipc_ns_copy_op_sent_find(session, &req->buf) == NULL) {
+            uct_cuda_ipc_ns_copy_op_sent_add(session, &req->buf);
         }
     } else if (status == UCS_ERR_UNSUPPORTED) {
         /* NO_BUFFER: whatever we thought, the owner does not hold it */
-        sent = uct_cuda_ipc_ns_copy_sent_find(session, &req->buf);
+        sent = uct_cuda_ipc_ns_copy_op_sent_find(session, &req->buf);
         if (sent != NULL) {
             *sent = session->sent[--session->num_sent];
         }
@@ -127,12 +143,12 @@ static unsigned uct_cuda_ipc_ns_copy_session_free(uct_cuda_ipc_ns_copies_t *copi
     ucs_list_for_each_safe(req, tmp, &session->reqs, list) {
         count += uct_cuda_ipc_ns_copy_req_done(copies, session, req, status);
     }
-    count += uct_cuda_ipc_ns_staging_close(copies, session, status);
+    count += uct_cuda_ipc_ns_staged_close(copies, session, status);
 
     if (session->send_status != UCS_OK) {
         --copies->outstanding; /* the session to end (copy_send) */
     }
-    uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 0);
+    uct_cuda_ipc_ns_copy_op_wakeup(copies, session, 0);
     close(session->sock);
     ucs_list_del(&session->list);
     ucs_free(session);
@@ -168,20 +184,20 @@ static unsigned uct_cuda_ipc_ns_copy_session_fail(uct_cuda_ipc_ns_copies_t *copi
     }
 
     ucs_list_for_each(req, &session->reqs, list) {
-        if (req->op->ep != NULL) {
-            copies->ep_failed(req->op->ep->owner);
+        if (req->op->super.list != NULL) {
+            copies->ep_failed(req->op->super.list);
         }
     }
     ucs_list_for_each(ring, &session->rings, list) {
         for (i = 0; i < ring->staging.num_slots; ++i) {
             op = ring->slots[i].op;
-            if ((op != NULL) && (op->ep != NULL)) {
-                copies->ep_failed(op->ep->owner);
+            if ((op != NULL) && (op->super.list != NULL)) {
+                copies->ep_failed(op->super.list);
             }
         }
         ucs_list_for_each(op, &ring->waiting, queue) {
-            if (op->ep != NULL) {
-                copies->ep_failed(op->ep->owner);
+            if (op->super.list != NULL) {
+                copies->ep_failed(op->super.list);
             }
         }
     }
@@ -200,6 +216,7 @@ void uct_cuda_ipc_ns_copies_cleanup(uct_cuda_ipc_ns_copies_t *copies)
                                                 UCS_ERR_CANCELED);
     }
     close(copies->wakeup_fd);
+    ucs_mpool_cleanup(&copies->op_mp, 1);
 }
 
 
@@ -303,20 +320,22 @@ static ucs_status_t uct_cuda_ipc_ns_copy_local(const void *ptr, size_t length,
 
     local->base   = base;
     local->size   = size;
-    local->buf_id = attr.alloc_id;
-    local->memfd  = -1;
+    local->buf_id  = attr.alloc_id;
+    local->ops     = &uct_cuda_ipc_ns_staging_vmm_ops;
+    local->staging = NULL;
     *device_p     = attr.device;
     return UCS_OK;
 }
 
 
-/* The staging ring, in pinned host memory (@a on_host) or not, for a local
- * buffer on @a device (-1: host memory) in the session with the owner of
- * @a key; the session and the ring are opened on first use */
+/* The staging ring, in memory of @a ops, for a local buffer on @a device
+ * (-1: host memory) in the session with the owner of @a key; the session
+ * and the ring are opened on first use */
 static ucs_status_t
 uct_cuda_ipc_ns_copy_ring_get(uct_cuda_ipc_ns_copies_t *copies,
                               const uct_cuda_ipc_ns_rkey_info_t *key,
-                              int on_host, int device,
+                              const uct_cuda_ipc_ns_staging_ops_t *ops,
+                              int device,
                               uct_cuda_ipc_ns_copy_ring_t **ring_p)
 {
     uct_cuda_ipc_ns_copy_session_t *session;
@@ -326,13 +345,13 @@ uct_cuda_ipc_ns_copy_ring_get(uct_cuda_ipc_ns_copies_t *copies,
     if (status != UCS_OK) {
         return status;
     }
-    return uct_cuda_ipc_ns_staging_ring_get(copies, session, on_host, device,
+    return uct_cuda_ipc_ns_staged_ring_get(copies, session, ops, device,
                                             ring_p);
 }
 
 
 ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
-                                            uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                            uct_cuda_ipc_ns_op_list_t *ops,
                                             const uct_cuda_ipc_ns_rkey_info_t *key,
                                             int owner_gpu_usable,
                                             const void *buffer, size_t length,
@@ -346,7 +365,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
 
     status = uct_cuda_ipc_ns_copy_ring_get(
             copies, key,
-            uct_cuda_ipc_ns_staged_on_host(copies, owner_gpu_usable),
+            uct_cuda_ipc_ns_staged_ring_ops(copies, owner_gpu_usable),
             (uct_cuda_ipc_ns_ptr_attr_get(buffer, &attr) == UCS_OK) ?
             attr.device : -1, &ring);
     if (status != UCS_OK) {
@@ -367,7 +386,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    op = uct_cuda_ipc_ns_copy_op_new(copy_ep, key, remote_addr - key->base,
+    op = uct_cuda_ipc_ns_copy_op_new(copies, key, remote_addr - key->base,
                                      1, NULL);
     if (op == NULL) {
         return UCS_ERR_NO_MEMORY;
@@ -376,14 +395,14 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
     op->elems[0].ptr     = (char*)buffer;
     op->elems[0].length  = length;
     op->num_elems        = 1;
-    status = uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, ring, op);
+    status = uct_cuda_ipc_ns_staged_op_start(copies, ops, ring, op);
     /* the owner's copies complete later: flush waits for them */
     return (status == UCS_INPROGRESS) ? UCS_OK : status;
 }
 
 
 ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
-                                               uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                               uct_cuda_ipc_ns_op_list_t *ops,
                                                const uct_cuda_ipc_ns_rkey_info_t *key,
                                                int owner_gpu_usable,
                                                size_t length,
@@ -397,13 +416,13 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
 
     status = uct_cuda_ipc_ns_copy_ring_get(
             copies, key,
-            uct_cuda_ipc_ns_staged_on_host(copies, owner_gpu_usable), -1,
+            uct_cuda_ipc_ns_staged_ring_ops(copies, owner_gpu_usable), -1,
             &ring);
     if (status != UCS_OK) {
         return status;
     }
 
-    op = uct_cuda_ipc_ns_copy_op_new(copy_ep, key, remote_addr - key->base,
+    op = uct_cuda_ipc_ns_copy_op_new(copies, key, remote_addr - key->base,
                                      0, comp);
     if (op == NULL) {
         return UCS_ERR_NO_MEMORY;
@@ -412,7 +431,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
     if (op->bounce == NULL) {
         ucs_error("cuda_ipc_ns: failed to allocate %zu bytes for a get bcopy",
                   length);
-        ucs_free(op);
+        uct_cuda_ipc_ns_copy_op_free(op);
         return UCS_ERR_NO_MEMORY;
     }
     op->unpack_cb       = unpack_cb;
@@ -420,12 +439,91 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
     op->elems[0].ptr    = op->bounce;
     op->elems[0].length = length;
     op->num_elems       = 1;
-    return uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, ring, op);
+    return uct_cuda_ipc_ns_staged_op_start(copies, ops, ring, op);
+}
+
+
+/*
+ * Every local element of @a op as the owner would map it, into @a locals,
+ * checked before anything is sent: *staged_p set when the owner cannot
+ * map one (it goes through the staging ring), *device_p their one device
+ * (-1: host memory only)
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_copies_locals(const uct_cuda_ipc_ns_copy_op_t *op,
+                              uct_cuda_ipc_ns_copy_local_t *locals,
+                              int *staged_p, int *device_p)
+{
+    int device = -1, elem_device;
+    ucs_status_t status;
+    unsigned elem;
+
+    for (elem = 0; elem < op->num_elems; ++elem) {
+        status = uct_cuda_ipc_ns_copy_local(op->elems[elem].ptr,
+                                            op->elems[elem].length,
+                                            &locals[elem], &elem_device);
+        if (status == UCS_ERR_UNSUPPORTED) {
+            *staged_p = 1; /* the owner cannot map it */
+        } else if (status != UCS_OK) {
+            return status;
+        }
+        if (elem_device < 0) {
+            continue;
+        } else if ((device >= 0) && (elem_device != device)) {
+            ucs_error("cuda_ipc_ns: a copy by the owner takes local elements "
+                      "of one device (%d and %d here)", device, elem_device);
+            return UCS_ERR_UNSUPPORTED;
+        }
+        device = elem_device;
+    }
+
+    *device_p = device;
+    return UCS_OK;
+}
+
+
+/*
+ * One request per local element of @a op to @a session: UCS_INPROGRESS
+ * once some went (the op completes with the error of the rest once they
+ * are answered), else the error, and the op is the caller's to free
+ */
+static ucs_status_t
+uct_cuda_ipc_ns_copies_send_all(uct_cuda_ipc_ns_copies_t *copies,
+                                uct_cuda_ipc_ns_copy_session_t *session,
+                                uct_cuda_ipc_ns_op_list_t *ops,
+                                uct_cuda_ipc_ns_copy_op_t *op,
+                                const uct_cuda_ipc_ns_copy_local_t *locals)
+{
+    uint64_t offset     = op->offset;
+    ucs_status_t status = UCS_OK;
+    unsigned elem;
+
+    for (elem = 0; elem < op->num_elems; ++elem) {
+        status = uct_cuda_ipc_ns_copy_op_send(copies, session, &locals[elem],
+                                              op->elems[elem].ptr,
+                                              op->elems[elem].length, offset,
+                                              op, NULL);
+        if (status != UCS_OK) {
+            break;
+        }
+        offset += op->elems[elem].length;
+    }
+
+    if (op->unanswered == 0) {
+        /* nothing went; a full socket: later */
+        return (status == UCS_ERR_TIMED_OUT) ? UCS_ERR_NO_RESOURCE : status;
+    }
+
+    /* some went: the op completes with the error once they are answered */
+    op->status = status;
+    uct_cuda_ipc_ns_op_list_add(ops, &op->super);
+    uct_cuda_ipc_ns_copy_op_wakeup(copies, session, 1);
+    return UCS_INPROGRESS;
 }
 
 
 ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
-                                         uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                         uct_cuda_ipc_ns_op_list_t *ops,
                                          const uct_cuda_ipc_ns_rkey_info_t *key,
                                          int owner_gpu_usable,
                                          const uct_iov_t *iov, size_t iovcnt,
@@ -436,13 +534,11 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
     uct_cuda_ipc_ns_copy_session_t *session;
     uct_cuda_ipc_ns_copy_ring_t *ring;
     uct_cuda_ipc_ns_copy_op_t *op;
-    int device = -1, elem_device;
-    uint64_t offset;
+    const uct_cuda_ipc_ns_staging_ops_t *ring_ops;
     ucs_status_t status;
-    unsigned elem;
-    int on_host, staged;
+    int device, staged;
 
-    op = uct_cuda_ipc_ns_copy_op_new(copy_ep, key, remote_addr - key->base,
+    op = uct_cuda_ipc_ns_copy_op_new(copies, key, remote_addr - key->base,
                                      is_put, comp);
     if (op == NULL) {
         return UCS_ERR_NO_MEMORY;
@@ -454,37 +550,21 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
     }
 
     /* through pinned host memory, the owner maps none of ours */
-    on_host = uct_cuda_ipc_ns_staged_on_host(copies, owner_gpu_usable);
-    staged  = on_host;
+    ring_ops = uct_cuda_ipc_ns_staged_ring_ops(copies, owner_gpu_usable);
+    staged   = !ring_ops->owner_maps_buffers;
 
-    /* every element is checked before anything is sent */
-    for (elem = 0; elem < op->num_elems; ++elem) {
-        status = uct_cuda_ipc_ns_copy_local(op->elems[elem].ptr,
-                                            op->elems[elem].length,
-                                            &locals[elem], &elem_device);
-        if (status == UCS_ERR_UNSUPPORTED) {
-            staged = 1; /* the owner cannot map it */
-        } else if (status != UCS_OK) {
-            goto err_free_op;
-        }
-        if (elem_device < 0) {
-            continue;
-        } else if ((device >= 0) && (elem_device != device)) {
-            ucs_error("cuda_ipc_ns: a copy by the owner takes local elements "
-                      "of one device (%d and %d here)", device, elem_device);
-            status = UCS_ERR_UNSUPPORTED;
-            goto err_free_op;
-        }
-        device = elem_device;
+    status = uct_cuda_ipc_ns_copies_locals(op, locals, &staged, &device);
+    if (status != UCS_OK) {
+        goto err_free_op;
     }
 
     if (staged) {
-        status = uct_cuda_ipc_ns_copy_ring_get(copies, key, on_host, device,
+        status = uct_cuda_ipc_ns_copy_ring_get(copies, key, ring_ops, device,
                                                &ring);
         if (status != UCS_OK) {
             goto err_free_op;
         }
-        return uct_cuda_ipc_ns_staged_op_start(copies, copy_ep, ring, op);
+        return uct_cuda_ipc_ns_staged_op_start(copies, ops, ring, op);
     }
 
     status = uct_cuda_ipc_ns_copy_session_get(copies, key, &session);
@@ -499,33 +579,14 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
         goto err_free_op;
     }
 
-    offset = op->offset;
-    for (elem = 0; elem < op->num_elems; ++elem) {
-        status = uct_cuda_ipc_ns_copy_send(copies, session, &locals[elem],
-                                           op->elems[elem].ptr,
-                                           op->elems[elem].length, offset, op,
-                                           NULL);
-        if (status != UCS_OK) {
-            break;
-        }
-        offset += op->elems[elem].length;
+    status = uct_cuda_ipc_ns_copies_send_all(copies, session, ops, op,
+                                             locals);
+    if (status == UCS_INPROGRESS) {
+        return status;
     }
-
-    if (op->unanswered == 0) {
-        /* nothing went; a full socket: later */
-        ucs_free(op);
-        return (status == UCS_ERR_TIMED_OUT) ? UCS_ERR_NO_RESOURCE : status;
-    }
-
-    /* some went: the op completes with the error once they are answered */
-    op->status = status;
-    op->seq    = ++copy_ep->seq;
-    ucs_list_add_tail(&copy_ep->ops, &op->ep_elem);
-    uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 1);
-    return UCS_INPROGRESS;
 
 err_free_op:
-    ucs_free(op);
+    uct_cuda_ipc_ns_copy_op_free(op);
     return status;
 }
 
@@ -599,7 +660,7 @@ unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copies_t *copies)
             continue;
         }
         if (session->num_reqs == 0) {
-            uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 0);
+            uct_cuda_ipc_ns_copy_op_wakeup(copies, session, 0);
         }
     }
 

@@ -4,8 +4,8 @@
  * owner cannot map: legacy cudaMalloc memory, VMM memory without a POSIX-fd
  * handle type, host memory, and the short and bcopy puts and gets.
  */
-#ifndef UCT_CUDA_IPC_NS_COPY_STAGED_H
-#define UCT_CUDA_IPC_NS_COPY_STAGED_H
+#ifndef UCT_CUDA_IPC_NS_STAGED_H
+#define UCT_CUDA_IPC_NS_STAGED_H
 
 #include "cuda_ipc_ns_copy_op.h"
 
@@ -28,36 +28,38 @@ unsigned uct_cuda_ipc_ns_staged_retry(uct_cuda_ipc_ns_copies_t *copies,
  * ops waiting for a slot complete with it, and the ring goes. Returns the
  * ops completed.
  */
-unsigned uct_cuda_ipc_ns_staging_close(uct_cuda_ipc_ns_copies_t *copies,
+unsigned uct_cuda_ipc_ns_staged_close(uct_cuda_ipc_ns_copies_t *copies,
                                        uct_cuda_ipc_ns_copy_session_t *session,
                                        ucs_status_t status);
 
-/* Whether copies of memory on the owner's GPU stage through pinned host
- * memory: that GPU is not one we can use (@a owner_gpu_usable, asked once
- * when the key was unpacked), or the configuration says so */
-static inline int
-uct_cuda_ipc_ns_staged_on_host(const uct_cuda_ipc_ns_copies_t *copies,
-                               int owner_gpu_usable)
+/* The memory copies of memory on the owner's GPU stage through: pinned
+ * host memory when that GPU is not one we can use (@a owner_gpu_usable,
+ * asked once when the key was unpacked), or the configuration says so */
+static inline const uct_cuda_ipc_ns_staging_ops_t *
+uct_cuda_ipc_ns_staged_ring_ops(const uct_cuda_ipc_ns_copies_t *copies,
+                                int owner_gpu_usable)
 {
     switch (copies->staging_kind) {
     case UCT_CUDA_IPC_NS_STAGING_HOST:
-        return 1;
+        return &uct_cuda_ipc_ns_staging_host_ops;
     case UCT_CUDA_IPC_NS_STAGING_DEVICE:
-        return 0;
+        return &uct_cuda_ipc_ns_staging_vmm_ops;
     default:
         /* the owner could not map a ring on our GPU either: pods usually
          * get GPUs of their own (docs/owner-copies.md) */
-        return !owner_gpu_usable;
+        return owner_gpu_usable ? &uct_cuda_ipc_ns_staging_vmm_ops :
+               &uct_cuda_ipc_ns_staging_host_ops;
     }
 }
 
-/* The ring of @a session in pinned host (@a is_host) or device memory for
- * a local buffer on @a device (-1: host memory, any device's ring serves
- * it), opened (on device 0 for host memory) if it has none */
+/* The ring of @a session in memory of @a ops for a local buffer on
+ * @a device (-1: host memory, any device's ring serves it), opened (on
+ * device 0 for host memory) if it has none */
 ucs_status_t
-uct_cuda_ipc_ns_staging_ring_get(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_staged_ring_get(uct_cuda_ipc_ns_copies_t *copies,
                                  uct_cuda_ipc_ns_copy_session_t *session,
-                                 int is_host, int device,
+                                 const uct_cuda_ipc_ns_staging_ops_t *ops,
+                                 int device,
                                  uct_cuda_ipc_ns_copy_ring_t **ring_p);
 
 /*
@@ -69,7 +71,7 @@ uct_cuda_ipc_ns_staging_ring_get(uct_cuda_ipc_ns_copies_t *copies,
  */
 ucs_status_t
 uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
-                                uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                uct_cuda_ipc_ns_op_list_t *ops,
                                 uct_cuda_ipc_ns_copy_ring_t *ring,
                                 uct_cuda_ipc_ns_copy_op_t *op);
 

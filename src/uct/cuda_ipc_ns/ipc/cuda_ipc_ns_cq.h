@@ -12,58 +12,40 @@
  * and its event to the pool. For blocking waits an eventfd is signalled by a
  * host function that arm() enqueues behind the work of each busy stream.
  */
-#ifndef UCT_CUDA_IPC_NS_STREAM_H
-#define UCT_CUDA_IPC_NS_STREAM_H
+#ifndef UCT_CUDA_IPC_NS_CQ_H
+#define UCT_CUDA_IPC_NS_CQ_H
 
 #include "cuda_ipc_ns_cache.h"
+#include "cuda_ipc_ns_op.h"
 
 #include <uct/api/uct.h>
-#include <ucs/datastruct/list.h>
 #include <ucs/datastruct/mpool.h>
 #include <ucs/datastruct/queue_types.h>
 #include <cuda.h>
 
 
-typedef struct uct_cuda_ipc_ns_stream uct_cuda_ipc_ns_stream_t;
+typedef struct uct_cuda_ipc_ns_cq_stream uct_cuda_ipc_ns_cq_stream_t;
 
 
-/* What the completion queue keeps of one endpoint (embedded in it): its
- * copies in flight in post order, and its flushes waiting for them */
-typedef struct uct_cuda_ipc_ns_cq_ep {
-    ucs_list_link_t  ops;     /* uct_cuda_ipc_ns_op_t, post order */
-    ucs_queue_head_t flush_q; /* uct_cuda_ipc_ns_flush_req_t, post order */
-    uint64_t         seq;     /* ops posted */
-} uct_cuda_ipc_ns_cq_ep_t;
-
-
-/* One copy in flight */
-typedef struct uct_cuda_ipc_ns_op {
+/* One copy in flight on a stream (an op of STREAM kind) */
+typedef struct uct_cuda_ipc_ns_cq_op {
+    /* first: ucs_queue_for_each_extract() takes the element of an empty
+     * queue's NULL head, at no offset */
     ucs_queue_elem_t              queue;    /* in its stream's queue */
-    ucs_list_link_t               ep_elem;  /* in its endpoint's list */
-    uct_cuda_ipc_ns_cq_ep_t       *ep;      /* NULL once the ep is gone */
+    uct_cuda_ipc_ns_op_t          super;
     uct_cuda_ipc_ns_region_t      *region;  /* pinned until completion, or
                                              * NULL: a copy within our memory */
     /* an op over several allocations of a registration: the regions after
      * the first, pinned until completion; owned by the op (ucs_free) */
     uct_cuda_ipc_ns_region_t      **more_regions;
     unsigned                      num_more_regions;
-    uct_completion_t              *comp;    /* user's, may be NULL */
-    uint64_t                      seq;      /* endpoint post order */
-    uct_cuda_ipc_ns_stream_t      *stream;
+    uct_cuda_ipc_ns_cq_stream_t   *stream;
     CUevent                       event;
     CUcontext                     event_ctx; /* context the event belongs to */
-} uct_cuda_ipc_ns_op_t;
+} uct_cuda_ipc_ns_cq_op_t;
 
 
-/* An ep_flush with a completion, waiting for the ops posted before it */
-typedef struct uct_cuda_ipc_ns_flush_req {
-    ucs_queue_elem_t queue;
-    uct_completion_t *comp;
-    uint64_t         seq;  /* last op it waits for */
-} uct_cuda_ipc_ns_flush_req_t;
-
-
-struct uct_cuda_ipc_ns_stream {
+struct uct_cuda_ipc_ns_cq_stream {
     CUcontext        ctx;
     uint8_t          remote_uuid[UCT_CUDA_IPC_NS_UUID_SIZE];
     CUstream         stream;
@@ -90,11 +72,11 @@ typedef struct uct_cuda_ipc_ns_cq {
     unsigned                     max_poll;
     unsigned                     max_ops;     /* events in flight */
     unsigned                     num_ops;
-    uct_cuda_ipc_ns_stream_t     **streams;
+    uct_cuda_ipc_ns_cq_stream_t     **streams;
     unsigned                     num_streams;
     ucs_list_link_t              active;      /* streams with queued ops */
     ucs_mpool_t                  op_mp;
-    ucs_mpool_t                  flush_mp;    /* uct_cuda_ipc_ns_flush_req_t */
+    ucs_mpool_t                  flush_mp;    /* of the endpoints' op lists */
     uct_cuda_ipc_ns_cq_wakeup_t  *wakeup;      /* its fd: the iface's event fd */
     int                          armed;       /* a waiter sleeps on the fd */
 } uct_cuda_ipc_ns_cq_t;
@@ -108,45 +90,25 @@ ucs_status_t uct_cuda_ipc_ns_cq_init(uct_cuda_ipc_ns_cq_t *cq,
 void uct_cuda_ipc_ns_cq_cleanup(uct_cuda_ipc_ns_cq_t *cq);
 
 
-void uct_cuda_ipc_ns_cq_ep_init(uct_cuda_ipc_ns_cq_ep_t *cq_ep);
-
-/**
- * The endpoint is going away: its copies finish (their mappings stay pinned
- * until then) but nobody is told, and its waiting flushes are dropped, as
- * UCT discards what is outstanding on a destroyed endpoint.
- */
-void uct_cuda_ipc_ns_cq_ep_cleanup(uct_cuda_ipc_ns_cq_t *cq,
-                                   uct_cuda_ipc_ns_cq_ep_t *cq_ep);
-
-/**
- * Flush of one endpoint: UCS_OK when none of its copies is in flight, else
- * UCS_INPROGRESS, and @a comp (if not NULL) is called once the copies posted
- * so far have completed; UCS_ERR_NO_MEMORY when it cannot be queued.
- */
-ucs_status_t uct_cuda_ipc_ns_cq_ep_flush(uct_cuda_ipc_ns_cq_t *cq,
-                                         uct_cuda_ipc_ns_cq_ep_t *cq_ep,
-                                         uct_completion_t *comp);
-
-
 /**
  * The stream for copies between context @a ctx (current on this thread) and
  * remote device @a remote_uuid, created on first use.
  */
 ucs_status_t uct_cuda_ipc_ns_cq_stream(uct_cuda_ipc_ns_cq_t *cq, CUcontext ctx,
                                        const uint8_t *remote_uuid,
-                                       uct_cuda_ipc_ns_stream_t **stream_p);
+                                       uct_cuda_ipc_ns_cq_stream_t **stream_p);
 
 
 /** An op descriptor, or NULL when max_events ops are in flight */
-static inline uct_cuda_ipc_ns_op_t *uct_cuda_ipc_ns_cq_op_get(uct_cuda_ipc_ns_cq_t *cq)
+static inline uct_cuda_ipc_ns_cq_op_t *uct_cuda_ipc_ns_cq_op_get(uct_cuda_ipc_ns_cq_t *cq)
 {
-    uct_cuda_ipc_ns_op_t *op;
+    uct_cuda_ipc_ns_cq_op_t *op;
 
     if (cq->num_ops >= cq->max_ops) {
         return NULL;
     }
 
-    op = (uct_cuda_ipc_ns_op_t*)ucs_mpool_get(&cq->op_mp);
+    op = (uct_cuda_ipc_ns_cq_op_t*)ucs_mpool_get(&cq->op_mp);
     if (op != NULL) {
         ++cq->num_ops;
     }
@@ -154,7 +116,7 @@ static inline uct_cuda_ipc_ns_op_t *uct_cuda_ipc_ns_cq_op_get(uct_cuda_ipc_ns_cq
 }
 
 static inline void uct_cuda_ipc_ns_cq_op_put(uct_cuda_ipc_ns_cq_t *cq,
-                                             uct_cuda_ipc_ns_op_t *op)
+                                             uct_cuda_ipc_ns_cq_op_t *op)
 {
     --cq->num_ops;
     ucs_mpool_put(op);
@@ -168,26 +130,22 @@ static inline int uct_cuda_ipc_ns_cq_has_resources(const uct_cuda_ipc_ns_cq_t *c
 
 /**
  * Record the op's event on @a stream behind the copies just enqueued there
- * (the stream's context current) and queue the op for completion: from then
- * on the queue owns it, its pinned @a region and @a comp. On failure the
- * copies are waited for, so the caller may release what they use.
+ * (the stream's context current) and queue the op for completion, last in
+ * @a list: from then on the queue owns it, its pinned @a region and
+ * @a comp. On failure the copies are waited for, so the caller may release
+ * what they use.
  */
 ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
-                                     uct_cuda_ipc_ns_cq_ep_t *cq_ep,
-                                     uct_cuda_ipc_ns_op_t *op,
-                                     uct_cuda_ipc_ns_stream_t *stream,
+                                     uct_cuda_ipc_ns_op_list_t *list,
+                                     uct_cuda_ipc_ns_cq_op_t *op,
+                                     uct_cuda_ipc_ns_cq_stream_t *stream,
                                      uct_cuda_ipc_ns_region_t *region,
                                      uct_completion_t *comp);
 
 
 /** Make @a stream wait for the op's event (fences across streams) */
-ucs_status_t uct_cuda_ipc_ns_cq_wait_op(uct_cuda_ipc_ns_stream_t *stream,
-                                        const uct_cuda_ipc_ns_op_t *op);
-
-
-/* Unpin @a count regions and free their array (op->more_regions) */
-void uct_cuda_ipc_ns_cq_unpin_regions(uct_cuda_ipc_ns_region_t **regions,
-                                      unsigned count);
+ucs_status_t uct_cuda_ipc_ns_cq_wait_op(uct_cuda_ipc_ns_cq_stream_t *stream,
+                                        const uct_cuda_ipc_ns_cq_op_t *op);
 
 
 /** Complete up to max_poll finished ops; returns how many */

@@ -1,5 +1,5 @@
 /*
- * cuda_ipc_ns: staged ops (see cuda_ipc_ns_copy_staged.h,
+ * cuda_ipc_ns: staged ops (see cuda_ipc_ns_staged.h,
  * docs/owner-copies.md, "The staging ring").
  *
  * A chunk holds a slot from the moment it is issued until its last copy
@@ -15,7 +15,7 @@
 #  include "config.h"
 #endif
 
-#include "cuda_ipc_ns_copy_staged.h"
+#include "cuda_ipc_ns_staged.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_driver.h"
 
@@ -46,7 +46,7 @@ static unsigned uct_cuda_ipc_ns_staged_op_check(uct_cuda_ipc_ns_copies_t *copies
     }
 
     if (op->bounce != NULL) {
-        if ((op->status == UCS_OK) && (op->ep != NULL)) {
+        if ((op->status == UCS_OK) && (op->super.list != NULL)) {
             op->unpack_cb(op->unpack_arg, op->bounce, op->elems[0].length);
         }
         ucs_free(op->bounce);
@@ -96,7 +96,7 @@ uct_cuda_ipc_ns_staged_copy(uct_cuda_ipc_ns_copies_t *copies,
                                                         slot->index);
     CUdeviceptr local    = (CUdeviceptr)slot->local;
     int is_put           = slot->op->is_put;
-    uct_cuda_ipc_ns_op_t *cq_op;
+    uct_cuda_ipc_ns_cq_op_t *cq_op;
     ucs_status_t status;
     int pushed;
 
@@ -119,7 +119,7 @@ uct_cuda_ipc_ns_staged_copy(uct_cuda_ipc_ns_copies_t *copies,
         slot->comp.func   = uct_cuda_ipc_ns_staged_copied;
         slot->comp.count  = 1;
         slot->comp.status = UCS_OK;
-        status = uct_cuda_ipc_ns_cq_post(copies->cq, &ring->cq_ep, cq_op,
+        status = uct_cuda_ipc_ns_cq_post(copies->cq, &ring->ops, cq_op,
                                          ring->stream, NULL, &slot->comp);
     }
     uct_cuda_ipc_ns_ctx_pop(pushed);
@@ -178,17 +178,17 @@ uct_cuda_ipc_ns_staged_send(uct_cuda_ipc_ns_copies_t *copies,
     uct_cuda_ipc_ns_copy_local_t local;
     ucs_status_t status;
 
-    local.base   = staging->base;
-    local.size   = staging->size;
-    local.buf_id = staging->buf_id;
-    local.memfd  = uct_cuda_ipc_ns_staging_is_host(staging) ?
-                   staging->host.fd : -1;
-    status = uct_cuda_ipc_ns_copy_send(
+    local.base    = staging->base;
+    local.size    = staging->size;
+    local.buf_id  = staging->buf_id;
+    local.ops     = staging->ops;
+    local.staging = staging;
+    status = uct_cuda_ipc_ns_copy_op_send(
             copies, session, &local,
             (void*)uct_cuda_ipc_ns_staging_slot(staging, slot->index),
             slot->length, slot->offset, op, slot);
     if (status == UCS_OK) {
-        uct_cuda_ipc_ns_copy_session_wakeup(copies, session, 1);
+        uct_cuda_ipc_ns_copy_op_wakeup(copies, session, 1);
     }
     return status;
 }
@@ -364,9 +364,10 @@ unsigned uct_cuda_ipc_ns_staged_retry(uct_cuda_ipc_ns_copies_t *copies,
 /* A new ring of @a session, on @a device (in its primary context: the ring
  * outlives any context of the application's), with its stream */
 static ucs_status_t
-uct_cuda_ipc_ns_staging_ring_open(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_staged_ring_open(uct_cuda_ipc_ns_copies_t *copies,
                                   uct_cuda_ipc_ns_copy_session_t *session,
-                                  int device, int is_host,
+                                  int device,
+                                  const uct_cuda_ipc_ns_staging_ops_t *ops,
                                   uct_cuda_ipc_ns_copy_ring_t **ring_p)
 {
     /* the ring's copies are within one device: a stream of their own */
@@ -385,7 +386,7 @@ uct_cuda_ipc_ns_staging_ring_open(uct_cuda_ipc_ns_copies_t *copies,
         return UCS_ERR_NO_MEMORY;
     }
 
-    status = uct_cuda_ipc_ns_staging_alloc(device, is_host,
+    status = uct_cuda_ipc_ns_staging_alloc(ops, device,
                                            copies->staging_slots,
                                            copies->staging_slot_size,
                                            &ring->staging);
@@ -413,7 +414,7 @@ uct_cuda_ipc_ns_staging_ring_open(uct_cuda_ipc_ns_copies_t *copies,
     ring->free_slots  = ring->staging.num_slots;
     ring->retry_slots = 0;
     ucs_list_head_init(&ring->waiting);
-    uct_cuda_ipc_ns_cq_ep_init(&ring->cq_ep);
+    uct_cuda_ipc_ns_op_list_init(&ring->ops, NULL);
     ucs_list_add_tail(&session->rings, &ring->list);
     /* its memory was logged by uct_cuda_ipc_ns_staging_alloc() */
     ucs_debug("cuda_ipc_ns: staging ring at 0x%llx opened for pid %u's session",
@@ -433,7 +434,7 @@ err_free_ring:
  * are waited for: the memory is freed after), its waiting ops complete
  * with it. Returns the ops completed. */
 static unsigned
-uct_cuda_ipc_ns_staging_ring_close(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_staged_ring_close(uct_cuda_ipc_ns_copies_t *copies,
                                    uct_cuda_ipc_ns_copy_ring_t *ring,
                                    ucs_status_t status)
 {
@@ -451,7 +452,7 @@ uct_cuda_ipc_ns_staging_ring_close(uct_cuda_ipc_ns_copies_t *copies,
         uct_cuda_ipc_ns_ctx_pop(pushed);
     }
     /* their completion queue ops complete unseen */
-    uct_cuda_ipc_ns_cq_ep_cleanup(copies->cq, &ring->cq_ep);
+    uct_cuda_ipc_ns_op_list_cleanup(&ring->ops);
 
     for (i = 0; i < ring->staging.num_slots; ++i) {
         if (ring->slots[i].state != UCT_CUDA_IPC_NS_SLOT_FREE) {
@@ -474,7 +475,7 @@ uct_cuda_ipc_ns_staging_ring_close(uct_cuda_ipc_ns_copies_t *copies,
 }
 
 
-unsigned uct_cuda_ipc_ns_staging_close(uct_cuda_ipc_ns_copies_t *copies,
+unsigned uct_cuda_ipc_ns_staged_close(uct_cuda_ipc_ns_copies_t *copies,
                                        uct_cuda_ipc_ns_copy_session_t *session,
                                        ucs_status_t status)
 {
@@ -482,22 +483,23 @@ unsigned uct_cuda_ipc_ns_staging_close(uct_cuda_ipc_ns_copies_t *copies,
     unsigned count = 0;
 
     ucs_list_for_each_safe(ring, tmp, &session->rings, list) {
-        count += uct_cuda_ipc_ns_staging_ring_close(copies, ring, status);
+        count += uct_cuda_ipc_ns_staged_ring_close(copies, ring, status);
     }
     return count;
 }
 
 
 ucs_status_t
-uct_cuda_ipc_ns_staging_ring_get(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_staged_ring_get(uct_cuda_ipc_ns_copies_t *copies,
                                  uct_cuda_ipc_ns_copy_session_t *session,
-                                 int is_host, int device,
+                                 const uct_cuda_ipc_ns_staging_ops_t *ops,
+                                 int device,
                                  uct_cuda_ipc_ns_copy_ring_t **ring_p)
 {
     uct_cuda_ipc_ns_copy_ring_t *ring;
 
     ucs_list_for_each(ring, &session->rings, list) {
-        if ((uct_cuda_ipc_ns_staging_is_host(&ring->staging) == is_host) &&
+        if ((ring->staging.ops == ops) &&
             ((device < 0) || (ring->staging.device == device))) {
             *ring_p = ring;
             return UCS_OK;
@@ -505,9 +507,9 @@ uct_cuda_ipc_ns_staging_ring_get(uct_cuda_ipc_ns_copies_t *copies,
     }
 
     /* host memory of ours: a ring on device 0 serves it as well as any */
-    return uct_cuda_ipc_ns_staging_ring_open(copies, session,
+    return uct_cuda_ipc_ns_staged_ring_open(copies, session,
                                              (device >= 0) ? device : 0,
-                                             is_host, ring_p);
+                                             ops, ring_p);
 }
 
 
@@ -540,16 +542,15 @@ uct_cuda_ipc_ns_staged_chunk(const uct_cuda_ipc_ns_copy_ring_t *ring,
 
 ucs_status_t
 uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
-                                uct_cuda_ipc_ns_copy_ep_t *copy_ep,
+                                uct_cuda_ipc_ns_op_list_t *ops,
                                 uct_cuda_ipc_ns_copy_ring_t *ring,
                                 uct_cuda_ipc_ns_copy_op_t *op)
 {
     ucs_status_t status;
 
     op->chunk   = uct_cuda_ipc_ns_staged_chunk(ring, op);
-    op->seq     = ++copy_ep->seq;
     op->posting = 1; /* it completes only after its post returned */
-    ucs_list_add_tail(&copy_ep->ops, &op->ep_elem);
+    uct_cuda_ipc_ns_op_list_add(ops, &op->super);
     ++copies->outstanding;
     ucs_list_add_tail(&ring->waiting, &op->queue);
     op->in_queue = 1;
@@ -561,9 +562,9 @@ uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
     }
 
     status = op->status;
-    ucs_list_del(&op->ep_elem);
+    uct_cuda_ipc_ns_op_list_del(&op->super);
     --copies->outstanding;
     ucs_free(op->bounce);
-    ucs_free(op);
+    uct_cuda_ipc_ns_copy_op_free(op);
     return status;
 }

@@ -1,20 +1,22 @@
 /*
  * cuda_ipc_ns: the staging ring of a copy session (see
- * cuda_ipc_ns_copy_staging.h, docs/owner-copies.md).
+ * cuda_ipc_ns_staging.h, docs/owner-copies.md).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
 #endif
 
-#include "cuda_ipc_ns_copy_staging.h"
+#include "cuda_ipc_ns_staging.h"
 #include "cuda_ipc_ns_ctx.h"
 #include "cuda_ipc_ns_ptr.h"
 #include "cuda_ipc_ns_vmm.h"
+#include "cuda_ipc_ns_broker_proto.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/math.h>
 #include <ucs/sys/sys.h>
 #include <string.h>
+#include <unistd.h>
 
 
 const char *uct_cuda_ipc_ns_staging_kind_names[] = {
@@ -48,7 +50,8 @@ ucs_status_t uct_cuda_ipc_ns_staging_check_config(unsigned num_slots,
 
 /* The ring in pinned host memory; the device's context is current */
 static ucs_status_t
-uct_cuda_ipc_ns_staging_alloc_host(unsigned num_slots, size_t slot_size,
+uct_cuda_ipc_ns_staging_host_alloc(unsigned num_slots, size_t slot_size,
+                                   int device,
                                    uct_cuda_ipc_ns_staging_t *staging)
 {
     ucs_status_t status;
@@ -67,13 +70,118 @@ uct_cuda_ipc_ns_staging_alloc_host(unsigned num_slots, size_t slot_size,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_staging_alloc(int device, int is_host,
-                                           unsigned num_slots, size_t slot_size,
-                                           uct_cuda_ipc_ns_staging_t *staging)
+static void uct_cuda_ipc_ns_staging_host_free(uct_cuda_ipc_ns_staging_t *staging)
+{
+    uct_cuda_ipc_ns_host_mem_free(&staging->host);
+}
+
+
+/* The owner maps the host ring by its memfd */
+static ucs_status_t
+uct_cuda_ipc_ns_staging_host_export_fd(const uct_cuda_ipc_ns_staging_t *staging,
+                                       uint64_t base, int *fd_p)
+{
+    int fd = dup(staging->host.fd);
+
+    if (fd < 0) {
+        ucs_error("cuda_ipc_ns: dup of the host ring's memfd %d failed: %m",
+                  staging->host.fd);
+        return UCS_ERR_IO_ERROR;
+    }
+    *fd_p = fd;
+    return UCS_OK;
+}
+
+
+/* The ring in VMM memory of the device; its context is current */
+static ucs_status_t
+uct_cuda_ipc_ns_staging_vmm_alloc(unsigned num_slots, size_t slot_size,
+                                  int device,
+                                  uct_cuda_ipc_ns_staging_t *staging)
 {
     uct_cuda_ipc_ns_ptr_attr_t attr;
     uct_cuda_ipc_ns_vmm_t vmm;
     size_t granularity;
+    ucs_status_t status;
+
+    /* each slot starts on a granularity boundary */
+    status = uct_cuda_ipc_ns_vmm_granularity(device, &granularity);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    staging->slot_size = ucs_align_up(slot_size, granularity);
+    status = uct_cuda_ipc_ns_vmm_alloc(device, staging->slot_size * num_slots,
+                                       &vmm);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    /* the owner knows the ring by the id of its allocation, as any buffer */
+    status = uct_cuda_ipc_ns_ptr_attr_get((void*)vmm.ptr, &attr);
+    if (status != UCS_OK) {
+        ucs_error("cuda_ipc_ns: the staging ring 0x%llx is not known as device "
+                  "memory: %s", (unsigned long long)vmm.ptr,
+                  ucs_status_string(status));
+        (void)uct_cuda_ipc_ns_vmm_free(&vmm);
+        return status;
+    }
+
+    staging->handle    = vmm.handle;
+    staging->base      = vmm.ptr;
+    staging->size      = vmm.size;
+    staging->buf_id    = attr.alloc_id;
+    return UCS_OK;
+}
+
+
+static void uct_cuda_ipc_ns_staging_vmm_free(uct_cuda_ipc_ns_staging_t *staging)
+{
+    uct_cuda_ipc_ns_vmm_t vmm = {
+        .handle = staging->handle,
+        .ptr    = staging->base,
+        .size   = staging->size
+    };
+
+    (void)uct_cuda_ipc_ns_vmm_free(&vmm);
+}
+
+
+/* The owner maps VMM memory by a POSIX fd of its allocation, exported now */
+static ucs_status_t
+uct_cuda_ipc_ns_staging_vmm_export_fd(const uct_cuda_ipc_ns_staging_t *staging,
+                                      uint64_t base, int *fd_p)
+{
+    return uct_cuda_ipc_ns_ptr_export_fd(base, UCS_LOG_LEVEL_ERROR, fd_p);
+}
+
+
+const uct_cuda_ipc_ns_staging_ops_t uct_cuda_ipc_ns_staging_vmm_ops = {
+    .name               = "device",
+    .owner_maps_buffers = 1,
+    .buf_flags          = 0,
+    .alloc              = uct_cuda_ipc_ns_staging_vmm_alloc,
+    .free               = uct_cuda_ipc_ns_staging_vmm_free,
+    .export_fd          = uct_cuda_ipc_ns_staging_vmm_export_fd
+};
+
+
+const uct_cuda_ipc_ns_staging_ops_t uct_cuda_ipc_ns_staging_host_ops = {
+    .name               = "pinned host",
+    /* the owner maps none of ours: its GPU is not one we can use */
+    .owner_maps_buffers = 0,
+    .buf_flags          = UCT_CUDA_IPC_NS_COPY_BUF_HOST,
+    .alloc              = uct_cuda_ipc_ns_staging_host_alloc,
+    .free               = uct_cuda_ipc_ns_staging_host_free,
+    .export_fd          = uct_cuda_ipc_ns_staging_host_export_fd
+};
+
+
+ucs_status_t uct_cuda_ipc_ns_staging_alloc(const uct_cuda_ipc_ns_staging_ops_t *ops,
+                                           int device, unsigned num_slots,
+                                           size_t slot_size,
+                                           uct_cuda_ipc_ns_staging_t *staging)
+{
     ucs_status_t status;
     int pushed;
 
@@ -88,51 +196,17 @@ ucs_status_t uct_cuda_ipc_ns_staging_alloc(int device, int is_host,
         return status;
     }
 
-    if (is_host) {
-        status = uct_cuda_ipc_ns_staging_alloc_host(num_slots, slot_size,
-                                                    staging);
-        goto out_log;
-    }
-
-    /* each slot starts on a granularity boundary */
-    status = uct_cuda_ipc_ns_vmm_granularity(device, &granularity);
-    if (status != UCS_OK) {
-        goto out_pop;
-    }
-
-    staging->slot_size = ucs_align_up(slot_size, granularity);
-    status = uct_cuda_ipc_ns_vmm_alloc(device, staging->slot_size * num_slots,
-                                       &vmm);
-    if (status != UCS_OK) {
-        goto out_pop;
-    }
-
-    /* the owner knows the ring by the id of its allocation, as any buffer */
-    status = uct_cuda_ipc_ns_ptr_attr_get((void*)vmm.ptr, &attr);
-    if (status != UCS_OK) {
-        ucs_error("cuda_ipc_ns: the staging ring 0x%llx is not known as device "
-                  "memory: %s", (unsigned long long)vmm.ptr,
-                  ucs_status_string(status));
-        (void)uct_cuda_ipc_ns_vmm_free(&vmm);
-        goto out_pop;
-    }
-
-    staging->handle    = vmm.handle;
-    staging->base      = vmm.ptr;
-    staging->size      = vmm.size;
-    staging->buf_id    = attr.alloc_id;
-
-out_log:
+    status = ops->alloc(num_slots, slot_size, device, staging);
     if (status == UCS_OK) {
+        staging->ops       = ops;
         staging->device    = device;
         staging->num_slots = num_slots;
         ucs_debug("cuda_ipc_ns: staging ring of %u slots of %zu bytes at "
                   "0x%llx in %s memory (device %d)", num_slots,
                   staging->slot_size, (unsigned long long)staging->base,
-                  uct_cuda_ipc_ns_staging_kind_str(staging), device);
+                  ops->name, device);
     }
 
-out_pop:
     uct_cuda_ipc_ns_ctx_pop(pushed);
     return status;
 }
@@ -140,11 +214,6 @@ out_pop:
 
 void uct_cuda_ipc_ns_staging_free(uct_cuda_ipc_ns_staging_t *staging)
 {
-    uct_cuda_ipc_ns_vmm_t vmm = {
-        .handle = staging->handle,
-        .ptr    = staging->base,
-        .size   = staging->size
-    };
     int pushed;
 
     if (staging->base == 0) {
@@ -155,11 +224,7 @@ void uct_cuda_ipc_ns_staging_free(uct_cuda_ipc_ns_staging_t *staging)
                                  &pushed) != UCS_OK) {
         return; /* logged; the memory stays */
     }
-    if (uct_cuda_ipc_ns_staging_is_host(staging)) {
-        uct_cuda_ipc_ns_host_mem_free(&staging->host);
-    } else {
-        (void)uct_cuda_ipc_ns_vmm_free(&vmm);
-    }
+    staging->ops->free(staging);
     uct_cuda_ipc_ns_ctx_pop(pushed);
     staging->base = 0;
 }
