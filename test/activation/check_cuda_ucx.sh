@@ -35,11 +35,8 @@ ucx_info=$(mkvar UCX_INFO)
 ucx_libdir=$(mkvar UCX_LIBDIR)
 top=$(cd "$(dirname "$0")/../.." && pwd)
 # the suite's part that UCX's own CUDA modules change: UCP, the NIXL
-# pattern, the pods. Not namespaces/ucp_pair_chunks: with UCX's cuda_copy
-# loaded, a tag message across the boundary of two cuMemCreate chunks
-# reaches cu_ipc_ns as one copy past its chunk (docs/testing.md, "UCX built
-# with CUDA": an open gap)
-filter=${CUDA_UCX_GTEST_FILTER:-*ucp*:*nixl*:pod_net.*-namespaces/ucp_pair_chunks.*}
+# pattern, the pods
+filter=${CUDA_UCX_GTEST_FILTER:-*ucp*:*nixl*:pod_net.*}
 cudasim=$build/test/cudasim/.libs/libcudasim.so
 plugin=UCX_PLUGIN_PATH=$build/src/uct/cuda_ipc_ns/plugin
 unset LD_PRELOAD UCX_PLUGIN_PATH

@@ -14,6 +14,7 @@ extern "C" {
 #include "cuda_ipc_ns_rkey.h"
 #include "cuda_ipc_ns_addr.h"
 #include "cuda_ipc_ns_nsid.h"
+#include "cuda_ipc_ns_compat.h"
 }
 
 #include <gtest/gtest.h>
@@ -165,6 +166,104 @@ TEST_F(md_test, mem_query_chunks_by_mapping) {
     /* the reserved, unmapped chunk after them */
     EXPECT_EQ(UCS_ERR_INVALID_ADDR,
               uct_md_mem_query(m_md, second + 2 * chunk + 100, 10, &mem_attr));
+}
+
+
+/* A registration across chunks of a reservation (an expandable segment):
+ * its key covers every registered byte, chunks mapped after the one of its
+ * address included (docs/framework-memory.md) */
+TEST_F(md_test, reg_across_chunks_key_covers_the_range) {
+    test::cuda_vmm_chunks chunks(5);
+    const size_t chunk = chunks.chunk_size();
+    char *address      = (char*)chunks.ptr() + chunk / 2;
+    const size_t length = 3 * chunk;
+    uct_mem_h memh;
+
+    ASSERT_EQ(UCS_OK, reg(address, length, &memh));
+    uct_cuda_ipc_ns_rkey_info_t info = parse(pack(memh));
+    EXPECT_EQ(UCT_CUDA_IPC_NS_HANDLE_CHUNKS, info.handle_type);
+    EXPECT_LE(info.base, (uint64_t)(uintptr_t)address);
+    EXPECT_GE(info.base + info.length, (uint64_t)(uintptr_t)(address + length))
+            << "a key smaller than the registered range";
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+}
+
+
+/* The errors of refused packs (counted, not printed) */
+int s_pack_errors;
+
+ucs_log_func_rc_t
+count_pack_errors(const char *file, unsigned line, const char *function,
+                  ucs_log_level_t level, const ucs_log_component_config_t *comp,
+                  const char *format, va_list ap)
+{
+    if ((level == UCS_LOG_LEVEL_ERROR) && (strstr(format, "packed") != NULL)) {
+        ++s_pack_errors;
+        return UCS_LOG_FUNC_RC_STOP;
+    }
+    return UCS_LOG_FUNC_RC_CONTINUE;
+}
+
+
+/* UCP's registration cache with UCX's cuda_copy registers one chunk (the
+ * allocation cuMemGetAddressRange reports) and packs its key for a buffer
+ * across the chunks after it (mkey_pack names that range from UCX 1.16):
+ * the packed key covers the range, the key of the registration itself is
+ * unchanged, and a range past the mapped chunks fails the pack, saying why */
+TEST_F(md_test, key_packed_for_a_range_past_its_chunk_covers_the_range) {
+    test::cuda_vmm_chunks chunks(5);
+    const size_t chunk  = chunks.chunk_size();
+    char *first         = (char*)chunks.ptr();
+    char *address       = first + chunk / 2;
+    const size_t length = 3 * chunk;
+    uct_cuda_ipc_ns_md_t *md = reinterpret_cast<uct_cuda_ipc_ns_md_t*>(m_md);
+    uct_mem_h memh;
+    bytes_t key(KEY_SIZE, 0xee);
+
+    ASSERT_EQ(UCS_OK, reg(first, chunk, &memh));
+    uct_cuda_ipc_ns_rkey_info_t info = parse(pack(memh));
+    EXPECT_EQ(UCT_CUDA_IPC_NS_HANDLE_POSIX_FD, info.handle_type);
+    EXPECT_EQ(chunk, info.length);
+
+    /* twice: the second pack takes the wider registration of the first */
+    for (int i = 0; i < 2; ++i) {
+        ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_md_pack_range(
+                md, (uct_cuda_ipc_ns_md_memh_t*)memh, address, length,
+                key.data()));
+        info = parse(key);
+        EXPECT_EQ(UCT_CUDA_IPC_NS_HANDLE_CHUNKS, info.handle_type);
+        EXPECT_LE(info.base, (uint64_t)(uintptr_t)address);
+        EXPECT_GE(info.base + info.length,
+                  (uint64_t)(uintptr_t)(address + length))
+                << "a key smaller than the range it was packed for";
+        EXPECT_EQ(UCS_OK, unpack(key));
+    }
+
+    /* the registration's own range: its own key */
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_md_pack_range(
+            md, (uct_cuda_ipc_ns_md_memh_t*)memh, first, chunk, key.data()));
+    EXPECT_EQ(UCT_CUDA_IPC_NS_HANDLE_POSIX_FD, parse(key).handle_type);
+
+#if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 16)
+    /* as UCP packs it */
+    uct_md_mkey_pack_params_t params;
+    params.field_mask = 0;
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack_v2(m_md, memh, address, length,
+                                          &params, key.data()));
+    info = parse(key);
+    EXPECT_GE(info.base + info.length,
+              (uint64_t)(uintptr_t)(address + length));
+#endif
+
+    /* into the reserved, unmapped chunk after the fifth */
+    s_pack_errors = 0;
+    ucs_log_push_handler(count_pack_errors);
+    EXPECT_NE(UCS_OK, uct_cuda_ipc_ns_md_pack_range(
+            md, (uct_cuda_ipc_ns_md_memh_t*)memh, address, 5 * chunk,
+            key.data()));
+    ucs_log_pop_handler();
+    EXPECT_EQ(1, s_pack_errors) << "the refused pack says why";
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
 }
 
 

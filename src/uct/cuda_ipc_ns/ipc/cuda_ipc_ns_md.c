@@ -708,21 +708,18 @@ uct_cuda_ipc_ns_md_memh_new(const uct_cuda_ipc_ns_ptr_attr_t *attr,
 }
 
 
+/* Register @a address..+@a length: the key of *memh_p covers at least the
+ * allocation of @a address (uct_cuda_ipc_ns_md_reg_extent) */
 static ucs_status_t
-uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
-                        uct_cuda_ipc_ns_compat_mem_reg_arg_t reg_arg, uct_mem_h *memh_p)
+uct_cuda_ipc_ns_md_reg(uct_cuda_ipc_ns_md_t *md, void *address, size_t length,
+                       ucs_log_level_t log_level,
+                       uct_cuda_ipc_ns_md_memh_t **memh_p)
 {
-    unsigned flags = uct_cuda_ipc_ns_compat_mem_reg_flags(reg_arg);
-    uct_cuda_ipc_ns_md_t *md = ucs_derived_of(uct_md, uct_cuda_ipc_ns_md_t);
     uct_cuda_ipc_ns_chunk_t *chunks = NULL;
     uint32_t num_chunks             = 1;
-    ucs_log_level_t log_level;
     uct_cuda_ipc_ns_ptr_attr_t attr;
     uct_cuda_ipc_ns_md_memh_t *memh;
     ucs_status_t status;
-
-    log_level = (flags & UCT_MD_MEM_FLAG_HIDE_ERRORS) ? UCS_LOG_LEVEL_DEBUG :
-                UCS_LOG_LEVEL_ERROR;
 
     status = uct_cuda_ipc_ns_ptr_attr_get(address, &attr);
     if (status != UCS_OK) {
@@ -771,9 +768,50 @@ err_free:
 
 
 static ucs_status_t
+uct_cuda_ipc_ns_mem_reg(uct_md_h uct_md, void *address, size_t length,
+                        uct_cuda_ipc_ns_compat_mem_reg_arg_t reg_arg, uct_mem_h *memh_p)
+{
+    unsigned flags = uct_cuda_ipc_ns_compat_mem_reg_flags(reg_arg);
+
+    return uct_cuda_ipc_ns_md_reg(ucs_derived_of(uct_md, uct_cuda_ipc_ns_md_t),
+                                  address, length,
+                                  (flags & UCT_MD_MEM_FLAG_HIDE_ERRORS) ?
+                                  UCS_LOG_LEVEL_DEBUG : UCS_LOG_LEVEL_ERROR,
+                                  (uct_cuda_ipc_ns_md_memh_t**)memh_p);
+}
+
+
+/* Withdraw the export of @a memh and of the wider registrations it holds:
+ * the broker registrations, then the fds, the wider ones freed */
+static void uct_cuda_ipc_ns_md_memh_release(uct_cuda_ipc_ns_md_t *md,
+                                            uct_cuda_ipc_ns_md_memh_t *memh)
+{
+    uct_cuda_ipc_ns_md_memh_t *wider;
+
+    while (memh->wider != NULL) {
+        wider       = memh->wider;
+        memh->wider = wider->wider;
+        uct_cuda_ipc_ns_md_memh_release(md, wider);
+        ucs_free(wider);
+    }
+
+    /* the broker must never hand out the fd once we close it */
+    if (memh->reg != NULL) {
+        uct_cuda_ipc_ns_broker_unregister(md->broker, memh->reg);
+        memh->reg = NULL;
+    }
+    if (memh->fd >= 0) {
+        close(memh->fd);
+        memh->fd = -1;
+    }
+}
+
+
+static ucs_status_t
 uct_cuda_ipc_ns_mem_dereg(uct_md_h uct_md,
                           const uct_md_mem_dereg_params_t *params)
 {
+    uct_cuda_ipc_ns_md_t *md = ucs_derived_of(uct_md, uct_cuda_ipc_ns_md_t);
     uct_cuda_ipc_ns_md_memh_t *memh;
     uct_completion_t *comp;
     unsigned flags;
@@ -788,14 +826,7 @@ uct_cuda_ipc_ns_mem_dereg(uct_md_h uct_md,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    /* the broker must never hand out the fd once we close it */
-    if (memh->reg != NULL) {
-        uct_cuda_ipc_ns_broker_unregister(
-                ucs_derived_of(uct_md, uct_cuda_ipc_ns_md_t)->broker, memh->reg);
-    }
-    if (memh->fd >= 0) {
-        close(memh->fd);
-    }
+    uct_cuda_ipc_ns_md_memh_release(md, memh);
 
     if (flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE) {
         /* revoked for new imports now: nothing is left to wait for. UCX 1.13.1
@@ -810,15 +841,127 @@ uct_cuda_ipc_ns_mem_dereg(uct_md_h uct_md,
 }
 
 
+/* Whether the key of @a memh covers @a address..+@a length */
+static int uct_cuda_ipc_ns_md_memh_covers(const uct_cuda_ipc_ns_md_memh_t *memh,
+                                          uintptr_t address, size_t length)
+{
+    return (address >= memh->info.base) &&
+           (address - memh->info.base <= memh->info.length) &&
+           (length <= memh->info.base + memh->info.length - address);
+}
+
+
+/*
+ * The registration whose key covers @a address..+@a length, a range past the
+ * end of the VMM memory @a memh registered that UCP packs its key for: one of
+ * the wider registrations of @a memh, made now when none covers the range
+ * (its chunks, docs/framework-memory.md). UCP's registration cache registers
+ * the allocation its memory detection reports, which for UCX's cuda_copy is
+ * one chunk (cuMemGetAddressRange), and sends a buffer across the chunks
+ * mapped after it under that registration. UCS_ERR_INVALID_PARAM, logged,
+ * when the range is not VMM memory mapped back to back.
+ */
 static ucs_status_t
-uct_cuda_ipc_ns_mkey_pack(uct_md_h md, uct_mem_h memh_,
+uct_cuda_ipc_ns_md_memh_wider(uct_cuda_ipc_ns_md_t *md,
+                              uct_cuda_ipc_ns_md_memh_t *memh, void *address,
+                              size_t length,
+                              const uct_cuda_ipc_ns_md_memh_t **wider_p)
+{
+    uct_cuda_ipc_ns_md_memh_t *head, *wider;
+    ucs_status_t status;
+
+    head = __atomic_load_n(&memh->wider, __ATOMIC_ACQUIRE);
+    for (;;) {
+        for (wider = head; wider != NULL; wider = wider->wider) {
+            if (uct_cuda_ipc_ns_md_memh_covers(wider, (uintptr_t)address,
+                                               length)) {
+                *wider_p = wider;
+                return UCS_OK;
+            }
+        }
+
+        status = uct_cuda_ipc_ns_md_reg(md, address, length,
+                                        UCS_LOG_LEVEL_ERROR, &wider);
+        if (status != UCS_OK) {
+            return status;
+        }
+        if (!uct_cuda_ipc_ns_md_memh_covers(wider, (uintptr_t)address,
+                                            length)) {
+            ucs_error("cuda_ipc_ns: key of 0x%" PRIx64 "..0x%" PRIx64 " packed "
+                      "for %p..%p, which registers as 0x%" PRIx64 "..0x%" PRIx64
+                      ": not VMM memory of one device mapped back to back",
+                      memh->info.base, memh->info.base + memh->info.length,
+                      address, UCS_PTR_BYTE_OFFSET(address, length),
+                      wider->info.base, wider->info.base + wider->info.length);
+            uct_cuda_ipc_ns_md_memh_release(md, wider);
+            ucs_free(wider);
+            return UCS_ERR_INVALID_PARAM;
+        }
+
+        /* pushed once: a pack in another thread may have pushed one */
+        wider->wider = head;
+        if (__atomic_compare_exchange_n(&memh->wider, &head, wider, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            ucs_debug("cuda_ipc_ns: key of 0x%" PRIx64 "..0x%" PRIx64 " packed "
+                      "for %p..%p: registered 0x%" PRIx64 "..0x%" PRIx64
+                      " (handle type %d)", memh->info.base,
+                      memh->info.base + memh->info.length, address,
+                      UCS_PTR_BYTE_OFFSET(address, length), wider->info.base,
+                      wider->info.base + wider->info.length,
+                      wider->info.handle_type);
+            *wider_p = wider;
+            return UCS_OK;
+        }
+        wider->wider = NULL;
+        uct_cuda_ipc_ns_md_memh_release(md, wider);
+        ucs_free(wider);
+    }
+}
+
+
+ucs_status_t uct_cuda_ipc_ns_md_pack_range(uct_cuda_ipc_ns_md_t *md,
+                                           uct_cuda_ipc_ns_md_memh_t *memh,
+                                           void *address, size_t length,
+                                           void *rkey_buffer)
+{
+    const uct_cuda_ipc_ns_md_memh_t *key = memh;
+    ucs_status_t status;
+
+    if (ucs_unlikely((address != NULL) &&
+                     ((memh->info.handle_type ==
+                       UCT_CUDA_IPC_NS_HANDLE_POSIX_FD) ||
+                      (memh->info.handle_type ==
+                       UCT_CUDA_IPC_NS_HANDLE_CHUNKS)) &&
+                     !uct_cuda_ipc_ns_md_memh_covers(memh, (uintptr_t)address,
+                                                     length))) {
+        status = uct_cuda_ipc_ns_md_memh_wider(md, memh, address, length,
+                                               &key);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    return uct_cuda_ipc_ns_rkey_pack(&key->info, rkey_buffer);
+}
+
+
+/* UCX >= 1.16 names the range UCP packs the key for; uct_md_mkey_pack
+ * names none (NULL, SIZE_MAX) */
+static ucs_status_t
+uct_cuda_ipc_ns_mkey_pack(uct_md_h md, uct_mem_h memh,
                           UCT_CUDA_IPC_NS_MKEY_PACK_RANGE_ARGS
                           const uct_md_mkey_pack_params_t *params,
                           void *rkey_buffer)
 {
-    uct_cuda_ipc_ns_md_memh_t *memh = memh_;
-
-    return uct_cuda_ipc_ns_rkey_pack(&memh->info, rkey_buffer);
+#if UCT_CUDA_IPC_NS_UCX_AT_LEAST(1, 16)
+    return uct_cuda_ipc_ns_md_pack_range(
+            ucs_derived_of(md, uct_cuda_ipc_ns_md_t), memh,
+            (length == SIZE_MAX) ? NULL : address, length, rkey_buffer);
+#else
+    return uct_cuda_ipc_ns_md_pack_range(
+            ucs_derived_of(md, uct_cuda_ipc_ns_md_t), memh, NULL, 0,
+            rkey_buffer);
+#endif
 }
 
 

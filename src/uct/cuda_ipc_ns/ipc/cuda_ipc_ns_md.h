@@ -53,7 +53,29 @@ typedef struct uct_cuda_ipc_ns_md_memh {
     int                         fd;       /* exported POSIX fd, or -1 */
     /* fd, chunks or range (owner copies) registered with the broker */
     uct_cuda_ipc_ns_broker_registry_reg_t *reg;
+    /* registrations of ranges a key was packed for past this one's end
+     * (UCP packs for the buffer it sends): each covers one such range,
+     * pushed once and kept until this one is deregistered */
+    struct uct_cuda_ipc_ns_md_memh *wider;
 } uct_cuda_ipc_ns_md_memh_t;
+
+
+/**
+ * Pack into @a rkey_buffer the key of @a memh for UCP's use of
+ * @a address..+@a length (@a address NULL: the registration's own key).
+ * A range past the end of the VMM memory @a memh registered (UCP's
+ * registration cache registers the one chunk UCX's cuda_copy reports and
+ * sends a buffer across the chunks after it) gets the key of a wider
+ * registration that covers it, made once and kept with @a memh
+ * (docs/framework-memory.md); UCS_ERR_INVALID_PARAM, logged, when the range
+ * is not VMM memory mapped back to back. Keys of other memory describe
+ * their allocation: a peer's access beyond it fails the range check against
+ * the key (docs/architecture.md).
+ */
+ucs_status_t uct_cuda_ipc_ns_md_pack_range(uct_cuda_ipc_ns_md_t *md,
+                                           uct_cuda_ipc_ns_md_memh_t *memh,
+                                           void *address, size_t length,
+                                           void *rkey_buffer);
 
 
 /* Unpacked remote key */
