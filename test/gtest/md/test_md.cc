@@ -239,6 +239,15 @@ TEST_F(md_test, key_packed_for_a_range_past_its_chunk_covers_the_range) {
         EXPECT_EQ(UCS_OK, unpack(key));
     }
 
+    /* a longer range: a second wider registration, both released with the
+     * registration */
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_md_pack_range(
+            md, (uct_cuda_ipc_ns_md_memh_t*)memh, address, 4 * chunk,
+            key.data()));
+    info = parse(key);
+    EXPECT_GE(info.base + info.length,
+              (uint64_t)(uintptr_t)(address + 4 * chunk));
+
     /* the registration's own range: its own key */
     ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_md_pack_range(
             md, (uct_cuda_ipc_ns_md_memh_t*)memh, first, chunk, key.data()));

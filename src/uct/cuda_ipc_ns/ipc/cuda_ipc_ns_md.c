@@ -789,8 +789,9 @@ static void uct_cuda_ipc_ns_md_memh_release(uct_cuda_ipc_ns_md_t *md,
     uct_cuda_ipc_ns_md_memh_t *wider;
 
     while (memh->wider != NULL) {
-        wider       = memh->wider;
-        memh->wider = wider->wider;
+        wider        = memh->wider;
+        memh->wider  = wider->wider;
+        wider->wider = NULL; /* a link of our list, none of its own */
         uct_cuda_ipc_ns_md_memh_release(md, wider);
         ucs_free(wider);
     }
