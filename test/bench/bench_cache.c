@@ -35,7 +35,7 @@
 
 
 /* The mapping stub: the cache's calls land here instead of the driver */
-ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
+ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *fdx,
                                  const uct_cuda_ipc_ns_rkey_info_t *key,
                                  int device, uct_cuda_ipc_ns_map_t *mapping,
                                  int *owner_pidfd_p)
@@ -55,12 +55,12 @@ void uct_cuda_ipc_ns_map_unmap(uct_cuda_ipc_ns_map_t *mapping)
 
 
 /* Cache with @a count regions of one peer (mapping stub) */
-static uct_cuda_ipc_ns_peer_t *bench_cache_fill(uint64_t peer_pid, unsigned count)
+static uct_cuda_ipc_ns_cache_peer_t *bench_cache_fill(uint64_t peer_pid, unsigned count)
 {
-    uct_cuda_ipc_ns_identity_t id = {1, 2, peer_pid, 4};
+    uct_cuda_ipc_ns_nsid_identity_t id = {1, 2, peer_pid, 4};
     uct_cuda_ipc_ns_rkey_info_t key;
-    uct_cuda_ipc_ns_region_t *region;
-    uct_cuda_ipc_ns_peer_t *peer;
+    uct_cuda_ipc_ns_cache_region_t *region;
+    uct_cuda_ipc_ns_cache_peer_t *peer;
     unsigned i;
 
     BENCH_CHECK(uct_cuda_ipc_ns_cache_peer_get(&id, &peer) == UCS_OK, "peer");
@@ -81,12 +81,12 @@ static uct_cuda_ipc_ns_peer_t *bench_cache_fill(uint64_t peer_pid, unsigned coun
 /* ns per hit (map + unpin) on random regions among @a span of the @a count
  * cached, spread evenly over them, in batches of 1,000; @a lookups at least,
  * for at least @a min_time seconds; *done_p: how many */
-static double bench_cache_hits(uct_cuda_ipc_ns_peer_t *peer, unsigned count,
+static double bench_cache_hits(uct_cuda_ipc_ns_cache_peer_t *peer, unsigned count,
                                unsigned span, long lookups, double min_time,
                                long *done_p)
 {
     uct_cuda_ipc_ns_rkey_info_t key;
-    uct_cuda_ipc_ns_region_t *region;
+    uct_cuda_ipc_ns_cache_region_t *region;
     uint64_t seed = 12345;
     static bench_samples_t batches;
     double t, t0, elapsed;
@@ -134,7 +134,7 @@ static void bench_cache(unsigned span, const char *name)
     double s[BENCH_MAX_ROUNDS], l[BENCH_MAX_ROUNDS], ratio[BENCH_MAX_ROUNDS];
     double n_s[BENCH_MAX_ROUNDS], n_l[BENCH_MAX_ROUNDS];
     uct_cuda_ipc_ns_cache_stats_t before, after;
-    uct_cuda_ipc_ns_peer_t *small, *large;
+    uct_cuda_ipc_ns_cache_peer_t *small, *large;
     bench_range_t rs, rl, is, il;
     long done;
     int round;

@@ -269,7 +269,7 @@ static void bench_op(const bench_ctx_t *c, int op, size_t size)
 static void bench_first_use_batched(const bench_ctx_t *c, unsigned num_chunks,
                                     double first_use)
 {
-    const uct_cuda_ipc_ns_fdx_config_t cfg = {.mode        = UCT_CUDA_IPC_NS_FDX_AUTO,
+    const uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = {.mode        = UCT_CUDA_IPC_NS_FDX_AUTO,
                                               .timeout     = 5.0,
                                               .req_timeout = 0.5,
                                               .allowed_uid = -1};
@@ -278,7 +278,7 @@ static void bench_first_use_batched(const bench_ctx_t *c, unsigned num_chunks,
     double ratio[BENCH_MAX_ROUNDS];
     int fds[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
     uct_cuda_ipc_ns_rkey_info_t key;
-    uct_cuda_ipc_ns_chunk_t *chunks;
+    uct_cuda_ipc_ns_broker_proto_chunk_t *chunks;
     unsigned first, batch, count, i;
     bench_range_t r1, r16, rr;
     double t0;

@@ -51,10 +51,10 @@ static int bench_read_full(int fd, void *buf, size_t len)
 /* Owner: broker + one registered memfd until the parent says stop */
 static int bench_owner(int chan, size_t size)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg = {.mode        = UCT_CUDA_IPC_NS_FDX_AUTO,
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = {.mode        = UCT_CUDA_IPC_NS_FDX_AUTO,
                                         .timeout     = 5.0,
                                         .allowed_uid = -1};
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+    const uct_cuda_ipc_ns_nsid_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     uct_cuda_ipc_ns_rkey_info_t desc;
     uct_cuda_ipc_ns_broker_registry_reg_t *reg;
     uct_cuda_ipc_ns_broker_t *broker;
@@ -110,7 +110,7 @@ static int bench_owner(int chan, size_t size)
 static int bench_import(uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode,
                         const uct_cuda_ipc_ns_rkey_info_t *desc, double *usec)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg = {.mode        = mode,
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = {.mode        = mode,
                                         .timeout     = 5.0,
                                         .allowed_uid = -1};
     ucs_status_t status;
@@ -133,7 +133,7 @@ static int bench_import(uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode,
 static int bench_check_bytes(uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode,
                              const uct_cuda_ipc_ns_rkey_info_t *desc, size_t size)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg = {.mode        = mode,
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = {.mode        = mode,
                                         .timeout     = 5.0,
                                         .allowed_uid = -1};
     int fd, ok = 0;

@@ -67,10 +67,10 @@ static void *bench_vmm_alloc(size_t size, CUmemGenericAllocationHandle *handle_p
 /* Exporter: both buffers registered until the parent closes the channel */
 static int bench_exporter(int chan)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg = {.mode        = UCT_CUDA_IPC_NS_FDX_AUTO,
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = {.mode        = UCT_CUDA_IPC_NS_FDX_AUTO,
                                         .timeout     = 5.0,
                                         .allowed_uid = -1};
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+    const uct_cuda_ipc_ns_nsid_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     CUmemGenericAllocationHandle handle;
     uct_cuda_ipc_ns_broker_registry_reg_t *reg;
     uct_cuda_ipc_ns_broker_t *broker;
@@ -140,8 +140,8 @@ typedef struct {
 static void bench_owner_copy(bench_ctx_t *ctx, int is_put, size_t size,
                              unsigned count)
 {
-    uct_cuda_ipc_ns_copy_args_t copy = {};
-    uint64_t first                   = ctx->seq + 1;
+    uct_cuda_ipc_ns_broker_proto_copy_args_t copy = {};
+    uint64_t first                                = ctx->seq + 1;
     ucs_status_t op_status;
     unsigned i;
     uint64_t seq;
@@ -252,7 +252,7 @@ static void bench_run(bench_ctx_t *ctx, int is_put, int iters)
 
 int main(int argc, char **argv)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg = {.mode        = UCT_CUDA_IPC_NS_FDX_AUTO,
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = {.mode        = UCT_CUDA_IPC_NS_FDX_AUTO,
                                         .timeout     = 5.0,
                                         .allowed_uid = -1};
     uct_ep_params_t ep_params = {};

@@ -126,7 +126,7 @@ static void fuzz_addr(const uint8_t *data, size_t size)
  * a layout of any content is checked without a read past its entries */
 static void fuzz_broker(const uint8_t *data, size_t size)
 {
-    static uct_cuda_ipc_ns_chunk_t chunks[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
+    static uct_cuda_ipc_ns_broker_proto_chunk_t chunks[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
     static uint8_t buf[UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX];
     uint64_t alloc_ids[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
     uct_cuda_ipc_ns_broker_proto_chunk_fds_reply_t fds_reply;
@@ -152,8 +152,8 @@ static void fuzz_broker(const uint8_t *data, size_t size)
             FUZZ_CHECK(req.copy.buf_offset <= req.copy.buf_size);
             FUZZ_CHECK(req.copy.length <=
                        req.copy.buf_size - req.copy.buf_offset);
-            uct_cuda_ipc_ns_broker_pack_copy_request(buf, req.alloc_id,
-                                                     req.token, &req.copy);
+            uct_cuda_ipc_ns_broker_proto_pack_copy_request(buf, req.alloc_id,
+                                                           req.token, &req.copy);
         } else if (req.op == UCT_CUDA_IPC_NS_BROKER_OP_GET_CHUNK_FDS) {
             /* what the broker's fd array relies on */
             FUZZ_CHECK(size == UCT_CUDA_IPC_NS_BROKER_FDS_REQ_SIZE);
@@ -171,8 +171,8 @@ static void fuzz_broker(const uint8_t *data, size_t size)
         FUZZ_CHECK(!memcmp(buf, data, size));
     }
 
-    if (uct_cuda_ipc_ns_broker_unpack_copy_reply(data, size, &status, &reg_id,
-                                                 &seq) == UCS_OK) {
+    if (uct_cuda_ipc_ns_broker_proto_unpack_copy_reply(data, size, &status, &reg_id,
+                                                       &seq) == UCS_OK) {
         if (size == UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE) {
             /* a plain reply is only ever a refusal */
             FUZZ_CHECK(status != UCT_CUDA_IPC_NS_BROKER_STATUS_OK);

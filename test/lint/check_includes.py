@@ -5,6 +5,9 @@ The layers are read from the ```layers block of docs/architecture.md: each
 line "FOLDER/N: unit unit ..." puts those units (x.c with x.h) in layer N of
 FOLDER (base, cpy, ipc, ipc/broker, ipc/import, ipc/map: each folder is
 checked as a layer set of its own; the folders of ipc/ share one numbering).
+A unit listed as "x.h" is that header alone, in a layer of its own below x.c
+(listed as "x"): the interface's and endpoint's structs sit below the lanes
+that read them, their functions above (UCX's iface.h / ep.h split).
 The ```folders block says, once per folder, what of the other folders its
 units may include: "FOLDER: FOLDER2/unit ... FOLDER3/ ..." (FOLDER3/: any unit
 of it). A unit may include:
@@ -106,10 +109,16 @@ def main():
                 names.update(pattern.findall(code))
             declared[os.path.basename(path)[:-2]] = names
 
+    def unit_of(name):
+        """the unit of file (or include) @a name: x.h alone when listed"""
+        header = name[:-2] + '.h'
+        return header if name.endswith('.h') and header in layers \
+            else name[:-2]
+
     edges = 0
     for path, text in files.items():
         directory = os.path.dirname(path)
-        unit = os.path.basename(path)[:-2]
+        unit = unit_of(os.path.basename(path))
         if unit not in layers:
             errors.append('%s: unit %s is in no layer of docs/architecture.md'
                           % (path, unit))
@@ -118,13 +127,14 @@ def main():
             errors.append('%s: docs/architecture.md puts %s in %s/' %
                           (path, unit, layers[unit][0]))
         used = set(IDENT.findall(strip_comments(INCLUDE.sub('', text))))
-        for dep in INCLUDE.findall(text):
+        for dep_name in INCLUDE.findall(text):
             edges += 1
+            dep = unit_of(dep_name + '.h')
             if dep == unit:
                 continue
             if dep not in layers:
                 errors.append('%s includes %s.h, which is in no layer' %
-                              (path, dep))
+                              (path, dep_name))
                 continue
             dep_dir, dep_layer = layers[dep]
             if directory not in folders:
@@ -134,15 +144,15 @@ def main():
             elif not may_include(folders, directory, dep_dir, dep):
                 errors.append('%s includes %s/%s.h, which the folders block '
                               'of docs/architecture.md does not allow %s/' %
-                              (path, dep_dir, dep, directory))
+                              (path, dep_dir, dep_name, directory))
             elif same_numbering(dep_dir, directory) and \
                     dep_layer >= layers[unit][1]:
                 errors.append('%s (layer %d) includes %s.h (layer %d): only '
-                              'lower layers' % (path, layers[unit][1], dep,
+                              'lower layers' % (path, layers[unit][1], dep_name,
                                                 dep_layer))
-            if not (declared.get(dep, set()) & used):
+            if not (declared.get(dep_name, set()) & used):
                 errors.append('%s includes %s.h but uses nothing it declares'
-                              % (path, dep))
+                              % (path, dep_name))
 
     for message in errors:
         print('check_includes: ' + message, file=sys.stderr)

@@ -46,7 +46,7 @@ cuda_legacy_buffer::cuda_legacy_buffer(size_t size, int device) :
     uct_cuda_ipc_ns_drv.cuCtxPopCurrent(&popped);
     if (res != CUDA_SUCCESS) {
         throw std::runtime_error(std::string("cuMemAlloc failed: ") +
-                                 uct_cuda_ipc_ns_cu_error_name(res));
+                                 uct_cuda_ipc_ns_driver_error_name(res));
     }
 }
 

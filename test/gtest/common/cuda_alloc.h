@@ -39,7 +39,7 @@ template <typename F> F *cu_entry(F *func, const char *name)
         CUresult _res = TEST_CU_ENTRY(_func)(__VA_ARGS__); \
         if (_res != CUDA_SUCCESS) { \
             throw std::runtime_error(std::string(#_func " failed: ") + \
-                                     uct_cuda_ipc_ns_cu_error_name(_res)); \
+                                     uct_cuda_ipc_ns_driver_error_name(_res)); \
         } \
     } while (0)
 

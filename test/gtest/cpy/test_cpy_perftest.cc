@@ -417,9 +417,9 @@ TEST_F(cpy_perftest_test, copy_and_memset_are_done_when_they_return) {
         EXPECT_EQ(0, peer.wait());
     }
     EXPECT_EQ(CUDA_SUCCESS, res.copy_idle)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)res.copy_idle);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)res.copy_idle);
     EXPECT_TRUE(res.copy_data);
     EXPECT_EQ(CUDA_SUCCESS, res.memset_idle)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)res.memset_idle);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)res.memset_idle);
     EXPECT_TRUE(res.memset_data);
 }

@@ -352,7 +352,7 @@ TEST_F(test_cudasim_core, refused_in_a_fork_child)
     ASSERT_EQ((ssize_t)sizeof(results), n);
     for (CUresult res : results) {
         EXPECT_EQ(CUDA_ERROR_NOT_INITIALIZED, res)
-                << uct_cuda_ipc_ns_cu_error_name(res);
+                << uct_cuda_ipc_ns_driver_error_name(res);
     }
 
     CU_OK(cuDeviceGetCount, &count);

@@ -333,7 +333,7 @@ TEST_F(test_cudasim_fabric, another_node_of_the_domain_imports)
         EXPECT_EQ(36u, strnlen(reply.boot_id, sizeof(reply.boot_id)) - 1)
                 << reply.boot_id;
         EXPECT_EQ(CUDA_SUCCESS, reply.import)
-                << uct_cuda_ipc_ns_cu_error_name(reply.import);
+                << uct_cuda_ipc_ns_driver_error_name(reply.import);
         EXPECT_EQ(CUDA_SUCCESS, reply.map);
         EXPECT_TRUE(reply.data_ok);
         EXPECT_TRUE(reply.wrote);
@@ -357,7 +357,7 @@ TEST_F(test_cudasim_fabric, another_node_of_the_domain_imports)
         ASSERT_TRUE(importer.chan().recv_obj(reply))
                 << "importer status " << importer.wait();
         EXPECT_EQ(CUDA_ERROR_NOT_PERMITTED, reply.import)
-                << uct_cuda_ipc_ns_cu_error_name(reply.import);
+                << uct_cuda_ipc_ns_driver_error_name(reply.import);
         ASSERT_TRUE(importer.chan().send_obj(FABRIC_PEER_DONE));
         EXPECT_EQ(0, importer.wait());
     }

@@ -314,13 +314,13 @@ TEST_F(test_cudasim_ipc, two_processes)
     run(test::peer_options(), &reply, &skipped);
     ASSERT_FALSE(skipped);
     EXPECT_EQ(CUDA_SUCCESS, reply.legacy_open)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.legacy_open);
     EXPECT_TRUE(reply.legacy_data_ok);
     EXPECT_TRUE(reply.legacy_attr_ok);
     /* opened again in the same context: the same mapping, one more
      * reference (cuda.h), not CUDA_ERROR_ALREADY_MAPPED */
     EXPECT_EQ(CUDA_SUCCESS, reply.legacy_reopen)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_reopen);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.legacy_reopen);
     EXPECT_TRUE(reply.legacy_reopen_same);
     EXPECT_TRUE(reply.legacy_kept);
     /* the emulator refuses the handle of a freed allocation; the driver
@@ -330,7 +330,7 @@ TEST_F(test_cudasim_ipc, two_processes)
         EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, reply.freed_open);
     }
     EXPECT_EQ(CUDA_SUCCESS, reply.vmm_import)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.vmm_import);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.vmm_import);
     EXPECT_TRUE(reply.vmm_data_ok);
     /* an imported allocation reports no handle types, on the driver as on
      * the emulator: the importer must not require them */
@@ -357,19 +357,19 @@ TEST_F(test_cudasim_ipc, pid_namespace)
      * checks what the module relies on) */
     if (is_emulator()) {
         EXPECT_EQ(CUDA_SUCCESS, reply.legacy_open)
-                << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
+                << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.legacy_open);
         EXPECT_TRUE(reply.legacy_data_ok);
         EXPECT_EQ(CUDA_SUCCESS, reply.legacy_reopen);
         EXPECT_TRUE(reply.legacy_reopen_same);
         EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, reply.freed_open);
     } else {
         std::cout << "[ INFO     ] legacy IPC across PID namespaces: "
-                  << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open)
+                  << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.legacy_open)
                   << std::endl;
     }
     /* a VMM allocation passed as a file descriptor crosses them */
     EXPECT_EQ(CUDA_SUCCESS, reply.vmm_import)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.vmm_import);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.vmm_import);
     EXPECT_TRUE(reply.vmm_data_ok);
 }
 
@@ -391,14 +391,14 @@ TEST_F(test_cudasim_ipc, pid_namespace_refusing_driver)
         GTEST_SKIP() << "cannot create a PID namespace here";
     }
     EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, reply.legacy_open)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.legacy_open);
     EXPECT_EQ(CUDA_SUCCESS, reply.vmm_import)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.vmm_import);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.vmm_import);
 
     run(test::peer_options(), &reply, &skipped);
     ASSERT_FALSE(skipped);
     EXPECT_EQ(CUDA_SUCCESS, reply.legacy_open)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.legacy_open);
     EXPECT_TRUE(reply.legacy_data_ok);
 }
 
@@ -444,11 +444,11 @@ TEST_P(test_cudasim_visible, gpu_under_another_ordinal_maps)
         return;
     }
     EXPECT_EQ(CUDA_SUCCESS, reply.vmm_import)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.vmm_import);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.vmm_import);
     EXPECT_TRUE(reply.vmm_data_ok);
     EXPECT_EQ(1, reply.vmm_ordinal) << "GPU 0 is the peer's ordinal 1";
     ASSERT_EQ(CUDA_SUCCESS, reply.legacy_open)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.legacy_open);
     EXPECT_TRUE(reply.legacy_data_ok);
     EXPECT_EQ(1, reply.legacy_ordinal);
     CU_OK(cuDeviceGetUuid, &uuid, 0);
@@ -467,10 +467,10 @@ TEST_P(test_cudasim_visible, gpu_not_visible_refuses_import)
         return;
     }
     EXPECT_EQ(CUDA_ERROR_NOT_SUPPORTED, reply.vmm_import)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.vmm_import);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.vmm_import);
     EXPECT_FALSE(reply.vmm_data_ok);
     EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, reply.legacy_open)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.legacy_open);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.legacy_open);
 }
 
 
@@ -525,7 +525,7 @@ TEST_F(test_cudasim_ipc, killed_owner_memory_no_longer_opens)
     EXPECT_NE(CUDA_SUCCESS, res) << "a dead exporter's memory opened";
     if (is_emulator()) {
         EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, res)
-                << uct_cuda_ipc_ns_cu_error_name(res);
+                << uct_cuda_ipc_ns_driver_error_name(res);
     }
     if (res == CUDA_SUCCESS) {
         uct_cuda_ipc_ns_drv.cuIpcCloseMemHandle(dev);

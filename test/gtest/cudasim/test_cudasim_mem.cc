@@ -543,7 +543,7 @@ TEST_F(test_cudasim_mem, vmm_export_not_requested)
     EXPECT_TRUE((res == CUDA_ERROR_INVALID_VALUE) ||
                 (res == CUDA_ERROR_NOT_PERMITTED) ||
                 (res == CUDA_ERROR_NOT_SUPPORTED))
-            << uct_cuda_ipc_ns_cu_error_name(res);
+            << uct_cuda_ipc_ns_driver_error_name(res);
     CU_EXPECT(CUDA_ERROR_NOT_SUPPORTED, cuMemExportToShareableHandle, &fd,
               handle, CU_MEM_HANDLE_TYPE_FABRIC, 0);
     CU_OK(cuMemRelease, handle);

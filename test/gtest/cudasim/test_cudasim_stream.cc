@@ -758,13 +758,13 @@ TEST_F(test_cudasim_stream, emulated_illegal_address_poisons_the_context)
     for (int res : {reply.sync, reply.query, reply.alloc, reply.stream,
                     reply.legacy_sync, reply.callback}) {
         EXPECT_EQ(CUDA_ERROR_ILLEGAL_ADDRESS, res)
-                << uct_cuda_ipc_ns_cu_error_name((CUresult)res);
+                << uct_cuda_ipc_ns_driver_error_name((CUresult)res);
     }
     EXPECT_EQ(2, reply.count);
     EXPECT_EQ(CUDA_SUCCESS, reply.other_alloc)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.other_alloc);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.other_alloc);
     EXPECT_EQ(CUDA_SUCCESS, reply.after_reset)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.after_reset);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.after_reset);
 }
 
 
@@ -877,11 +877,11 @@ TEST_F(test_cudasim_stream, event_recorded_only_on_its_context_streams)
         GTEST_SKIP() << "needs two devices";
     }
     EXPECT_EQ(CUDA_ERROR_INVALID_HANDLE, reply.other_stream)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.other_stream);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.other_stream);
     EXPECT_EQ(CUDA_ERROR_INVALID_HANDLE, reply.other_legacy)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.other_legacy);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.other_legacy);
     EXPECT_EQ(CUDA_SUCCESS, reply.same_legacy)
-            << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.same_legacy);
+            << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.same_legacy);
 }
 
 

@@ -163,7 +163,7 @@ TEST_F(driver_contract, legacy_range_is_the_allocation)
 
     res = TEST_CU_ENTRY(cuPointerGetAttributes)(2, names, values, ptr + 200);
     answer("MAPPING_* of a cuMemAlloc allocation",
-           std::string(uct_cuda_ipc_ns_cu_error_name(res)) + " base " +
+           std::string(uct_cuda_ipc_ns_driver_error_name(res)) + " base " +
            ((map_base == ptr) ? "= allocation" :
             (map_base == 0) ? "0" : "!= allocation") +
            " size " + std::to_string(map_size) + " (allocation " +
@@ -508,7 +508,7 @@ TEST_F(driver_contract, pool_allocation_imports_in_another_process)
     EXPECT_TRUE(device_bytes_are(ptr, alloc_size, POOL_PEER_BYTE))
             << "the peer's bytes";
     answer("import of a freed pool allocation's export data",
-           uct_cuda_ipc_ns_cu_error_name(reply.import_freed));
+           uct_cuda_ipc_ns_driver_error_name(reply.import_freed));
     if (is_emulator()) {
         EXPECT_NE(CUDA_SUCCESS, reply.import_freed);
     }
@@ -629,10 +629,10 @@ TEST_F(driver_contract, legacy_handle_opens_from_another_pid_ns)
         FAIL() << "importer failed with status " << status;
     }
     answer("legacy IPC handle opened from another PID namespace",
-           uct_cuda_ipc_ns_cu_error_name((CUresult)reply.open));
+           uct_cuda_ipc_ns_driver_error_name((CUresult)reply.open));
     if (is_emulator()) {
         EXPECT_EQ(CUDA_SUCCESS, reply.open)
-                << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.open);
+                << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.open);
     }
     if (reply.open == CUDA_SUCCESS) {
         EXPECT_TRUE(reply.data_ok) << "the importer read our bytes";
@@ -677,10 +677,10 @@ TEST_F(driver_contract, legacy_handle_of_an_equal_pid_number)
             << "importer status " << importer.wait();
     answer("legacy IPC handle opened by the exporter's pid number in "
            "another PID namespace",
-           uct_cuda_ipc_ns_cu_error_name((CUresult)reply.open));
+           uct_cuda_ipc_ns_driver_error_name((CUresult)reply.open));
     if (is_emulator()) {
         EXPECT_EQ(CUDA_ERROR_INVALID_CONTEXT, reply.open)
-                << uct_cuda_ipc_ns_cu_error_name((CUresult)reply.open);
+                << uct_cuda_ipc_ns_driver_error_name((CUresult)reply.open);
     } else if (reply.open == CUDA_SUCCESS) {
         EXPECT_TRUE(reply.data_ok) << "the importer read the owner's bytes";
     }
@@ -740,9 +740,9 @@ TEST_F(driver_contract, fabric_handle_imports_in_another_pid_and_net_ns)
         FAIL() << "importer failed with status " << status;
     }
     EXPECT_EQ(CUDA_SUCCESS, reply.import)
-            << uct_cuda_ipc_ns_cu_error_name(reply.import);
+            << uct_cuda_ipc_ns_driver_error_name(reply.import);
     EXPECT_EQ(CUDA_SUCCESS, reply.map)
-            << uct_cuda_ipc_ns_cu_error_name(reply.map);
+            << uct_cuda_ipc_ns_driver_error_name(reply.map);
     EXPECT_TRUE(reply.data_ok) << "the importer read our bytes";
     EXPECT_TRUE(reply.wrote);
     EXPECT_TRUE(mem.holds(32)) << "the importer's bytes";
@@ -796,12 +796,12 @@ TEST_F(driver_contract, fabric_refused_without_a_channel)
         FAIL() << "importer failed with status " << status;
     }
     EXPECT_EQ(CUDA_ERROR_NOT_PERMITTED, reply.import)
-            << uct_cuda_ipc_ns_cu_error_name(reply.import);
+            << uct_cuda_ipc_ns_driver_error_name(reply.import);
     answer("cuMemCreate(FABRIC) without an IMEX channel",
-           uct_cuda_ipc_ns_cu_error_name(reply.create));
+           uct_cuda_ipc_ns_driver_error_name(reply.create));
     if (is_emulator()) {
         EXPECT_EQ(CUDA_ERROR_NOT_PERMITTED, reply.create)
-                << uct_cuda_ipc_ns_cu_error_name(reply.create);
+                << uct_cuda_ipc_ns_driver_error_name(reply.create);
     }
     ASSERT_TRUE(importer.chan().send_obj(FABRIC_PEER_DONE));
     EXPECT_EQ(0, importer.wait());

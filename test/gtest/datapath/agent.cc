@@ -4,7 +4,7 @@
 #include "agent.h"
 
 extern "C" {
-#include "cuda_ipc_ns_types.h"
+#include "cuda_ipc_ns_iface.h"
 #include "cuda_ipc_ns_rkey.h"
 #include "cuda_ipc_ns_broker.h"
 #include "cuda_ipc_ns_broker_serve.h"

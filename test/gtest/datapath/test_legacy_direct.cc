@@ -21,7 +21,7 @@ extern "C" {
 #include "cuda_ipc_ns_md.h"
 #include "cuda_ipc_ns_nsid.h"
 #include "cuda_ipc_ns_rkey.h"
-#include "cuda_ipc_ns_types.h"
+#include "cuda_ipc_ns_iface.h"
 }
 
 #include <gtest/gtest.h>
@@ -95,9 +95,9 @@ public:
     /* our md's configuration (LEGACY_DIRECT: default) */
     virtual config_changes_t md_config() const { return {}; }
 
-    static uct_cuda_ipc_ns_rkey_t *key_of(const remote &r)
+    static uct_cuda_ipc_ns_md_rkey_t *key_of(const remote &r)
     {
-        return (uct_cuda_ipc_ns_rkey_t*)r.rkey.rkey;
+        return (uct_cuda_ipc_ns_md_rkey_t*)r.rkey.rkey;
     }
 
     /* a legacy buffer of the agent and its key, unpacked here */
@@ -129,7 +129,7 @@ public:
         return status;
     }
 
-    uct_cuda_ipc_ns_copies_t *copies()
+    uct_cuda_ipc_ns_copy_op_sessions_t *copies()
     {
         return &ucs_derived_of(m_node->iface(),
                                uct_cuda_ipc_ns_iface_t)->copies;
@@ -233,8 +233,8 @@ TEST_F(legacy_direct, equal_pid_number_predicted) {
                                          info->pid = uct_cuda_ipc_ns_nsid_self()->pid;
                                      },
                                      &bundle));
-    EXPECT_TRUE(((uct_cuda_ipc_ns_rkey_t*)bundle.rkey)->owner_copy);
-    EXPECT_FALSE(((uct_cuda_ipc_ns_rkey_t*)bundle.rkey)->direct_fallback);
+    EXPECT_TRUE(((uct_cuda_ipc_ns_md_rkey_t*)bundle.rkey)->owner_copy);
+    EXPECT_FALSE(((uct_cuda_ipc_ns_md_rkey_t*)bundle.rkey)->direct_fallback);
 }
 
 
@@ -248,8 +248,8 @@ TEST_F(legacy_direct, gpu_not_ours_predicted) {
                                          info->dev_uuid[3] ^= 0x5a;
                                      },
                                      &bundle));
-    EXPECT_TRUE(((uct_cuda_ipc_ns_rkey_t*)bundle.rkey)->owner_copy);
-    EXPECT_FALSE(((uct_cuda_ipc_ns_rkey_t*)bundle.rkey)->owner_gpu_usable);
+    EXPECT_TRUE(((uct_cuda_ipc_ns_md_rkey_t*)bundle.rkey)->owner_copy);
+    EXPECT_FALSE(((uct_cuda_ipc_ns_md_rkey_t*)bundle.rkey)->owner_gpu_usable);
 }
 
 

@@ -15,7 +15,7 @@ extern "C" {
 #include "cuda_ipc_ns_md.h"
 #include "cuda_ipc_ns_rkey.h"
 #include "cuda_ipc_ns_gpus.h"
-#include "cuda_ipc_ns_types.h"
+#include "cuda_ipc_ns_iface.h"
 }
 
 #include <gtest/gtest.h>
@@ -106,7 +106,7 @@ public:
     std::vector<const uct_cuda_ipc_ns_staging_t*> staging_rings()
     {
         std::vector<const uct_cuda_ipc_ns_staging_t*> rings;
-        uct_cuda_ipc_ns_copy_ring_t *ring;
+        uct_cuda_ipc_ns_copy_op_ring_t *ring;
 
         if (ucs_list_is_empty(&copies()->sessions)) {
             return rings;
@@ -117,23 +117,23 @@ public:
         return rings;
     }
 
-    uct_cuda_ipc_ns_copies_t *copies()
+    uct_cuda_ipc_ns_copy_op_sessions_t *copies()
     {
         return &ucs_derived_of(m_node->iface(), uct_cuda_ipc_ns_iface_t)->copies;
     }
 
     /* our only copy session */
-    uct_cuda_ipc_ns_copy_session_t *session()
+    uct_cuda_ipc_ns_copy_op_session_t *session()
     {
         EXPECT_EQ(1u, ucs_list_length(&copies()->sessions));
         return ucs_list_head(&copies()->sessions,
-                             uct_cuda_ipc_ns_copy_session_t, list);
+                             uct_cuda_ipc_ns_copy_op_session_t, list);
     }
 
     /* answers owed by the agent over all our sessions */
     unsigned owed_answers()
     {
-        uct_cuda_ipc_ns_copy_session_t *session;
+        uct_cuda_ipc_ns_copy_op_session_t *session;
         unsigned owed = 0;
 
         ucs_list_for_each(session, &copies()->sessions, list) {
@@ -145,8 +145,8 @@ public:
     /* slots in use on the rings of our session with the agent */
     unsigned busy_slots()
     {
-        uct_cuda_ipc_ns_copy_session_t *session;
-        uct_cuda_ipc_ns_copy_ring_t *ring;
+        uct_cuda_ipc_ns_copy_op_session_t *session;
+        uct_cuda_ipc_ns_copy_op_ring_t *ring;
         unsigned busy = 0;
 
         ucs_list_for_each(session, &copies()->sessions, list) {
@@ -171,8 +171,8 @@ public:
     /* the key of @a r is of a GPU we cannot use (the emulator's GPUs) */
     bool other_gpu(const remote &r)
     {
-        const uct_cuda_ipc_ns_rkey_t *key =
-                (const uct_cuda_ipc_ns_rkey_t*)r.rkey.rkey;
+        const uct_cuda_ipc_ns_md_rkey_t *key =
+                (const uct_cuda_ipc_ns_md_rkey_t*)r.rkey.rkey;
         int usable = 1;
 
         EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_gpus_usable(key->info.dev_uuid,
@@ -222,7 +222,7 @@ public:
         ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_node->component(),
                                           r->buf.rkey.data(), &r->rkey));
         m_rkeys.push_back(r->rkey);
-        ASSERT_TRUE(((uct_cuda_ipc_ns_rkey_t*)r->rkey.rkey)->owner_copy)
+        ASSERT_TRUE(((uct_cuda_ipc_ns_md_rkey_t*)r->rkey.rkey)->owner_copy)
                 << "a key of memory its owner copies";
     }
 
@@ -518,7 +518,7 @@ TEST_F(owner_copy_uct, slow_owner_does_not_stall_other_owners) {
     uct_rkey_bundle_t other_rkey;
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_node->component(),
                                       other_buf.rkey.data(), &other_rkey));
-    ASSERT_TRUE(((uct_cuda_ipc_ns_rkey_t*)other_rkey.rkey)->owner_copy);
+    ASSERT_TRUE(((uct_cuda_ipc_ns_md_rkey_t*)other_rkey.rkey)->owner_copy);
 
     remote slow;
     ASSERT_NO_FATAL_FAILURE(export_legacy(MiB, 51, &slow));
@@ -816,10 +816,10 @@ TEST_F(owner_copy_uct, answers_not_owed_end_the_session) {
         ASSERT_EQ(UCS_INPROGRESS, post(false, local_ptr(local, 0), MiB,
                                        r.buf.addr, r.rkey.rkey, &op, ep))
                 << "the owner's copy is held";
-        uct_cuda_ipc_ns_copy_session_t *s = session();
+        uct_cuda_ipc_ns_copy_op_session_t *s = session();
         ASSERT_EQ(1u, s->num_reqs);
-        const uct_cuda_ipc_ns_copy_req_t *req =
-                ucs_list_head(&s->reqs, uct_cuda_ipc_ns_copy_req_t, list);
+        const uct_cuda_ipc_ns_copy_op_req_t *req =
+                ucs_list_head(&s->reqs, uct_cuda_ipc_ns_copy_op_req_t, list);
 
         int sv[2];
         ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv));

@@ -29,8 +29,8 @@ struct fake_broker_cfg {
 
 
 struct fake_broker_report {
-    int                        status; /* 0: listening, else an errno */
-    uct_cuda_ipc_ns_identity_t id;     /* of the fake broker's process */
+    int                             status; /* 0: listening, else an errno */
+    uct_cuda_ipc_ns_nsid_identity_t id;     /* of the fake broker's process */
 };
 
 } // namespace test

@@ -86,7 +86,7 @@ uct_cuda_ipc_ns_rkey_info_t fd_key()
 }
 
 
-uct_cuda_ipc_ns_rkey_info_t fd_key_of(const uct_cuda_ipc_ns_identity_t &id)
+uct_cuda_ipc_ns_rkey_info_t fd_key_of(const uct_cuda_ipc_ns_nsid_identity_t &id)
 {
     uct_cuda_ipc_ns_rkey_info_t key = fd_key();
     key.pid        = id.pid;
@@ -128,10 +128,10 @@ int listen_as_chunk_owner(uint64_t reg_id, uct_cuda_ipc_ns_rkey_info_t *key)
 }
 
 
-uct_cuda_ipc_ns_fdx_config_t fdx_config(uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode,
-                                        double timeout)
+uct_cuda_ipc_ns_broker_proto_fdx_config_t fdx_config(uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode,
+                                                     double timeout)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg = {};
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = {};
     cfg.mode        = mode;
     cfg.sock_dir    = NULL;
     cfg.timeout     = timeout;
@@ -149,7 +149,7 @@ TEST_PEER_ROLE(fdx_owner)
         uint64_t                      alloc_id;
         uct_cuda_ipc_ns_broker_registry_reg_t *reg;
     };
-    uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
     std::vector<registration> regs;
     std::vector<int> fillers;
     struct rlimit saved_nofile;
@@ -175,7 +175,7 @@ TEST_PEER_ROLE(fdx_owner)
         return 3;
     }
 
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+    const uct_cuda_ipc_ns_nsid_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     owner_cmd cmd;
     /* the test closing the channel also ends the peer */
     while (chan.recv_obj(cmd, 120000)) {

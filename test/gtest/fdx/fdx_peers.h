@@ -73,7 +73,7 @@ uct_cuda_ipc_ns_rkey_info_t fd_key();
 
 /* a POSIX-fd key whose owner is process @a id: a broker it runs passes the
  * importer's owner check */
-uct_cuda_ipc_ns_rkey_info_t fd_key_of(const uct_cuda_ipc_ns_identity_t &id);
+uct_cuda_ipc_ns_rkey_info_t fd_key_of(const uct_cuda_ipc_ns_nsid_identity_t &id);
 
 /* A listening socket of this process at a free abstract address (the kernel
  * picks it), for a test that plays the owner's broker itself, and in @a key a
@@ -82,8 +82,8 @@ uct_cuda_ipc_ns_rkey_info_t fd_key_of(const uct_cuda_ipc_ns_identity_t &id);
 int listen_as_chunk_owner(uint64_t reg_id, uct_cuda_ipc_ns_rkey_info_t *key);
 
 /* every field set: the broker's request deadline to its default */
-uct_cuda_ipc_ns_fdx_config_t fdx_config(uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode,
-                                        double timeout = 2.0);
+uct_cuda_ipc_ns_broker_proto_fdx_config_t fdx_config(uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode,
+                                                     double timeout = 2.0);
 
 
 /* The test's side of the owner (gtest assertions on failure) */

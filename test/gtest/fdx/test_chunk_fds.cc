@@ -71,7 +71,7 @@ protected:
      * first+count-1; the fds the importer returns are checked and closed */
     ucs_status_t fetch(uint32_t first, uint32_t count, answer_t respond)
     {
-        uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
+        uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
         std::vector<int> fds(UCT_CUDA_IPC_NS_BROKER_FDS_MAX, -1);
         int fds0                         = test::count_open_fds();
         int lfd                          = m_lfd;
@@ -146,7 +146,7 @@ protected:
 
     int                                  m_lfd = -1;
     uct_cuda_ipc_ns_rkey_info_t          m_key;
-    std::vector<uct_cuda_ipc_ns_chunk_t> m_layout;
+    std::vector<uct_cuda_ipc_ns_broker_proto_chunk_t> m_layout;
 };
 
 
@@ -276,7 +276,7 @@ TEST_F(test_chunk_fds, refusal_with_fds_closed) {
 
 /* The importer asks for no more than a message carries, nor past the key */
 TEST_F(test_chunk_fds, bad_requests_not_sent) {
-    uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
     int fds[UCT_CUDA_IPC_NS_BROKER_FDS_MAX + 1];
     const struct {
         uint32_t first, count;

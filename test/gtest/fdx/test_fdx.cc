@@ -58,9 +58,9 @@ struct import_result {
 };
 
 struct silent_reply {
-    uint8_t                    addr_len;
-    char                       addr[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX];
-    uct_cuda_ipc_ns_identity_t id; /* of the silent broker's process */
+    uint8_t                         addr_len;
+    char                            addr[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX];
+    uct_cuda_ipc_ns_nsid_identity_t id; /* of the silent broker's process */
 };
 
 
@@ -80,7 +80,7 @@ TEST_PEER_ROLE(fdx_importer)
         return 1;
     }
 
-    uct_cuda_ipc_ns_fdx_config_t cfg =
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg =
             fdx_config((uct_cuda_ipc_ns_broker_proto_fdx_mode_t)req.mode, req.timeout);
     cfg.allowed_uid = req.allowed_uid;
     int fds0 = test::count_open_fds();
@@ -169,7 +169,7 @@ protected:
                              uint64_t *broker_delta, double timeout = 2.0,
                              double *elapsed = NULL)
     {
-        uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(mode, timeout);
+        uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = fdx_config(mode, timeout);
         uint64_t p0, b0, p1, b1;
         int fds0 = test::count_open_fds();
         int fd   = -1;
@@ -928,14 +928,14 @@ TEST_F(test_fdx, mode_names)
  * the child's keys must name the child (its pid), not the parent */
 TEST(fdx_identity, a_forked_child_reads_its_own)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+    const uct_cuda_ipc_ns_nsid_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     int status;
 
     ASSERT_EQ((uint32_t)getpid(), self->pid);
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-        const uct_cuda_ipc_ns_identity_t *child = uct_cuda_ipc_ns_nsid_self();
+        const uct_cuda_ipc_ns_nsid_identity_t *child = uct_cuda_ipc_ns_nsid_self();
         _exit((child->pid == (uint32_t)getpid()) ? 0 : 1);
     }
     ASSERT_EQ(pid, waitpid(pid, &status, 0));

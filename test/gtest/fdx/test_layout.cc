@@ -34,7 +34,7 @@ using namespace fdx_peers;
 const uint64_t GRAN   = 2ull << 20;
 const uint64_t REG_ID = 0x1234;
 
-typedef std::vector<uct_cuda_ipc_ns_chunk_t> layout_t;
+typedef std::vector<uct_cuda_ipc_ns_broker_proto_chunk_t> layout_t;
 
 /* What the fake broker answers to a LAYOUT request from chunk @a first:
  * the reply bytes, and an fd to attach (-1: none) */
@@ -62,10 +62,10 @@ protected:
     ucs_status_t fetch(uint32_t num_chunks, uint64_t length, int pages,
                        answer_t answer, layout_t *out = nullptr)
     {
-        uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
-        uct_cuda_ipc_ns_chunk_t *chunks  = nullptr;
-        int fds0                         = test::count_open_fds();
-        int lfd                          = m_lfd;
+        uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
+        uct_cuda_ipc_ns_broker_proto_chunk_t *chunks  = nullptr;
+        int fds0                                      = test::count_open_fds();
+        int lfd                                       = m_lfd;
 
         m_key.handle.posix.num_chunks = num_chunks;
         m_key.length                  = length;

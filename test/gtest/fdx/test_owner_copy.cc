@@ -75,8 +75,8 @@ struct copy_owner_cmd {
 /* Owner: legacy memory registered with its broker for copies */
 TEST_PEER_ROLE(copy_owner)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
-    const uct_cuda_ipc_ns_identity_t *self;
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_AUTO);
+    const uct_cuda_ipc_ns_nsid_identity_t *self;
     uct_cuda_ipc_ns_broker_registry_reg_t *reg = nullptr, *fd_reg = nullptr;
     uct_cuda_ipc_ns_broker_t *broker;
     int memfd = make_memfd(5, MEM_SIZE);
@@ -221,10 +221,10 @@ protected:
         }
     }
 
-    uct_cuda_ipc_ns_copy_args_t args(uint32_t direction, uint64_t offset,
-                                     uint64_t length, uint64_t buf_offset)
+    uct_cuda_ipc_ns_broker_proto_copy_args_t args(uint32_t direction, uint64_t offset,
+                                                  uint64_t length, uint64_t buf_offset)
     {
-        uct_cuda_ipc_ns_copy_args_t copy = {};
+        uct_cuda_ipc_ns_broker_proto_copy_args_t copy = {};
         copy.seq        = ++m_seq;
         copy.offset     = offset;
         copy.length     = length;
@@ -236,12 +236,12 @@ protected:
     }
 
     /* the same for a host buffer (the pinned host ring) */
-    uct_cuda_ipc_ns_copy_args_t host_args(uint64_t id, uint64_t size,
-                                          uint32_t direction, uint64_t offset,
-                                          uint64_t length, uint64_t buf_offset)
+    uct_cuda_ipc_ns_broker_proto_copy_args_t host_args(uint64_t id, uint64_t size,
+                                                       uint32_t direction, uint64_t offset,
+                                                       uint64_t length, uint64_t buf_offset)
     {
-        uct_cuda_ipc_ns_copy_args_t copy = args(direction, offset, length,
-                                                buf_offset);
+        uct_cuda_ipc_ns_broker_proto_copy_args_t copy = args(direction, offset, length,
+                                                             buf_offset);
         copy.buf_id   = id;
         copy.buf_size = size;
         copy.flags    = UCT_CUDA_IPC_NS_COPY_BUF_HOST;
@@ -249,7 +249,7 @@ protected:
     }
 
     /* one COPY request and its answer; the status of the copy */
-    ucs_status_t copy(const uct_cuda_ipc_ns_copy_args_t &req, int fd,
+    ucs_status_t copy(const uct_cuda_ipc_ns_broker_proto_copy_args_t &req, int fd,
                       const uint8_t *token = nullptr)
     {
         ucs_status_t op_status = UCS_ERR_LAST;
@@ -298,7 +298,7 @@ protected:
     int                                    m_buf_fd   = -1;
     std::unique_ptr<test::peer>            m_owner;
     copy_owner_hello                       m_hello    = {};
-    uct_cuda_ipc_ns_fdx_config_t           m_cfg;
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t           m_cfg;
     int                                    m_sock     = -1;
     uint64_t                               m_seq      = 0;
 };
@@ -404,7 +404,7 @@ TEST_F(test_owner_copy, hostile_requests_refused) {
     /* a buffer the owner never got */
     EXPECT_EQ(UCS_ERR_UNSUPPORTED, copy(args(put, 0, 64, 0), -1));
     /* a buffer said to be larger than the allocation behind the fd */
-    uct_cuda_ipc_ns_copy_args_t big = args(put, 0, 64, 0);
+    uct_cuda_ipc_ns_broker_proto_copy_args_t big = args(put, 0, 64, 0);
     big.buf_size                    = 2 * m_buf_size;
     EXPECT_EQ(UCS_ERR_UNSUPPORTED, copy(big, m_buf_fd));
     EXPECT_TRUE(owner_holds(0, OWNER_SIZE, OWNER_SEED, 0));
@@ -499,7 +499,7 @@ TEST_F(test_owner_copy, hostile_host_buffers_refused) {
 /* The buffer's own range is checked before a copy is made: the session
  * ends */
 TEST_F(test_owner_copy, buffer_overrun_refused) {
-    uct_cuda_ipc_ns_copy_args_t over =
+    uct_cuda_ipc_ns_broker_proto_copy_args_t over =
             args(UCT_CUDA_IPC_NS_COPY_FROM_IMPORTER, 0, 4096,
                  m_buf_size - 4095);
 
@@ -516,10 +516,10 @@ TEST_F(test_owner_copy, buffer_overrun_refused) {
  * an fd import from the same broker succeeds; released, the answer comes
  * with the bytes in place */
 TEST_F(test_owner_copy, answered_when_done_while_fd_hand_out_goes_on) {
-    uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_BROKER);
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_BROKER);
     std::vector<uint8_t> owner = test::seed_pattern(OWNER_SEED, OWNER_SIZE);
     std::vector<uint8_t> got(4096);
-    uct_cuda_ipc_ns_copy_args_t req;
+    uct_cuda_ipc_ns_broker_proto_copy_args_t req;
     ucs_status_t op_status;
     uint64_t seq;
     int fd = -1;
@@ -538,8 +538,8 @@ TEST_F(test_owner_copy, answered_when_done_while_fd_hand_out_goes_on) {
     /* a refused request after it is answered at once: the copier took the
      * held copy first (one session is read in order) and holds nothing
      * that refusals need */
-    uct_cuda_ipc_ns_copy_args_t wrong = args(UCT_CUDA_IPC_NS_COPY_TO_IMPORTER,
-                                             0, 64, 0);
+    uct_cuda_ipc_ns_broker_proto_copy_args_t wrong = args(UCT_CUDA_IPC_NS_COPY_TO_IMPORTER,
+                                                          0, 64, 0);
     uint8_t wrong_token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
     memcpy(wrong_token, m_hello.key.token, sizeof(wrong_token));
     wrong_token[0] ^= 1;
@@ -572,7 +572,7 @@ TEST_F(test_owner_copy, answered_when_done_while_fd_hand_out_goes_on) {
  * copy, then closes the session and unmaps the importer's buffer; nothing
  * is left open */
 TEST_F(test_owner_copy, importer_gone_mid_copy_leaves_nothing_behind) {
-    uct_cuda_ipc_ns_copy_args_t req;
+    uct_cuda_ipc_ns_broker_proto_copy_args_t req;
     int fds, maps;
 
     if (!test::copy_engine_hold_supported()) {
@@ -632,7 +632,7 @@ TEST_F(test_owner_copy, bounded_queue_and_fair_service) {
     ASSERT_TRUE(owner_call(COPY_OWNER_HOLD, 1));
 
     for (int i = 0; i < max + 4; ++i) {
-        uct_cuda_ipc_ns_copy_args_t req = args(get, i * 4096, 4096, i * 4096);
+        uct_cuda_ipc_ns_broker_proto_copy_args_t req = args(get, i * 4096, 4096, i * 4096);
         seqs.push_back(req.seq);
         ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_send(
                                   m_sock, REG_ID, m_hello.key.token, &req, -1,
@@ -653,8 +653,8 @@ TEST_F(test_owner_copy, bounded_queue_and_fair_service) {
     ASSERT_EQ(0, setsockopt(other, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)));
     memcpy(wrong_token, m_hello.key.token, sizeof(wrong_token));
     wrong_token[3] ^= 0x40;
-    uct_cuda_ipc_ns_copy_args_t held = args(get, 0, 4096, 0);
-    uct_cuda_ipc_ns_copy_args_t bad  = args(get, 0, 4096, 0);
+    uct_cuda_ipc_ns_broker_proto_copy_args_t held = args(get, 0, 4096, 0);
+    uct_cuda_ipc_ns_broker_proto_copy_args_t bad  = args(get, 0, 4096, 0);
     EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_copy_client_send(
                               other, REG_ID, m_hello.key.token, &held,
                               m_buf_fd, 0));

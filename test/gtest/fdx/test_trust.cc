@@ -144,7 +144,7 @@ TEST_PEER_ROLE(trust_fake_broker)
  * through their brokers and answers each status */
 TEST_PEER_ROLE(trust_importer)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg = {};
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = {};
     uct_cuda_ipc_ns_rkey_info_t key;
 
     cfg.mode        = UCT_CUDA_IPC_NS_FDX_BROKER;
@@ -202,7 +202,7 @@ uct_cuda_ipc_ns_rkey_info_t dead_exporter_key()
 
 /* make @a key name the process of @a id as its owner */
 void owned_by(uct_cuda_ipc_ns_rkey_info_t *key,
-              const uct_cuda_ipc_ns_identity_t &id)
+              const uct_cuda_ipc_ns_nsid_identity_t &id)
 {
     key->pid        = id.pid;
     key->pid_ns     = id.pid_ns;
@@ -210,9 +210,9 @@ void owned_by(uct_cuda_ipc_ns_rkey_info_t *key,
 }
 
 
-uct_cuda_ipc_ns_fdx_config_t broker_only(int allowed_uid = -1)
+uct_cuda_ipc_ns_broker_proto_fdx_config_t broker_only(int allowed_uid = -1)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg = {};
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = {};
     cfg.mode        = UCT_CUDA_IPC_NS_FDX_BROKER;
     cfg.timeout     = 2.0;
     cfg.allowed_uid = allowed_uid;
@@ -249,7 +249,7 @@ protected:
     ucs_status_t import(const uct_cuda_ipc_ns_rkey_info_t &key,
                         int allowed_uid = -1)
     {
-        uct_cuda_ipc_ns_fdx_config_t cfg = broker_only(allowed_uid);
+        uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = broker_only(allowed_uid);
         int fds0 = test::count_open_fds();
         int fd = -1, pidfd = -1;
 
@@ -433,7 +433,7 @@ protected:
         if (!test::cuda_init()) {
             GTEST_SKIP() << "no CUDA driver";
         }
-        uct_cuda_ipc_ns_fdx_config_t cfg = broker_only();
+        uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = broker_only();
         ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_get(&cfg, &m_broker));
     }
 
@@ -452,9 +452,9 @@ protected:
     /* a key of @a key_length for an allocation of @a size bytes */
     uct_cuda_ipc_ns_rkey_info_t export_alloc(size_t size, size_t key_length)
     {
-        const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
-        CUmemAllocationProp prop               = {};
-        uct_cuda_ipc_ns_rkey_info_t key        = {};
+        const uct_cuda_ipc_ns_nsid_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+        CUmemAllocationProp prop                    = {};
+        uct_cuda_ipc_ns_rkey_info_t key             = {};
         exported e;
         const char *addr;
         int fd;
@@ -487,7 +487,7 @@ protected:
 
     ucs_status_t map(const uct_cuda_ipc_ns_rkey_info_t &key)
     {
-        uct_cuda_ipc_ns_fdx_config_t cfg = broker_only();
+        uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = broker_only();
         uct_cuda_ipc_ns_map_t mapping;
 
         ucs_status_t status = uct_cuda_ipc_ns_map(&cfg, &key, 0, &mapping,
@@ -570,7 +570,7 @@ protected:
     ucs_status_t start_broker(const std::string &dir,
                               uct_cuda_ipc_ns_broker_t **broker_p)
     {
-        uct_cuda_ipc_ns_fdx_config_t cfg = broker_only();
+        uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = broker_only();
         cfg.sock_dir                     = dir.c_str();
         return uct_cuda_ipc_ns_broker_get(&cfg, broker_p);
     }
@@ -594,7 +594,7 @@ TEST_F(trust_sock_dir, symlink_refused)
     std::string path = link + "/cuda_ipc_ns-1-0011223344556677.sock";
     key.broker_addr_len = path.size();
     memcpy(key.broker_addr, path.data(), path.size());
-    uct_cuda_ipc_ns_fdx_config_t cfg = broker_only();
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = broker_only();
     int fd;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_cuda_ipc_ns_fdx_import(&cfg, &key, &fd, NULL));
@@ -622,8 +622,8 @@ TEST_F(trust_sock_dir, parent_writable_by_others_refused)
 
 TEST_F(trust_sock_dir, importer_refuses_an_unsafe_or_odd_path)
 {
-    uct_cuda_ipc_ns_rkey_info_t key  = dead_exporter_key();
-    uct_cuda_ipc_ns_fdx_config_t cfg = broker_only();
+    uct_cuda_ipc_ns_rkey_info_t key               = dead_exporter_key();
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = broker_only();
     fake_broker_report report;
     int fd;
 

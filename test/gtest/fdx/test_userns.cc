@@ -90,7 +90,7 @@ std::atomic<int> hint_counter::s_count;
  * the end, how many refusals named the setting */
 TEST_PEER_ROLE(userns_owner)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_BROKER);
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_BROKER);
     userns_owner_reply reply = {};
     uct_cuda_ipc_ns_broker_registry_reg_t *reg;
     uct_cuda_ipc_ns_broker_t *broker;
@@ -117,7 +117,7 @@ TEST_PEER_ROLE(userns_owner)
                    uct_cuda_ipc_ns_broker_register(broker, fd, 0x4949,
                                                    reply.desc.token, &reg);
     if (reply.status == UCS_OK) {
-        const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+        const uct_cuda_ipc_ns_nsid_identity_t *self = uct_cuda_ipc_ns_nsid_self();
         const char *addr = uct_cuda_ipc_ns_broker_addr(
                 broker, &reply.desc.broker_addr_len);
         reply.desc.pid                   = self->pid;
@@ -142,7 +142,7 @@ TEST_PEER_ROLE(userns_owner)
 /* Importer: one import through the owner's broker */
 TEST_PEER_ROLE(userns_importer)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_BROKER);
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = fdx_config(UCT_CUDA_IPC_NS_FDX_BROKER);
     userns_import_result res = {};
     userns_import_req req;
     int fd = -1;

@@ -310,9 +310,9 @@ TEST(cuda_ipc_ns_broker_format, fds_reply_rejects) {
 }
 
 
-uct_cuda_ipc_ns_copy_args_t golden_copy_args()
+uct_cuda_ipc_ns_broker_proto_copy_args_t golden_copy_args()
 {
-    uct_cuda_ipc_ns_copy_args_t copy = {};
+    uct_cuda_ipc_ns_broker_proto_copy_args_t copy = {};
     copy.seq        = 9;
     copy.offset     = MiB;
     copy.length     = 4096;
@@ -325,12 +325,12 @@ uct_cuda_ipc_ns_copy_args_t golden_copy_args()
 
 
 TEST(cuda_ipc_ns_broker_format, golden_copy_request) {
-    const uct_cuda_ipc_ns_copy_args_t copy = golden_copy_args();
+    const uct_cuda_ipc_ns_broker_proto_copy_args_t copy = golden_copy_args();
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE];
     uct_cuda_ipc_ns_broker_proto_req_t req;
 
     ASSERT_EQ(sizeof(golden_copy_req), sizeof(buf));
-    uct_cuda_ipc_ns_broker_pack_copy_request(buf, REG_ID, token, &copy);
+    uct_cuda_ipc_ns_broker_proto_pack_copy_request(buf, REG_ID, token, &copy);
     EXPECT_EQ(0, memcmp(buf, golden_copy_req, sizeof(buf)));
     ASSERT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
               uct_cuda_ipc_ns_broker_proto_unpack_request(golden_copy_req,
@@ -351,14 +351,14 @@ TEST(cuda_ipc_ns_broker_format, golden_copy_request) {
 
 
 TEST(cuda_ipc_ns_broker_format, golden_copy_request_host_buffer) {
-    uct_cuda_ipc_ns_copy_args_t copy = golden_copy_args();
+    uct_cuda_ipc_ns_broker_proto_copy_args_t copy = golden_copy_args();
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE];
     uct_cuda_ipc_ns_broker_proto_req_t req;
 
     copy.direction = UCT_CUDA_IPC_NS_COPY_TO_IMPORTER;
     copy.flags     = UCT_CUDA_IPC_NS_COPY_BUF_HOST;
     ASSERT_EQ(sizeof(golden_copy_req_host), sizeof(buf));
-    uct_cuda_ipc_ns_broker_pack_copy_request(buf, REG_ID, token, &copy);
+    uct_cuda_ipc_ns_broker_proto_pack_copy_request(buf, REG_ID, token, &copy);
     EXPECT_EQ(0, memcmp(buf, golden_copy_req_host, sizeof(buf)));
     ASSERT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
               uct_cuda_ipc_ns_broker_proto_unpack_request(golden_copy_req_host,
@@ -377,26 +377,26 @@ TEST(cuda_ipc_ns_broker_format, copy_request_rejects) {
     uct_cuda_ipc_ns_broker_proto_req_t req;
     struct {
         const char *what;
-        void (*change)(uct_cuda_ipc_ns_copy_args_t *copy);
+        void (*change)(uct_cuda_ipc_ns_broker_proto_copy_args_t *copy);
     } cases[] = {
-        {"length 0", [](uct_cuda_ipc_ns_copy_args_t *c) { c->length = 0; }},
-        {"direction 0", [](uct_cuda_ipc_ns_copy_args_t *c) { c->direction = 0; }},
-        {"direction 3", [](uct_cuda_ipc_ns_copy_args_t *c) { c->direction = 3; }},
-        {"unknown flag", [](uct_cuda_ipc_ns_copy_args_t *c) { c->flags = 2; }},
-        {"flag bit 15", [](uct_cuda_ipc_ns_copy_args_t *c) {
+        {"length 0", [](uct_cuda_ipc_ns_broker_proto_copy_args_t *c) { c->length = 0; }},
+        {"direction 0", [](uct_cuda_ipc_ns_broker_proto_copy_args_t *c) { c->direction = 0; }},
+        {"direction 3", [](uct_cuda_ipc_ns_broker_proto_copy_args_t *c) { c->direction = 3; }},
+        {"unknown flag", [](uct_cuda_ipc_ns_broker_proto_copy_args_t *c) { c->flags = 2; }},
+        {"flag bit 15", [](uct_cuda_ipc_ns_broker_proto_copy_args_t *c) {
              c->flags = UCT_CUDA_IPC_NS_COPY_BUF_HOST | 0x8000; }},
-        {"past the buffer's end", [](uct_cuda_ipc_ns_copy_args_t *c) {
+        {"past the buffer's end", [](uct_cuda_ipc_ns_broker_proto_copy_args_t *c) {
              c->buf_offset = c->buf_size - c->length + 1; }},
-        {"offset past the buffer", [](uct_cuda_ipc_ns_copy_args_t *c) {
+        {"offset past the buffer", [](uct_cuda_ipc_ns_broker_proto_copy_args_t *c) {
              c->buf_offset = c->buf_size + 1; c->length = 1; }},
-        {"wrapping buffer range", [](uct_cuda_ipc_ns_copy_args_t *c) {
+        {"wrapping buffer range", [](uct_cuda_ipc_ns_broker_proto_copy_args_t *c) {
              c->buf_offset = 16; c->length = UINT64_MAX - 8; }}
     };
 
     for (const auto &c : cases) {
-        uct_cuda_ipc_ns_copy_args_t copy = golden_copy_args();
+        uct_cuda_ipc_ns_broker_proto_copy_args_t copy = golden_copy_args();
         c.change(&copy);
-        uct_cuda_ipc_ns_broker_pack_copy_request(buf, REG_ID, token, &copy);
+        uct_cuda_ipc_ns_broker_proto_pack_copy_request(buf, REG_ID, token, &copy);
         EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_BAD_REQUEST,
                   uct_cuda_ipc_ns_broker_proto_unpack_request(
                           buf, UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE, &req))
@@ -405,9 +405,9 @@ TEST(cuda_ipc_ns_broker_format, copy_request_rejects) {
 
     /* the last byte of the buffer is in range; one byte more or less of
      * message is not a COPY */
-    uct_cuda_ipc_ns_copy_args_t copy = golden_copy_args();
+    uct_cuda_ipc_ns_broker_proto_copy_args_t copy = golden_copy_args();
     copy.buf_offset                  = copy.buf_size - copy.length;
-    uct_cuda_ipc_ns_broker_pack_copy_request(buf, REG_ID, token, &copy);
+    uct_cuda_ipc_ns_broker_proto_pack_copy_request(buf, REG_ID, token, &copy);
     EXPECT_EQ(UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
               uct_cuda_ipc_ns_broker_proto_unpack_request(
                       buf, UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE, &req));
@@ -429,7 +429,7 @@ TEST(cuda_ipc_ns_broker_format, golden_copy_reply) {
     uct_cuda_ipc_ns_broker_proto_pack_copy_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
                                                  REG_ID, 9);
     EXPECT_EQ(0, memcmp(buf, golden_copy_reply, sizeof(buf)));
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_copy_reply(
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_proto_unpack_copy_reply(
                               golden_copy_reply, sizeof(golden_copy_reply),
                               &status, &reg_id, &seq));
     EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_OK, status);
@@ -447,7 +447,7 @@ TEST(cuda_ipc_ns_broker_format, copy_reply_rejects) {
 
     uct_cuda_ipc_ns_broker_proto_pack_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_DENIED,
                                             0);
-    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_unpack_copy_reply(
+    ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_proto_unpack_copy_reply(
                               buf, UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE, &status,
                               &reg_id, &seq));
     EXPECT_EQ((unsigned)UCT_CUDA_IPC_NS_BROKER_STATUS_DENIED, status);
@@ -455,33 +455,33 @@ TEST(cuda_ipc_ns_broker_format, copy_reply_rejects) {
 
     uct_cuda_ipc_ns_broker_proto_pack_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_OK, 0);
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_cuda_ipc_ns_broker_unpack_copy_reply(
+              uct_cuda_ipc_ns_broker_proto_unpack_copy_reply(
                       buf, UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE, &status, &reg_id,
                       &seq));
 
     uct_cuda_ipc_ns_broker_proto_pack_copy_reply(buf, UCT_CUDA_IPC_NS_BROKER_STATUS_OK,
                                                  REG_ID, 9);
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_cuda_ipc_ns_broker_unpack_copy_reply(
+              uct_cuda_ipc_ns_broker_proto_unpack_copy_reply(
                       buf, sizeof(buf), &status, &reg_id, &seq));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_cuda_ipc_ns_broker_unpack_copy_reply(
+              uct_cuda_ipc_ns_broker_proto_unpack_copy_reply(
                       buf, UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE - 1, &status,
                       &reg_id, &seq));
     buf[0] ^= 1; /* magic */
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_cuda_ipc_ns_broker_unpack_copy_reply(
+              uct_cuda_ipc_ns_broker_proto_unpack_copy_reply(
                       buf, UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE, &status,
                       &reg_id, &seq));
 }
 
 
 TEST(cuda_ipc_ns_broker_format, golden_layout_reply) {
-    const uct_cuda_ipc_ns_chunk_t chunks[] = {
+    const uct_cuda_ipc_ns_broker_proto_chunk_t chunks[] = {
         {20 * MiB, 20 * MiB, 0x11}, {40 * MiB, 2 * MiB, 0x12}
     };
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX];
-    uct_cuda_ipc_ns_chunk_t out[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
+    uct_cuda_ipc_ns_broker_proto_chunk_t out[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
     uct_cuda_ipc_ns_broker_proto_layout_page_t page;
 
     ASSERT_EQ(sizeof(golden_layout_reply),
@@ -505,7 +505,7 @@ TEST(cuda_ipc_ns_broker_format, golden_layout_reply) {
 
 
 TEST(cuda_ipc_ns_broker_format, layout_reply_rejects) {
-    uct_cuda_ipc_ns_chunk_t out[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
+    uct_cuda_ipc_ns_broker_proto_chunk_t out[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
     uct_cuda_ipc_ns_broker_proto_layout_page_t page;
     bytes_t good(golden_layout_reply,
                  golden_layout_reply + sizeof(golden_layout_reply));
@@ -562,7 +562,7 @@ TEST(cuda_ipc_ns_broker_format, layout_reply_rejects) {
 /* An owner's layout is hostile until it tiles the key's range exactly */
 TEST(cuda_ipc_ns_broker_format, layout_check) {
     const uint64_t G = 2 * MiB;
-    typedef std::vector<uct_cuda_ipc_ns_chunk_t> layout_t;
+    typedef std::vector<uct_cuda_ipc_ns_broker_proto_chunk_t> layout_t;
     const layout_t good = {{0, G, 1}, {G, G, 2}, {2 * G, 4 * G, 3}};
 
     EXPECT_EQ(UCS_OK, uct_cuda_ipc_ns_broker_proto_layout_check(good.data(), 3, 6 * G));

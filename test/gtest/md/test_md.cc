@@ -282,7 +282,7 @@ TEST_F(md_test, key_packed_for_a_range_past_its_chunk_covers_the_range) {
 void md_test::check_legacy_keys(bool owner_copy)
 {
     test::cuda_legacy_buffer buf(1 << 20);
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+    const uct_cuda_ipc_ns_nsid_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     size_t offsets[][2] = {{0, buf.size()}, {4096, 8192}, {buf.size() - 1, 1}};
 
     for (auto &range : offsets) {
@@ -362,7 +362,7 @@ TEST_F(md_test, reg_vmm_without_handle_types) {
     EXPECT_TRUE(info.has_ext);
     EXPECT_GT(info.broker_addr_len, 0);
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, key.data(), &bundle));
-    EXPECT_TRUE(((uct_cuda_ipc_ns_rkey_t*)bundle.rkey)->owner_copy);
+    EXPECT_TRUE(((uct_cuda_ipc_ns_md_rkey_t*)bundle.rkey)->owner_copy);
     uct_rkey_release(m_component, &bundle);
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
 }

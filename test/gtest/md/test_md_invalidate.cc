@@ -59,9 +59,9 @@ void counted_comp_init(counted_comp *cc, int count)
 }
 
 
-uct_cuda_ipc_ns_fdx_config_t fdx_config(uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode)
+uct_cuda_ipc_ns_broker_proto_fdx_config_t fdx_config(uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg = {};
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = {};
     cfg.mode        = mode;
     cfg.sock_dir    = NULL;
     cfg.timeout     = 5.0;
@@ -88,7 +88,7 @@ int count_non_socket_fds()
 ucs_status_t map_status(uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode,
                         const uct_cuda_ipc_ns_rkey_info_t &key)
 {
-    uct_cuda_ipc_ns_fdx_config_t cfg = fdx_config(mode);
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t cfg = fdx_config(mode);
     uct_cuda_ipc_ns_map_t mapping;
     ucs_status_t status;
 

@@ -896,8 +896,8 @@ TEST_P(ucp_nixl, killed_target_fails_requests) {
      * application thread (docs/architecture.md, "Peer failure"): one
      * lookup of another peer */
     {
-        uct_cuda_ipc_ns_identity_t other = {};
-        uct_cuda_ipc_ns_peer_t *peer;
+        uct_cuda_ipc_ns_nsid_identity_t other = {};
+        uct_cuda_ipc_ns_cache_peer_t *peer;
         other.pid = 1;
         ASSERT_EQ(UCS_OK, uct_cuda_ipc_ns_cache_peer_get(&other, &peer));
         uct_cuda_ipc_ns_cache_peer_put(peer);

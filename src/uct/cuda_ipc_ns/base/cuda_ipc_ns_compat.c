@@ -182,7 +182,7 @@ int uct_cuda_ipc_ns_compat_ep_is_connected(
         const uct_ep_h tl_ep, const uct_ep_is_connected_params_t *params)
 {
     return uct_cuda_ipc_ns_iface_base_ep_is_connected(
-            ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_base_t),
+            ucs_derived_of(tl_ep, uct_cuda_ipc_ns_iface_base_ep_t),
             (params->field_mask & UCT_EP_IS_CONNECTED_FIELD_DEVICE_ADDR) ?
             params->device_addr : NULL,
             (params->field_mask & UCT_EP_IS_CONNECTED_FIELD_IFACE_ADDR) ?

@@ -20,7 +20,7 @@ static pthread_mutex_t uct_cuda_ipc_ns_primary_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext uct_cuda_ipc_ns_primary[UCT_CUDA_IPC_NS_MAX_DEVICES];
 
 
-ucs_status_t uct_cuda_ipc_ns_primary_ctx(int device, CUcontext *ctx_p)
+ucs_status_t uct_cuda_ipc_ns_ctx_primary(int device, CUcontext *ctx_p)
 {
     ucs_status_t status = UCS_OK;
     CUdevice cu_device;
@@ -67,7 +67,7 @@ ucs_status_t uct_cuda_ipc_ns_ctx_push(CUcontext ctx, int device,
 
     *pushed_p = 0;
     if (ctx == NULL) {
-        status = uct_cuda_ipc_ns_primary_ctx(device, &ctx);
+        status = uct_cuda_ipc_ns_ctx_primary(device, &ctx);
         if (status != UCS_OK) {
             return status;
         }

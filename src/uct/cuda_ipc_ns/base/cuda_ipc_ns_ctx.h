@@ -16,7 +16,7 @@
 
 
 /** The primary context of @a device (retained on first use) */
-ucs_status_t uct_cuda_ipc_ns_primary_ctx(int device, CUcontext *ctx_p);
+ucs_status_t uct_cuda_ipc_ns_ctx_primary(int device, CUcontext *ctx_p);
 
 
 /**

@@ -69,7 +69,7 @@ static const struct {
 };
 
 
-const char *uct_cuda_ipc_ns_cu_error_name(CUresult result)
+const char *uct_cuda_ipc_ns_driver_error_name(CUresult result)
 {
     const char *name = NULL;
     size_t i;
@@ -90,7 +90,7 @@ const char *uct_cuda_ipc_ns_cu_error_name(CUresult result)
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_cu_status(CUresult result)
+ucs_status_t uct_cuda_ipc_ns_driver_status(CUresult result)
 {
     switch (result) {
     case CUDA_SUCCESS:
@@ -165,7 +165,7 @@ uct_cuda_ipc_ns_driver_resolve(void *dl,
         }
         ucs_debug("cuGetProcAddress(%s, %d) failed: %s (query result %d), "
                   "trying dlsym(%s)", base_name, UCT_CUDA_IPC_NS_CU_API_VERSION,
-                  uct_cuda_ipc_ns_cu_error_name(res), (int)query_result,
+                  uct_cuda_ipc_ns_driver_error_name(res), (int)query_result,
                   versioned_name);
     }
 
@@ -220,7 +220,7 @@ static ucs_status_t uct_cuda_ipc_ns_driver_do_load(const char *path)
     res = uct_cuda_ipc_ns_drv.cuInit(0);
     if (res != CUDA_SUCCESS) {
         ucs_debug("cuda_ipc_ns: cuInit(0) with driver '%s' failed: %s", path,
-                  uct_cuda_ipc_ns_cu_error_name(res));
+                  uct_cuda_ipc_ns_driver_error_name(res));
         goto err;
     }
 

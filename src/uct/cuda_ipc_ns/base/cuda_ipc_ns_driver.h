@@ -22,7 +22,7 @@
  *  REQUIRED: the module calls it (exactly those). A driver lacking one is
  *            not used: the module reports no device.
  *  OPTIONAL: only tests and tools call it, and cuGetErrorName, which
- *            uct_cuda_ipc_ns_cu_error_name() replaces with its own table.
+ *            uct_cuda_ipc_ns_driver_error_name() replaces with its own table.
  *            Resolved when present, NULL otherwise (with a debug line); a
  *            caller that needs a missing one gets a clear error (see the
  *            test helpers), and the device is still listed.
@@ -155,11 +155,11 @@ ucs_status_t uct_cuda_ipc_ns_driver_load(const char *path);
 
 
 /** @return the CUresult's name ("CUDA_ERROR_...") even without a driver */
-const char *uct_cuda_ipc_ns_cu_error_name(CUresult result);
+const char *uct_cuda_ipc_ns_driver_error_name(CUresult result);
 
 
 /** Map a CUresult to a ucs_status_t */
-ucs_status_t uct_cuda_ipc_ns_cu_status(CUresult result);
+ucs_status_t uct_cuda_ipc_ns_driver_status(CUresult result);
 
 
 /**
@@ -182,9 +182,9 @@ ucs_status_t uct_cuda_ipc_ns_cu_status(CUresult result);
         CUresult _cu_res = uct_cuda_ipc_ns_drv._func(__VA_ARGS__); \
         ucs_status_t _cu_status = UCS_OK; \
         if (ucs_unlikely(_cu_res != CUDA_SUCCESS)) { \
-            _cu_status = uct_cuda_ipc_ns_cu_status(_cu_res); \
+            _cu_status = uct_cuda_ipc_ns_driver_status(_cu_res); \
             ucs_log(_level, "%s() failed: %s", _name, \
-                    uct_cuda_ipc_ns_cu_error_name(_cu_res)); \
+                    uct_cuda_ipc_ns_driver_error_name(_cu_res)); \
         } \
         _cu_status; \
     })

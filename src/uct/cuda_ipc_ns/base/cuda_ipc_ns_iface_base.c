@@ -102,7 +102,7 @@ UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_base_t, uct_iface_ops_t *ops,
                     uint8_t addr_flags,
                     uct_cuda_ipc_ns_addr_reach_func_t reachable)
 {
-    const uct_cuda_ipc_ns_identity_t *id = uct_cuda_ipc_ns_nsid_self();
+    const uct_cuda_ipc_ns_nsid_identity_t *id = uct_cuda_ipc_ns_nsid_self();
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, ops, internal_ops, md, worker,
                               params, tl_config
@@ -150,7 +150,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_iface_base_t)
 UCS_CLASS_DEFINE(uct_cuda_ipc_ns_iface_base_t, uct_base_iface_t);
 
 
-UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_ep_base_t, const uct_ep_params_t *params)
+UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_iface_base_ep_t, const uct_ep_params_t *params)
 {
     uct_cuda_ipc_ns_iface_base_t *iface =
             ucs_derived_of(params->iface, uct_cuda_ipc_ns_iface_base_t);
@@ -179,15 +179,15 @@ UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_ep_base_t, const uct_ep_params_t *params)
 }
 
 
-static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_ep_base_t)
+static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_iface_base_ep_t)
 {
 }
 
 
-UCS_CLASS_DEFINE(uct_cuda_ipc_ns_ep_base_t, uct_base_ep_t);
+UCS_CLASS_DEFINE(uct_cuda_ipc_ns_iface_base_ep_t, uct_base_ep_t);
 
 
-int uct_cuda_ipc_ns_iface_base_ep_is_connected(const uct_cuda_ipc_ns_ep_base_t *ep,
+int uct_cuda_ipc_ns_iface_base_ep_is_connected(const uct_cuda_ipc_ns_iface_base_ep_t *ep,
                                                const uct_device_addr_t *dev_addr,
                                                const uct_iface_addr_t *iface_addr)
 {

@@ -32,13 +32,13 @@ typedef struct uct_cuda_ipc_ns_iface_base {
  * once when the endpoint is created (the iface address is required, the
  * device address defaults to our own system's).
  */
-typedef struct uct_cuda_ipc_ns_ep_base {
+typedef struct uct_cuda_ipc_ns_iface_base_ep {
     uct_base_ep_t                 super;
     uct_cuda_ipc_ns_addr_device_t remote_dev;
     uct_cuda_ipc_ns_addr_iface_t  remote_iface;
-} uct_cuda_ipc_ns_ep_base_t;
+} uct_cuda_ipc_ns_iface_base_ep_t;
 
-UCS_CLASS_DECLARE(uct_cuda_ipc_ns_ep_base_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE(uct_cuda_ipc_ns_iface_base_ep_t, const uct_ep_params_t*);
 
 
 /*
@@ -71,7 +71,7 @@ ucs_status_t uct_cuda_ipc_ns_iface_base_get_address(uct_iface_h tl_iface,
 
 /** Whether @a ep is connected to the process at these packed addresses
  *  (the same system, PID namespace, pid and start time) */
-int uct_cuda_ipc_ns_iface_base_ep_is_connected(const uct_cuda_ipc_ns_ep_base_t *ep,
+int uct_cuda_ipc_ns_iface_base_ep_is_connected(const uct_cuda_ipc_ns_iface_base_ep_t *ep,
                                                const uct_device_addr_t *dev_addr,
                                                const uct_iface_addr_t *iface_addr);
 

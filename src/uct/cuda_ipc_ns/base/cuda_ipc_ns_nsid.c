@@ -20,7 +20,7 @@
 
 
 static pthread_mutex_t uct_cuda_ipc_ns_self_lock = PTHREAD_MUTEX_INITIALIZER;
-static uct_cuda_ipc_ns_identity_t uct_cuda_ipc_ns_self_id;
+static uct_cuda_ipc_ns_nsid_identity_t uct_cuda_ipc_ns_self_id;
 static int uct_cuda_ipc_ns_self_valid;  /* self_id is this process's */
 static int uct_cuda_ipc_ns_self_atfork; /* the fork handler is installed */
 
@@ -113,9 +113,9 @@ static void uct_cuda_ipc_ns_self_atfork_child(void)
 }
 
 
-const uct_cuda_ipc_ns_identity_t *uct_cuda_ipc_ns_nsid_self(void)
+const uct_cuda_ipc_ns_nsid_identity_t *uct_cuda_ipc_ns_nsid_self(void)
 {
-    uct_cuda_ipc_ns_identity_t id;
+    uct_cuda_ipc_ns_nsid_identity_t id;
 
     /* read once per process: no lock, no system call after the first
      * (rkey_unpack calls it for every key) */

@@ -18,12 +18,12 @@
 #define UCT_CUDA_IPC_NS_INIT_PID_NS  0xEFFFFFFCull
 
 
-typedef struct uct_cuda_ipc_ns_identity {
+typedef struct uct_cuda_ipc_ns_nsid_identity {
     uint64_t system_id;  /* boot-id based, as ucs_get_system_id() */
     uint64_t pid_ns;     /* inode of /proc/self/ns/pid */
     uint64_t start_time; /* process start, clock ticks after boot */
     uint32_t pid;        /* pid in pid_ns */
-} uct_cuda_ipc_ns_identity_t;
+} uct_cuda_ipc_ns_nsid_identity_t;
 
 
 /**
@@ -31,7 +31,7 @@ typedef struct uct_cuda_ipc_ns_identity {
  * child of fork() (a fork handler), so it is always this process's; after
  * the first call no lock and no system call.
  */
-const uct_cuda_ipc_ns_identity_t *uct_cuda_ipc_ns_nsid_self(void);
+const uct_cuda_ipc_ns_nsid_identity_t *uct_cuda_ipc_ns_nsid_self(void);
 
 
 /**
@@ -59,8 +59,8 @@ ucs_status_t uct_cuda_ipc_ns_nsid_pid_ns(pid_t pid, uint64_t *pid_ns_p);
 
 /** @return nonzero when both identities name the same process */
 static inline int
-uct_cuda_ipc_ns_identity_equal(const uct_cuda_ipc_ns_identity_t *a,
-                               const uct_cuda_ipc_ns_identity_t *b)
+uct_cuda_ipc_ns_identity_equal(const uct_cuda_ipc_ns_nsid_identity_t *a,
+                               const uct_cuda_ipc_ns_nsid_identity_t *b)
 {
     return (a->system_id == b->system_id) && (a->pid_ns == b->pid_ns) &&
            (a->pid == b->pid) && (a->start_time == b->start_time);

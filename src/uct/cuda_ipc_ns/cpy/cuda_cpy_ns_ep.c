@@ -19,7 +19,7 @@ static UCS_CLASS_INIT_FUNC(uct_cuda_cpy_ns_iface_ep_t, const uct_ep_params_t *pa
     uct_cuda_cpy_ns_iface_t *iface = ucs_derived_of(params->iface,
                                                     uct_cuda_cpy_ns_iface_t);
 
-    UCS_CLASS_CALL_SUPER_INIT(uct_cuda_ipc_ns_ep_base_t, params);
+    UCS_CLASS_CALL_SUPER_INIT(uct_cuda_ipc_ns_iface_base_ep_t, params);
 
     if (!uct_cuda_ipc_ns_addr_is_self(&iface->super.dev_addr,
                                       &iface->super.iface_addr,
@@ -41,7 +41,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cuda_cpy_ns_iface_ep_t)
 }
 
 
-UCS_CLASS_DEFINE(uct_cuda_cpy_ns_iface_ep_t, uct_cuda_ipc_ns_ep_base_t);
+UCS_CLASS_DEFINE(uct_cuda_cpy_ns_iface_ep_t, uct_cuda_ipc_ns_iface_base_ep_t);
 UCS_CLASS_DEFINE_NEW_FUNC(uct_cuda_cpy_ns_iface_ep_t, uct_ep_t, const uct_ep_params_t*);
 UCS_CLASS_DEFINE_DELETE_FUNC(uct_cuda_cpy_ns_iface_ep_t, uct_ep_t);
 

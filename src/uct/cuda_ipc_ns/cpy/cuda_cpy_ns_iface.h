@@ -38,7 +38,7 @@ typedef struct uct_cuda_cpy_ns_iface_done {
 
 
 typedef struct uct_cuda_cpy_ns_iface_ep {
-    uct_cuda_ipc_ns_ep_base_t super; /* the peer's addresses: ours */
+    uct_cuda_ipc_ns_iface_base_ep_t super; /* the peer's addresses: ours */
 } uct_cuda_cpy_ns_iface_ep_t;
 
 

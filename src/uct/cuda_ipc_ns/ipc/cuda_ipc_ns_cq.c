@@ -301,7 +301,7 @@ ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
                                      uct_cuda_ipc_ns_op_list_t *list,
                                      uct_cuda_ipc_ns_cq_op_t *op,
                                      uct_cuda_ipc_ns_cq_stream_t *stream,
-                                     uct_cuda_ipc_ns_region_t *region,
+                                     uct_cuda_ipc_ns_cache_region_t *region,
                                      uct_completion_t *comp)
 {
     ucs_status_t status;
@@ -371,8 +371,8 @@ static ucs_status_t uct_cuda_ipc_ns_cq_op_query(const uct_cuda_ipc_ns_cq_op_t *o
     }
 
     ucs_error("cuEventQuery() failed: %s: the copy of op %p failed",
-              uct_cuda_ipc_ns_cu_error_name(res), op);
-    return uct_cuda_ipc_ns_cu_status(res);
+              uct_cuda_ipc_ns_driver_error_name(res), op);
+    return uct_cuda_ipc_ns_driver_status(res);
 }
 
 

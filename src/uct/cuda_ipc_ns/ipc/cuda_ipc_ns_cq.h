@@ -31,17 +31,17 @@ typedef struct uct_cuda_ipc_ns_cq_stream uct_cuda_ipc_ns_cq_stream_t;
 typedef struct uct_cuda_ipc_ns_cq_op {
     /* first: ucs_queue_for_each_extract() takes the element of an empty
      * queue's NULL head, at no offset */
-    ucs_queue_elem_t              queue;    /* in its stream's queue */
-    uct_cuda_ipc_ns_op_t          super;
-    uct_cuda_ipc_ns_region_t      *region;  /* pinned until completion, or
-                                             * NULL: a copy within our memory */
+    ucs_queue_elem_t               queue;    /* in its stream's queue */
+    uct_cuda_ipc_ns_op_t           super;
+    uct_cuda_ipc_ns_cache_region_t *region;  /* pinned until completion, or
+                                              * NULL: a copy within our memory */
     /* an op over several allocations of a registration: the regions after
      * the first, pinned until completion; owned by the op (ucs_free) */
-    uct_cuda_ipc_ns_region_t      **more_regions;
-    unsigned                      num_more_regions;
-    uct_cuda_ipc_ns_cq_stream_t   *stream;
-    CUevent                       event;
-    CUcontext                     event_ctx; /* context the event belongs to */
+    uct_cuda_ipc_ns_cache_region_t **more_regions;
+    unsigned                       num_more_regions;
+    uct_cuda_ipc_ns_cq_stream_t    *stream;
+    CUevent                        event;
+    CUcontext                      event_ctx; /* context the event belongs to */
 } uct_cuda_ipc_ns_cq_op_t;
 
 
@@ -139,7 +139,7 @@ ucs_status_t uct_cuda_ipc_ns_cq_post(uct_cuda_ipc_ns_cq_t *cq,
                                      uct_cuda_ipc_ns_op_list_t *list,
                                      uct_cuda_ipc_ns_cq_op_t *op,
                                      uct_cuda_ipc_ns_cq_stream_t *stream,
-                                     uct_cuda_ipc_ns_region_t *region,
+                                     uct_cuda_ipc_ns_cache_region_t *region,
                                      uct_completion_t *comp);
 
 

@@ -12,6 +12,7 @@
 #endif
 
 #include "cuda_ipc_ns_ep.h"
+#include "cuda_ipc_ns_iface.h"
 #include "cuda_ipc_ns_lane_direct.h"
 #include "cuda_ipc_ns_lane_owner.h"
 
@@ -23,10 +24,10 @@
 
 static UCS_CLASS_INIT_FUNC(uct_cuda_ipc_ns_ep_t, const uct_ep_params_t *params)
 {
-    uct_cuda_ipc_ns_identity_t id;
+    uct_cuda_ipc_ns_nsid_identity_t id;
     ucs_status_t status;
 
-    UCS_CLASS_CALL_SUPER_INIT(uct_cuda_ipc_ns_ep_base_t, params);
+    UCS_CLASS_CALL_SUPER_INIT(uct_cuda_ipc_ns_iface_base_ep_t, params);
 
     if (!(params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR)) {
         ucs_error("cuda_ipc_ns: ep_create needs the peer's device address");
@@ -86,7 +87,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cuda_ipc_ns_ep_t)
 }
 
 
-UCS_CLASS_DEFINE(uct_cuda_ipc_ns_ep_t, uct_cuda_ipc_ns_ep_base_t);
+UCS_CLASS_DEFINE(uct_cuda_ipc_ns_ep_t, uct_cuda_ipc_ns_iface_base_ep_t);
 UCS_CLASS_DEFINE_NEW_FUNC(uct_cuda_ipc_ns_ep_t, uct_ep_t, const uct_ep_params_t*);
 UCS_CLASS_DEFINE_DELETE_FUNC(uct_cuda_ipc_ns_ep_t, uct_ep_t);
 
@@ -99,7 +100,7 @@ void uct_cuda_ipc_ns_ep_ops_failed(uct_cuda_ipc_ns_op_list_t *ops)
 
 /* The lane of @a key; an op of no bytes is done at once on the direct one */
 static UCS_F_ALWAYS_INLINE const uct_cuda_ipc_ns_lane_ops_t *
-uct_cuda_ipc_ns_ep_lane(const uct_cuda_ipc_ns_rkey_t *key, size_t length)
+uct_cuda_ipc_ns_ep_lane(const uct_cuda_ipc_ns_md_rkey_t *key, size_t length)
 {
     return (ucs_unlikely(key->owner_copy) && (length > 0)) ?
            &uct_cuda_ipc_ns_lane_owner_ops : &uct_cuda_ipc_ns_lane_direct_ops;
@@ -110,7 +111,7 @@ uct_cuda_ipc_ns_ep_lane(const uct_cuda_ipc_ns_rkey_t *key, size_t length)
  * key->owner_copy (our open of a legacy key failed), the owner's lane */
 static UCS_F_ALWAYS_INLINE int
 uct_cuda_ipc_ns_ep_to_owner(const uct_cuda_ipc_ns_lane_ops_t *lane,
-                            const uct_cuda_ipc_ns_rkey_t *key,
+                            const uct_cuda_ipc_ns_md_rkey_t *key,
                             ucs_status_t status)
 {
     return ucs_unlikely(UCS_STATUS_IS_ERR(status)) && key->owner_copy &&
@@ -123,9 +124,9 @@ uct_cuda_ipc_ns_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
                          uint64_t remote_addr, uct_rkey_t rkey,
                          uct_completion_t *comp, int is_put)
 {
-    uct_cuda_ipc_ns_ep_t *ep    = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
-    uct_cuda_ipc_ns_rkey_t *key = (uct_cuda_ipc_ns_rkey_t*)rkey;
-    size_t length               = uct_iov_total_length(iov, iovcnt);
+    uct_cuda_ipc_ns_ep_t *ep       = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
+    uct_cuda_ipc_ns_md_rkey_t *key = (uct_cuda_ipc_ns_md_rkey_t*)rkey;
+    size_t length                  = uct_iov_total_length(iov, iovcnt);
     const uct_cuda_ipc_ns_lane_ops_t *lane;
     ucs_status_t status;
 
@@ -150,8 +151,8 @@ static ucs_status_t
 uct_cuda_ipc_ns_ep_put_now(uct_ep_h tl_ep, const void *buffer, size_t length,
                            uint64_t remote_addr, uct_rkey_t rkey)
 {
-    uct_cuda_ipc_ns_ep_t *ep    = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
-    uct_cuda_ipc_ns_rkey_t *key = (uct_cuda_ipc_ns_rkey_t*)rkey;
+    uct_cuda_ipc_ns_ep_t *ep       = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
+    uct_cuda_ipc_ns_md_rkey_t *key = (uct_cuda_ipc_ns_md_rkey_t*)rkey;
     const uct_cuda_ipc_ns_lane_ops_t *lane;
     ucs_status_t status;
 
@@ -207,8 +208,8 @@ ucs_status_t uct_cuda_ipc_ns_ep_get_bcopy(uct_ep_h tl_ep,
                                           uint64_t remote_addr, uct_rkey_t rkey,
                                           uct_completion_t *comp)
 {
-    uct_cuda_ipc_ns_ep_t *ep    = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
-    uct_cuda_ipc_ns_rkey_t *key = (uct_cuda_ipc_ns_rkey_t*)rkey;
+    uct_cuda_ipc_ns_ep_t *ep       = ucs_derived_of(tl_ep, uct_cuda_ipc_ns_ep_t);
+    uct_cuda_ipc_ns_md_rkey_t *key = (uct_cuda_ipc_ns_md_rkey_t*)rkey;
     const uct_cuda_ipc_ns_lane_ops_t *lane;
     ucs_status_t status;
 

@@ -1,12 +1,31 @@
 /*
  * cuda_ipc_ns: endpoint — put/get zero-copy, put short, put/get bcopy,
  * flush, fence, pending requests and peer checks (docs/architecture.md).
- * The interface's ops table lists these.
+ * The interface's ops table lists these. Below the lanes, which read the
+ * endpoint; cuda_ipc_ns_ep.c implements it above them.
  */
 #ifndef UCT_CUDA_IPC_NS_EP_H
 #define UCT_CUDA_IPC_NS_EP_H
 
-#include "cuda_ipc_ns_types.h"
+#include "cuda_ipc_ns_iface_base.h"
+#include "cuda_ipc_ns_cache.h"
+#include "cuda_ipc_ns_op.h"
+
+#include <ucs/datastruct/arbiter.h>
+
+
+typedef struct uct_cuda_ipc_ns_ep {
+    uct_cuda_ipc_ns_iface_base_ep_t super;       /* the peer's addresses */
+    uct_cuda_ipc_ns_cache_peer_t    *peer;       /* its cache entry */
+    uct_cuda_ipc_ns_op_list_t       ops;         /* its ops in flight, every
+                                                  * lane, and its fence */
+    ucs_arbiter_group_t             arb_group;   /* its pending requests */
+    /* an op was refused until copies outstanding complete (fence, or an
+     * owner's session full): pending requests wait for a completion */
+    int                             must_wait;
+    int                             failed;      /* peer failure reported */
+    int                             canceled;    /* flushed with CANCEL */
+} uct_cuda_ipc_ns_ep_t;
 
 
 UCS_CLASS_DECLARE_NEW_FUNC(uct_cuda_ipc_ns_ep_t, uct_ep_t, const uct_ep_params_t*);

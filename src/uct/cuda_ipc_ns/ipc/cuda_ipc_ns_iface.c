@@ -8,7 +8,7 @@
 #  include "config.h"
 #endif
 
-#include "cuda_ipc_ns_types.h"
+#include "cuda_ipc_ns_iface.h"
 #include "cuda_ipc_ns_copies.h"
 #include "cuda_ipc_ns_ep.h"
 #include "cuda_ipc_ns_md.h"

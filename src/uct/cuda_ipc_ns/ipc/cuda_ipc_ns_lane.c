@@ -55,11 +55,11 @@ void uct_cuda_ipc_ns_lane_cleanup(uct_cuda_ipc_ns_ep_t *ep)
 
 
 ucs_status_t uct_cuda_ipc_ns_lane_key_peer(uct_cuda_ipc_ns_ep_t *ep,
-                                           uct_cuda_ipc_ns_rkey_t *key,
-                                           uct_cuda_ipc_ns_peer_t **peer_p)
+                                           uct_cuda_ipc_ns_md_rkey_t *key,
+                                           uct_cuda_ipc_ns_cache_peer_t **peer_p)
 {
-    const uct_cuda_ipc_ns_identity_t *id = uct_cuda_ipc_ns_cache_peer_id(ep->peer);
-    uct_cuda_ipc_ns_identity_t key_id;
+    const uct_cuda_ipc_ns_nsid_identity_t *id = uct_cuda_ipc_ns_cache_peer_id(ep->peer);
+    uct_cuda_ipc_ns_nsid_identity_t key_id;
 
     if (ucs_likely((key->info.pid == id->pid) &&
                    (key->info.pid_ns == id->pid_ns) &&
@@ -85,7 +85,7 @@ ucs_status_t uct_cuda_ipc_ns_lane_key_peer(uct_cuda_ipc_ns_ep_t *ep,
 
 
 ucs_status_t uct_cuda_ipc_ns_lane_post_failed(uct_cuda_ipc_ns_ep_t *ep,
-                                              uct_cuda_ipc_ns_peer_t *peer,
+                                              uct_cuda_ipc_ns_cache_peer_t *peer,
                                               ucs_status_t status)
 {
     if ((uct_cuda_ipc_ns_cache_peer_check(peer) != UCS_OK) &&

@@ -12,7 +12,8 @@
 #ifndef UCT_CUDA_IPC_NS_LANE_H
 #define UCT_CUDA_IPC_NS_LANE_H
 
-#include "cuda_ipc_ns_types.h"
+#include "cuda_ipc_ns_iface.h"
+#include "cuda_ipc_ns_ep.h"
 #include "cuda_ipc_ns_md.h"
 
 #include <ucs/debug/log.h>
@@ -22,19 +23,19 @@
 /* One lane: how an op of each kind is posted on it */
 typedef struct uct_cuda_ipc_ns_lane_ops {
     /* put/get zcopy of @a iov (@a length bytes in all, not 0) */
-    ucs_status_t (*zcopy)(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_rkey_t *key,
+    ucs_status_t (*zcopy)(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_md_rkey_t *key,
                           const uct_iov_t *iov, size_t iovcnt, size_t length,
                           uint64_t remote_addr, uct_completion_t *comp,
                           int is_put);
     /* put short/bcopy of @a buffer (host or device memory): UCS_OK once
      * the buffer may be reused */
     ucs_status_t (*put_now)(uct_cuda_ipc_ns_ep_t *ep,
-                            uct_cuda_ipc_ns_rkey_t *key, const void *buffer,
+                            uct_cuda_ipc_ns_md_rkey_t *key, const void *buffer,
                             size_t length, uint64_t remote_addr);
     /* get bcopy: the data to @a unpack_cb, UCS_OK when done now, else
      * UCS_INPROGRESS and @a comp when done */
     ucs_status_t (*get_bcopy)(uct_cuda_ipc_ns_ep_t *ep,
-                              uct_cuda_ipc_ns_rkey_t *key,
+                              uct_cuda_ipc_ns_md_rkey_t *key,
                               uct_unpack_callback_t unpack_cb, void *arg,
                               size_t length, uint64_t remote_addr,
                               uct_completion_t *comp);
@@ -62,7 +63,7 @@ uct_cuda_ipc_ns_lane_md(const uct_cuda_ipc_ns_ep_t *ep)
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_cuda_ipc_ns_lane_check(uct_cuda_ipc_ns_ep_t *ep,
-                           const uct_cuda_ipc_ns_rkey_t *key,
+                           const uct_cuda_ipc_ns_md_rkey_t *key,
                            uint64_t remote_addr, size_t length)
 {
     if (ucs_unlikely(ep->failed)) {
@@ -127,8 +128,8 @@ uct_cuda_ipc_ns_lane_fenced(uct_cuda_ipc_ns_ep_t *ep,
 /* The peer entry holding the key's owner: the ep's peer unless the key is
  * of another process (then looked up once and kept in the unpacked key) */
 ucs_status_t uct_cuda_ipc_ns_lane_key_peer(uct_cuda_ipc_ns_ep_t *ep,
-                                           uct_cuda_ipc_ns_rkey_t *key,
-                                           uct_cuda_ipc_ns_peer_t **peer_p);
+                                           uct_cuda_ipc_ns_md_rkey_t *key,
+                                           uct_cuda_ipc_ns_cache_peer_t **peer_p);
 
 /* Report the peer's failure once, from progress (UCT's rule for errors) */
 void uct_cuda_ipc_ns_lane_set_failed(uct_cuda_ipc_ns_ep_t *ep);
@@ -137,7 +138,7 @@ void uct_cuda_ipc_ns_lane_set_failed(uct_cuda_ipc_ns_ep_t *ep);
  * watch says so) and it is the endpoint's peer, the endpoint fails and the
  * post with UCS_ERR_CONNECTION_RESET; else @a status */
 ucs_status_t uct_cuda_ipc_ns_lane_post_failed(uct_cuda_ipc_ns_ep_t *ep,
-                                              uct_cuda_ipc_ns_peer_t *peer,
+                                              uct_cuda_ipc_ns_cache_peer_t *peer,
                                               ucs_status_t status);
 
 /* The endpoint goes: its failure report, if queued, is dropped */

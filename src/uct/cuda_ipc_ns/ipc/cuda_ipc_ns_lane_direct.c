@@ -64,7 +64,7 @@ static ucs_status_t uct_cuda_ipc_ns_lane_direct_local_ctx(const void *buffer,
         *ctx_p = ctx;
         return UCS_OK;
     }
-    return uct_cuda_ipc_ns_primary_ctx(device, ctx_p);
+    return uct_cuda_ipc_ns_ctx_primary(device, ctx_p);
 }
 
 
@@ -177,7 +177,7 @@ uct_cuda_ipc_ns_lane_direct_enqueue(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_cq
  * later keys, go to the owner's copies (cuda_ipc_ns_legacy_direct.h). The
  * caller sees key->owner_copy set and posts the op there.
  */
-static void uct_cuda_ipc_ns_lane_direct_direct_failed(uct_cuda_ipc_ns_rkey_t *key,
+static void uct_cuda_ipc_ns_lane_direct_direct_failed(uct_cuda_ipc_ns_md_rkey_t *key,
                                              ucs_status_t status)
 {
     /* remembered and logged already when the driver refused the open */
@@ -194,12 +194,12 @@ static void uct_cuda_ipc_ns_lane_direct_direct_failed(uct_cuda_ipc_ns_rkey_t *ke
  * watch), the mappings (pinned: the caller releases the target).
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_cuda_ipc_ns_lane_direct_resolve(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_rkey_t *key,
+uct_cuda_ipc_ns_lane_direct_resolve(uct_cuda_ipc_ns_ep_t *ep, uct_cuda_ipc_ns_md_rkey_t *key,
                            const void *local, size_t length,
                            uint64_t remote_addr, int allow_host,
                            uct_cuda_ipc_ns_target_t *target)
 {
-    uct_cuda_ipc_ns_peer_t *peer;
+    uct_cuda_ipc_ns_cache_peer_t *peer;
     ucs_status_t status;
     int device;
 
@@ -291,7 +291,7 @@ uct_cuda_ipc_ns_lane_direct_check_iov_ctx(const uct_iov_t *iov, size_t iovcnt,
 /* Put/get zcopy: the op on a stream of (local context, remote device) */
 static ucs_status_t
 uct_cuda_ipc_ns_lane_direct_zcopy(uct_cuda_ipc_ns_ep_t *ep,
-                                  uct_cuda_ipc_ns_rkey_t *key,
+                                  uct_cuda_ipc_ns_md_rkey_t *key,
                                   const uct_iov_t *iov, size_t iovcnt,
                                   size_t length, uint64_t remote_addr,
                                   uct_completion_t *comp, int is_put)
@@ -371,7 +371,7 @@ err_put_op:
  */
 static ucs_status_t
 uct_cuda_ipc_ns_lane_direct_copy_sync(uct_cuda_ipc_ns_ep_t *ep,
-                                      uct_cuda_ipc_ns_rkey_t *key, void *local,
+                                      uct_cuda_ipc_ns_md_rkey_t *key, void *local,
                                       size_t length, uint64_t remote_addr,
                                       int is_put)
 {
@@ -421,7 +421,7 @@ uct_cuda_ipc_ns_lane_direct_copy_sync(uct_cuda_ipc_ns_ep_t *ep,
 
 static ucs_status_t
 uct_cuda_ipc_ns_lane_direct_put_now(uct_cuda_ipc_ns_ep_t *ep,
-                                    uct_cuda_ipc_ns_rkey_t *key,
+                                    uct_cuda_ipc_ns_md_rkey_t *key,
                                     const void *buffer, size_t length,
                                     uint64_t remote_addr)
 {
@@ -434,7 +434,7 @@ uct_cuda_ipc_ns_lane_direct_put_now(uct_cuda_ipc_ns_ep_t *ep,
  * (the completion is not called) */
 static ucs_status_t
 uct_cuda_ipc_ns_lane_direct_get_bcopy(uct_cuda_ipc_ns_ep_t *ep,
-                                      uct_cuda_ipc_ns_rkey_t *key,
+                                      uct_cuda_ipc_ns_md_rkey_t *key,
                                       uct_unpack_callback_t unpack_cb,
                                       void *arg, size_t length,
                                       uint64_t remote_addr,

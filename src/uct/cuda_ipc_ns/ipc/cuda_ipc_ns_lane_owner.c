@@ -16,7 +16,7 @@
  * fence rule, by which it waits (as pending) for the ops before a fence */
 static ucs_status_t
 uct_cuda_ipc_ns_lane_owner_begin(uct_cuda_ipc_ns_ep_t *ep,
-                                 const uct_cuda_ipc_ns_rkey_t *key,
+                                 const uct_cuda_ipc_ns_md_rkey_t *key,
                                  uint64_t remote_addr, size_t length)
 {
     ucs_status_t status;
@@ -36,11 +36,11 @@ uct_cuda_ipc_ns_lane_owner_begin(uct_cuda_ipc_ns_ep_t *ep,
 /* The post of @a what ended with @a status */
 static ucs_status_t
 uct_cuda_ipc_ns_lane_owner_end(uct_cuda_ipc_ns_ep_t *ep,
-                               uct_cuda_ipc_ns_rkey_t *key, ucs_status_t status,
+                               uct_cuda_ipc_ns_md_rkey_t *key, ucs_status_t status,
                                const char *what, size_t length,
                                uint64_t remote_addr)
 {
-    uct_cuda_ipc_ns_peer_t *peer;
+    uct_cuda_ipc_ns_cache_peer_t *peer;
 
     if ((status == UCS_INPROGRESS) || (status == UCS_OK)) {
         ucs_trace_data("cuda_ipc_ns: ep %p %s %zu bytes remote 0x%" PRIx64
@@ -64,7 +64,7 @@ uct_cuda_ipc_ns_lane_owner_end(uct_cuda_ipc_ns_ep_t *ep,
 
 static ucs_status_t
 uct_cuda_ipc_ns_lane_owner_zcopy(uct_cuda_ipc_ns_ep_t *ep,
-                                 uct_cuda_ipc_ns_rkey_t *key,
+                                 uct_cuda_ipc_ns_md_rkey_t *key,
                                  const uct_iov_t *iov, size_t iovcnt,
                                  size_t length, uint64_t remote_addr,
                                  uct_completion_t *comp, int is_put)
@@ -89,7 +89,7 @@ uct_cuda_ipc_ns_lane_owner_zcopy(uct_cuda_ipc_ns_ep_t *ep,
 /* Put short/bcopy: the data into the staging ring before this returns */
 static ucs_status_t
 uct_cuda_ipc_ns_lane_owner_put_now(uct_cuda_ipc_ns_ep_t *ep,
-                                   uct_cuda_ipc_ns_rkey_t *key,
+                                   uct_cuda_ipc_ns_md_rkey_t *key,
                                    const void *buffer, size_t length,
                                    uint64_t remote_addr)
 {
@@ -111,7 +111,7 @@ uct_cuda_ipc_ns_lane_owner_put_now(uct_cuda_ipc_ns_ep_t *ep,
 /* Get bcopy: through the staging ring, unpacked when it came */
 static ucs_status_t
 uct_cuda_ipc_ns_lane_owner_get_bcopy(uct_cuda_ipc_ns_ep_t *ep,
-                                     uct_cuda_ipc_ns_rkey_t *key,
+                                     uct_cuda_ipc_ns_md_rkey_t *key,
                                      uct_unpack_callback_t unpack_cb,
                                      void *arg, size_t length,
                                      uint64_t remote_addr,

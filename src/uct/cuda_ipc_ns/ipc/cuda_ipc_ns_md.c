@@ -399,10 +399,10 @@ static ucs_status_t
 uct_cuda_ipc_ns_md_walk_chunks(const uct_cuda_ipc_ns_md_t *md,
                                const uct_cuda_ipc_ns_ptr_attr_t *first,
                                uintptr_t end, ucs_log_level_t log_level,
-                               uct_cuda_ipc_ns_chunk_t **chunks_p,
+                               uct_cuda_ipc_ns_broker_proto_chunk_t **chunks_p,
                                uint32_t *count_p)
 {
-    uct_cuda_ipc_ns_chunk_t *chunks = NULL, *grown;
+    uct_cuda_ipc_ns_broker_proto_chunk_t *chunks = NULL, *grown;
     uint32_t count = 0, max = 0;
     uct_cuda_ipc_ns_ptr_attr_t attr = *first;
     uintptr_t next = first->base;
@@ -464,7 +464,7 @@ static ucs_status_t
 uct_cuda_ipc_ns_memh_export_chunks(uct_cuda_ipc_ns_md_t *md,
                                    uct_cuda_ipc_ns_md_memh_t *memh,
                                    const uct_cuda_ipc_ns_ptr_attr_t *attr,
-                                   const uct_cuda_ipc_ns_chunk_t *chunks,
+                                   const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                    uint32_t count)
 {
     const char *addr;
@@ -579,10 +579,10 @@ static ucs_status_t
 uct_cuda_ipc_ns_memh_export(uct_cuda_ipc_ns_md_t *md,
                             uct_cuda_ipc_ns_md_memh_t *memh, const void *address,
                             const uct_cuda_ipc_ns_ptr_attr_t *attr,
-                            const uct_cuda_ipc_ns_chunk_t *chunks,
+                            const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                             uint32_t num_chunks, ucs_log_level_t log_level)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+    const uct_cuda_ipc_ns_nsid_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     ucs_status_t status;
 
     switch (uct_cuda_ipc_ns_md_export_kind(md, attr, num_chunks)) {
@@ -638,7 +638,7 @@ static ucs_status_t
 uct_cuda_ipc_ns_md_reg_extent(uct_cuda_ipc_ns_md_t *md, void *address,
                               size_t length, ucs_log_level_t log_level,
                               uct_cuda_ipc_ns_ptr_attr_t *attr,
-                              uct_cuda_ipc_ns_chunk_t **chunks_p,
+                              uct_cuda_ipc_ns_broker_proto_chunk_t **chunks_p,
                               uint32_t *num_chunks_p)
 {
     ucs_status_t status;
@@ -688,7 +688,7 @@ static uct_cuda_ipc_ns_md_memh_t *
 uct_cuda_ipc_ns_md_memh_new(const uct_cuda_ipc_ns_ptr_attr_t *attr,
                             ucs_log_level_t log_level)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+    const uct_cuda_ipc_ns_nsid_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     uct_cuda_ipc_ns_md_memh_t *memh;
 
     memh = ucs_calloc(1, sizeof(*memh), "cuda_ipc_ns_memh");
@@ -715,7 +715,7 @@ uct_cuda_ipc_ns_md_reg(uct_cuda_ipc_ns_md_t *md, void *address, size_t length,
                        ucs_log_level_t log_level,
                        uct_cuda_ipc_ns_md_memh_t **memh_p)
 {
-    uct_cuda_ipc_ns_chunk_t *chunks = NULL;
+    uct_cuda_ipc_ns_broker_proto_chunk_t *chunks = NULL;
     uint32_t num_chunks             = 1;
     uct_cuda_ipc_ns_ptr_attr_t attr;
     uct_cuda_ipc_ns_md_memh_t *memh;
@@ -1062,9 +1062,9 @@ uct_cuda_ipc_ns_rkey_check_owner_copy(const uct_cuda_ipc_ns_rkey_info_t *info)
  * owner (cuda_ipc_ns_legacy_direct.h), or neither (UCS_ERR_UNREACHABLE:
  * UCP drops us from the key).
  */
-static ucs_status_t uct_cuda_ipc_ns_rkey_legacy_path(uct_cuda_ipc_ns_rkey_t *rkey)
+static ucs_status_t uct_cuda_ipc_ns_rkey_legacy_path(uct_cuda_ipc_ns_md_rkey_t *rkey)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+    const uct_cuda_ipc_ns_nsid_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     uct_cuda_ipc_ns_legacy_direct_path_t path;
     int usable, has_broker;
     ucs_status_t status;
@@ -1121,8 +1121,8 @@ uct_cuda_ipc_ns_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
                             UCT_CUDA_IPC_NS_RKEY_UNPACK_PARAMS_ARG
                             uct_rkey_t *rkey_p, void **handle_p)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
-    uct_cuda_ipc_ns_rkey_t *rkey;
+    const uct_cuda_ipc_ns_nsid_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+    uct_cuda_ipc_ns_md_rkey_t *rkey;
     ucs_status_t status;
     int usable;
 
@@ -1184,7 +1184,7 @@ err_free:
 static ucs_status_t uct_cuda_ipc_ns_rkey_release(uct_component_t *component,
                                                  uct_rkey_t rkey, void *handle)
 {
-    uct_cuda_ipc_ns_rkey_t *key = (uct_cuda_ipc_ns_rkey_t*)rkey;
+    uct_cuda_ipc_ns_md_rkey_t *key = (uct_cuda_ipc_ns_md_rkey_t*)rkey;
 
     if (key->peer != NULL) {
         uct_cuda_ipc_ns_cache_peer_put(key->peer);

@@ -41,7 +41,7 @@ typedef struct uct_cuda_ipc_ns_md {
      * with our broker for copies by us (docs/owner-copies.md) */
     int        owner_copy;
     uint8_t    addr_flags; /* UCT_CUDA_IPC_NS_ADDR_FLAG_*: what we can do */
-    uct_cuda_ipc_ns_fdx_config_t fdx;     /* importing peers' fds */
+    uct_cuda_ipc_ns_broker_proto_fdx_config_t fdx;     /* importing peers' fds */
     char                         *sock_dir; /* owns fdx.sock_dir */
     uct_cuda_ipc_ns_broker_t     *broker; /* serves our fds, or NULL */
 } uct_cuda_ipc_ns_md_t;
@@ -79,25 +79,25 @@ ucs_status_t uct_cuda_ipc_ns_md_pack_range(uct_cuda_ipc_ns_md_t *md,
 
 
 /* Unpacked remote key */
-typedef struct uct_cuda_ipc_ns_rkey {
-    uct_cuda_ipc_ns_rkey_info_t info;
+typedef struct uct_cuda_ipc_ns_md_rkey {
+    uct_cuda_ipc_ns_rkey_info_t          info;
     /* owner's cache entry when it is not the endpoint's peer, found on
      * first use; referenced until the key is released */
-    uct_cuda_ipc_ns_peer_t      *peer;
+    uct_cuda_ipc_ns_cache_peer_t         *peer;
     /* a key of several allocations: their layout, asked of the owner on
      * first use (published once, atomically); NULL until then */
-    uct_cuda_ipc_ns_chunk_t     *chunks;
+    uct_cuda_ipc_ns_broker_proto_chunk_t *chunks;
     /* memory we cannot map (legacy, of another PID namespace; a copy key):
      * puts and gets are copies its owner makes (docs/owner-copies.md) */
-    int                         owner_copy;
+    int                                  owner_copy;
     /* owner_copy: the key's GPU is one we can use (else the copies stage
      * through pinned host memory), asked once here, not on each post */
-    int                         owner_gpu_usable;
+    int                                  owner_gpu_usable;
     /* a legacy key of another PID namespace that we open ourselves, and
      * whose owner copies it for us if the open fails: owner_copy is set
      * then (cuda_ipc_ns_legacy_direct.h) */
-    int                         direct_fallback;
-} uct_cuda_ipc_ns_rkey_t;
+    int                                  direct_fallback;
+} uct_cuda_ipc_ns_md_rkey_t;
 
 
 extern uct_component_t uct_cuda_ipc_ns_component;

@@ -14,7 +14,7 @@
 #include <string.h>
 
 
-void uct_cuda_ipc_ns_target_unpin_regions(uct_cuda_ipc_ns_region_t **regions,
+void uct_cuda_ipc_ns_target_unpin_regions(uct_cuda_ipc_ns_cache_region_t **regions,
                                           unsigned count)
 {
     unsigned i;
@@ -37,7 +37,7 @@ void uct_cuda_ipc_ns_target_release(uct_cuda_ipc_ns_target_t *target)
 
 
 /* Index of the chunk holding @a offset (< the key's length) */
-static uint32_t uct_cuda_ipc_ns_target_chunk_index(const uct_cuda_ipc_ns_chunk_t *chunks,
+static uint32_t uct_cuda_ipc_ns_target_chunk_index(const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                                    uint32_t count,
                                                    uint64_t offset)
 {
@@ -63,8 +63,8 @@ uct_cuda_ipc_ns_target_memcpy_chunks(const uct_cuda_ipc_ns_target_t *target,
                                      size_t length, int is_put, int any_memory,
                                      CUstream stream, int *posted_p)
 {
-    const uct_cuda_ipc_ns_chunk_t *chunk;
-    uct_cuda_ipc_ns_region_t *region;
+    const uct_cuda_ipc_ns_broker_proto_chunk_t *chunk;
+    uct_cuda_ipc_ns_cache_region_t *region;
     ucs_status_t status;
     uint64_t pos;
     uint32_t index;
@@ -98,11 +98,11 @@ uct_cuda_ipc_ns_target_memcpy_chunks(const uct_cuda_ipc_ns_target_t *target,
 
 /* The layout of a key of several allocations, asked of its owner once */
 static ucs_status_t
-uct_cuda_ipc_ns_target_layout(uct_cuda_ipc_ns_rkey_t *key,
-                              const uct_cuda_ipc_ns_fdx_config_t *fdx,
-                              const uct_cuda_ipc_ns_chunk_t **chunks_p)
+uct_cuda_ipc_ns_target_layout(uct_cuda_ipc_ns_md_rkey_t *key,
+                              const uct_cuda_ipc_ns_broker_proto_fdx_config_t *fdx,
+                              const uct_cuda_ipc_ns_broker_proto_chunk_t **chunks_p)
 {
-    uct_cuda_ipc_ns_chunk_t *chunks, *expected = NULL;
+    uct_cuda_ipc_ns_broker_proto_chunk_t *chunks, *expected = NULL;
     ucs_status_t status;
 
     chunks = __atomic_load_n(&key->chunks, __ATOMIC_ACQUIRE);
@@ -128,15 +128,15 @@ uct_cuda_ipc_ns_target_layout(uct_cuda_ipc_ns_rkey_t *key,
 
 
 ucs_status_t uct_cuda_ipc_ns_target_map_chunks(uct_cuda_ipc_ns_target_t *target,
-                                               uct_cuda_ipc_ns_rkey_t *key,
-                                               uct_cuda_ipc_ns_peer_t *peer,
+                                               uct_cuda_ipc_ns_md_rkey_t *key,
+                                               uct_cuda_ipc_ns_cache_peer_t *peer,
                                                int device, uint64_t offset,
                                                size_t length,
-                                               const uct_cuda_ipc_ns_fdx_config_t *fdx)
+                                               const uct_cuda_ipc_ns_broker_proto_fdx_config_t *fdx)
 {
     uint32_t num_chunks = key->info.handle.posix.num_chunks;
-    const uct_cuda_ipc_ns_chunk_t *chunks;
-    uct_cuda_ipc_ns_region_t **regions;
+    const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks;
+    uct_cuda_ipc_ns_cache_region_t **regions;
     ucs_status_t status;
     uint32_t last;
 

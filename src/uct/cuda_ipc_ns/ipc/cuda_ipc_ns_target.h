@@ -16,23 +16,23 @@
 
 /* A remote range mapped here, pinned, and the context to copy in */
 typedef struct {
-    uct_cuda_ipc_ns_region_t      *region;  /* the first (or only) one */
-    void                          *remote;  /* one allocation: the mapped
+    uct_cuda_ipc_ns_cache_region_t             *region;  /* the first (or only) one */
+    void                                       *remote;  /* one allocation: the mapped
                                                address of remote_addr */
-    CUcontext                     ctx;      /* of the local buffer */
+    CUcontext                                  ctx;      /* of the local buffer */
     /* a key of several allocations (chunks != NULL): the range touches its
      * chunks first..first+count-1; region maps the first, more[] the
      * others (heap, count - 1 entries) */
-    const uct_cuda_ipc_ns_chunk_t *chunks;
-    uint64_t                      offset;   /* of remote_addr in the key */
-    uint32_t                      first;
-    uint32_t                      count;
-    uct_cuda_ipc_ns_region_t      **more;
+    const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks;
+    uint64_t                                   offset;   /* of remote_addr in the key */
+    uint32_t                                   first;
+    uint32_t                                   count;
+    uct_cuda_ipc_ns_cache_region_t             **more;
 } uct_cuda_ipc_ns_target_t;
 
 
 /* Unpin @a count regions and free their array (a target's more[]) */
-void uct_cuda_ipc_ns_target_unpin_regions(uct_cuda_ipc_ns_region_t **regions,
+void uct_cuda_ipc_ns_target_unpin_regions(uct_cuda_ipc_ns_cache_region_t **regions,
                                           unsigned count);
 
 /* Unpin everything @a target holds */
@@ -45,11 +45,11 @@ void uct_cuda_ipc_ns_target_release(uct_cuda_ipc_ns_target_t *target);
  * key's layout is asked of its owner once (through @a fdx) and kept in it.
  */
 ucs_status_t uct_cuda_ipc_ns_target_map_chunks(uct_cuda_ipc_ns_target_t *target,
-                                               uct_cuda_ipc_ns_rkey_t *key,
-                                               uct_cuda_ipc_ns_peer_t *peer,
+                                               uct_cuda_ipc_ns_md_rkey_t *key,
+                                               uct_cuda_ipc_ns_cache_peer_t *peer,
                                                int device, uint64_t offset,
                                                size_t length,
-                                               const uct_cuda_ipc_ns_fdx_config_t *fdx);
+                                               const uct_cuda_ipc_ns_broker_proto_fdx_config_t *fdx);
 
 /* The copies of a target of several chunks (uct_cuda_ipc_ns_target_memcpy) */
 ucs_status_t

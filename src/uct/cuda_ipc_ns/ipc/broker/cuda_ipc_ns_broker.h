@@ -28,7 +28,7 @@ typedef struct uct_cuda_ipc_ns_broker uct_cuda_ipc_ns_broker_t;
  * used.
  * After fork() the child never uses the parent's broker: it starts its own.
  */
-ucs_status_t uct_cuda_ipc_ns_broker_get(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+ucs_status_t uct_cuda_ipc_ns_broker_get(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *cfg,
                                         uct_cuda_ipc_ns_broker_t **broker_p);
 
 
@@ -63,7 +63,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_register(uct_cuda_ipc_ns_broker_t *broker,
  */
 ucs_status_t uct_cuda_ipc_ns_broker_register_chunks(uct_cuda_ipc_ns_broker_t *broker,
                                                     uint64_t reg_id, uint64_t base,
-                                                    const uct_cuda_ipc_ns_chunk_t *chunks,
+                                                    const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                                     uint32_t num_chunks,
                                                     uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
                                                     uct_cuda_ipc_ns_broker_registry_reg_t **reg_p);

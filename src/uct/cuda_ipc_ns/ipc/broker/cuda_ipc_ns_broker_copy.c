@@ -66,13 +66,13 @@ typedef struct uct_cuda_ipc_ns_broker_copy_op {
 
 /* A connection handed over by the serving loop, with its first request */
 typedef struct uct_cuda_ipc_ns_copy_adopted {
-    struct uct_cuda_ipc_ns_copy_adopted *next;
-    int                                 sock;
-    pid_t                               pid;
-    int                                 buf_fd;
-    uint64_t                            reg_id;
-    uint8_t                             token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
-    uct_cuda_ipc_ns_copy_args_t         copy;
+    struct uct_cuda_ipc_ns_copy_adopted      *next;
+    int                                      sock;
+    pid_t                                    pid;
+    int                                      buf_fd;
+    uint64_t                                 reg_id;
+    uint8_t                                  token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
+    uct_cuda_ipc_ns_broker_proto_copy_args_t copy;
 } uct_cuda_ipc_ns_copy_adopted_t;
 
 
@@ -211,7 +211,7 @@ uct_cuda_ipc_ns_copier_map(uct_cuda_ipc_ns_copy_buffer_t *buffer, int buf_fd,
 static uct_cuda_ipc_ns_copy_buffer_t *
 uct_cuda_ipc_ns_copier_buffer(uct_cuda_ipc_ns_broker_copy_t *copier,
                               uct_cuda_ipc_ns_broker_copy_client_t *client,
-                              const uct_cuda_ipc_ns_copy_args_t *copy,
+                              const uct_cuda_ipc_ns_broker_proto_copy_args_t *copy,
                               int device, int buf_fd)
 {
     int is_host = !!(copy->flags & UCT_CUDA_IPC_NS_COPY_BUF_HOST);
@@ -336,7 +336,7 @@ static void CUDA_CB uct_cuda_ipc_ns_copier_done_cb(CUstream stream,
 static ucs_status_t
 uct_cuda_ipc_ns_copier_launch(uct_cuda_ipc_ns_broker_copy_t *copier,
                               uct_cuda_ipc_ns_broker_copy_op_t *op,
-                              const uct_cuda_ipc_ns_copy_args_t *copy)
+                              const uct_cuda_ipc_ns_broker_proto_copy_args_t *copy)
 {
     CUdeviceptr buf = op->buffer->dptr + copy->buf_offset;
     CUdeviceptr src, dst;
@@ -381,7 +381,7 @@ static uct_cuda_ipc_ns_broker_proto_status_t
 uct_cuda_ipc_ns_copier_op_launch(uct_cuda_ipc_ns_broker_copy_t *copier,
                                  uct_cuda_ipc_ns_broker_copy_client_t *client,
                                  uct_cuda_ipc_ns_broker_copy_op_t *op,
-                                 const uct_cuda_ipc_ns_copy_args_t *copy,
+                                 const uct_cuda_ipc_ns_broker_proto_copy_args_t *copy,
                                  int buf_fd)
 {
     uct_cuda_ipc_ns_broker_proto_status_t status = UCT_CUDA_IPC_NS_BROKER_STATUS_OK;
@@ -422,7 +422,7 @@ out:
 static void uct_cuda_ipc_ns_copier_request(uct_cuda_ipc_ns_broker_copy_t *copier,
                                            uct_cuda_ipc_ns_broker_copy_client_t *client,
                                            uint64_t reg_id, const uint8_t *token,
-                                           const uct_cuda_ipc_ns_copy_args_t *copy,
+                                           const uct_cuda_ipc_ns_broker_proto_copy_args_t *copy,
                                            int buf_fd)
 {
     uct_cuda_ipc_ns_broker_proto_status_t status;
@@ -446,7 +446,7 @@ static void uct_cuda_ipc_ns_copier_request(uct_cuda_ipc_ns_broker_copy_t *copier
                   "(registration 0x%" PRIx64 ", offset %" PRIu64 ", length %"
                   PRIu64 "): %s", copier->name, copy->seq, (int)client->pid,
                   reg_id, copy->offset, copy->length,
-                  uct_cuda_ipc_ns_broker_status_str(status));
+                  uct_cuda_ipc_ns_broker_proto_status_str(status));
         goto err_free;
     }
 
@@ -491,7 +491,7 @@ static void uct_cuda_ipc_ns_copier_complete(uct_cuda_ipc_ns_broker_copy_t *copie
             ucs_error("cuda_ipc_ns: broker %s: copy %" PRIu64 " of pid %d "
                       "(registration 0x%" PRIx64 ") failed on its stream: %s",
                       copier->name, op->seq, (int)op->client->pid, op->reg_id,
-                      uct_cuda_ipc_ns_cu_error_name(op->result));
+                      uct_cuda_ipc_ns_driver_error_name(op->result));
         }
         if (!op->client->closing) {
             uct_cuda_ipc_ns_copier_reply(copier, op->client,
@@ -581,7 +581,7 @@ static void uct_cuda_ipc_ns_copier_read(uct_cuda_ipc_ns_broker_copy_t *copier,
         ucs_debug("cuda_ipc_ns: broker %s: copy client pid %d sent a bad "
                   "request (%zu bytes, op %u): %s, closing", copier->name,
                   (int)client->pid, len, req.op,
-                  uct_cuda_ipc_ns_broker_status_str(bstatus));
+                  uct_cuda_ipc_ns_broker_proto_status_str(bstatus));
         if (buf_fd >= 0) {
             close(buf_fd);
         }

@@ -163,9 +163,9 @@ ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(const uint8_t *buf,
 }
 
 
-void uct_cuda_ipc_ns_broker_pack_copy_request(uint8_t *buf, uint64_t reg_id,
-                                              const uint8_t *token,
-                                              const uct_cuda_ipc_ns_copy_args_t *copy)
+void uct_cuda_ipc_ns_broker_proto_pack_copy_request(uint8_t *buf, uint64_t reg_id,
+                                                    const uint8_t *token,
+                                                    const uct_cuda_ipc_ns_broker_proto_copy_args_t *copy)
 {
     uint8_t *p = buf + UCT_CUDA_IPC_NS_BROKER_OFF_COPY;
 
@@ -188,7 +188,7 @@ void uct_cuda_ipc_ns_broker_pack_copy_request(uint8_t *buf, uint64_t reg_id,
  * together by themselves (the registration's range is the broker's check) */
 static uct_cuda_ipc_ns_broker_proto_status_t
 uct_cuda_ipc_ns_broker_unpack_copy(const uint8_t *buf,
-                                   uct_cuda_ipc_ns_copy_args_t *copy)
+                                   uct_cuda_ipc_ns_broker_proto_copy_args_t *copy)
 {
     const uint8_t *p = buf + UCT_CUDA_IPC_NS_BROKER_OFF_COPY;
 
@@ -221,11 +221,11 @@ void uct_cuda_ipc_ns_broker_proto_pack_copy_reply(uint8_t *buf,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_broker_unpack_copy_reply(const uint8_t *buf,
-                                                      size_t len,
-                                                      unsigned *status_p,
-                                                      uint64_t *reg_id_p,
-                                                      uint64_t *seq_p)
+ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_copy_reply(const uint8_t *buf,
+                                                            size_t len,
+                                                            unsigned *status_p,
+                                                            uint64_t *reg_id_p,
+                                                            uint64_t *seq_p)
 {
     if ((len < UCT_CUDA_IPC_NS_BROKER_REPLY_SIZE) ||
         (uct_cuda_ipc_ns_get_le32(buf + UCT_CUDA_IPC_NS_BROKER_OFF_MAGIC) !=
@@ -343,7 +343,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_reply(const uint8_t *buf, size_
 size_t uct_cuda_ipc_ns_broker_proto_pack_layout(uint8_t *buf, uint64_t reg_id,
                                                 uint32_t total, uint32_t first,
                                                 uint32_t count,
-                                                const uct_cuda_ipc_ns_chunk_t *chunks)
+                                                const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks)
 {
     uint8_t *entry = buf + UCT_CUDA_IPC_NS_BROKER_OFF_ENTRIES;
     uint32_t i;
@@ -365,7 +365,7 @@ size_t uct_cuda_ipc_ns_broker_proto_pack_layout(uint8_t *buf, uint64_t reg_id,
 
 ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_layout(const uint8_t *buf, size_t len,
                                                         uct_cuda_ipc_ns_broker_proto_layout_page_t *page,
-                                                        uct_cuda_ipc_ns_chunk_t *chunks)
+                                                        uct_cuda_ipc_ns_broker_proto_chunk_t *chunks)
 {
     const uint8_t *entry = buf + UCT_CUDA_IPC_NS_BROKER_OFF_ENTRIES;
     uint32_t i;
@@ -410,7 +410,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_layout(const uint8_t *buf, size
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_broker_proto_layout_check(const uct_cuda_ipc_ns_chunk_t *chunks,
+ucs_status_t uct_cuda_ipc_ns_broker_proto_layout_check(const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                                        uint32_t count, uint64_t length)
 {
     uint64_t end = 0;
@@ -438,7 +438,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_proto_layout_check(const uct_cuda_ipc_ns_chu
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_broker_status_to_ucs(unsigned status)
+ucs_status_t uct_cuda_ipc_ns_broker_proto_status_to_ucs(unsigned status)
 {
     switch (status) {
     case UCT_CUDA_IPC_NS_BROKER_STATUS_OK:
@@ -460,7 +460,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_status_to_ucs(unsigned status)
 }
 
 
-const char *uct_cuda_ipc_ns_broker_status_str(unsigned status)
+const char *uct_cuda_ipc_ns_broker_proto_status_str(unsigned status)
 {
     switch (status) {
     case UCT_CUDA_IPC_NS_BROKER_STATUS_OK:          return "ok";

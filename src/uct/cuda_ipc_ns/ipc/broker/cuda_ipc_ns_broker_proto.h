@@ -152,7 +152,7 @@ typedef enum {
 
 
 /* The fields of a COPY request after its head */
-typedef struct uct_cuda_ipc_ns_copy_args {
+typedef struct uct_cuda_ipc_ns_broker_proto_copy_args {
     uint64_t seq;
     uint64_t offset;
     uint64_t length;
@@ -161,27 +161,27 @@ typedef struct uct_cuda_ipc_ns_copy_args {
     uint64_t buf_offset;
     uint16_t direction;  /* uct_cuda_ipc_ns_broker_proto_copy_dir_t */
     uint16_t flags;      /* UCT_CUDA_IPC_NS_COPY_BUF_* */
-} uct_cuda_ipc_ns_copy_args_t;
+} uct_cuda_ipc_ns_broker_proto_copy_args_t;
 
 
 /* A request as the broker reads it; token points into the received bytes */
 typedef struct uct_cuda_ipc_ns_broker_proto_req {
-    uint16_t      version;
-    uint16_t      op;
-    uint64_t      alloc_id;  /* LAYOUT, GET_CHUNK_FDS: the registration id */
-    const uint8_t *token;
-    uint32_t      index;     /* LAYOUT, GET_CHUNK_FDS: the first chunk */
-    uint32_t      count;     /* GET_CHUNK_FDS: 1..UCT_CUDA_IPC_NS_BROKER_FDS_MAX */
-    uct_cuda_ipc_ns_copy_args_t copy; /* COPY */
+    uint16_t                                 version;
+    uint16_t                                 op;
+    uint64_t                                 alloc_id;  /* LAYOUT, GET_CHUNK_FDS: the registration id */
+    const uint8_t                            *token;
+    uint32_t                                 index;     /* LAYOUT, GET_CHUNK_FDS: the first chunk */
+    uint32_t                                 count;     /* GET_CHUNK_FDS: 1..UCT_CUDA_IPC_NS_BROKER_FDS_MAX */
+    uct_cuda_ipc_ns_broker_proto_copy_args_t copy; /* COPY */
 } uct_cuda_ipc_ns_broker_proto_req_t;
 
 
 /* One allocation of a registration, at @a offset from its base */
-typedef struct uct_cuda_ipc_ns_chunk {
+typedef struct uct_cuda_ipc_ns_broker_proto_chunk {
     uint64_t offset;
     uint64_t size;
     uint64_t alloc_id;
-} uct_cuda_ipc_ns_chunk_t;
+} uct_cuda_ipc_ns_broker_proto_chunk_t;
 
 
 /* The head of a GET_CHUNK_FDS reply, as the importer reads it */
@@ -217,7 +217,7 @@ extern const char *uct_cuda_ipc_ns_fdx_mode_names[];
 
 /* Fd-exchange settings of an MD: the broker serves with them, the importer
  * fetches with them (docs/configuration.md) */
-typedef struct uct_cuda_ipc_ns_fdx_config {
+typedef struct uct_cuda_ipc_ns_broker_proto_fdx_config {
     uct_cuda_ipc_ns_broker_proto_fdx_mode_t mode;
     /* NULL or "": the broker listens on an abstract socket with a random
      * name (reachable only from the same network namespace). Otherwise a
@@ -237,7 +237,7 @@ typedef struct uct_cuda_ipc_ns_fdx_config {
     /* nonzero: also serve, and import from, a peer whose uid our user
      * namespace does not map (cuda_ipc_ns_userns.h) */
     int                        userns_peers;
-} uct_cuda_ipc_ns_fdx_config_t;
+} uct_cuda_ipc_ns_broker_proto_fdx_config_t;
 
 
 /* Client: write a GET_FD request (UCT_CUDA_IPC_NS_BROKER_REQ_SIZE bytes) */
@@ -288,9 +288,9 @@ ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_fds_reply(const uint8_t *buf,
 
 
 /* Client: write a COPY request (UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE bytes) */
-void uct_cuda_ipc_ns_broker_pack_copy_request(uint8_t *buf, uint64_t reg_id,
-                                              const uint8_t *token,
-                                              const uct_cuda_ipc_ns_copy_args_t *copy);
+void uct_cuda_ipc_ns_broker_proto_pack_copy_request(uint8_t *buf, uint64_t reg_id,
+                                                    const uint8_t *token,
+                                                    const uct_cuda_ipc_ns_broker_proto_copy_args_t *copy);
 
 
 /* Server: write a COPY reply (UCT_CUDA_IPC_NS_BROKER_COPY_REPLY_SIZE bytes) */
@@ -308,11 +308,11 @@ void uct_cuda_ipc_ns_broker_proto_pack_copy_reply(uint8_t *buf,
  *         UCS_ERR_INVALID_PARAM for a malformed reply (size, magic, a plain
  *         reply saying OK).
  */
-ucs_status_t uct_cuda_ipc_ns_broker_unpack_copy_reply(const uint8_t *buf,
-                                                      size_t len,
-                                                      unsigned *status_p,
-                                                      uint64_t *reg_id_p,
-                                                      uint64_t *seq_p);
+ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_copy_reply(const uint8_t *buf,
+                                                            size_t len,
+                                                            unsigned *status_p,
+                                                            uint64_t *reg_id_p,
+                                                            uint64_t *seq_p);
 
 
 /**
@@ -323,7 +323,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_unpack_copy_reply(const uint8_t *buf,
 size_t uct_cuda_ipc_ns_broker_proto_pack_layout(uint8_t *buf, uint64_t reg_id,
                                                 uint32_t total, uint32_t first,
                                                 uint32_t count,
-                                                const uct_cuda_ipc_ns_chunk_t *chunks);
+                                                const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks);
 
 
 /**
@@ -337,7 +337,7 @@ size_t uct_cuda_ipc_ns_broker_proto_pack_layout(uint8_t *buf, uint64_t reg_id,
  */
 ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_layout(const uint8_t *buf, size_t len,
                                                         uct_cuda_ipc_ns_broker_proto_layout_page_t *page,
-                                                        uct_cuda_ipc_ns_chunk_t *chunks);
+                                                        uct_cuda_ipc_ns_broker_proto_chunk_t *chunks);
 
 
 /**
@@ -349,7 +349,7 @@ ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_layout(const uint8_t *buf, size
  * @return UCS_OK, or UCS_ERR_INVALID_PARAM with a debug line naming the
  *         first bad entry.
  */
-ucs_status_t uct_cuda_ipc_ns_broker_proto_layout_check(const uct_cuda_ipc_ns_chunk_t *chunks,
+ucs_status_t uct_cuda_ipc_ns_broker_proto_layout_check(const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                                        uint32_t count, uint64_t length);
 
 
@@ -387,11 +387,11 @@ ucs_status_t uct_cuda_ipc_ns_broker_proto_unpack_reply(const uint8_t *buf, size_
 
 
 /* Client: map a broker status code to a UCS status */
-ucs_status_t uct_cuda_ipc_ns_broker_status_to_ucs(unsigned status);
+ucs_status_t uct_cuda_ipc_ns_broker_proto_status_to_ucs(unsigned status);
 
 
 /* Printable name of a broker status code */
-const char *uct_cuda_ipc_ns_broker_status_str(unsigned status);
+const char *uct_cuda_ipc_ns_broker_proto_status_str(unsigned status);
 
 
 /**

@@ -34,7 +34,7 @@ struct uct_cuda_ipc_ns_broker_reg {
     uint8_t                      token[UCT_CUDA_IPC_NS_TOKEN_SIZE];
     /* a registration of several allocations: fd is -1 */
     uint64_t                     base;
-    uct_cuda_ipc_ns_chunk_t      *chunks;
+    uct_cuda_ipc_ns_broker_proto_chunk_t      *chunks;
     uint32_t                     num_chunks;
     /* a range the owner copies: base, length, where it lives, and the
      * copies in flight (removal waits for them) */
@@ -209,7 +209,7 @@ uct_cuda_ipc_ns_broker_registry_add(uct_cuda_ipc_ns_broker_registry_t *registry,
 ucs_status_t
 uct_cuda_ipc_ns_broker_registry_add_chunks(uct_cuda_ipc_ns_broker_registry_t *registry,
                                            uint64_t reg_id, uint64_t base,
-                                           const uct_cuda_ipc_ns_chunk_t *chunks,
+                                           const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                            uint32_t num_chunks,
                                            uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
                                            uct_cuda_ipc_ns_broker_registry_reg_t **reg_p)
@@ -344,7 +344,7 @@ int uct_cuda_ipc_ns_broker_registry_hand_out(uct_cuda_ipc_ns_broker_registry_t *
 int uct_cuda_ipc_ns_broker_registry_layout(uct_cuda_ipc_ns_broker_registry_t *registry,
                                            uint64_t reg_id, const uint8_t *token,
                                            uint32_t first,
-                                           uct_cuda_ipc_ns_chunk_t *chunks,
+                                           uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                            uint32_t *count_p, uint32_t *total_p)
 {
     uct_cuda_ipc_ns_broker_registry_reg_t *found;
@@ -374,7 +374,7 @@ int uct_cuda_ipc_ns_broker_registry_hand_out_chunks(uct_cuda_ipc_ns_broker_regis
                                                     void *arg)
 {
     uct_cuda_ipc_ns_broker_registry_reg_t *found;
-    const uct_cuda_ipc_ns_chunk_t *chunk;
+    const uct_cuda_ipc_ns_broker_proto_chunk_t *chunk;
     uint32_t i;
 
     pthread_mutex_lock(&registry->lock);

@@ -90,7 +90,7 @@ uct_cuda_ipc_ns_broker_registry_add(uct_cuda_ipc_ns_broker_registry_t *registry,
 ucs_status_t
 uct_cuda_ipc_ns_broker_registry_add_chunks(uct_cuda_ipc_ns_broker_registry_t *registry,
                                            uint64_t reg_id, uint64_t base,
-                                           const uct_cuda_ipc_ns_chunk_t *chunks,
+                                           const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                            uint32_t num_chunks,
                                            uint8_t token[UCT_CUDA_IPC_NS_TOKEN_SIZE],
                                            uct_cuda_ipc_ns_broker_registry_reg_t **reg_p);
@@ -105,7 +105,7 @@ uct_cuda_ipc_ns_broker_registry_add_chunks(uct_cuda_ipc_ns_broker_registry_t *re
 int uct_cuda_ipc_ns_broker_registry_layout(uct_cuda_ipc_ns_broker_registry_t *registry,
                                            uint64_t reg_id, const uint8_t *token,
                                            uint32_t first,
-                                           uct_cuda_ipc_ns_chunk_t *chunks,
+                                           uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                            uint32_t *count_p, uint32_t *total_p);
 
 

@@ -182,7 +182,7 @@ static void uct_cuda_ipc_ns_broker_reply(uct_cuda_ipc_ns_broker_serve_t *server,
                                     MSG_DONTWAIT | MSG_NOSIGNAL) != UCS_OK) {
         ucs_debug("cuda_ipc_ns: broker %s: sending reply '%s' to pid %d "
                   "failed", server->name,
-                  uct_cuda_ipc_ns_broker_status_str(status), (int)conn->pid);
+                  uct_cuda_ipc_ns_broker_proto_status_str(status), (int)conn->pid);
     }
 }
 
@@ -234,7 +234,7 @@ static void uct_cuda_ipc_ns_broker_serve_layout(uct_cuda_ipc_ns_broker_serve_t *
                                                 const uct_cuda_ipc_ns_broker_serve_conn_t *conn,
                                                 const uct_cuda_ipc_ns_broker_proto_req_t *req)
 {
-    uct_cuda_ipc_ns_chunk_t chunks[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
+    uct_cuda_ipc_ns_broker_proto_chunk_t chunks[UCT_CUDA_IPC_NS_BROKER_LAYOUT_MAX];
     uint8_t buf[UCT_CUDA_IPC_NS_BROKER_LAYOUT_REPLY_MAX];
     uint32_t count, total;
     size_t len;
@@ -343,7 +343,7 @@ out:
     } else {
         ucs_debug("cuda_ipc_ns: chunk at 0x%" PRIx64 " (alloc_id 0x%" PRIx64
                   ") not exported: %s", addr, alloc_id,
-                  uct_cuda_ipc_ns_broker_status_str(out->status));
+                  uct_cuda_ipc_ns_broker_proto_status_str(out->status));
     }
 }
 
@@ -385,7 +385,7 @@ static void uct_cuda_ipc_ns_broker_serve_chunk_fds(uct_cuda_ipc_ns_broker_serve_
         ucs_debug("cuda_ipc_ns: broker %s: chunk %u of 0x%" PRIx64 " asked "
                   "by pid %d: %s", server->name, req->index + out.count,
                   req->alloc_id, (int)conn->pid,
-                  uct_cuda_ipc_ns_broker_status_str(out.status));
+                  uct_cuda_ipc_ns_broker_proto_status_str(out.status));
     } else {
         len = uct_cuda_ipc_ns_broker_proto_pack_fds_reply(buf, req->alloc_id,
                                                           req->index, out.count,

@@ -23,7 +23,7 @@
 
 
 void uct_cuda_ipc_ns_broker_client_start(uct_cuda_ipc_ns_broker_client_t *client,
-                                         const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                         const uct_cuda_ipc_ns_broker_proto_fdx_config_t *cfg,
                                          const uct_cuda_ipc_ns_rkey_info_t *key)
 {
     client->cfg      = cfg;

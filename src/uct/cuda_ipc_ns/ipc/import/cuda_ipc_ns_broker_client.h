@@ -28,18 +28,18 @@
 
 
 typedef struct uct_cuda_ipc_ns_broker_client {
-    const uct_cuda_ipc_ns_fdx_config_t *cfg;
-    const uct_cuda_ipc_ns_rkey_info_t  *key;
-    double                             timeout;  /* seconds */
-    ucs_time_t                         deadline;
+    const uct_cuda_ipc_ns_broker_proto_fdx_config_t *cfg;
+    const uct_cuda_ipc_ns_rkey_info_t               *key;
+    double                                          timeout;  /* seconds */
+    ucs_time_t                                      deadline;
     /* the broker's printable address, for the logs */
-    char                               name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2];
+    char                                            name[UCT_CUDA_IPC_NS_BROKER_ADDR_MAX + 2];
 } uct_cuda_ipc_ns_broker_client_t;
 
 
 /* Start a client of @a key's broker: its deadline runs from now */
 void uct_cuda_ipc_ns_broker_client_start(uct_cuda_ipc_ns_broker_client_t *client,
-                                         const uct_cuda_ipc_ns_fdx_config_t *cfg,
+                                         const uct_cuda_ipc_ns_broker_proto_fdx_config_t *cfg,
                                          const uct_cuda_ipc_ns_rkey_info_t *key);
 
 /**

@@ -24,8 +24,8 @@
 #include <unistd.h>
 
 
-ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copies_t *copies,
-                                         const uct_cuda_ipc_ns_fdx_config_t *fdx,
+ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                         const uct_cuda_ipc_ns_broker_proto_fdx_config_t *fdx,
                                          unsigned max_requests,
                                          unsigned staging_slots,
                                          size_t staging_slot_size,
@@ -89,14 +89,14 @@ ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copies_t *copies,
 
 
 /* An answer for @a req came (or none will): returns the ops completed */
-static unsigned uct_cuda_ipc_ns_copy_req_done(uct_cuda_ipc_ns_copies_t *copies,
-                                              uct_cuda_ipc_ns_copy_session_t *session,
-                                              uct_cuda_ipc_ns_copy_req_t *req,
+static unsigned uct_cuda_ipc_ns_copy_req_done(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                              uct_cuda_ipc_ns_copy_op_session_t *session,
+                                              uct_cuda_ipc_ns_copy_op_req_t *req,
                                               ucs_status_t status)
 {
-    uct_cuda_ipc_ns_copy_op_t *op     = req->op;
-    uct_cuda_ipc_ns_copy_slot_t *slot = req->slot;
-    uct_cuda_ipc_ns_copy_sent_t *sent;
+    uct_cuda_ipc_ns_copy_op_t *op        = req->op;
+    uct_cuda_ipc_ns_copy_op_slot_t *slot = req->slot;
+    uct_cuda_ipc_ns_copy_op_sent_t *sent;
 
     if ((status == UCS_OK) && req->carried_fd) {
         if (uct_cuda_ipc_ns_copy_op_sent_find(session, &req->buf) == NULL) {
@@ -133,11 +133,11 @@ static unsigned uct_cuda_ipc_ns_copy_req_done(uct_cuda_ipc_ns_copies_t *copies,
 
 /* What @a session (closing) owes completes with @a status, and it goes;
  * returns the ops completed */
-static unsigned uct_cuda_ipc_ns_copy_session_free(uct_cuda_ipc_ns_copies_t *copies,
-                                                  uct_cuda_ipc_ns_copy_session_t *session,
+static unsigned uct_cuda_ipc_ns_copy_session_free(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                                  uct_cuda_ipc_ns_copy_op_session_t *session,
                                                   ucs_status_t status)
 {
-    uct_cuda_ipc_ns_copy_req_t *req, *tmp;
+    uct_cuda_ipc_ns_copy_op_req_t *req, *tmp;
     unsigned count = 0;
 
     ucs_list_for_each_safe(req, tmp, &session->reqs, list) {
@@ -162,12 +162,12 @@ static unsigned uct_cuda_ipc_ns_copy_session_free(uct_cuda_ipc_ns_copies_t *copi
  * (first: a completion may destroy its endpoint), and the session is freed:
  * the next copy opens a new one, if the owner is still there.
  */
-static unsigned uct_cuda_ipc_ns_copy_session_fail(uct_cuda_ipc_ns_copies_t *copies,
-                                                  uct_cuda_ipc_ns_copy_session_t *session,
+static unsigned uct_cuda_ipc_ns_copy_session_fail(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                                  uct_cuda_ipc_ns_copy_op_session_t *session,
                                                   ucs_status_t status)
 {
-    uct_cuda_ipc_ns_copy_ring_t *ring;
-    uct_cuda_ipc_ns_copy_req_t *req;
+    uct_cuda_ipc_ns_copy_op_ring_t *ring;
+    uct_cuda_ipc_ns_copy_op_req_t *req;
     uct_cuda_ipc_ns_copy_op_t *op;
     unsigned i;
 
@@ -206,9 +206,9 @@ static unsigned uct_cuda_ipc_ns_copy_session_fail(uct_cuda_ipc_ns_copies_t *copi
 }
 
 
-void uct_cuda_ipc_ns_copies_cleanup(uct_cuda_ipc_ns_copies_t *copies)
+void uct_cuda_ipc_ns_copies_cleanup(uct_cuda_ipc_ns_copy_op_sessions_t *copies)
 {
-    uct_cuda_ipc_ns_copy_session_t *session, *tmp;
+    uct_cuda_ipc_ns_copy_op_session_t *session, *tmp;
 
     ucs_list_for_each_safe(session, tmp, &copies->sessions, list) {
         session->closing = 1;
@@ -223,11 +223,11 @@ void uct_cuda_ipc_ns_copies_cleanup(uct_cuda_ipc_ns_copies_t *copies)
 /* The session with the owner of @a key, opened (and the owner
  * authenticated) on first use */
 static ucs_status_t
-uct_cuda_ipc_ns_copy_session_get(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_copy_session_get(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
                                  const uct_cuda_ipc_ns_rkey_info_t *key,
-                                 uct_cuda_ipc_ns_copy_session_t **session_p)
+                                 uct_cuda_ipc_ns_copy_op_session_t **session_p)
 {
-    uct_cuda_ipc_ns_copy_session_t *session;
+    uct_cuda_ipc_ns_copy_op_session_t *session;
     ucs_status_t status;
     int sock;
 
@@ -284,7 +284,7 @@ uct_cuda_ipc_ns_copy_session_get(uct_cuda_ipc_ns_copies_t *copies,
  * (quietly), with *device_p its device, or -1 for host memory.
  */
 static ucs_status_t uct_cuda_ipc_ns_copy_local(const void *ptr, size_t length,
-                                               uct_cuda_ipc_ns_copy_local_t *local,
+                                               uct_cuda_ipc_ns_copy_op_local_t *local,
                                                int *device_p)
 {
     uct_cuda_ipc_ns_ptr_attr_t attr;
@@ -332,13 +332,13 @@ static ucs_status_t uct_cuda_ipc_ns_copy_local(const void *ptr, size_t length,
  * (-1: host memory) in the session with the owner of @a key; the session
  * and the ring are opened on first use */
 static ucs_status_t
-uct_cuda_ipc_ns_copy_ring_get(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_copy_ring_get(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
                               const uct_cuda_ipc_ns_rkey_info_t *key,
                               const uct_cuda_ipc_ns_staging_ops_t *ops,
                               int device,
-                              uct_cuda_ipc_ns_copy_ring_t **ring_p)
+                              uct_cuda_ipc_ns_copy_op_ring_t **ring_p)
 {
-    uct_cuda_ipc_ns_copy_session_t *session;
+    uct_cuda_ipc_ns_copy_op_session_t *session;
     ucs_status_t status;
 
     status = uct_cuda_ipc_ns_copy_session_get(copies, key, &session);
@@ -350,7 +350,7 @@ uct_cuda_ipc_ns_copy_ring_get(uct_cuda_ipc_ns_copies_t *copies,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
+ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
                                             uct_cuda_ipc_ns_op_list_t *ops,
                                             const uct_cuda_ipc_ns_rkey_info_t *key,
                                             int owner_gpu_usable,
@@ -358,7 +358,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
                                             uint64_t remote_addr)
 {
     uct_cuda_ipc_ns_ptr_attr_t attr;
-    uct_cuda_ipc_ns_copy_ring_t *ring;
+    uct_cuda_ipc_ns_copy_op_ring_t *ring;
     uct_cuda_ipc_ns_copy_op_t *op;
     ucs_status_t status;
     size_t num_chunks;
@@ -401,7 +401,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
+ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
                                                uct_cuda_ipc_ns_op_list_t *ops,
                                                const uct_cuda_ipc_ns_rkey_info_t *key,
                                                int owner_gpu_usable,
@@ -410,7 +410,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
                                                uct_unpack_callback_t unpack_cb,
                                                void *arg, uct_completion_t *comp)
 {
-    uct_cuda_ipc_ns_copy_ring_t *ring;
+    uct_cuda_ipc_ns_copy_op_ring_t *ring;
     uct_cuda_ipc_ns_copy_op_t *op;
     ucs_status_t status;
 
@@ -451,7 +451,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
  */
 static ucs_status_t
 uct_cuda_ipc_ns_copies_locals(const uct_cuda_ipc_ns_copy_op_t *op,
-                              uct_cuda_ipc_ns_copy_local_t *locals,
+                              uct_cuda_ipc_ns_copy_op_local_t *locals,
                               int *staged_p, int *device_p)
 {
     int device = -1, elem_device;
@@ -488,11 +488,11 @@ uct_cuda_ipc_ns_copies_locals(const uct_cuda_ipc_ns_copy_op_t *op,
  * are answered), else the error, and the op is the caller's to free
  */
 static ucs_status_t
-uct_cuda_ipc_ns_copies_send_all(uct_cuda_ipc_ns_copies_t *copies,
-                                uct_cuda_ipc_ns_copy_session_t *session,
+uct_cuda_ipc_ns_copies_send_all(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                uct_cuda_ipc_ns_copy_op_session_t *session,
                                 uct_cuda_ipc_ns_op_list_t *ops,
                                 uct_cuda_ipc_ns_copy_op_t *op,
-                                const uct_cuda_ipc_ns_copy_local_t *locals)
+                                const uct_cuda_ipc_ns_copy_op_local_t *locals)
 {
     uint64_t offset     = op->offset;
     ucs_status_t status = UCS_OK;
@@ -522,7 +522,7 @@ uct_cuda_ipc_ns_copies_send_all(uct_cuda_ipc_ns_copies_t *copies,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
+ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
                                          uct_cuda_ipc_ns_op_list_t *ops,
                                          const uct_cuda_ipc_ns_rkey_info_t *key,
                                          int owner_gpu_usable,
@@ -530,9 +530,9 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
                                          uint64_t remote_addr, int is_put,
                                          uct_completion_t *comp)
 {
-    uct_cuda_ipc_ns_copy_local_t locals[UCT_CUDA_IPC_NS_COPY_ELEMS_MAX];
-    uct_cuda_ipc_ns_copy_session_t *session;
-    uct_cuda_ipc_ns_copy_ring_t *ring;
+    uct_cuda_ipc_ns_copy_op_local_t locals[UCT_CUDA_IPC_NS_COPY_ELEMS_MAX];
+    uct_cuda_ipc_ns_copy_op_session_t *session;
+    uct_cuda_ipc_ns_copy_op_ring_t *ring;
     uct_cuda_ipc_ns_copy_op_t *op;
     const uct_cuda_ipc_ns_staging_ops_t *ring_ops;
     ucs_status_t status;
@@ -591,10 +591,10 @@ err_free_op:
 }
 
 
-unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copies_t *copies)
+unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copy_op_sessions_t *copies)
 {
-    uct_cuda_ipc_ns_copy_session_t *session, *tmp;
-    uct_cuda_ipc_ns_copy_req_t *req, *found;
+    uct_cuda_ipc_ns_copy_op_session_t *session, *tmp;
+    uct_cuda_ipc_ns_copy_op_req_t *req, *found;
     ucs_status_t status, op_status;
     uint64_t reg_id, seq;
     unsigned count = 0;
@@ -668,9 +668,9 @@ unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copies_t *copies)
 }
 
 
-int uct_cuda_ipc_ns_copies_ready(uct_cuda_ipc_ns_copies_t *copies)
+int uct_cuda_ipc_ns_copies_ready(uct_cuda_ipc_ns_copy_op_sessions_t *copies)
 {
-    uct_cuda_ipc_ns_copy_session_t *session;
+    uct_cuda_ipc_ns_copy_op_session_t *session;
     struct epoll_event event;
 
     ucs_list_for_each(session, &copies->sessions, list) {

@@ -33,8 +33,8 @@
  * bytes: the staging ring of each session (checked here, allocated on
  * first use), in memory of @a staging_kind.
  */
-ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copies_t *copies,
-                                         const uct_cuda_ipc_ns_fdx_config_t *fdx,
+ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                         const uct_cuda_ipc_ns_broker_proto_fdx_config_t *fdx,
                                          unsigned max_requests,
                                          unsigned staging_slots,
                                          size_t staging_slot_size,
@@ -44,7 +44,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_init(uct_cuda_ipc_ns_copies_t *copies,
 
 /* Closes every session and frees its staging ring; what is outstanding
  * completes with UCS_ERR_CANCELED. Before the completion queue's cleanup. */
-void uct_cuda_ipc_ns_copies_cleanup(uct_cuda_ipc_ns_copies_t *copies);
+void uct_cuda_ipc_ns_copies_cleanup(uct_cuda_ipc_ns_copy_op_sessions_t *copies);
 
 
 /**
@@ -60,7 +60,7 @@ void uct_cuda_ipc_ns_copies_cleanup(uct_cuda_ipc_ns_copies_t *copies);
  *         take (too many, or on different devices), or the error of
  *         opening the session, allocating a ring or sending.
  */
-ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
+ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
                                          uct_cuda_ipc_ns_op_list_t *ops,
                                          const uct_cuda_ipc_ns_rkey_info_t *key,
                                          int owner_gpu_usable,
@@ -78,7 +78,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_post(uct_cuda_ipc_ns_copies_t *copies,
  *         them), UCS_ERR_NO_RESOURCE when not enough slots are free (or
  *         staged ops wait for them), or an error as for the post.
  */
-ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
+ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
                                             uct_cuda_ipc_ns_op_list_t *ops,
                                             const uct_cuda_ipc_ns_rkey_info_t *key,
                                             int owner_gpu_usable,
@@ -91,7 +91,7 @@ ucs_status_t uct_cuda_ipc_ns_copies_put_now(uct_cuda_ipc_ns_copies_t *copies,
  * host buffer of ours, handed to @a unpack_cb (with @a arg) before @a comp
  * is called. @return UCS_INPROGRESS or an error as for the post.
  */
-ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
+ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
                                                uct_cuda_ipc_ns_op_list_t *ops,
                                                const uct_cuda_ipc_ns_rkey_info_t *key,
                                                int owner_gpu_usable,
@@ -102,12 +102,12 @@ ucs_status_t uct_cuda_ipc_ns_copies_get_unpack(uct_cuda_ipc_ns_copies_t *copies,
 
 
 /* Read the answers that came; returns the number of ops completed */
-unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copies_t *copies);
+unsigned uct_cuda_ipc_ns_copies_progress(uct_cuda_ipc_ns_copy_op_sessions_t *copies);
 
 
 /* Whether progress has work now: an answer waits in a session's socket
  * (the wakeup set is readable without its eventfd), or a session whose
  * socket broke is to end (nothing would wake a waiter for it) */
-int uct_cuda_ipc_ns_copies_ready(uct_cuda_ipc_ns_copies_t *copies);
+int uct_cuda_ipc_ns_copies_ready(uct_cuda_ipc_ns_copy_op_sessions_t *copies);
 
 #endif

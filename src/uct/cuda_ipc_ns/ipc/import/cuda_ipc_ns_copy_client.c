@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 
-ucs_status_t uct_cuda_ipc_ns_copy_client_open(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+ucs_status_t uct_cuda_ipc_ns_copy_client_open(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *cfg,
                                               const uct_cuda_ipc_ns_rkey_info_t *key,
                                               int *sock_p)
 {
@@ -27,12 +27,12 @@ ucs_status_t uct_cuda_ipc_ns_copy_client_open(const uct_cuda_ipc_ns_fdx_config_t
 
 ucs_status_t uct_cuda_ipc_ns_copy_client_send(int sock, uint64_t reg_id,
                                               const uint8_t *token,
-                                              const uct_cuda_ipc_ns_copy_args_t *copy,
+                                              const uct_cuda_ipc_ns_broker_proto_copy_args_t *copy,
                                               int buf_fd, int flags)
 {
     uint8_t req[UCT_CUDA_IPC_NS_BROKER_COPY_REQ_SIZE];
 
-    uct_cuda_ipc_ns_broker_pack_copy_request(req, reg_id, token, copy);
+    uct_cuda_ipc_ns_broker_proto_pack_copy_request(req, reg_id, token, copy);
     return uct_cuda_ipc_ns_scm_send_fd(sock, req, sizeof(req), buf_fd,
                                        flags | MSG_NOSIGNAL);
 }
@@ -66,8 +66,8 @@ ucs_status_t uct_cuda_ipc_ns_copy_client_recv_any(int sock, int flags,
         return UCS_ERR_IO_ERROR;
     }
 
-    if (uct_cuda_ipc_ns_broker_unpack_copy_reply(reply, len, &bstatus,
-                                                 reg_id_p, seq_p) != UCS_OK) {
+    if (uct_cuda_ipc_ns_broker_proto_unpack_copy_reply(reply, len, &bstatus,
+                                                       reg_id_p, seq_p) != UCS_OK) {
         ucs_error("cuda_ipc_ns: the owner's broker sent a malformed copy "
                   "answer (%zu bytes)", len);
         return UCS_ERR_IO_ERROR;
@@ -78,11 +78,11 @@ ucs_status_t uct_cuda_ipc_ns_copy_client_recv_any(int sock, int flags,
         *reg_id_p = 0;
     }
 
-    *op_status_p = uct_cuda_ipc_ns_broker_status_to_ucs(bstatus);
+    *op_status_p = uct_cuda_ipc_ns_broker_proto_status_to_ucs(bstatus);
     if (bstatus != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
         ucs_debug("cuda_ipc_ns: the owner's broker refused copy %" PRIu64
                   " of registration 0x%" PRIx64 ": %s", *seq_p, *reg_id_p,
-                  uct_cuda_ipc_ns_broker_status_str(bstatus));
+                  uct_cuda_ipc_ns_broker_proto_status_str(bstatus));
     }
     return UCS_OK;
 }

@@ -24,7 +24,7 @@
  * identity), authenticated as uct_cuda_ipc_ns_fdx_broker_session() does.
  * @return UCS_OK with *sock_p, or its statuses.
  */
-ucs_status_t uct_cuda_ipc_ns_copy_client_open(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+ucs_status_t uct_cuda_ipc_ns_copy_client_open(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *cfg,
                                               const uct_cuda_ipc_ns_rkey_info_t *key,
                                               int *sock_p);
 
@@ -36,7 +36,7 @@ ucs_status_t uct_cuda_ipc_ns_copy_client_open(const uct_cuda_ipc_ns_fdx_config_t
  */
 ucs_status_t uct_cuda_ipc_ns_copy_client_send(int sock, uint64_t reg_id,
                                               const uint8_t *token,
-                                              const uct_cuda_ipc_ns_copy_args_t *copy,
+                                              const uct_cuda_ipc_ns_broker_proto_copy_args_t *copy,
                                               int buf_fd, int flags);
 
 

@@ -24,7 +24,7 @@ _Static_assert(UCT_CUDA_IPC_NS_COPY_SENT_MAX < UCT_CUDA_IPC_NS_COPY_BUFFERS_MAX,
                "the owner must keep the buffers we count on");
 
 
-void uct_cuda_ipc_ns_copy_op_complete(uct_cuda_ipc_ns_copies_t *copies,
+void uct_cuda_ipc_ns_copy_op_complete(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
                                       uct_cuda_ipc_ns_copy_op_t *op)
 {
     uct_cuda_ipc_ns_op_list_t *ops = op->super.list;
@@ -41,8 +41,8 @@ void uct_cuda_ipc_ns_copy_op_complete(uct_cuda_ipc_ns_copies_t *copies,
 }
 
 
-void uct_cuda_ipc_ns_copy_op_wakeup(uct_cuda_ipc_ns_copies_t *copies,
-                                         uct_cuda_ipc_ns_copy_session_t *session,
+void uct_cuda_ipc_ns_copy_op_wakeup(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                         uct_cuda_ipc_ns_copy_op_session_t *session,
                                          int in_wakeup)
 {
     struct epoll_event event = {.events = EPOLLIN};
@@ -64,11 +64,11 @@ void uct_cuda_ipc_ns_copy_op_wakeup(uct_cuda_ipc_ns_copies_t *copies,
 }
 
 
-uct_cuda_ipc_ns_copy_sent_t *
-uct_cuda_ipc_ns_copy_op_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
-                               const uct_cuda_ipc_ns_copy_sent_t *buf)
+uct_cuda_ipc_ns_copy_op_sent_t *
+uct_cuda_ipc_ns_copy_op_sent_find(uct_cuda_ipc_ns_copy_op_session_t *session,
+                               const uct_cuda_ipc_ns_copy_op_sent_t *buf)
 {
-    uct_cuda_ipc_ns_copy_sent_t *sent;
+    uct_cuda_ipc_ns_copy_op_sent_t *sent;
     unsigned i;
 
     for (i = 0; i < session->num_sent; ++i) {
@@ -85,10 +85,10 @@ uct_cuda_ipc_ns_copy_op_sent_find(uct_cuda_ipc_ns_copy_session_t *session,
 }
 
 
-void uct_cuda_ipc_ns_copy_op_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
-                                   const uct_cuda_ipc_ns_copy_sent_t *buf)
+void uct_cuda_ipc_ns_copy_op_sent_add(uct_cuda_ipc_ns_copy_op_session_t *session,
+                                   const uct_cuda_ipc_ns_copy_op_sent_t *buf)
 {
-    uct_cuda_ipc_ns_copy_sent_t *sent;
+    uct_cuda_ipc_ns_copy_op_sent_t *sent;
     unsigned i;
 
     if (session->num_sent < UCT_CUDA_IPC_NS_COPY_SENT_MAX) {
@@ -108,15 +108,15 @@ void uct_cuda_ipc_ns_copy_op_sent_add(uct_cuda_ipc_ns_copy_session_t *session,
 
 
 ucs_status_t
-uct_cuda_ipc_ns_copy_op_send(uct_cuda_ipc_ns_copies_t *copies,
-                          uct_cuda_ipc_ns_copy_session_t *session,
-                          const uct_cuda_ipc_ns_copy_local_t *local,
+uct_cuda_ipc_ns_copy_op_send(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                          uct_cuda_ipc_ns_copy_op_session_t *session,
+                          const uct_cuda_ipc_ns_copy_op_local_t *local,
                           const void *ptr, size_t length, uint64_t offset,
                           uct_cuda_ipc_ns_copy_op_t *op,
-                          uct_cuda_ipc_ns_copy_slot_t *slot)
+                          uct_cuda_ipc_ns_copy_op_slot_t *slot)
 {
-    uct_cuda_ipc_ns_copy_args_t args;
-    uct_cuda_ipc_ns_copy_req_t *req;
+    uct_cuda_ipc_ns_broker_proto_copy_args_t args;
+    uct_cuda_ipc_ns_copy_op_req_t *req;
     ucs_status_t status;
     int fd = -1;
 
@@ -210,7 +210,7 @@ ucs_status_t uct_cuda_ipc_ns_copy_op_set_iov(uct_cuda_ipc_ns_copy_op_t *op,
 
 
 uct_cuda_ipc_ns_copy_op_t *
-uct_cuda_ipc_ns_copy_op_new(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_copy_op_new(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
                             const uct_cuda_ipc_ns_rkey_info_t *key,
                             uint64_t offset, int is_put,
                             uct_completion_t *comp)

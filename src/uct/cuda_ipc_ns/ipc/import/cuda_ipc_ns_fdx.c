@@ -207,8 +207,8 @@ uct_cuda_ipc_ns_fdx_import_reply_check(const char *name,
     if (bstatus != UCT_CUDA_IPC_NS_BROKER_STATUS_OK) {
         ucs_debug("cuda_ipc_ns: broker %s (owner pid %u) refused alloc_id "
                   "0x%" PRIx64 ": %s", name, key->pid, alloc_id,
-                  uct_cuda_ipc_ns_broker_status_str(bstatus));
-        return uct_cuda_ipc_ns_broker_status_to_ucs(bstatus);
+                  uct_cuda_ipc_ns_broker_proto_status_str(bstatus));
+        return uct_cuda_ipc_ns_broker_proto_status_to_ucs(bstatus);
     }
 
     if ((fd < 0) || (reply_alloc_id != alloc_id)) {
@@ -222,7 +222,7 @@ uct_cuda_ipc_ns_fdx_import_reply_check(const char *name,
 
 
 static ucs_status_t
-uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+uct_cuda_ipc_ns_fdx_broker_import(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *cfg,
                                   const uct_cuda_ipc_ns_rkey_info_t *key,
                                   int *fd_p, int *owner_pidfd_p)
 {
@@ -274,7 +274,7 @@ out:
 
 
 ucs_status_t
-uct_cuda_ipc_ns_fdx_broker_session(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+uct_cuda_ipc_ns_fdx_broker_session(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *cfg,
                                    const uct_cuda_ipc_ns_rkey_info_t *key,
                                    int *sock_p)
 {
@@ -296,12 +296,12 @@ uct_cuda_ipc_ns_fdx_broker_session(const uct_cuda_ipc_ns_fdx_config_t *cfg,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *cfg,
                                         const uct_cuda_ipc_ns_rkey_info_t *key,
                                         int *fd_p, int *owner_pidfd_p)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
-    int same_ns                            = (key->pid_ns == self->pid_ns);
+    const uct_cuda_ipc_ns_nsid_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+    int same_ns                                 = (key->pid_ns == self->pid_ns);
     ucs_status_t status;
     uint64_t alloc_id;
     int32_t owner_fd;
@@ -373,7 +373,7 @@ static void uct_cuda_ipc_ns_fdx_close_fds(const int *fds, unsigned num_fds)
  * first+count-1 of @a key whose layout is @a chunks */
 static int
 uct_cuda_ipc_ns_fdx_chunk_fds_match(const uct_cuda_ipc_ns_rkey_info_t *key,
-                                    const uct_cuda_ipc_ns_chunk_t *chunks,
+                                    const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                     uint32_t first, uint32_t count,
                                     const uct_cuda_ipc_ns_broker_proto_chunk_fds_reply_t *reply,
                                     const uint64_t *alloc_ids, unsigned num_fds)
@@ -398,7 +398,7 @@ uct_cuda_ipc_ns_fdx_chunk_fds_match(const uct_cuda_ipc_ns_rkey_info_t *key,
 /* Whether chunks @a first..first+count-1 of @a key can be asked for in one
  * GET_CHUNK_FDS request: an error line names why not */
 static ucs_status_t
-uct_cuda_ipc_ns_fdx_chunk_fds_valid(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+uct_cuda_ipc_ns_fdx_chunk_fds_valid(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *cfg,
                                     const uct_cuda_ipc_ns_rkey_info_t *key,
                                     uint32_t first, uint32_t count)
 {
@@ -427,7 +427,7 @@ uct_cuda_ipc_ns_fdx_chunk_fds_valid(const uct_cuda_ipc_ns_fdx_config_t *cfg,
 static ucs_status_t
 uct_cuda_ipc_ns_fdx_chunk_fds_reply_check(const char *name,
                                           const uct_cuda_ipc_ns_rkey_info_t *key,
-                                          const uct_cuda_ipc_ns_chunk_t *chunks,
+                                          const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                           uint32_t first, uint32_t count,
                                           const uint8_t *reply, size_t len,
                                           unsigned num_fds)
@@ -448,8 +448,8 @@ uct_cuda_ipc_ns_fdx_chunk_fds_reply_check(const char *name,
         ucs_debug("cuda_ipc_ns: broker %s (owner pid %u) refused chunks "
                   "%u..+%u of 0x%" PRIx64 ": %s", name, key->pid, first, count,
                   key->handle.posix.reg_id,
-                  uct_cuda_ipc_ns_broker_status_str(head.status));
-        return uct_cuda_ipc_ns_broker_status_to_ucs(head.status);
+                  uct_cuda_ipc_ns_broker_proto_status_str(head.status));
+        return uct_cuda_ipc_ns_broker_proto_status_to_ucs(head.status);
     }
 
     if (!uct_cuda_ipc_ns_fdx_chunk_fds_match(key, chunks, first, count, &head,
@@ -466,9 +466,9 @@ uct_cuda_ipc_ns_fdx_chunk_fds_reply_check(const char *name,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *cfg,
                                            const uct_cuda_ipc_ns_rkey_info_t *key,
-                                           const uct_cuda_ipc_ns_chunk_t *chunks,
+                                           const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                            uint32_t first, uint32_t count,
                                            int *fds, int *owner_pidfd_p)
 {
@@ -532,7 +532,7 @@ static ucs_status_t
 uct_cuda_ipc_ns_fdx_layout_page(uct_cuda_ipc_ns_broker_client_t *client,
                                 uint32_t first,
                                 uct_cuda_ipc_ns_broker_proto_layout_page_t *page,
-                                uct_cuda_ipc_ns_chunk_t *chunks)
+                                uct_cuda_ipc_ns_broker_proto_chunk_t *chunks)
 {
     const uct_cuda_ipc_ns_rkey_info_t *key = client->key;
     const char *name                       = client->name;
@@ -575,8 +575,8 @@ uct_cuda_ipc_ns_fdx_layout_page(uct_cuda_ipc_ns_broker_client_t *client,
         ucs_debug("cuda_ipc_ns: broker %s (owner pid %u) refused the layout "
                   "of 0x%" PRIx64 ": %s", name, key->pid,
                   key->handle.posix.reg_id,
-                  uct_cuda_ipc_ns_broker_status_str(page->status));
-        return uct_cuda_ipc_ns_broker_status_to_ucs(page->status);
+                  uct_cuda_ipc_ns_broker_proto_status_str(page->status));
+        return uct_cuda_ipc_ns_broker_proto_status_to_ucs(page->status);
     }
 
     if ((page->reg_id != key->handle.posix.reg_id) || (page->first != first) ||
@@ -594,14 +594,14 @@ uct_cuda_ipc_ns_fdx_layout_page(uct_cuda_ipc_ns_broker_client_t *client,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_fdx_layout(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+ucs_status_t uct_cuda_ipc_ns_fdx_layout(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *cfg,
                                         const uct_cuda_ipc_ns_rkey_info_t *key,
-                                        uct_cuda_ipc_ns_chunk_t **chunks_p)
+                                        uct_cuda_ipc_ns_broker_proto_chunk_t **chunks_p)
 {
     uint32_t total = key->handle.posix.num_chunks;
     uct_cuda_ipc_ns_broker_client_t client;
     uct_cuda_ipc_ns_broker_proto_layout_page_t page;
-    uct_cuda_ipc_ns_chunk_t *chunks;
+    uct_cuda_ipc_ns_broker_proto_chunk_t *chunks;
     ucs_status_t status;
     uint32_t first;
 

@@ -66,7 +66,7 @@
  *             or the broker found our request malformed;
  *         UCS_ERR_IO_ERROR: other failures.
  */
-ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *cfg,
                                         const uct_cuda_ipc_ns_rkey_info_t *key,
                                         int *fd_p, int *owner_pidfd_p);
 
@@ -84,9 +84,9 @@ ucs_status_t uct_cuda_ipc_ns_fdx_import(const uct_cuda_ipc_ns_fdx_config_t *cfg,
  * @return UCS_OK, the statuses of uct_cuda_ipc_ns_fdx_import() for the
  *         broker, or UCS_ERR_IO_ERROR for a hostile or malformed layout.
  */
-ucs_status_t uct_cuda_ipc_ns_fdx_layout(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+ucs_status_t uct_cuda_ipc_ns_fdx_layout(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *cfg,
                                         const uct_cuda_ipc_ns_rkey_info_t *key,
-                                        uct_cuda_ipc_ns_chunk_t **chunks_p);
+                                        uct_cuda_ipc_ns_broker_proto_chunk_t **chunks_p);
 
 
 /**
@@ -109,9 +109,9 @@ ucs_status_t uct_cuda_ipc_ns_fdx_layout(const uct_cuda_ipc_ns_fdx_config_t *cfg,
  *         several allocations, chunks beyond it, mode 'pidfd'), or
  *         UCS_ERR_IO_ERROR for a hostile or malformed reply.
  */
-ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *cfg,
                                            const uct_cuda_ipc_ns_rkey_info_t *key,
-                                           const uct_cuda_ipc_ns_chunk_t *chunks,
+                                           const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                            uint32_t first, uint32_t count,
                                            int *fds, int *owner_pidfd_p);
 
@@ -126,7 +126,7 @@ ucs_status_t uct_cuda_ipc_ns_fdx_chunk_fds(const uct_cuda_ipc_ns_fdx_config_t *c
  *         uct_cuda_ipc_ns_fdx_import() for the connect and the owner check.
  */
 ucs_status_t
-uct_cuda_ipc_ns_fdx_broker_session(const uct_cuda_ipc_ns_fdx_config_t *cfg,
+uct_cuda_ipc_ns_fdx_broker_session(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *cfg,
                                    const uct_cuda_ipc_ns_rkey_info_t *key,
                                    int *sock_p);
 

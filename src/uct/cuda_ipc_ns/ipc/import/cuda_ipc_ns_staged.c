@@ -33,7 +33,7 @@
 
 /* A staged op whose chunks all ended, or that failed and has none running
  * any more, completes: returns 1 then */
-static unsigned uct_cuda_ipc_ns_staged_op_check(uct_cuda_ipc_ns_copies_t *copies,
+static unsigned uct_cuda_ipc_ns_staged_op_check(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
                                                 uct_cuda_ipc_ns_copy_op_t *op)
 {
     if ((op->status != UCS_OK) && op->in_queue) {
@@ -58,12 +58,12 @@ static unsigned uct_cuda_ipc_ns_staged_op_check(uct_cuda_ipc_ns_copies_t *copies
 
 
 /* @a slot's chunk ended with @a status: the slot is free again */
-static unsigned uct_cuda_ipc_ns_staged_release(uct_cuda_ipc_ns_copies_t *copies,
-                                               uct_cuda_ipc_ns_copy_slot_t *slot,
+static unsigned uct_cuda_ipc_ns_staged_release(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                               uct_cuda_ipc_ns_copy_op_slot_t *slot,
                                                ucs_status_t status)
 {
-    uct_cuda_ipc_ns_copy_ring_t *ring = slot->ring;
-    uct_cuda_ipc_ns_copy_op_t *op     = slot->op;
+    uct_cuda_ipc_ns_copy_op_ring_t *ring = slot->ring;
+    uct_cuda_ipc_ns_copy_op_t *op        = slot->op;
 
     if ((slot->state == UCT_CUDA_IPC_NS_SLOT_RETRY_COPY) ||
         (slot->state == UCT_CUDA_IPC_NS_SLOT_RETRY_SEND)) {
@@ -88,10 +88,10 @@ static void uct_cuda_ipc_ns_staged_copied(uct_completion_t *comp);
  * for a get, on the ring's stream; UCS_ERR_NO_RESOURCE when the completion
  * queue has no op free (MAX_EVENTS) */
 static ucs_status_t
-uct_cuda_ipc_ns_staged_copy(uct_cuda_ipc_ns_copies_t *copies,
-                            uct_cuda_ipc_ns_copy_slot_t *slot)
+uct_cuda_ipc_ns_staged_copy(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                            uct_cuda_ipc_ns_copy_op_slot_t *slot)
 {
-    uct_cuda_ipc_ns_copy_ring_t *ring = slot->ring;
+    uct_cuda_ipc_ns_copy_op_ring_t *ring = slot->ring;
     CUdeviceptr slot_ptr = uct_cuda_ipc_ns_staging_slot(&ring->staging,
                                                         slot->index);
     CUdeviceptr local    = (CUdeviceptr)slot->local;
@@ -141,7 +141,7 @@ out_put_op:
 /* Put short/bcopy: the caller's data into @a slot now (it may reuse its
  * buffer once the put returns); the slot is free, so nothing runs on it */
 static ucs_status_t
-uct_cuda_ipc_ns_staged_copy_in_now(uct_cuda_ipc_ns_copy_slot_t *slot)
+uct_cuda_ipc_ns_staged_copy_in_now(uct_cuda_ipc_ns_copy_op_slot_t *slot)
 {
     const uct_cuda_ipc_ns_staging_t *staging = &slot->ring->staging;
     ucs_status_t status;
@@ -169,13 +169,13 @@ uct_cuda_ipc_ns_staged_copy_in_now(uct_cuda_ipc_ns_copy_slot_t *slot)
 /* The owner's copy of @a slot's chunk: slot -> remote for a put, remote ->
  * slot for a get */
 static ucs_status_t
-uct_cuda_ipc_ns_staged_send(uct_cuda_ipc_ns_copies_t *copies,
-                            uct_cuda_ipc_ns_copy_slot_t *slot)
+uct_cuda_ipc_ns_staged_send(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                            uct_cuda_ipc_ns_copy_op_slot_t *slot)
 {
-    const uct_cuda_ipc_ns_staging_t *staging = &slot->ring->staging;
-    uct_cuda_ipc_ns_copy_session_t *session  = slot->ring->session;
-    uct_cuda_ipc_ns_copy_op_t *op            = slot->op;
-    uct_cuda_ipc_ns_copy_local_t local;
+    const uct_cuda_ipc_ns_staging_t *staging   = &slot->ring->staging;
+    uct_cuda_ipc_ns_copy_op_session_t *session = slot->ring->session;
+    uct_cuda_ipc_ns_copy_op_t *op              = slot->op;
+    uct_cuda_ipc_ns_copy_op_local_t local;
     ucs_status_t status;
 
     local.base    = staging->base;
@@ -200,9 +200,9 @@ uct_cuda_ipc_ns_staged_send(uct_cuda_ipc_ns_copies_t *copies,
  * is retried from progress; on an error the chunk ends with it. Returns the
  * ops completed.
  */
-static unsigned uct_cuda_ipc_ns_staged_start(uct_cuda_ipc_ns_copies_t *copies,
-                                             uct_cuda_ipc_ns_copy_slot_t *slot,
-                                             uct_cuda_ipc_ns_slot_state_t state)
+static unsigned uct_cuda_ipc_ns_staged_start(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                             uct_cuda_ipc_ns_copy_op_slot_t *slot,
+                                             uct_cuda_ipc_ns_copy_op_slot_state_t state)
 {
     ucs_status_t status;
 
@@ -240,11 +240,11 @@ static unsigned uct_cuda_ipc_ns_staged_start(uct_cuda_ipc_ns_copies_t *copies,
 
 /* Issue chunks of the ring's waiting ops, oldest first, while slots are
  * free */
-static unsigned uct_cuda_ipc_ns_staged_dispatch(uct_cuda_ipc_ns_copies_t *copies,
-                                                uct_cuda_ipc_ns_copy_ring_t *ring)
+static unsigned uct_cuda_ipc_ns_staged_dispatch(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                                uct_cuda_ipc_ns_copy_op_ring_t *ring)
 {
-    const uct_cuda_ipc_ns_copy_elem_t *elem;
-    uct_cuda_ipc_ns_copy_slot_t *slot;
+    const uct_cuda_ipc_ns_copy_op_elem_t *elem;
+    uct_cuda_ipc_ns_copy_op_slot_t *slot;
     uct_cuda_ipc_ns_copy_op_t *op;
     unsigned count = 0, i;
 
@@ -290,11 +290,11 @@ static unsigned uct_cuda_ipc_ns_staged_dispatch(uct_cuda_ipc_ns_copies_t *copies
 }
 
 
-unsigned uct_cuda_ipc_ns_staged_answered(uct_cuda_ipc_ns_copies_t *copies,
-                                         uct_cuda_ipc_ns_copy_slot_t *slot,
+unsigned uct_cuda_ipc_ns_staged_answered(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                         uct_cuda_ipc_ns_copy_op_slot_t *slot,
                                          ucs_status_t status)
 {
-    uct_cuda_ipc_ns_copy_ring_t *ring = slot->ring;
+    uct_cuda_ipc_ns_copy_op_ring_t *ring = slot->ring;
     unsigned count;
 
     if ((status == UCS_OK) && !slot->op->is_put && !ring->session->closing) {
@@ -310,10 +310,10 @@ unsigned uct_cuda_ipc_ns_staged_answered(uct_cuda_ipc_ns_copies_t *copies,
 /* Our copy of a chunk ended (from the completion queue's progress) */
 static void uct_cuda_ipc_ns_staged_copied(uct_completion_t *comp)
 {
-    uct_cuda_ipc_ns_copy_slot_t *slot = ucs_container_of(
-            comp, uct_cuda_ipc_ns_copy_slot_t, comp);
-    uct_cuda_ipc_ns_copy_ring_t *ring = slot->ring;
-    uct_cuda_ipc_ns_copies_t *copies  = ring->session->copies;
+    uct_cuda_ipc_ns_copy_op_slot_t *slot       = ucs_container_of(
+            comp, uct_cuda_ipc_ns_copy_op_slot_t, comp);
+    uct_cuda_ipc_ns_copy_op_ring_t *ring       = slot->ring;
+    uct_cuda_ipc_ns_copy_op_sessions_t *copies = ring->session->copies;
 
     if (comp->status != UCS_OK) {
         ucs_error("cuda_ipc_ns: staging copy of %zu bytes %s slot %u (local "
@@ -331,11 +331,11 @@ static void uct_cuda_ipc_ns_staged_copied(uct_completion_t *comp)
 }
 
 
-unsigned uct_cuda_ipc_ns_staged_retry(uct_cuda_ipc_ns_copies_t *copies,
-                                      uct_cuda_ipc_ns_copy_session_t *session)
+unsigned uct_cuda_ipc_ns_staged_retry(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                      uct_cuda_ipc_ns_copy_op_session_t *session)
 {
-    uct_cuda_ipc_ns_copy_ring_t *ring;
-    uct_cuda_ipc_ns_copy_slot_t *slot;
+    uct_cuda_ipc_ns_copy_op_ring_t *ring;
+    uct_cuda_ipc_ns_copy_op_slot_t *slot;
     unsigned count = 0, i;
 
     ucs_list_for_each(ring, &session->rings, list) {
@@ -364,15 +364,15 @@ unsigned uct_cuda_ipc_ns_staged_retry(uct_cuda_ipc_ns_copies_t *copies,
 /* A new ring of @a session, on @a device (in its primary context: the ring
  * outlives any context of the application's), with its stream */
 static ucs_status_t
-uct_cuda_ipc_ns_staged_ring_open(uct_cuda_ipc_ns_copies_t *copies,
-                                  uct_cuda_ipc_ns_copy_session_t *session,
+uct_cuda_ipc_ns_staged_ring_open(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                  uct_cuda_ipc_ns_copy_op_session_t *session,
                                   int device,
                                   const uct_cuda_ipc_ns_staging_ops_t *ops,
-                                  uct_cuda_ipc_ns_copy_ring_t **ring_p)
+                                  uct_cuda_ipc_ns_copy_op_ring_t **ring_p)
 {
     /* the ring's copies are within one device: a stream of their own */
     static const uint8_t ring_uuid[UCT_CUDA_IPC_NS_UUID_SIZE] = {};
-    uct_cuda_ipc_ns_copy_ring_t *ring;
+    uct_cuda_ipc_ns_copy_op_ring_t *ring;
     ucs_status_t status;
     unsigned i;
     int pushed;
@@ -434,8 +434,8 @@ err_free_ring:
  * are waited for: the memory is freed after), its waiting ops complete
  * with it. Returns the ops completed. */
 static unsigned
-uct_cuda_ipc_ns_staged_ring_close(uct_cuda_ipc_ns_copies_t *copies,
-                                   uct_cuda_ipc_ns_copy_ring_t *ring,
+uct_cuda_ipc_ns_staged_ring_close(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                   uct_cuda_ipc_ns_copy_op_ring_t *ring,
                                    ucs_status_t status)
 {
     uct_cuda_ipc_ns_copy_op_t *op, *tmp;
@@ -475,11 +475,11 @@ uct_cuda_ipc_ns_staged_ring_close(uct_cuda_ipc_ns_copies_t *copies,
 }
 
 
-unsigned uct_cuda_ipc_ns_staged_close(uct_cuda_ipc_ns_copies_t *copies,
-                                       uct_cuda_ipc_ns_copy_session_t *session,
+unsigned uct_cuda_ipc_ns_staged_close(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                       uct_cuda_ipc_ns_copy_op_session_t *session,
                                        ucs_status_t status)
 {
-    uct_cuda_ipc_ns_copy_ring_t *ring, *tmp;
+    uct_cuda_ipc_ns_copy_op_ring_t *ring, *tmp;
     unsigned count = 0;
 
     ucs_list_for_each_safe(ring, tmp, &session->rings, list) {
@@ -490,13 +490,13 @@ unsigned uct_cuda_ipc_ns_staged_close(uct_cuda_ipc_ns_copies_t *copies,
 
 
 ucs_status_t
-uct_cuda_ipc_ns_staged_ring_get(uct_cuda_ipc_ns_copies_t *copies,
-                                 uct_cuda_ipc_ns_copy_session_t *session,
+uct_cuda_ipc_ns_staged_ring_get(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                 uct_cuda_ipc_ns_copy_op_session_t *session,
                                  const uct_cuda_ipc_ns_staging_ops_t *ops,
                                  int device,
-                                 uct_cuda_ipc_ns_copy_ring_t **ring_p)
+                                 uct_cuda_ipc_ns_copy_op_ring_t **ring_p)
 {
-    uct_cuda_ipc_ns_copy_ring_t *ring;
+    uct_cuda_ipc_ns_copy_op_ring_t *ring;
 
     ucs_list_for_each(ring, &session->rings, list) {
         if ((ring->staging.ops == ops) &&
@@ -520,7 +520,7 @@ uct_cuda_ipc_ns_staged_ring_get(uct_cuda_ipc_ns_copies_t *copies,
  * Put short/bcopy copy their data in at once: slots whole.
  */
 static size_t
-uct_cuda_ipc_ns_staged_chunk(const uct_cuda_ipc_ns_copy_ring_t *ring,
+uct_cuda_ipc_ns_staged_chunk(const uct_cuda_ipc_ns_copy_op_ring_t *ring,
                              const uct_cuda_ipc_ns_copy_op_t *op)
 {
     size_t total = 0, chunk;
@@ -541,9 +541,9 @@ uct_cuda_ipc_ns_staged_chunk(const uct_cuda_ipc_ns_copy_ring_t *ring,
 
 
 ucs_status_t
-uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
                                 uct_cuda_ipc_ns_op_list_t *ops,
-                                uct_cuda_ipc_ns_copy_ring_t *ring,
+                                uct_cuda_ipc_ns_copy_op_ring_t *ring,
                                 uct_cuda_ipc_ns_copy_op_t *op)
 {
     ucs_status_t status;

@@ -13,14 +13,14 @@
 /* The owner answered (@a status) for @a slot's chunk: its next step, and
  * the chunks of waiting ops that free slots take; returns the ops
  * completed */
-unsigned uct_cuda_ipc_ns_staged_answered(uct_cuda_ipc_ns_copies_t *copies,
-                                         uct_cuda_ipc_ns_copy_slot_t *slot,
+unsigned uct_cuda_ipc_ns_staged_answered(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                         uct_cuda_ipc_ns_copy_op_slot_t *slot,
                                          ucs_status_t status);
 
 /* Start again the steps that lacked a resource, on every ring of
  * @a session (from progress); returns the ops completed */
-unsigned uct_cuda_ipc_ns_staged_retry(uct_cuda_ipc_ns_copies_t *copies,
-                                      uct_cuda_ipc_ns_copy_session_t *session);
+unsigned uct_cuda_ipc_ns_staged_retry(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                      uct_cuda_ipc_ns_copy_op_session_t *session);
 
 /*
  * The session ends: on each of its rings, the chunks end with @a status
@@ -28,15 +28,15 @@ unsigned uct_cuda_ipc_ns_staged_retry(uct_cuda_ipc_ns_copies_t *copies,
  * ops waiting for a slot complete with it, and the ring goes. Returns the
  * ops completed.
  */
-unsigned uct_cuda_ipc_ns_staged_close(uct_cuda_ipc_ns_copies_t *copies,
-                                       uct_cuda_ipc_ns_copy_session_t *session,
+unsigned uct_cuda_ipc_ns_staged_close(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                       uct_cuda_ipc_ns_copy_op_session_t *session,
                                        ucs_status_t status);
 
 /* The memory copies of memory on the owner's GPU stage through: pinned
  * host memory when that GPU is not one we can use (@a owner_gpu_usable,
  * asked once when the key was unpacked), or the configuration says so */
 static inline const uct_cuda_ipc_ns_staging_ops_t *
-uct_cuda_ipc_ns_staged_ring_ops(const uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_staged_ring_ops(const uct_cuda_ipc_ns_copy_op_sessions_t *copies,
                                 int owner_gpu_usable)
 {
     switch (copies->staging_kind) {
@@ -56,11 +56,11 @@ uct_cuda_ipc_ns_staged_ring_ops(const uct_cuda_ipc_ns_copies_t *copies,
  * @a device (-1: host memory, any device's ring serves it), opened (on
  * device 0 for host memory) if it has none */
 ucs_status_t
-uct_cuda_ipc_ns_staged_ring_get(uct_cuda_ipc_ns_copies_t *copies,
-                                 uct_cuda_ipc_ns_copy_session_t *session,
+uct_cuda_ipc_ns_staged_ring_get(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
+                                 uct_cuda_ipc_ns_copy_op_session_t *session,
                                  const uct_cuda_ipc_ns_staging_ops_t *ops,
                                  int device,
-                                 uct_cuda_ipc_ns_copy_ring_t **ring_p);
+                                 uct_cuda_ipc_ns_copy_op_ring_t **ring_p);
 
 /*
  * Queue @a op for slots of @a ring and issue what the free ones take.
@@ -70,9 +70,9 @@ uct_cuda_ipc_ns_staged_ring_get(uct_cuda_ipc_ns_copies_t *copies,
  * progress ends).
  */
 ucs_status_t
-uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copies_t *copies,
+uct_cuda_ipc_ns_staged_op_start(uct_cuda_ipc_ns_copy_op_sessions_t *copies,
                                 uct_cuda_ipc_ns_op_list_t *ops,
-                                uct_cuda_ipc_ns_copy_ring_t *ring,
+                                uct_cuda_ipc_ns_copy_op_ring_t *ring,
                                 uct_cuda_ipc_ns_copy_op_t *op);
 
 #endif

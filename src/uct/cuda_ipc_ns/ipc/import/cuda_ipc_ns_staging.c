@@ -186,7 +186,7 @@ ucs_status_t uct_cuda_ipc_ns_staging_alloc(const uct_cuda_ipc_ns_staging_ops_t *
     int pushed;
 
     memset(staging, 0, sizeof(*staging));
-    status = uct_cuda_ipc_ns_primary_ctx(device, &staging->ctx);
+    status = uct_cuda_ipc_ns_ctx_primary(device, &staging->ctx);
     if (status != UCS_OK) {
         return status;
     }

@@ -54,7 +54,7 @@ static UCS_F_ALWAYS_INLINE khint32_t uct_cuda_ipc_ns_cache_hash(uint64_t k)
     (((_a).base == (_b).base) && ((_a).device == (_b).device))
 
 KHASH_INIT(uct_cuda_ipc_ns_regions, uct_cuda_ipc_ns_region_key_t,
-           uct_cuda_ipc_ns_region_t*, 1, uct_cuda_ipc_ns_region_key_hash,
+           uct_cuda_ipc_ns_cache_region_t*, 1, uct_cuda_ipc_ns_region_key_hash,
            uct_cuda_ipc_ns_region_key_equal)
 
 #define uct_cuda_ipc_ns_identity_hash(_id) \
@@ -63,13 +63,13 @@ KHASH_INIT(uct_cuda_ipc_ns_regions, uct_cuda_ipc_ns_region_key_t,
 #define uct_cuda_ipc_ns_identity_key_equal(_a, _b) \
     uct_cuda_ipc_ns_identity_equal(&(_a), &(_b))
 
-KHASH_INIT(uct_cuda_ipc_ns_peers, uct_cuda_ipc_ns_identity_t,
-           uct_cuda_ipc_ns_peer_t*, 1, uct_cuda_ipc_ns_identity_hash,
+KHASH_INIT(uct_cuda_ipc_ns_peers, uct_cuda_ipc_ns_nsid_identity_t,
+           uct_cuda_ipc_ns_cache_peer_t*, 1, uct_cuda_ipc_ns_identity_hash,
            uct_cuda_ipc_ns_identity_key_equal)
 
 
-struct uct_cuda_ipc_ns_peer {
-    uct_cuda_ipc_ns_identity_t        id;
+struct uct_cuda_ipc_ns_cache_peer {
+    uct_cuda_ipc_ns_nsid_identity_t   id;
     unsigned                          refcount;  /* users + regions, cache.lock */
     int                               dead;      /* atomic */
     int                               in_table;  /* in cache.peers */
@@ -129,7 +129,7 @@ ucs_status_t uct_cuda_ipc_ns_cache_get(const uct_cuda_ipc_ns_cache_config_t *con
 }
 
 
-static void uct_cuda_ipc_ns_region_unmap(uct_cuda_ipc_ns_region_t *region)
+static void uct_cuda_ipc_ns_region_unmap(uct_cuda_ipc_ns_cache_region_t *region)
 {
     uct_cuda_ipc_ns_map_unmap(&region->mapping);
     UCT_CUDA_IPC_NS_STAT_ADD(unmaps, 1);
@@ -139,7 +139,7 @@ static void uct_cuda_ipc_ns_region_unmap(uct_cuda_ipc_ns_region_t *region)
 
 
 /* Drop one reference; the last one unmaps. No lock may be held. */
-static void uct_cuda_ipc_ns_region_put(uct_cuda_ipc_ns_region_t *region)
+static void uct_cuda_ipc_ns_region_put(uct_cuda_ipc_ns_cache_region_t *region)
 {
     if (__atomic_sub_fetch(&region->refcount, 1, __ATOMIC_ACQ_REL) == 0) {
         uct_cuda_ipc_ns_region_unmap(region);
@@ -153,11 +153,11 @@ static void uct_cuda_ipc_ns_region_put(uct_cuda_ipc_ns_region_t *region)
  * it is the last one (the caller unmaps after unlocking), else it is
  * dropped and the last unpin unmaps.
  */
-static void uct_cuda_ipc_ns_region_detach(uct_cuda_ipc_ns_region_t *region,
+static void uct_cuda_ipc_ns_region_detach(uct_cuda_ipc_ns_cache_region_t *region,
                                           khiter_t iter,
                                           ucs_list_link_t *victims)
 {
-    uct_cuda_ipc_ns_peer_t *peer = region->peer;
+    uct_cuda_ipc_ns_cache_peer_t *peer = region->peer;
 
     kh_del(uct_cuda_ipc_ns_regions, &peer->regions, iter);
     ucs_list_del(&region->lru);
@@ -171,7 +171,7 @@ static void uct_cuda_ipc_ns_region_detach(uct_cuda_ipc_ns_region_t *region,
 }
 
 
-static khiter_t uct_cuda_ipc_ns_region_iter(uct_cuda_ipc_ns_region_t *region)
+static khiter_t uct_cuda_ipc_ns_region_iter(uct_cuda_ipc_ns_cache_region_t *region)
 {
     uct_cuda_ipc_ns_region_key_t rkey = {region->base,
                                          region->mapping.device};
@@ -183,7 +183,7 @@ static khiter_t uct_cuda_ipc_ns_region_iter(uct_cuda_ipc_ns_region_t *region)
 /* Unmap collected victims; no lock held */
 static void uct_cuda_ipc_ns_cache_unmap_victims(ucs_list_link_t *victims)
 {
-    uct_cuda_ipc_ns_region_t *region, *tmp;
+    uct_cuda_ipc_ns_cache_region_t *region, *tmp;
 
     ucs_list_for_each_safe(region, tmp, victims, lru) {
         ucs_list_del(&region->lru);
@@ -201,15 +201,15 @@ static void uct_cuda_ipc_ns_cache_unmap_victims(ucs_list_link_t *victims)
 static void uct_cuda_ipc_ns_cache_evict(ucs_list_link_t *victims)
 {
     uct_cuda_ipc_ns_cache_config_t *config = &uct_cuda_ipc_ns_cache.config;
-    uct_cuda_ipc_ns_region_t *region;
+    uct_cuda_ipc_ns_cache_region_t *region;
     uint64_t budget = 2 * uct_cuda_ipc_ns_cache.num_regions;
-    uct_cuda_ipc_ns_peer_t *peer;
+    uct_cuda_ipc_ns_cache_peer_t *peer;
 
     while (((uct_cuda_ipc_ns_cache.num_regions > config->max_regions) ||
             (uct_cuda_ipc_ns_cache.num_bytes > config->max_size)) &&
            (budget-- > 0) && !ucs_list_is_empty(&uct_cuda_ipc_ns_cache.lru)) {
         region = ucs_list_head(&uct_cuda_ipc_ns_cache.lru,
-                               uct_cuda_ipc_ns_region_t, lru);
+                               uct_cuda_ipc_ns_cache_region_t, lru);
         peer   = region->peer;
 
         pthread_rwlock_wrlock(&peer->lock);
@@ -229,7 +229,7 @@ static void uct_cuda_ipc_ns_cache_evict(ucs_list_link_t *victims)
 }
 
 
-static void uct_cuda_ipc_ns_peer_destroy(uct_cuda_ipc_ns_peer_t *peer)
+static void uct_cuda_ipc_ns_peer_destroy(uct_cuda_ipc_ns_cache_peer_t *peer)
 {
     ucs_debug("cuda_ipc_ns: forgetting peer pid %u (PID namespace %" PRIu64
               ")", peer->id.pid, peer->id.pid_ns);
@@ -242,7 +242,7 @@ static void uct_cuda_ipc_ns_peer_destroy(uct_cuda_ipc_ns_peer_t *peer)
 
 
 /* Called with cache.lock */
-static void uct_cuda_ipc_ns_peer_unlink(uct_cuda_ipc_ns_peer_t *peer)
+static void uct_cuda_ipc_ns_peer_unlink(uct_cuda_ipc_ns_cache_peer_t *peer)
 {
     khiter_t iter;
 
@@ -276,10 +276,10 @@ void uct_cuda_ipc_ns_cache_unload(void)
 }
 
 
-static void uct_cuda_ipc_ns_peer_flush(uct_cuda_ipc_ns_peer_t *peer,
+static void uct_cuda_ipc_ns_peer_flush(uct_cuda_ipc_ns_cache_peer_t *peer,
                                        ucs_list_link_t *victims)
 {
-    uct_cuda_ipc_ns_region_t *region;
+    uct_cuda_ipc_ns_cache_region_t *region;
     khiter_t iter;
 
     pthread_rwlock_wrlock(&peer->lock);
@@ -296,7 +296,7 @@ static void uct_cuda_ipc_ns_peer_flush(uct_cuda_ipc_ns_peer_t *peer,
 
 void uct_cuda_ipc_ns_cache_put(void)
 {
-    uct_cuda_ipc_ns_peer_t *peer;
+    uct_cuda_ipc_ns_cache_peer_t *peer;
     UCS_LIST_HEAD(victims);
     khiter_t iter;
 
@@ -342,11 +342,11 @@ void uct_cuda_ipc_ns_cache_put(void)
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_cache_peer_get(const uct_cuda_ipc_ns_identity_t *id,
-                                            uct_cuda_ipc_ns_peer_t **peer_p)
+ucs_status_t uct_cuda_ipc_ns_cache_peer_get(const uct_cuda_ipc_ns_nsid_identity_t *id,
+                                            uct_cuda_ipc_ns_cache_peer_t **peer_p)
 {
     int watched = 0;
-    uct_cuda_ipc_ns_peer_t *peer;
+    uct_cuda_ipc_ns_cache_peer_t *peer;
     khiter_t iter;
     int ret;
 
@@ -398,7 +398,7 @@ out:
 }
 
 
-void uct_cuda_ipc_ns_cache_peer_put(uct_cuda_ipc_ns_peer_t *peer)
+void uct_cuda_ipc_ns_cache_peer_put(uct_cuda_ipc_ns_cache_peer_t *peer)
 {
     int destroy;
 
@@ -417,20 +417,20 @@ void uct_cuda_ipc_ns_cache_peer_put(uct_cuda_ipc_ns_peer_t *peer)
 }
 
 
-const uct_cuda_ipc_ns_identity_t *
-uct_cuda_ipc_ns_cache_peer_id(const uct_cuda_ipc_ns_peer_t *peer)
+const uct_cuda_ipc_ns_nsid_identity_t *
+uct_cuda_ipc_ns_cache_peer_id(const uct_cuda_ipc_ns_cache_peer_t *peer)
 {
     return &peer->id;
 }
 
 
-int uct_cuda_ipc_ns_cache_peer_is_dead(const uct_cuda_ipc_ns_peer_t *peer)
+int uct_cuda_ipc_ns_cache_peer_is_dead(const uct_cuda_ipc_ns_cache_peer_t *peer)
 {
     return __atomic_load_n(&peer->dead, __ATOMIC_ACQUIRE);
 }
 
 
-void uct_cuda_ipc_ns_cache_peer_fail(uct_cuda_ipc_ns_peer_t *peer)
+void uct_cuda_ipc_ns_cache_peer_fail(uct_cuda_ipc_ns_cache_peer_t *peer)
 {
     UCS_LIST_HEAD(victims);
 
@@ -450,17 +450,17 @@ void uct_cuda_ipc_ns_cache_peer_fail(uct_cuda_ipc_ns_peer_t *peer)
 }
 
 
-static uct_cuda_ipc_ns_peer_t *
+static uct_cuda_ipc_ns_cache_peer_t *
 uct_cuda_ipc_ns_peer_of(uct_cuda_ipc_ns_liveness_t *live)
 {
-    return ucs_container_of(live, uct_cuda_ipc_ns_peer_t, live);
+    return ucs_container_of(live, uct_cuda_ipc_ns_cache_peer_t, live);
 }
 
 
 /* Called with cache.lock */
 static int uct_cuda_ipc_ns_peer_live_hold(uct_cuda_ipc_ns_liveness_t *live)
 {
-    uct_cuda_ipc_ns_peer_t *peer = uct_cuda_ipc_ns_peer_of(live);
+    uct_cuda_ipc_ns_cache_peer_t *peer = uct_cuda_ipc_ns_peer_of(live);
 
     if (peer->refcount == 0) {
         return 0;
@@ -473,7 +473,7 @@ static int uct_cuda_ipc_ns_peer_live_hold(uct_cuda_ipc_ns_liveness_t *live)
 /* Called with cache.lock */
 static int uct_cuda_ipc_ns_peer_live_drop(uct_cuda_ipc_ns_liveness_t *live)
 {
-    uct_cuda_ipc_ns_peer_t *peer = uct_cuda_ipc_ns_peer_of(live);
+    uct_cuda_ipc_ns_cache_peer_t *peer = uct_cuda_ipc_ns_peer_of(live);
 
     ucs_assert(peer->refcount > 0);
     if (--peer->refcount > 0) {
@@ -511,7 +511,7 @@ static const uct_cuda_ipc_ns_liveness_ops_t uct_cuda_ipc_ns_peer_liveness_ops = 
 };
 
 
-ucs_status_t uct_cuda_ipc_ns_cache_peer_check(uct_cuda_ipc_ns_peer_t *peer)
+ucs_status_t uct_cuda_ipc_ns_cache_peer_check(uct_cuda_ipc_ns_cache_peer_t *peer)
 {
     if (uct_cuda_ipc_ns_cache_peer_is_dead(peer)) {
         return UCS_ERR_CONNECTION_RESET;
@@ -525,7 +525,7 @@ ucs_status_t uct_cuda_ipc_ns_cache_peer_check(uct_cuda_ipc_ns_peer_t *peer)
 }
 
 
-static int uct_cuda_ipc_ns_region_matches(const uct_cuda_ipc_ns_region_t *region,
+static int uct_cuda_ipc_ns_region_matches(const uct_cuda_ipc_ns_cache_region_t *region,
                                           const uct_cuda_ipc_ns_rkey_info_t *key)
 {
     if ((region->mapping.handle_type != key->handle_type) ||
@@ -540,12 +540,12 @@ static int uct_cuda_ipc_ns_region_matches(const uct_cuda_ipc_ns_region_t *region
 
 
 /* Hit path: the peer's read lock, an atomic pin, no driver call */
-static uct_cuda_ipc_ns_region_t *
-uct_cuda_ipc_ns_cache_lookup(uct_cuda_ipc_ns_peer_t *peer,
+static uct_cuda_ipc_ns_cache_region_t *
+uct_cuda_ipc_ns_cache_lookup(uct_cuda_ipc_ns_cache_peer_t *peer,
                              const uct_cuda_ipc_ns_rkey_info_t *key, int device)
 {
-    uct_cuda_ipc_ns_region_key_t rkey = {key->base, device};
-    uct_cuda_ipc_ns_region_t *region  = NULL;
+    uct_cuda_ipc_ns_region_key_t rkey      = {key->base, device};
+    uct_cuda_ipc_ns_cache_region_t *region = NULL;
     khiter_t iter;
 
     pthread_rwlock_rdlock(&peer->lock);
@@ -563,14 +563,14 @@ uct_cuda_ipc_ns_cache_lookup(uct_cuda_ipc_ns_peer_t *peer,
 
 /* Insert a freshly mapped region, or return one another thread inserted
  * meanwhile (then @a region is unmapped by the caller) */
-static uct_cuda_ipc_ns_region_t *
-uct_cuda_ipc_ns_cache_insert(uct_cuda_ipc_ns_region_t *region,
+static uct_cuda_ipc_ns_cache_region_t *
+uct_cuda_ipc_ns_cache_insert(uct_cuda_ipc_ns_cache_region_t *region,
                              const uct_cuda_ipc_ns_rkey_info_t *key,
                              ucs_list_link_t *victims)
 {
-    uct_cuda_ipc_ns_peer_t *peer      = region->peer;
-    uct_cuda_ipc_ns_region_key_t rkey = {region->base, region->mapping.device};
-    uct_cuda_ipc_ns_region_t *old;
+    uct_cuda_ipc_ns_cache_peer_t *peer = region->peer;
+    uct_cuda_ipc_ns_region_key_t rkey  = {region->base, region->mapping.device};
+    uct_cuda_ipc_ns_cache_region_t *old;
     khiter_t iter;
     int ret;
 
@@ -623,11 +623,11 @@ uct_cuda_ipc_ns_cache_insert(uct_cuda_ipc_ns_region_t *region,
 
 
 /* A region of @a peer for @a key, not mapped yet */
-static uct_cuda_ipc_ns_region_t *
-uct_cuda_ipc_ns_cache_region_new(uct_cuda_ipc_ns_peer_t *peer,
+static uct_cuda_ipc_ns_cache_region_t *
+uct_cuda_ipc_ns_cache_region_new(uct_cuda_ipc_ns_cache_peer_t *peer,
                                  const uct_cuda_ipc_ns_rkey_info_t *key)
 {
-    uct_cuda_ipc_ns_region_t *region;
+    uct_cuda_ipc_ns_cache_region_t *region;
 
     region = ucs_calloc(1, sizeof(*region), "cuda_ipc_ns_region");
     if (region == NULL) {
@@ -648,12 +648,12 @@ uct_cuda_ipc_ns_cache_region_new(uct_cuda_ipc_ns_peer_t *peer,
 /* Insert a region just mapped, pinned for the caller in *region_p: it, or
  * the one another thread inserted meanwhile (then it is unmapped) */
 static ucs_status_t
-uct_cuda_ipc_ns_cache_add(uct_cuda_ipc_ns_region_t *region,
+uct_cuda_ipc_ns_cache_add(uct_cuda_ipc_ns_cache_region_t *region,
                           const uct_cuda_ipc_ns_rkey_info_t *key,
-                          uct_cuda_ipc_ns_region_t **region_p)
+                          uct_cuda_ipc_ns_cache_region_t **region_p)
 {
-    uct_cuda_ipc_ns_peer_t *peer = region->peer;
-    uct_cuda_ipc_ns_region_t *found;
+    uct_cuda_ipc_ns_cache_peer_t *peer = region->peer;
+    uct_cuda_ipc_ns_cache_region_t *found;
     UCS_LIST_HEAD(victims);
 
     found = uct_cuda_ipc_ns_cache_insert(region, key, &victims);
@@ -674,13 +674,13 @@ uct_cuda_ipc_ns_cache_add(uct_cuda_ipc_ns_region_t *region,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
+ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_cache_peer_t *peer,
                                        const uct_cuda_ipc_ns_rkey_info_t *key,
                                        int device,
-                                       const uct_cuda_ipc_ns_fdx_config_t *fdx,
-                                       uct_cuda_ipc_ns_region_t **region_p)
+                                       const uct_cuda_ipc_ns_broker_proto_fdx_config_t *fdx,
+                                       uct_cuda_ipc_ns_cache_region_t **region_p)
 {
-    uct_cuda_ipc_ns_region_t *region;
+    uct_cuda_ipc_ns_cache_region_t *region;
     ucs_status_t status;
     int owner_pidfd;
 
@@ -718,7 +718,7 @@ ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
  * @a chunks) as a key of one allocation of its own: its base in the owner
  * and its allocation id make it a region of its own */
 static void uct_cuda_ipc_ns_cache_chunk_key(const uct_cuda_ipc_ns_rkey_info_t *key,
-                                            const uct_cuda_ipc_ns_chunk_t *chunks,
+                                            const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                             uint32_t index,
                                             uct_cuda_ipc_ns_rkey_info_t *chunk_key)
 {
@@ -737,16 +737,16 @@ static void uct_cuda_ipc_ns_cache_chunk_key(const uct_cuda_ipc_ns_rkey_info_t *k
  * that failed on.
  */
 static ucs_status_t
-uct_cuda_ipc_ns_cache_import_chunks(uct_cuda_ipc_ns_peer_t *peer,
+uct_cuda_ipc_ns_cache_import_chunks(uct_cuda_ipc_ns_cache_peer_t *peer,
                                     const uct_cuda_ipc_ns_rkey_info_t *key,
-                                    const uct_cuda_ipc_ns_chunk_t *chunks,
+                                    const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                     uint32_t first, uint32_t count, int device,
-                                    const uct_cuda_ipc_ns_fdx_config_t *fdx,
-                                    uct_cuda_ipc_ns_region_t **regions)
+                                    const uct_cuda_ipc_ns_broker_proto_fdx_config_t *fdx,
+                                    uct_cuda_ipc_ns_cache_region_t **regions)
 {
     int fds[UCT_CUDA_IPC_NS_BROKER_FDS_MAX];
     uct_cuda_ipc_ns_rkey_info_t chunk_key;
-    uct_cuda_ipc_ns_region_t *region;
+    uct_cuda_ipc_ns_cache_region_t *region;
     ucs_status_t status;
     int owner_pidfd, fd;
     uint32_t i;
@@ -797,13 +797,13 @@ uct_cuda_ipc_ns_cache_import_chunks(uct_cuda_ipc_ns_peer_t *peer,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_cache_map_chunks(uct_cuda_ipc_ns_peer_t *peer,
+ucs_status_t uct_cuda_ipc_ns_cache_map_chunks(uct_cuda_ipc_ns_cache_peer_t *peer,
                                               const uct_cuda_ipc_ns_rkey_info_t *key,
-                                              const uct_cuda_ipc_ns_chunk_t *chunks,
+                                              const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                               uint32_t first, uint32_t count,
                                               int device,
-                                              const uct_cuda_ipc_ns_fdx_config_t *fdx,
-                                              uct_cuda_ipc_ns_region_t **regions)
+                                              const uct_cuda_ipc_ns_broker_proto_fdx_config_t *fdx,
+                                              uct_cuda_ipc_ns_cache_region_t **regions)
 {
     uct_cuda_ipc_ns_rkey_info_t chunk_key;
     ucs_status_t status;
@@ -849,7 +849,7 @@ err_unpin:
 }
 
 
-void uct_cuda_ipc_ns_cache_unpin(uct_cuda_ipc_ns_region_t *region)
+void uct_cuda_ipc_ns_cache_unpin(uct_cuda_ipc_ns_cache_region_t *region)
 {
     UCS_LIST_HEAD(victims);
 

@@ -43,22 +43,22 @@ typedef struct uct_cuda_ipc_ns_cache_stats {
 } uct_cuda_ipc_ns_cache_stats_t;
 
 
-typedef struct uct_cuda_ipc_ns_peer   uct_cuda_ipc_ns_peer_t;
-typedef struct uct_cuda_ipc_ns_region uct_cuda_ipc_ns_region_t;
+typedef struct uct_cuda_ipc_ns_cache_peer   uct_cuda_ipc_ns_cache_peer_t;
+typedef struct uct_cuda_ipc_ns_cache_region uct_cuda_ipc_ns_cache_region_t;
 
 
 /* A mapped allocation of a peer; valid while pinned. What a hit reads and
  * writes comes first, in one cache line. */
-struct uct_cuda_ipc_ns_region {
-    uint32_t                  refcount;   /* pins + 1 while in the table */
-    uint8_t                   referenced; /* clock bit, set by hits */
-    uint8_t                   in_table;   /* under the cache lock */
-    uint64_t                  alloc_id;   /* VMM keys */
-    uct_cuda_ipc_ns_map_t mapping;
-    uct_cuda_ipc_ns_peer_t    *peer;
-    uint64_t                  base;       /* allocation base in the owner */
-    ucs_list_link_t           lru;        /* cache LRU, while in the table */
-    uint8_t                   handle[UCT_CUDA_IPC_NS_HANDLE_SIZE]; /* legacy, pool */
+struct uct_cuda_ipc_ns_cache_region {
+    uint32_t                     refcount;   /* pins + 1 while in the table */
+    uint8_t                      referenced; /* clock bit, set by hits */
+    uint8_t                      in_table;   /* under the cache lock */
+    uint64_t                     alloc_id;   /* VMM keys */
+    uct_cuda_ipc_ns_map_t        mapping;
+    uct_cuda_ipc_ns_cache_peer_t *peer;
+    uint64_t                     base;       /* allocation base in the owner */
+    ucs_list_link_t              lru;        /* cache LRU, while in the table */
+    uint8_t                      handle[UCT_CUDA_IPC_NS_HANDLE_SIZE]; /* legacy, pool */
 };
 
 
@@ -78,16 +78,16 @@ void uct_cuda_ipc_ns_cache_put(void);
  * A referenced peer entry for @a id (created when unknown). A peer of our
  * PID namespace is watched (pidfd) from here on when its start time is known.
  */
-ucs_status_t uct_cuda_ipc_ns_cache_peer_get(const uct_cuda_ipc_ns_identity_t *id,
-                                            uct_cuda_ipc_ns_peer_t **peer_p);
+ucs_status_t uct_cuda_ipc_ns_cache_peer_get(const uct_cuda_ipc_ns_nsid_identity_t *id,
+                                            uct_cuda_ipc_ns_cache_peer_t **peer_p);
 
-void uct_cuda_ipc_ns_cache_peer_put(uct_cuda_ipc_ns_peer_t *peer);
+void uct_cuda_ipc_ns_cache_peer_put(uct_cuda_ipc_ns_cache_peer_t *peer);
 
-const uct_cuda_ipc_ns_identity_t *
-uct_cuda_ipc_ns_cache_peer_id(const uct_cuda_ipc_ns_peer_t *peer);
+const uct_cuda_ipc_ns_nsid_identity_t *
+uct_cuda_ipc_ns_cache_peer_id(const uct_cuda_ipc_ns_cache_peer_t *peer);
 
 /** Whether the peer was found dead (by a check or a failed import) */
-int uct_cuda_ipc_ns_cache_peer_is_dead(const uct_cuda_ipc_ns_peer_t *peer);
+int uct_cuda_ipc_ns_cache_peer_is_dead(const uct_cuda_ipc_ns_cache_peer_t *peer);
 
 
 /**
@@ -98,11 +98,11 @@ int uct_cuda_ipc_ns_cache_peer_is_dead(const uct_cuda_ipc_ns_peer_t *peer);
  *
  * @return UCS_OK (alive or not checkable), UCS_ERR_CONNECTION_RESET (dead).
  */
-ucs_status_t uct_cuda_ipc_ns_cache_peer_check(uct_cuda_ipc_ns_peer_t *peer);
+ucs_status_t uct_cuda_ipc_ns_cache_peer_check(uct_cuda_ipc_ns_cache_peer_t *peer);
 
 
 /** Mark the peer dead and release its mappings (once unpinned) */
-void uct_cuda_ipc_ns_cache_peer_fail(uct_cuda_ipc_ns_peer_t *peer);
+void uct_cuda_ipc_ns_cache_peer_fail(uct_cuda_ipc_ns_cache_peer_t *peer);
 
 
 /**
@@ -110,11 +110,11 @@ void uct_cuda_ipc_ns_cache_peer_fail(uct_cuda_ipc_ns_peer_t *peer);
  * or POSIX fd), mapped for @a device, pinned for the caller; imports
  * (through @a fdx) and maps it on a miss.
  */
-ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
+ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_cache_peer_t *peer,
                                        const uct_cuda_ipc_ns_rkey_info_t *key,
                                        int device,
-                                       const uct_cuda_ipc_ns_fdx_config_t *fdx,
-                                       uct_cuda_ipc_ns_region_t **region_p);
+                                       const uct_cuda_ipc_ns_broker_proto_fdx_config_t *fdx,
+                                       uct_cuda_ipc_ns_cache_region_t **region_p);
 
 /**
  * The regions of chunks @a first..first+count-1 of the key of several
@@ -126,16 +126,16 @@ ucs_status_t uct_cuda_ipc_ns_cache_map(uct_cuda_ipc_ns_peer_t *peer,
  * closed once mapped (docs/framework-memory.md). On failure nothing stays
  * pinned.
  */
-ucs_status_t uct_cuda_ipc_ns_cache_map_chunks(uct_cuda_ipc_ns_peer_t *peer,
+ucs_status_t uct_cuda_ipc_ns_cache_map_chunks(uct_cuda_ipc_ns_cache_peer_t *peer,
                                               const uct_cuda_ipc_ns_rkey_info_t *key,
-                                              const uct_cuda_ipc_ns_chunk_t *chunks,
+                                              const uct_cuda_ipc_ns_broker_proto_chunk_t *chunks,
                                               uint32_t first, uint32_t count,
                                               int device,
-                                              const uct_cuda_ipc_ns_fdx_config_t *fdx,
-                                              uct_cuda_ipc_ns_region_t **regions);
+                                              const uct_cuda_ipc_ns_broker_proto_fdx_config_t *fdx,
+                                              uct_cuda_ipc_ns_cache_region_t **regions);
 
 /** Unpin; with the cache disabled (or the region stale) this may unmap */
-void uct_cuda_ipc_ns_cache_unpin(uct_cuda_ipc_ns_region_t *region);
+void uct_cuda_ipc_ns_cache_unpin(uct_cuda_ipc_ns_cache_region_t *region);
 
 
 void uct_cuda_ipc_ns_cache_get_stats(uct_cuda_ipc_ns_cache_stats_t *stats);

@@ -84,7 +84,7 @@ uct_cuda_ipc_ns_legacy_direct_path_t
 uct_cuda_ipc_ns_legacy_direct_path(const uct_cuda_ipc_ns_rkey_info_t *key,
                                    int gpu_usable)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+    const uct_cuda_ipc_ns_nsid_identity_t *self = uct_cuda_ipc_ns_nsid_self();
     int has_broker = key->broker_addr_len > 0;
     const char *why;
 

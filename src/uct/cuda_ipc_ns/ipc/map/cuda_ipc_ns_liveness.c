@@ -19,7 +19,7 @@
 
 void uct_cuda_ipc_ns_liveness_init(uct_cuda_ipc_ns_liveness_t *live,
                                    uct_cuda_ipc_ns_liveness_set_t *set,
-                                   const uct_cuda_ipc_ns_identity_t *id)
+                                   const uct_cuda_ipc_ns_nsid_identity_t *id)
 {
     live->set   = set;
     live->id    = id;
@@ -30,8 +30,8 @@ void uct_cuda_ipc_ns_liveness_init(uct_cuda_ipc_ns_liveness_t *live,
 
 int uct_cuda_ipc_ns_liveness_open(uct_cuda_ipc_ns_liveness_t *live)
 {
-    const uct_cuda_ipc_ns_identity_t *self = uct_cuda_ipc_ns_nsid_self();
-    const uct_cuda_ipc_ns_identity_t *id   = live->id;
+    const uct_cuda_ipc_ns_nsid_identity_t *self = uct_cuda_ipc_ns_nsid_self();
+    const uct_cuda_ipc_ns_nsid_identity_t *id   = live->id;
 
     if ((id->pid_ns != self->pid_ns) || (id->start_time == 0) ||
         (id->system_id != self->system_id)) {

@@ -60,18 +60,18 @@ typedef struct uct_cuda_ipc_ns_liveness_set {
 
 
 struct uct_cuda_ipc_ns_liveness {
-    uct_cuda_ipc_ns_liveness_set_t   *set;
-    const uct_cuda_ipc_ns_identity_t *id;    /* the peer's */
-    int                              fd;     /* pidfd, -1: none yet */
-    int                              async;  /* fd is on UCX's async loop */
-    ucs_list_link_t                  watched; /* in set->watched */
-    ucs_list_link_t                  reap;    /* in set->reap */
+    uct_cuda_ipc_ns_liveness_set_t        *set;
+    const uct_cuda_ipc_ns_nsid_identity_t *id;    /* the peer's */
+    int                                   fd;     /* pidfd, -1: none yet */
+    int                                   async;  /* fd is on UCX's async loop */
+    ucs_list_link_t                       watched; /* in set->watched */
+    ucs_list_link_t                       reap;    /* in set->reap */
 };
 
 
 void uct_cuda_ipc_ns_liveness_init(uct_cuda_ipc_ns_liveness_t *live,
                                    uct_cuda_ipc_ns_liveness_set_t *set,
-                                   const uct_cuda_ipc_ns_identity_t *id);
+                                   const uct_cuda_ipc_ns_nsid_identity_t *id);
 
 /**
  * With the lock, for a new peer: open its pidfd when it lives in our PID

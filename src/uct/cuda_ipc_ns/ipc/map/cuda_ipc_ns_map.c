@@ -54,20 +54,20 @@ uct_cuda_ipc_ns_map_legacy(const uct_cuda_ipc_ns_rkey_info_t *key, int device,
         return UCS_OK;
     }
 
-    status = uct_cuda_ipc_ns_cu_status(res);
+    status = uct_cuda_ipc_ns_driver_status(res);
     if (key->pid_ns != uct_cuda_ipc_ns_nsid_self()->pid_ns) {
         ucs_debug("cuda_ipc_ns: cuIpcOpenMemHandle() of allocation 0x%" PRIx64
                   " of pid %u in PID namespace %" PRIu64 " failed: %s",
                   key->base, key->pid, key->pid_ns,
-                  uct_cuda_ipc_ns_cu_error_name(res));
+                  uct_cuda_ipc_ns_driver_error_name(res));
         (void)uct_cuda_ipc_ns_legacy_direct_failed(
-                key, uct_cuda_ipc_ns_cu_error_name(res));
+                key, uct_cuda_ipc_ns_driver_error_name(res));
         return status;
     }
 
     ucs_error("cuda_ipc_ns: cuIpcOpenMemHandle() failed: %s: cannot open the "
               "IPC handle of allocation 0x%" PRIx64 " (%" PRIu64 " bytes) of "
-              "pid %u", uct_cuda_ipc_ns_cu_error_name(res), key->base,
+              "pid %u", uct_cuda_ipc_ns_driver_error_name(res), key->base,
               key->length, key->pid);
     return status;
 }
@@ -109,7 +109,7 @@ ucs_status_t uct_cuda_ipc_ns_map_fd_of(const uct_cuda_ipc_ns_rkey_info_t *key,
 
 
 static ucs_status_t
-uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_fdx_config_t *fdx,
+uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *fdx,
                              const uct_cuda_ipc_ns_rkey_info_t *key,
                              int device, uct_cuda_ipc_ns_map_t *mapping,
                              int *owner_pidfd_p)
@@ -135,7 +135,7 @@ uct_cuda_ipc_ns_map_posix_fd(const uct_cuda_ipc_ns_fdx_config_t *fdx,
 }
 
 
-ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
+ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *fdx,
                                  const uct_cuda_ipc_ns_rkey_info_t *key,
                                  int device, uct_cuda_ipc_ns_map_t *mapping,
                                  int *owner_pidfd_p)

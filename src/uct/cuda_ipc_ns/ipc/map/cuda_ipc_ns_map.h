@@ -38,7 +38,7 @@ typedef struct uct_cuda_ipc_ns_map_entry {
  * @param owner_pidfd_p  NULL, or with UCS_OK the owner's pidfd the fd import
  *                       checked (cuda_ipc_ns_fdx.h), -1 when none.
  */
-ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_fdx_config_t *fdx,
+ucs_status_t uct_cuda_ipc_ns_map(const uct_cuda_ipc_ns_broker_proto_fdx_config_t *fdx,
                                  const uct_cuda_ipc_ns_rkey_info_t *key,
                                  int device, uct_cuda_ipc_ns_map_t *mapping,
                                  int *owner_pidfd_p);
