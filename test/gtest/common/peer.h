@@ -114,6 +114,14 @@ public:
      * timeout, after which the peer is killed) */
     int wait(int timeout_ms = 60000);
 
+    /* whether exit status @a status of wait() means the peer could not be
+     * set up (namespaces, mounts, ids: peer.cc exits 120-126), so the test
+     * skips rather than fails */
+    static bool setup_failed(int status)
+    {
+        return (status >= 120) && (status <= 126);
+    }
+
     /* SIGKILL the process that runs the role: in a PID namespace its pid 1,
      * not the relay pid() is (that one's death would reach it later, through
      * PR_SET_PDEATHSIG), so that wait() returns once the role is gone;

@@ -321,7 +321,7 @@ TEST_F(test_cudasim_fabric, another_node_of_the_domain_imports)
         ASSERT_TRUE(importer.chan().send_obj(msg));
         if (!importer.chan().recv_obj(reply)) {
             status = importer.wait();
-            if ((status >= 120) && (status <= 126)) {
+            if (test::peer::setup_failed(status)) {
                 GTEST_SKIP() << "cannot create namespaces here";
             }
             FAIL() << "importer failed with status " << status;

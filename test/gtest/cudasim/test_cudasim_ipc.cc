@@ -279,7 +279,7 @@ void test_cudasim_ipc::run(const test::peer_options &opts,
         close(fd);
         if (!peer.chan().recv_obj(*reply_p)) {
             int status = peer.wait();
-            if ((status >= 120) && (status <= 126)) {
+            if (test::peer::setup_failed(status)) {
                 *skipped_p = true; /* could not set up the namespace */
                 return;
             }

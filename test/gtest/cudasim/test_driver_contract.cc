@@ -623,7 +623,7 @@ TEST_F(driver_contract, legacy_handle_opens_from_another_pid_ns)
     ASSERT_TRUE(importer.chan().send_obj(msg));
     if (!importer.chan().recv_obj(reply)) {
         int status = importer.wait();
-        if ((status >= 120) && (status <= 126)) {
+        if (test::peer::setup_failed(status)) {
             GTEST_SKIP() << "cannot create a PID namespace here";
         }
         FAIL() << "importer failed with status " << status;
@@ -665,7 +665,7 @@ TEST_F(driver_contract, legacy_handle_of_an_equal_pid_number)
     test::peer owner("contract_legacy_owner_peer", opts);
     if (!owner.chan().recv_obj(msg)) {
         status = owner.wait();
-        if ((status >= 120) && (status <= 126)) {
+        if (test::peer::setup_failed(status)) {
             GTEST_SKIP() << "cannot create a PID namespace here";
         }
         FAIL() << "owner failed with status " << status;
@@ -734,7 +734,7 @@ TEST_F(driver_contract, fabric_handle_imports_in_another_pid_and_net_ns)
     ASSERT_TRUE(importer.chan().send_obj(msg));
     if (!importer.chan().recv_obj(reply)) {
         status = importer.wait();
-        if ((status >= 120) && (status <= 126)) {
+        if (test::peer::setup_failed(status)) {
             GTEST_SKIP() << "cannot create namespaces here";
         }
         FAIL() << "importer failed with status " << status;
@@ -790,7 +790,7 @@ TEST_F(driver_contract, fabric_refused_without_a_channel)
     ASSERT_TRUE(importer.chan().send_obj(msg));
     if (!importer.chan().recv_obj(reply)) {
         status = importer.wait();
-        if ((status >= 120) && (status <= 126)) {
+        if (test::peer::setup_failed(status)) {
             GTEST_SKIP() << "cannot create namespaces or mount here";
         }
         FAIL() << "importer failed with status " << status;
